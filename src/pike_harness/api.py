@@ -1,0 +1,88 @@
+"""The host's public API: everything a plugin may import, in one place.
+
+Plugins import from here (and from ``pike_harness.worker`` for evaluation internals), never from
+each other, so a third-party plugin written against this module keeps working when the host's
+internals move.
+"""
+
+from __future__ import annotations
+
+from pike_harness import prompting, rounds
+from pike_harness.errors import BudgetExhausted, UserError
+from pike_harness.evaluation import Evaluator, EvaluatorError, EvaluatorOptions, EvaluatorSpec
+from pike_harness.hookspecs import hookimpl
+from pike_harness.llm import (
+    BRAINSTORM,
+    FIX,
+    OPTIMIZE,
+    BackendOptions,
+    GenerationParams,
+    LLMBackend,
+    LLMError,
+    LLMRequest,
+    LLMResponse,
+    RetryRecord,
+    TransientLLMError,
+    Usage,
+    parse_retry_after,
+    redact_secrets,
+    request_hash,
+)
+from pike_harness.model import (
+    CATEGORIES,
+    Attempt,
+    EvalRequest,
+    EvalResult,
+    Limits,
+    Task,
+    TaskMeta,
+)
+from pike_harness.reporting import Reporter, ReportOptions, ReportSummary
+from pike_harness.rounds import Order, Sample, fix_rounds, run_round
+from pike_harness.strategy import BudgetView, Strategy, TaskContext
+from pike_harness.tasks import Suite
+
+__all__ = [
+    "BRAINSTORM",
+    "CATEGORIES",
+    "FIX",
+    "OPTIMIZE",
+    "Attempt",
+    "BackendOptions",
+    "BudgetExhausted",
+    "BudgetView",
+    "EvalRequest",
+    "EvalResult",
+    "Evaluator",
+    "EvaluatorError",
+    "EvaluatorOptions",
+    "EvaluatorSpec",
+    "GenerationParams",
+    "LLMBackend",
+    "LLMError",
+    "LLMRequest",
+    "LLMResponse",
+    "Limits",
+    "ReportOptions",
+    "ReportSummary",
+    "Reporter",
+    "RetryRecord",
+    "Strategy",
+    "Suite",
+    "Task",
+    "TaskContext",
+    "TaskMeta",
+    "TransientLLMError",
+    "Usage",
+    "UserError",
+    "hookimpl",
+    "parse_retry_after",
+    "prompting",
+    "rounds",
+    "Order",
+    "Sample",
+    "fix_rounds",
+    "run_round",
+    "redact_secrets",
+    "request_hash",
+]

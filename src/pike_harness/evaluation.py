@@ -1,0 +1,77 @@
+"""The evaluator plugin interface: submit candidates, get results as they finish.
+
+An evaluator turns an ``EvalRequest`` into an ``EvalResult`` somewhere safe (a sandboxed process on
+this host, a container, a shared-directory worker, a Ray cluster). The host and strategies only ever
+see this interface, so any evaluator can serve any run. Results come back as futures so a strategy
+can keep many candidates in flight and an evaluator can schedule them as its hardware allows.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import Future, as_completed
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pike_harness.model import EvalRequest, EvalResult
+
+
+class EvaluatorError(Exception):
+    """The evaluator itself failed (no GPU, a worker vanished): never a verdict on the candidate."""
+
+
+@dataclass
+class EvaluatorOptions:
+    """What the host tells an evaluator when it builds one."""
+
+    device: str = "auto"  # "auto", "cpu", "cuda", "cuda:N" or "cuda:0,1"
+    protocol: str = "robust"
+    protocol_params: dict[str, Any] = field(default_factory=dict)
+    timeout_s: float | None = None  # per-stage wall-clock limit; None keeps the request's
+    workdir: Path | None = None  # scratch and cache root; None: a temporary folder
+    extra: dict[str, Any] = field(default_factory=dict)  # the evaluator's own CLI options, by name
+
+
+@dataclass
+class EvaluatorSpec:
+    """How a plugin registers an evaluator: a name, a factory and the CLI options it adds."""
+
+    name: str
+    factory: Callable[[EvaluatorOptions], Evaluator]
+    description: str = ""
+    # click.Option objects added to `pikeh eval` and `pikeh run`; values arrive in options.extra.
+    options: list[Any] = field(default_factory=list)
+
+
+class Evaluator(ABC):
+    """Checks and times candidates. Thread-safe: strategies submit from many threads."""
+
+    name: str = "evaluator"
+
+    @abstractmethod
+    def submit(self, request: EvalRequest) -> Future[EvalResult]:
+        """Queue one evaluation. The future raises ``EvaluatorError`` only for infrastructure failures."""
+
+    def evaluate(self, request: EvalRequest) -> EvalResult:
+        return self.submit(request).result()
+
+    def evaluate_many(self, requests: Iterable[EvalRequest]) -> Iterator[tuple[EvalRequest, EvalResult]]:
+        """Yield (request, result) pairs in completion order."""
+        futures = {self.submit(r): r for r in requests}
+        for future in as_completed(futures):
+            yield futures[future], future.result()
+
+    def describe(self) -> dict[str, Any]:
+        """Where evaluations run (devices, host, protocol), recorded in a run's metadata."""
+        return {"evaluator": self.name}
+
+    def close(self) -> None:
+        """Stop workers and release devices; pending futures are cancelled."""
+
+    def __enter__(self) -> Evaluator:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -1,0 +1,229 @@
+"""The plugin host: loads plugins from the ``pike_harness`` entry-point group and collects what they register.
+
+The replacement rule, which docs/plugins.md documents and ``pikeh plugins`` shows: plugins register in
+a fixed order (built-in plugins first, then third-party plugins, each group sorted by entry-point
+name) and, for each kind, the last registration of a name wins. So a third-party plugin always
+replaces a built-in of the same name, and between two third-party plugins the one whose entry-point
+name sorts later wins. ``PIKEH_BLOCK_PLUGINS=name,...`` keeps plugins from loading at all.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import os
+import sys
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+import pluggy
+
+from pike_harness import hookspecs
+from pike_harness.errors import UserError
+
+GROUP = "pike_harness"
+BUILTIN_DISTRIBUTION = "pike-harness"
+BLOCK_ENV = "PIKEH_BLOCK_PLUGINS"
+
+# kind -> (hook name, how to read the registered name from register()'s arguments)
+KINDS: dict[str, tuple[str, Callable[..., str]]] = {
+    "suites": ("register_suites", lambda suite: suite.name),
+    "strategies": ("register_strategies", lambda cls: cls.name),
+    "llm_backends": ("register_llm_backends", lambda provider, factory: provider),
+    "evaluators": ("register_evaluators", lambda spec: spec.name),
+    "reporters": ("register_reporters", lambda cls: cls.name),
+}
+SINGULAR = {"suites": "suite", "strategies": "strategy", "llm_backends": "LLM provider",
+             "evaluators": "evaluator", "reporters": "reporter"}
+
+
+@dataclass
+class Registration:
+    """One thing a plugin registered, and whether a later plugin replaced it."""
+
+    kind: str
+    name: str
+    plugin: str
+    value: Any
+    replaced_by: str | None = None
+
+
+@dataclass
+class PluginInfo:
+    """What ``pikeh plugins`` shows about one plugin."""
+
+    name: str
+    version: str
+    distribution: str | None
+    builtin: bool
+    hooks: list[str] = field(default_factory=list)
+    provides: dict[str, list[str]] = field(default_factory=dict)
+    blocked: bool = False
+    error: str | None = None
+
+    def to_dict(self, registrations: Iterable[Registration]) -> dict[str, Any]:
+        replaced = {}
+        for reg in registrations:
+            if reg.plugin == self.name and reg.replaced_by:
+                replaced.setdefault(reg.kind, {})[reg.name] = reg.replaced_by
+        return {
+            "name": self.name,
+            "version": self.version,
+            "distribution": self.distribution,
+            "builtin": self.builtin,
+            "blocked": self.blocked,
+            "error": self.error,
+            "hooks": self.hooks,
+            "provides": self.provides,
+            "replaced": replaced,
+        }
+
+
+def blocked_names(env: dict[str, str] | None = None) -> set[str]:
+    raw = (env if env is not None else os.environ).get(BLOCK_ENV, "")
+    return {name.strip() for name in raw.split(",") if name.strip()}
+
+
+class PluginHost:
+    """Loads plugins once and answers "which object provides NAME of KIND?".
+
+    Tests can add plugin objects directly with ``extra`` (name, object, builtin) triples, the way a
+    third-party package would register through its entry point.
+    """
+
+    def __init__(
+        self,
+        *,
+        entry_points: bool = True,
+        extra: Iterable[tuple[str, object, bool]] = (),
+        blocked: set[str] | None = None,
+    ):
+        self.pm = pluggy.PluginManager(GROUP)
+        self.pm.add_hookspecs(hookspecs)
+        self.blocked = blocked_names() if blocked is None else blocked
+        self.infos: dict[str, PluginInfo] = {}
+        if entry_points:
+            self._load_entry_points()
+        for name, obj, builtin in extra:
+            self._add(name, obj, version="0", distribution=None, builtin=builtin)
+        self.registrations: list[Registration] = []
+        self._active: dict[str, dict[str, Registration]] = {kind: {} for kind in KINDS}
+        self._collect()
+
+    # -- loading -------------------------------------------------------------------------------
+    def _load_entry_points(self) -> None:
+        for ep in importlib.metadata.entry_points(group=GROUP):
+            dist = ep.dist.name if ep.dist is not None else None
+            version = ep.dist.version if ep.dist is not None else "unknown"
+            builtin = _canonical(dist) == BUILTIN_DISTRIBUTION
+            if ep.name in self.blocked:
+                self.infos[ep.name] = PluginInfo(ep.name, version, dist, builtin, blocked=True)
+                continue
+            if ep.name in self.infos:
+                # Two distributions claim one plugin name: keep the first, say so.
+                self.infos[ep.name].error = f"another distribution ({dist}) also uses this plugin name"
+                continue
+            try:
+                module = ep.load()
+            except Exception as exc:  # a broken third-party plugin must not break the CLI
+                self.infos[ep.name] = PluginInfo(ep.name, version, dist, builtin,
+                                                 error=f"failed to load: {type(exc).__name__}: {exc}")
+                print(f"pikeh: warning: plugin {ep.name!r} failed to load: {exc}", file=sys.stderr)
+                continue
+            self._add(ep.name, module, version=version, distribution=dist, builtin=builtin)
+
+    def _add(self, name: str, obj: object, *, version: str, distribution: str | None, builtin: bool) -> None:
+        if name in self.blocked:
+            self.infos[name] = PluginInfo(name, version, distribution, builtin, blocked=True)
+            return
+        self.pm.register(obj, name=name)
+        hooks = sorted(h.name for h in self.pm.get_hookcallers(obj) or [])
+        self.infos[name] = PluginInfo(name, version, distribution, builtin, hooks=hooks)
+
+    def _order(self) -> list[str]:
+        """The registration order that decides name clashes: built-ins, then third parties, by name."""
+        loaded = {name for name, _ in self.pm.list_name_plugin()}
+        live = [info for info in self.infos.values() if info.name in loaded]
+        return [info.name for info in sorted(live, key=lambda i: (not i.builtin, i.name))]
+
+    def _collect(self) -> None:
+        for plugin_name in self._order():
+            plugin = self.pm.get_plugin(plugin_name)
+            for kind, (hook_name, name_of) in KINDS.items():
+                impl = _impl_of(getattr(self.pm.hook, hook_name), plugin)
+                if impl is None:
+                    continue
+
+                def register(*args: Any, _kind: str = kind, _name_of: Callable[..., str] = name_of,
+                             _plugin: str = plugin_name) -> None:
+                    self._record(_kind, _name_of(*args), _plugin, args[-1])
+
+                impl.function(register=register)
+
+    def _record(self, kind: str, name: str, plugin: str, value: Any) -> None:
+        for earlier in self.registrations:  # every loser points at the final winner
+            if earlier.kind == kind and earlier.name == name:
+                earlier.replaced_by = plugin
+        reg = Registration(kind, name, plugin, value)
+        self.registrations.append(reg)
+        self._active[kind][name] = reg
+        provides = self.infos[plugin].provides.setdefault(kind, [])
+        if name not in provides:
+            provides.append(name)
+
+    # -- queries -------------------------------------------------------------------------------
+    def names(self, kind: str) -> list[str]:
+        return sorted(self._active[kind])
+
+    def get(self, kind: str, name: str) -> Any:
+        """The winning registration's value; a clear error listing the choices when NAME is unknown."""
+        reg = self._active[kind].get(name)
+        if reg is None:
+            label = SINGULAR[kind]
+            choices = ", ".join(self.names(kind)) or "none installed"
+            raise UserError(f"unknown {label} {name!r} (available: {choices})")
+        return reg.value
+
+    def provider_of(self, kind: str, name: str) -> str | None:
+        reg = self._active[kind].get(name)
+        return reg.plugin if reg else None
+
+    def values(self, kind: str) -> list[Any]:
+        return [self._active[kind][name].value for name in self.names(kind)]
+
+    def add_commands(self, cli: Any) -> None:
+        """Let plugins add CLI commands, refusing names that already exist."""
+        import click
+
+        for plugin_name in self._order():
+            plugin = self.pm.get_plugin(plugin_name)
+            if plugin is None:
+                continue
+            impl = _impl_of(self.pm.hook.register_commands, plugin)
+            if impl is None:
+                continue
+            staging = click.Group()
+            impl.function(cli=staging)
+            for name, command in staging.commands.items():
+                if name in cli.commands:
+                    print(f"pikeh: warning: plugin {plugin_name!r} tried to replace command {name!r}; ignored",
+                          file=sys.stderr)
+                    continue
+                cli.add_command(command, name)
+                self.infos[plugin_name].provides.setdefault("commands", []).append(name)
+
+    def plugin_list(self) -> list[dict[str, Any]]:
+        order = {name: i for i, name in enumerate(self._order())}
+        infos = sorted(self.infos.values(), key=lambda i: (order.get(i.name, len(order)), i.name))
+        return [info.to_dict(self.registrations) for info in infos]
+
+
+def _impl_of(hook_caller: Any, plugin: object) -> Any:
+    for impl in hook_caller.get_hookimpls():
+        if impl.plugin is plugin:
+            return impl
+    return None
+
+
+def _canonical(dist: str | None) -> str:
+    return (dist or "").lower().replace("_", "-")

@@ -1,0 +1,110 @@
+"""Turning KernelBench-format sources into modules, models and inputs, the way PIKE's evaluator does.
+
+Shared by everything that runs a task's code (the eval worker, the task audit, baselines), so all of
+them seed, construct and feed models identically: inputs drawn after ``torch.manual_seed(input_seed)``,
+each model constructed after ``torch.manual_seed(weight_seed)`` (equal layer order gives equal
+weights), models in ``.eval()``. torch and the standard library only.
+"""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+import importlib.util
+import random
+import sys
+import types
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import torch
+
+MODEL_CLASS_PREFERENCE = ("ModelNew", "Model")
+
+
+def load_source(source: str, name: str, *, directory: Path | None = None) -> types.ModuleType:
+    """Execute ``source`` as a fresh module registered in ``sys.modules``.
+
+    The module gets a real file (in ``directory`` when given) because ``torch.compile``, ``inspect``
+    and Triton's JIT read the source of the functions they compile; registering it lets pickling
+    and dataclasses find it. ``name`` should be unique per source.
+    """
+    if directory is not None:
+        directory.mkdir(parents=True, exist_ok=True)
+        path = directory / f"{name}.py"
+        path.write_text(source, encoding="utf-8")
+        spec = importlib.util.spec_from_file_location(name, path)
+        assert spec is not None and spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        spec.loader.exec_module(module)
+        return module
+    module = types.ModuleType(name)
+    module.__file__ = f"<{name}>"
+    sys.modules[name] = module
+    exec(compile(source, module.__file__, "exec"), module.__dict__)
+    return module
+
+
+def module_name_for(source: str, prefix: str) -> str:
+    """A stable, unique module name for a source text (identical sources share build caches)."""
+    return f"{prefix}_{hashlib.sha256(source.encode()).hexdigest()[:16]}"
+
+
+def model_class(module: types.ModuleType, preference: Sequence[str] = MODEL_CLASS_PREFERENCE) -> type:
+    """``ModelNew`` when the module defines it, else ``Model`` (PIKE's rule for candidates)."""
+    for name in preference:
+        cls = getattr(module, name, None)
+        if isinstance(cls, type):
+            return cls
+    raise AttributeError(f"defines none of {', '.join(preference)}")
+
+
+def init_inputs(module: types.ModuleType) -> list[Any]:
+    return list(module.get_init_inputs())
+
+
+def make_inputs(module: types.ModuleType, seed: int) -> list[Any]:
+    """The task's inputs for one seed, on the CPU as ``get_inputs`` makes them.
+
+    Python's and numpy's generators are seeded too, so a ``get_inputs`` that uses them gives the
+    same inputs in the reference's process as in the candidate's.
+    """
+    torch.manual_seed(seed)
+    random.seed(seed)
+    numpy = sys.modules.get("numpy")
+    if numpy is not None:
+        numpy.random.seed(seed % 2**32)
+    return list(module.get_inputs())
+
+
+def build_model(cls: type, args: Sequence[Any], *, weight_seed: int, device: torch.device | str) -> torch.nn.Module:
+    """Construct under the weight seed, then move to ``device`` and switch to eval mode (BN running stats)."""
+    torch.manual_seed(weight_seed)
+    model = cls(*args)
+    if isinstance(model, torch.nn.Module):
+        model = model.to(device).eval()
+    return model
+
+
+def to_device(values: Sequence[Any], device: torch.device | str) -> list[Any]:
+    """Fresh device copies of tensor inputs (never the originals: candidates may mutate inputs)."""
+    out = []
+    for value in values:
+        if isinstance(value, torch.Tensor):
+            out.append(value.detach().to(device, copy=True))
+        else:
+            out.append(value)
+    return out
+
+
+def inputs_only_source(task_source: str) -> str:
+    """The task source without its classes: enough to call ``get_inputs`` and ``get_init_inputs``.
+
+    A candidate's process needs the task's inputs but must not hold the reference ``Model`` (a
+    candidate could otherwise call it and pass off its output as its own).
+    """
+    tree = ast.parse(task_source)
+    tree.body = [node for node in tree.body if not isinstance(node, ast.ClassDef)]
+    return ast.unparse(tree)
