@@ -1,0 +1,176 @@
+"""The OpenAI-compatible backend: one Chat Completions request per ``complete`` call.
+
+Chat Completions, not the Responses API, because every preset (Gemini, OpenRouter, DeepSeek, vLLM,
+Ollama, ...) speaks it. The SDK's own retries are off: the host's client retries, so every retry is
+counted and recorded in one place.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import time
+from typing import TYPE_CHECKING, Any
+
+from pike_harness.api import (
+    BackendOptions,
+    GenerationParams,
+    LLMBackend,
+    LLMError,
+    LLMRequest,
+    LLMResponse,
+    TransientLLMError,
+    Usage,
+    UserError,
+    parse_retry_after,
+    redact_secrets,
+)
+
+if TYPE_CHECKING:
+    from pikeh_openai import Preset
+
+RETRYABLE_STATUS = frozenset({408, 409, 425, 429})
+_O_SERIES = re.compile(r"^o\d+(?:-|$)")
+_GPT_MAJOR = re.compile(r"^gpt-(\d+)")
+
+
+def fixed_temperature(model: str) -> bool:
+    """True for OpenAI reasoning models, whose API rejects temperature and top_p (o1/o3/o4, gpt-5 and
+    later, except the non-reasoning ``-chat`` variants)."""
+    base = model.rsplit("/", 1)[-1].lower()
+    if _O_SERIES.match(base):
+        return True
+    major = _GPT_MAJOR.match(base)
+    return bool(major) and int(major.group(1)) >= 5 and "chat" not in base
+
+
+def sampling_args(preset: Preset, model: str, params: GenerationParams) -> dict[str, Any]:
+    """The generation parameters as this service wants them.
+
+    Reasoning models get ``reasoning_effort`` instead of temperature; other models get temperature
+    and, when the run asks for it, reasoning_effort too (gpt-oss, Gemini 2.5 and DeepSeek accept both).
+    """
+    args: dict[str, Any] = {preset.token_param: params.max_tokens}
+    if not fixed_temperature(model):
+        if params.temperature is not None:
+            args["temperature"] = params.temperature
+        if params.top_p is not None:
+            args["top_p"] = params.top_p
+    if params.reasoning_effort is not None:
+        args["reasoning_effort"] = params.reasoning_effort
+    if params.seed is not None:
+        args["seed"] = params.seed
+    return args
+
+
+class OpenAICompatBackend(LLMBackend):
+    """``PRESET:MODEL`` through ``openai.OpenAI`` pointed at the preset's (or the user's) endpoint."""
+
+    def __init__(self, model: str, options: BackendOptions, preset: Preset):
+        super().__init__(model, options)
+        self.provider = preset.name
+        self.preset = preset
+        self._key = _api_key(preset, model)
+        self.base_url = (options.base_url
+                         or (os.environ.get(preset.base_url_var) if preset.base_url_var else None)
+                         or preset.base_url)
+        import openai
+
+        self._openai = openai
+        self._client = openai.OpenAI(api_key=self._key or "not-needed", base_url=self.base_url,
+                                     max_retries=0, timeout=options.timeout_s)
+
+    def complete(self, request: LLMRequest) -> LLMResponse:
+        openai = self._openai
+        args = sampling_args(self.preset, self.model, request.params)
+        extra_body = dict(self.preset.extra_body) or None
+        started = time.monotonic()
+        try:
+            reply = self._client.chat.completions.create(
+                model=self.model, messages=request.messages, timeout=request.params.timeout_s,
+                extra_body=extra_body, **args)
+        except openai.APITimeoutError:
+            raise TransientLLMError(f"{self.spec}: no answer within {request.params.timeout_s:g} s") from None
+        except openai.APIConnectionError as exc:
+            raise TransientLLMError(self._redact(f"{self.spec}: connection to {self.base_url} failed: "
+                                                 f"{exc.__cause__ or exc}")) from None
+        except openai.APIStatusError as exc:
+            raise self._status_error(exc) from None
+        except openai.APIError as exc:  # an answer the SDK could not read: retrying will not change it
+            raise LLMError(self._redact(f"{self.spec}: unreadable answer from {self.base_url}: {exc}")) from None
+        latency = time.monotonic() - started
+        if isinstance(reply, str):  # a server that answered 200 with something that is not JSON
+            raise TransientLLMError(self._redact(f"{self.spec}: the server's answer is not JSON: {reply[:200]}"))
+        choice = reply.choices[0] if reply.choices else None
+        text = (choice.message.content if choice and choice.message else None) or ""
+        finish = choice.finish_reason if choice else None
+        usage, reported_cost = _usage(reply.usage)
+        response = LLMResponse(
+            text=text, usage=usage, latency_s=latency, provider=self.provider, model=self.model,
+            model_id=getattr(reply, "model", None), finish_reason=finish,
+            truncated=finish == "length", empty=not text.strip(),
+        )
+        if reported_cost is not None:
+            response.cost_usd, response.cost_source = reported_cost, "reported"
+        return response
+
+    def _status_error(self, exc: Any) -> LLMError:
+        status = exc.status_code
+        message = self._redact(f"{self.spec}: HTTP {status}: {_error_text(exc)}")
+        if status in RETRYABLE_STATUS or status >= 500:
+            return TransientLLMError(message, status=status, retry_after=parse_retry_after(exc.response.headers))
+        return LLMError(message, status=status)
+
+    def _redact(self, text: str) -> str:
+        return redact_secrets(text, [self._key])
+
+    def close(self) -> None:
+        self._client.close()
+
+
+def _api_key(preset: Preset, model: str) -> str | None:
+    for var in preset.key_vars:
+        value = os.environ.get(var, "").strip()
+        if value:
+            return value
+    if preset.key_required:
+        names = " or ".join(preset.key_vars)
+        raise UserError(f"{preset.name}:{model} needs an API key: set {names} in the environment "
+                        f"(pikeh never reads keys from files or options)")
+    return None
+
+
+def _usage(raw: Any) -> tuple[Usage, float | None]:
+    """Normalise to the host's convention: prompt includes cached tokens, output includes reasoning.
+
+    Some compatible services leave reasoning tokens out of completion_tokens but count them in
+    total_tokens; the difference is then added to the output (it is billed as output).
+    """
+    if raw is None:
+        return Usage(), None
+    prompt = raw.prompt_tokens or 0
+    output = raw.completion_tokens or 0
+    details_in = getattr(raw, "prompt_tokens_details", None)
+    details_out = getattr(raw, "completion_tokens_details", None)
+    cached = getattr(details_in, "cached_tokens", None) if details_in else None
+    reasoning = getattr(details_out, "reasoning_tokens", None) if details_out else None
+    total = getattr(raw, "total_tokens", None) or 0
+    hidden = total - prompt - output
+    if hidden > 0:
+        output += hidden
+        reasoning = (reasoning or 0) + hidden
+    cost = getattr(raw, "cost", None)
+    reported = float(cost) if isinstance(cost, int | float) and not isinstance(cost, bool) else None
+    return Usage(prompt_tokens=prompt, output_tokens=output, reasoning_tokens=reasoning,
+                 cached_tokens=cached), reported
+
+
+def _error_text(exc: Any) -> str:
+    body = getattr(exc, "body", None)
+    if isinstance(body, dict):
+        error = body.get("error", body)
+        if isinstance(error, dict) and error.get("message"):
+            return str(error["message"])
+        if isinstance(error, str):
+            return error
+    return str(getattr(exc, "message", exc))
