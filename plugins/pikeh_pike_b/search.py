@@ -1,0 +1,146 @@
+"""PIKE-B: brainstormed ideas, phases of branching optimize queries, and error-fixing rounds.
+
+The rules are those of shared/specs/pike-b.md; docs/strategies.md restates them with our budget
+semantics. This module has no ``from __future__ import annotations`` on purpose: the host reads the
+Config field types to build CLI options, and real types are easier to read than strings.
+"""
+
+from dataclasses import dataclass, field
+
+from pike_harness.api import (
+    BRAINSTORM,
+    FIX,
+    OPTIMIZE,
+    Order,
+    Sample,
+    Strategy,
+    TaskContext,
+    UserError,
+    fix_rounds,
+    prompting,
+    run_round,
+)
+
+from .selection import Parent, Solution, rank_parents, split_evenly
+
+
+@dataclass
+class PikeBConfig:
+    """PIKE-B's parameters; the defaults are the paper's."""
+
+    num_branches: int = field(default=10, metadata={
+        "help": "code-optimization queries per phase; a started round may overshoot the budget by this minus 1"})
+    max_parents: int = field(default=4, metadata={
+        "help": "parents per phase: the fastest correct children of the previous phase"})
+    max_fix_attempts: int = field(default=5, metadata={
+        "help": "error-fixing rounds per phase (each failing sample gets one fix per round); "
+                "0 is the paper's no-EFA variant"})
+    brainstorm: bool = field(default=True, metadata={
+        "help": "ask the brainstorming agent for ideas before phase 0 (one idea per phase-0 query); "
+                "off is the paper's no-IBA variant"})
+    max_ideas: int = field(default=10, metadata={
+        "help": "how many ideas the brainstorming prompt asks for (the list is then cut or repeated "
+                "to num_branches)"})
+    max_phases: int = field(default=0, metadata={
+        "help": "stop after this many phases; 0 runs phases while the query budget lasts "
+                "(ceil(budget / num_branches) at most)"})
+    log_tail_chars: int = field(default=prompting.LOG_TAIL_CHARS, metadata={
+        "help": "characters from the end of stdout and of stderr shown to the error-fixing agent"})
+
+    def __post_init__(self) -> None:
+        _at_least(self.num_branches, 1, "num-branches")
+        _at_least(self.max_parents, 1, "max-parents")
+        _at_least(self.max_fix_attempts, 0, "max-fix-attempts")
+        _at_least(self.max_ideas, 1, "max-ideas")
+        _at_least(self.max_phases, 0, "max-phases")
+        _at_least(self.log_tail_chars, 0, "log-tail-chars")
+
+
+def _at_least(value: int, minimum: int, option: str) -> None:
+    if value < minimum:
+        raise UserError(f"--{option} must be at least {minimum} (got {value})")
+
+
+class PikeB(Strategy):
+    """Keys: ``brainstorm``, ``p{phase:03d}/s{slot:02d}`` for optimize queries and
+    ``p{phase:03d}/s{slot:02d}/fix{n}`` for the n-th fix of that sample."""
+
+    name = "pike-b"
+    description = ("PIKE-B (PIKE paper): brainstormed ideas, phases of branching optimize queries over the "
+                   "fastest children of the previous phase, error-fixing rounds")
+    Config = PikeBConfig
+    roles = (BRAINSTORM, OPTIMIZE, FIX)
+    config: PikeBConfig
+
+    def overshoot(self) -> int:
+        return self.config.num_branches - 1
+
+    def run_task(self, ctx: TaskContext) -> None:
+        cfg = self.config
+        reference = Parent(None, ctx.task.source)
+        ideas = self._ideas(ctx) if cfg.brainstorm else [None] * cfg.num_branches
+        parents: list[Parent] = []
+        phase = 0
+        while not ctx.budget.exhausted and (cfg.max_phases == 0 or phase < cfg.max_phases):
+            ctx.set_status(phase=phase, note="optimize")
+            samples, orders = self._plan(ctx, phase, ideas, parents)
+            if not run_round(ctx, orders):
+                return
+            if not fix_rounds(ctx, samples, max_rounds=cfg.max_fix_attempts, tail_chars=cfg.log_tail_chars):
+                return
+            solutions = _solutions(samples)
+            parents = rank_parents(solutions, reference, cfg.max_parents)
+            ctx.log(f"phase {phase}: {len(solutions)} correct of {len(samples)} samples; next parents: "
+                    + ", ".join(p.key or "reference" for p in parents))
+            phase += 1
+
+    def _ideas(self, ctx: TaskContext) -> list[str | None]:
+        """The brainstorming call: uncounted (its cost is still recorded by the host)."""
+        ctx.set_status(phase=0, note="brainstorm")
+        messages = prompting.brainstorm_messages(ctx.task, self.config.max_ideas)
+        reply = ctx.ask(BRAINSTORM, messages, key="brainstorm", counted=False)
+        ideas = prompting.parse_ideas(reply.text)
+        if not ideas:
+            ctx.log("brainstorm: the reply held no bullet-line ideas; the task cannot start")
+        return list(prompting.fit_ideas(ideas, self.config.num_branches))
+
+    def _plan(self, ctx: TaskContext, phase: int, ideas: list[str | None],
+              parents: list[Parent]) -> tuple[list[Sample], list[Order]]:
+        """The phase's optimize queries: one per idea in phase 0, else the parents' shares in rank order."""
+        task = ctx.task
+        n = self.config.num_branches
+        samples: list[Sample] = []
+        orders: list[Order] = []
+        if phase == 0:
+            plan = [(slot, slot, None, ideas[slot]) for slot in range(n)]
+        else:
+            chosen = parents[:n] or [Parent(None, task.source)]
+            plan = []
+            for branch, share in enumerate(split_evenly(n, len(chosen))):
+                plan.extend((len(plan), branch, chosen[branch], None) for _ in range(share))
+        for slot, branch, parent, idea in plan:
+            key = f"p{phase:03d}/s{slot:02d}"
+            meta = {"phase": phase, "sample": slot, "branch": branch}
+            if parent is None:
+                messages = prompting.optimize_messages(task, idea)
+                if idea is not None:
+                    meta["idea"] = idea
+            else:
+                messages = prompting.improve_messages(task, parent.code)
+                meta["parent_is_reference"] = parent.key is None
+            sample = Sample(slot, branch, key, meta)
+            samples.append(sample)
+            orders.append(Order(sample, OPTIMIZE, key, messages, parent.key if parent else None,
+                                {**meta, "fix": 0}))
+        return samples, orders
+
+
+def _solutions(samples: list[Sample]) -> list[Solution]:
+    """Every correct attempt of the phase, original or fixed."""
+    found = []
+    for sample in samples:
+        for fix, attempt in enumerate(sample.attempts):
+            if attempt.is_correct and attempt.code is not None and attempt.runtime_ms is not None:
+                found.append(Solution(attempt.key, attempt.code, attempt.runtime_ms, sample.branch,
+                                      (sample.slot, fix)))
+    return found

@@ -1,0 +1,52 @@
+"""PIKE-B's parent selection and branch split, as pure functions so the rules can be tested alone."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Parent:
+    """A program the next phase improves; ``key`` is None for the task's reference program."""
+
+    key: str | None
+    code: str
+
+
+@dataclass(frozen=True)
+class Solution:
+    """A correct attempt of the phase just finished."""
+
+    key: str
+    code: str
+    runtime_ms: float
+    branch: int  # the parent slot its lineage came from (the idea index in phase 0)
+    order: tuple[int, ...]  # (slot, fix number): the stable tie-break for equal runtimes
+
+
+def rank_parents(solutions: Iterable[Solution], reference: Parent, max_parents: int) -> list[Parent]:
+    """The next phase's parents, best first.
+
+    The fastest solution of each branch (sorted by runtime), then the remaining solutions by runtime,
+    then the reference as a fallback; the first ``max_parents`` of that list. Only the phase just
+    finished is considered (no elitism across phases). Favouring one solution per branch keeps a
+    single lucky branch from taking every parent slot.
+    """
+    ordered = sorted(solutions, key=lambda s: (s.runtime_ms, s.order))
+    best_of_branch: dict[int, Solution] = {}
+    for solution in ordered:
+        best_of_branch.setdefault(solution.branch, solution)
+    firsts = list(best_of_branch.values())
+    rest = [s for s in ordered if best_of_branch[s.branch] is not s]
+    ranked = [Parent(s.key, s.code) for s in firsts + rest] + [reference]
+    return ranked[:max_parents]
+
+
+def split_evenly(total: int, parts: int) -> list[int]:
+    """``total`` queries over ``parts`` parents as evenly as possible, larger shares first
+    (10 over 4 gives 3,3,2,2; over 3 gives 4,3,3)."""
+    if parts < 1:
+        raise ValueError("need at least one part")
+    base, extra = divmod(total, parts)
+    return [base + (1 if i < extra else 0) for i in range(parts)]

@@ -1,0 +1,77 @@
+"""best-of-n: independent samples from the reference, each failure repaired by the error-fixing agent.
+
+The baseline every search should beat: no brainstorming, no parents, no memory between rounds. It
+uses PIKE's prompts (the phase-0 prompt without an idea line, and the same fix prompt), so a
+difference from PIKE-B measures the search, not the wording.
+"""
+
+from dataclasses import dataclass, field
+
+from pike_harness.api import (
+    FIX,
+    OPTIMIZE,
+    Order,
+    Sample,
+    Strategy,
+    TaskContext,
+    UserError,
+    fix_rounds,
+    prompting,
+    run_round,
+)
+
+
+@dataclass
+class BestOfNConfig:
+    parallel: int = field(default=10, metadata={
+        "help": "independent optimize queries per round; a started round may overshoot the budget by "
+                "this minus 1"})
+    max_fix_attempts: int = field(default=5, metadata={
+        "help": "error-fixing rounds after each round (each failing sample gets one fix per round); "
+                "0 disables fixing"})
+    log_tail_chars: int = field(default=prompting.LOG_TAIL_CHARS, metadata={
+        "help": "characters from the end of stdout and of stderr shown to the error-fixing agent"})
+
+    def __post_init__(self) -> None:
+        if self.parallel < 1:
+            raise UserError(f"--parallel must be at least 1 (got {self.parallel})")
+        if self.max_fix_attempts < 0:
+            raise UserError(f"--max-fix-attempts must be at least 0 (got {self.max_fix_attempts})")
+        if self.log_tail_chars < 0:
+            raise UserError(f"--log-tail-chars must be at least 0 (got {self.log_tail_chars})")
+
+
+class BestOfN(Strategy):
+    """Keys: ``r{round:03d}/s{slot:02d}`` and ``r{round:03d}/s{slot:02d}/fix{n}``."""
+
+    name = "best-of-n"
+    description = ("independent samples from the reference in rounds of --parallel queries; failures "
+                   "get error-fixing rounds")
+    Config = BestOfNConfig
+    roles = (OPTIMIZE, FIX)
+    config: BestOfNConfig
+
+    def overshoot(self) -> int:
+        return self.config.parallel - 1
+
+    def run_task(self, ctx: TaskContext) -> None:
+        cfg = self.config
+        messages = prompting.optimize_messages(ctx.task)
+        number = 0
+        while not ctx.budget.exhausted:
+            ctx.set_status(phase=number, note="sample")
+            samples = []
+            orders = []
+            for slot in range(cfg.parallel):
+                key = f"r{number:03d}/s{slot:02d}"
+                meta = {"round": number, "sample": slot}
+                sample = Sample(slot, 0, key, meta)
+                samples.append(sample)
+                orders.append(Order(sample, OPTIMIZE, key, messages, None, {**meta, "fix": 0}))
+            if not run_round(ctx, orders):
+                return
+            if not fix_rounds(ctx, samples, max_rounds=cfg.max_fix_attempts, tail_chars=cfg.log_tail_chars):
+                return
+            correct = sum(1 for s in samples if s.latest is not None and s.latest.is_correct)
+            ctx.log(f"round {number}: {correct} correct of {len(samples)} samples")
+            number += 1

@@ -1,0 +1,214 @@
+"""The shared prompts and reply parsers (pike_harness.prompting)."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+from pike_harness.api import EvalResult, TaskMeta, prompting
+from pike_harness.model import OutputCheck
+
+from .scripted_host import REFERENCE_SOURCE, failure, make_task
+
+# -- code extraction ------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("reply, code", [
+    ("Here:\n```python\nx = 1\n```\nDone.", "x = 1\n"),
+    ("```\nx = 1\n```", "x = 1\n"),
+    ("```cuda\n__global__ void k() {}\n```\n```python\nx = 1\n```", "__global__ void k() {}\n"),
+    ("~~~py\nx = 1\n~~~", "x = 1\n"),
+    ("````python\ns = '''\n```\n'''\n````", "s = '''\n```\n'''\n"),
+    ("````\na\n```\nb\n````", "a\n```\nb\n"),
+    ("~~~\na\n```\nb\n~~~", "a\n```\nb\n"),
+    ("```python\nimport torch\nclass ModelNew", "import torch\nclass ModelNew\n"),  # truncated reply
+    ("Intro\r\n```python\r\nx = 1\r\ny = 2\r\n```\r\n", "x = 1\ny = 2\n"),
+    ("1. Step:\n  ```python\n  def f():\n      return 1\n  ```", "def f():\n    return 1\n"),
+    ("```python title=\"model.py\"\nx = 1\n```", "x = 1\n"),
+    ("```python\n```\n```python\nx = 1\n```", ""),  # the first block counts even when it is empty
+])
+def test_extract_code_takes_the_first_fenced_block(reply, code):
+    assert prompting.extract_code(reply) == code
+
+
+@pytest.mark.parametrize("reply, code", [
+    ("import torch\nclass ModelNew: pass\n", "import torch\nclass ModelNew: pass\n"),
+    ("\n\n  x = 1  \n\n", "x = 1\n"),
+    ("Use ```python``` blocks, like ```x```.", "Use ```python``` blocks, like ```x```.\n"),
+    ("", ""),
+])
+def test_extract_code_falls_back_to_the_whole_reply(reply, code):
+    assert prompting.extract_code(reply) == code
+
+
+@pytest.mark.parametrize("code", [
+    "x = 1\n",
+    'def f():\n    """Example:\n    ```python\n    f()\n    ```\n    """\n',
+    "s = '````'\nt = '```'\n",
+    "no trailing newline",
+])
+def test_fenced_code_survives_a_round_trip(code):
+    reply = "Answer:\n" + prompting.fence(code) + "\nThat is all."
+    assert prompting.extract_code(reply) == (code if code.endswith("\n") else code + "\n")
+
+
+# -- ideas ----------------------------------------------------------------------------------------
+
+def test_parse_ideas_reads_bullets_of_every_common_kind():
+    reply = """Here are my ideas:
+
+- Fuse the scale and the tanh into one kernel.
+* Use vectorized float4 loads.
++ Cache the weights in shared memory.
+• Launch with a grid-stride loop.
+1. Replace the reduction with a warp shuffle.
+2) Capture the forward pass in a CUDA graph.
+
+These should help a lot.
+"""
+    assert prompting.parse_ideas(reply) == [
+        "Fuse the scale and the tanh into one kernel.", "Use vectorized float4 loads.",
+        "Cache the weights in shared memory.", "Launch with a grid-stride loop.",
+        "Replace the reduction with a warp shuffle.", "Capture the forward pass in a CUDA graph.",
+    ]
+
+
+def test_parse_ideas_joins_continuations_and_sub_bullets_and_skips_code_and_rules():
+    reply = """**Ideas**
+---
+- Fuse everything
+  into a single kernel
+    - including the bias add
+- Use Triton for the matmul
+```python
+- not an idea: this is inside a code block
+```
+Closing remark that is not an idea.
+  - Indented after a remark: still a bullet at a deeper level, so ignored
+"""
+    assert prompting.parse_ideas(reply) == [
+        "Fuse everything into a single kernel including the bias add",
+        "Use Triton for the matmul",
+    ]
+
+
+def test_parse_ideas_handles_uniformly_indented_lists_and_empty_replies():
+    assert prompting.parse_ideas("  - a\n  - b\n") == ["a", "b"]
+    assert prompting.parse_ideas("No bullets here.\nNone at all.") == []
+    assert prompting.parse_ideas("") == []
+    assert prompting.parse_ideas("-\n- \n-- x\n- real") == ["real"]
+
+
+def test_fit_ideas_cuts_or_repeats_to_exactly_the_count():
+    assert prompting.fit_ideas(["a", "b", "c"], 7) == ["a", "b", "c", "a", "b", "c", "a"]
+    assert prompting.fit_ideas([str(i) for i in range(12)], 10) == [str(i) for i in range(10)]
+    assert prompting.fit_ideas(["a"], 1) == ["a"]
+    with pytest.raises(prompting.NoIdeasError):
+        prompting.fit_ideas([], 10)
+    assert issubclass(prompting.NoIdeasError, ValueError)
+
+
+# -- prompts --------------------------------------------------------------------------------------
+
+@pytest.fixture
+def task(tmp_path: Path):
+    return make_task(tmp_path, meta=TaskMeta(atol=1e-5, rtol=1e-3, precision="fp32"))
+
+
+def test_problem_statement_states_the_job_the_tolerance_and_the_precision(task, tmp_path):
+    text = prompting.problem_statement(task)
+    for phrase in ("torch.utils.cpp_extension.load_inline", "Triton", "fusion", "online softmax",
+                   "built-in PyTorch", "ModelNew", "atol=1e-05", "rtol=0.001", "float32"):
+        assert phrase in text, phrase
+    statements = {p: prompting.problem_statement(make_task(tmp_path, meta=TaskMeta(precision=p)))
+                  for p in ("fp32", "tf32", "bf16", "fp16")}
+    assert len(set(statements.values())) == 4
+    assert "bfloat16" in statements["bf16"] and "TF32 tensor-core math is allowed" in statements["tf32"]
+
+
+def test_optimize_prompt_has_header_example_reference_instruction_and_idea(task):
+    messages = prompting.optimize_messages(task, "fuse the scale into the tanh")
+    assert [m["role"] for m in messages] == ["system", "user"]
+    user = messages[1]["content"]
+    blocks = prompting.code_blocks(user)
+    assert prompting.EXAMPLE_REFERENCE in blocks and prompting.EXAMPLE_SOLUTION in blocks
+    assert REFERENCE_SOURCE in blocks
+    assert "one fenced code block" in user
+    assert user.endswith("Focus on: fuse the scale into the tanh")
+    assert prompting.prompt_kind(messages) == "optimize"
+    assert prompting.quoted_program(messages) is None
+    assert "Focus on:" not in prompting.optimize_messages(task)[1]["content"]
+
+
+def test_improve_prompt_quotes_the_parent_verbatim(task):
+    parent = 'class ModelNew:\n    """Uses ```fences``` in a docstring\n```\n"""\n'
+    messages = prompting.improve_messages(task, parent)
+    user = messages[1]["content"]
+    assert prompting.prompt_kind(messages) == "improve"
+    assert prompting.quoted_program(messages) == parent
+    assert "You previously wrote this working solution:" in user
+    assert "significantly improve" in user and REFERENCE_SOURCE in prompting.code_blocks(user)
+
+
+def test_fix_prompt_reports_the_failure(task):
+    result = EvalResult(request_id="r", task="t", category="incorrect", reason="outputs differ",
+                        outputs=[OutputCheck(0, 0, max_abs_diff=0.1), OutputCheck(1, 0, max_abs_diff=0.7),
+                                 OutputCheck(0, 1, problem="shape (4,) != (4, 1)")],
+                        stdout_tail="", stderr_tail="warning: slow path")
+    messages = prompting.fix_messages(task, "broken = True\n", result)
+    user = messages[1]["content"]
+    assert prompting.prompt_kind(messages) == "fix"
+    assert prompting.quoted_program(messages) == "broken = True\n"
+    assert REFERENCE_SOURCE in prompting.code_blocks(user)
+    assert "output 0: max abs diff 0.7" in user and "output 1: shape (4,) != (4, 1)" in user
+    assert "Timed out: no" in user and "stdout: (empty)" in user and "warning: slow path" in user
+    assert "incorrect output" in user and "Reason: outputs differ" in user
+
+
+def test_failure_report_variants():
+    timeout = prompting.failure_report(failure("timeout", stdout_tail="x" * 50), tail_chars=0)
+    assert "Timed out: yes" in timeout and "stdout: (not shown)" in timeout
+    rejected = prompting.failure_report(failure("rejected", check="inputs_mutated", reason="input 0 changed"))
+    assert "Failed check: inputs_mutated" in rejected and "input 0 changed" in rejected
+    bare = prompting.failure_report(EvalResult(request_id="r", task="t", category="incorrect"))
+    assert "Per-output differences: not available." in bare
+
+
+def test_brainstorm_prompt_asks_for_bullet_ideas(task):
+    messages = prompting.brainstorm_messages(task, max_ideas=7)
+    user = messages[1]["content"]
+    assert prompting.prompt_kind(messages) == "brainstorm"
+    assert "up to 7" in user and 'starting with "- "' in user and REFERENCE_SOURCE in user
+
+
+def test_prompt_kind_is_none_for_foreign_text():
+    assert prompting.prompt_kind("What is the capital of France?") is None
+    assert prompting.prompt_kind([]) is None
+    assert prompting.quoted_program("no markers") is None
+
+
+def test_the_worked_example_is_a_valid_task_and_solution_pair():
+    reference = ast.parse(prompting.EXAMPLE_REFERENCE)
+    solution = ast.parse(prompting.EXAMPLE_SOLUTION)
+    ref_names = {n.name for n in reference.body if isinstance(n, ast.ClassDef | ast.FunctionDef)}
+    sol_names = {n.name for n in solution.body if isinstance(n, ast.ClassDef | ast.FunctionDef)}
+    assert {"Model", "get_inputs", "get_init_inputs"} <= ref_names
+    assert "ModelNew" in sol_names and "load_inline" in prompting.EXAMPLE_SOLUTION
+
+
+@pytest.mark.gpu
+@pytest.mark.slow
+def test_the_worked_example_builds_and_matches_on_a_gpu():
+    """The example teaches the answer format: it must itself build and give the reference's output."""
+    import torch
+
+    ref_ns: dict = {}
+    exec(compile(prompting.EXAMPLE_REFERENCE, "example_reference.py", "exec"), ref_ns)
+    sol_ns: dict = {}
+    exec(compile(prompting.EXAMPLE_SOLUTION, "example_solution.py", "exec"), sol_ns)
+    inputs = [t.cuda() for t in ref_ns["get_inputs"]()]
+    expected = ref_ns["Model"](*ref_ns["get_init_inputs"]()).cuda()(*inputs)
+    got = sol_ns["ModelNew"](*ref_ns["get_init_inputs"]()).cuda()(*inputs)
+    torch.cuda.synchronize()
+    assert torch.equal(got, expected)
