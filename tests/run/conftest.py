@@ -1,0 +1,1 @@
+"""Whole-run tests use the loopback fake model from tests/fakes."""

@@ -1,0 +1,235 @@
+"""Whole `pikeh run` tests: the real openai SDK talks to a loopback fake model, the real local evaluator
+checks real programs on the CPU, and the assertions read what the fake received and what the journal kept.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter, defaultdict
+from pathlib import Path
+
+from fakes.llm_server import FakeLLMServer
+from scripted_programs import TAG, ScriptedModel, serial_of
+
+from pike_harness import prompting
+from pike_harness.store import read_journal
+
+# Phase-0 idea k sleeps this many ms per call; None is a broken program (a syntax error) to be fixed.
+WORKS = [0, None, 200, 300, 400]
+FIX_WORK = 20
+BUDGET = 10
+
+
+def pikeh_cmd(server: FakeLLMServer, out: Path, *extra: str, budget: int = BUDGET) -> list[str]:
+    return [sys.executable, "-m", "pike_harness", "run", "--strategy", "pike-b", "--suite", "smoke",
+            "--tasks", "1", "--llm", "openai:fake-coder", "--llm-base-url", server.openai_base_url,
+            "--query-budget", str(budget), "--num-branches", "5", "--max-parents", "2",
+            "--max-fix-attempts", "2", "--max-ideas", "5", "--device", "cpu", "--protocol", "quick",
+            "--output-dir", str(out), "--run-name", "r", "--llm-concurrency", "5", *extra]
+
+
+def env() -> dict[str, str]:
+    return {**os.environ, "OPENAI_API_KEY": "sk-test-run-0123456789", "PYTHONUNBUFFERED": "1"}
+
+
+def journal(out: Path) -> list[dict]:
+    return read_journal(out / "r" / "journal.jsonl")
+
+
+def kinds(server: FakeLLMServer) -> Counter[str]:
+    return Counter(prompting.prompt_kind(r.prompt_text) for r in server.requests)
+
+
+def test_pike_b_structure_seen_by_the_model(tmp_path):
+    model = ScriptedModel(WORKS, fix_work=FIX_WORK)
+    with FakeLLMServer(reply=model) as server:
+        proc = subprocess.run(pikeh_cmd(server, tmp_path), env=env(), capture_output=True, text=True, timeout=600)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        requests = list(server.requests)
+
+    by_kind = defaultdict(list)
+    for request in requests:
+        by_kind[prompting.prompt_kind(request.prompt_text)].append(request)
+    # One brainstorm, five phase-0 queries (one per idea), one fix for the broken sample only.
+    assert len(by_kind["brainstorm"]) == 1
+    assert sorted(r.prompt_text.split(prompting.FOCUS_PREFIX)[1].split()[0] for r in by_kind["optimize"]) == [
+        f"idea-{k}" for k in range(5)]
+    assert [TAG.search(prompting.quoted_program(r.prompt_text)).group(1) for r in by_kind["fix"]] == ["i1"]
+    # Phase 1: the two fastest correct children (i0 with no extra work, then the fixed i1), split 3/2.
+    parents = Counter(TAG.search(prompting.quoted_program(r.prompt_text)).group(1) for r in by_kind["improve"])
+    assert parents == {"i0": 3, "i1+fix": 2}
+    # Budget: phase 0 used 6 (< 10) so phase 1 started and issued all 5: 11 counted queries, overshoot 1.
+    events = journal(tmp_path)
+    counted = sorted(e["index"] for e in events if e["type"] == "llm" and e["counted"])
+    assert counted == list(range(1, 12))
+    assert len(requests) == 12
+    # Runtimes never reach a prompt.
+    runtimes = [f"{e['runtime_ms']:.3f}" for e in events if e["type"] == "attempt" and e["runtime_ms"]]
+    assert runtimes and not any(rt in r.prompt_text for r in requests for rt in runtimes)
+    # Every attempt is on disk, human-readable, and the run is self-describing.
+    run_dir = tmp_path / "r"
+    attempt_dirs = sorted((run_dir / "tasks" / "smoke" / "1" / "attempts").iterdir())
+    assert len(attempt_dirs) == 12  # brainstorm (free) + 11 counted
+    assert (run_dir / "tasks" / "smoke" / "1" / "baseline_eager" / "result.json").exists()
+    assert all((d / "prompt.md").exists() and (d / "response.md").exists() for d in attempt_dirs)
+    assert all((d / "code.py").exists() and (d / "result.json").exists()
+               for d in attempt_dirs if not d.name.startswith("free"))
+    meta = json.loads((run_dir / "run.json").read_text())
+    assert meta["config"]["strategy_options"]["num_branches"] == 5
+    assert meta["environment"]["torch"] and meta["environment"]["cpu_count"]
+    assert (run_dir / "best.py").exists() is False and (run_dir / "tasks/smoke/1/best.py").exists()
+    assert (run_dir / "run.duckdb").exists()
+    end = [e for e in events if e["type"] == "task_end"]
+    assert end and end[0]["reason"] == "budget" and end[0]["queries_used"] == 11
+    assert events[-1] == {**events[-1], "type": "run_end", "status": "complete"}
+
+
+def _wait_for(predicate, timeout: float = 120.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        time.sleep(0.05)
+    raise AssertionError("timed out waiting")
+
+
+def test_sigkill_at_several_points_then_resume(tmp_path):
+    """Kill -9 while the 4th and the 9th request are in flight, then once during an evaluation; the
+    resumed runs finish with every query answered exactly once in the journal and none re-sent after
+    its answer was journaled."""
+    holder: dict[str, subprocess.Popen] = {}
+    kill_at = {4, 9}
+
+    def on_request(serial: int) -> None:
+        if serial in kill_at:
+            holder["proc"].send_signal(signal.SIGKILL)
+
+    model = ScriptedModel(WORKS, fix_work=FIX_WORK, on_request=on_request)
+    with FakeLLMServer(reply=model) as server:
+        def start() -> subprocess.Popen:
+            holder["proc"] = subprocess.Popen(pikeh_cmd(server, tmp_path), env=env(), stdout=subprocess.PIPE,
+                                              stderr=subprocess.STDOUT, text=True)
+            return holder["proc"]
+
+        for _ in kill_at:  # killed by the model at request 4, then at request 9
+            assert start().wait(timeout=600) == -signal.SIGKILL
+        # Third kill: while an evaluation is running (an eval_start with no eval yet).
+        proc = start()
+
+        def evaluating() -> bool:
+            events = journal(tmp_path)
+            started = {e["key"] for e in events if e["type"] == "eval_start"}
+            done = {e["key"] for e in events if e["type"] == "eval"}
+            return bool(started - done) and len(done) >= 4
+
+        _wait_for(evaluating)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=60)
+        final = start()
+        output, _ = final.communicate(timeout=600)
+        assert final.returncode == 0, output[-3000:]
+        requests = list(server.requests)
+
+    events = journal(tmp_path)
+    llm = [e for e in events if e["type"] == "llm"]
+    # Each query key answered exactly once in the journal; the same 12 queries as an uninterrupted run.
+    assert len({e["key"] for e in llm}) == len(llm) == 12
+    assert sorted(e["index"] for e in llm if e["counted"]) == list(range(1, 12))
+    attempts = [e for e in events if e["type"] == "attempt"]
+    assert len({e["key"] for e in attempts}) == len(attempts) == 11  # no attempt lost or doubled
+    # Sends that never reached the journal were in flight when a kill came (at most the concurrency
+    # limit per kill); every other send is exactly one journaled answer.
+    journaled_serials = {serial_of(e["response"]["text"]) for e in llm}
+    assert len(journaled_serials) == len(llm)
+    unjournaled = set(range(1, len(requests) + 1)) - journaled_serials
+    assert len(unjournaled) <= 3 * 5, sorted(unjournaled)
+    # Each unjournaled send's prompt was sent again later and answered then (nothing lost).
+    for serial in unjournaled:
+        later = [s for s in range(serial + 1, len(requests) + 1)
+                 if requests[s - 1].prompt_text == requests[serial - 1].prompt_text and s in journaled_serials]
+        assert later, f"request {serial} was never answered into the journal"
+    # A finished run replays entirely from its journal: running it again sends nothing.
+    with FakeLLMServer(reply=model) as server:
+        again = subprocess.run(pikeh_cmd(server, tmp_path), env=env(), capture_output=True, text=True, timeout=300)
+        assert again.returncode == 0, again.stderr[-2000:]
+        assert server.count() == 0
+    events = journal(tmp_path)
+    assert sum(e["type"] == "run_start" for e in events) == 5
+    assert [e["status"] for e in events if e["type"] == "run_end"] == ["complete", "complete"]
+
+
+def test_second_run_is_refused_and_changed_options_are_named(tmp_path):
+    gate = {"hold": True}
+
+    def slow(request):
+        while gate["hold"]:
+            time.sleep(0.05)
+        return ScriptedModel(WORKS)(request)
+
+    with FakeLLMServer(reply=slow) as server:
+        first = subprocess.Popen(pikeh_cmd(server, tmp_path, budget=5), env=env(), stdout=subprocess.PIPE,
+                                 stderr=subprocess.STDOUT, text=True)
+        _wait_for(lambda: server.count() >= 1)
+        second = subprocess.run(pikeh_cmd(server, tmp_path, budget=5), env=env(), capture_output=True,
+                                text=True, timeout=120)
+        assert second.returncode != 0
+        assert "is already active" in second.stderr and "Traceback" not in second.stderr
+        gate["hold"] = False
+        output, _ = first.communicate(timeout=600)
+        assert first.returncode == 0, output[-2000:]
+        changed = subprocess.run(pikeh_cmd(server, tmp_path, "--num-branches", "4", budget=6), env=env(),
+                                 capture_output=True, text=True, timeout=120)
+    assert changed.returncode != 0
+    assert "query_budget: was 5, now 6" in changed.stderr
+    assert "strategy_options.num_branches: was 5, now 4" in changed.stderr
+
+
+def test_ctrl_c_stops_cleanly_and_resumes(tmp_path):
+    seen = {"n": 0}
+
+    def reply(request):
+        seen["n"] += 1
+        if seen["n"] >= 3:
+            time.sleep(0.5)
+        return ScriptedModel(WORKS)(request)
+
+    with FakeLLMServer(reply=reply) as server:
+        proc = subprocess.Popen(pikeh_cmd(server, tmp_path), env=env(), stdout=subprocess.PIPE,
+                                stderr=subprocess.STDOUT, text=True)
+        _wait_for(lambda: server.count() >= 3)
+        proc.send_signal(signal.SIGINT)
+        output, _ = proc.communicate(timeout=120)
+        assert proc.returncode == 130, output[-2000:]
+        assert "rerun the same command to resume" in output
+        events = journal(tmp_path)
+        assert events[-1]["type"] == "run_end" and events[-1]["status"] == "interrupted"
+        resumed = subprocess.run(pikeh_cmd(server, tmp_path), env=env(), capture_output=True, text=True,
+                                 timeout=600)
+        assert resumed.returncode == 0, resumed.stderr[-2000:]
+    events = journal(tmp_path)
+    assert len([e for e in events if e["type"] == "attempt"]) == 11
+
+
+def test_money_budget_stops_task(tmp_path):
+    with FakeLLMServer(reply=ScriptedModel(WORKS)) as server:
+        cmd = pikeh_cmd(server, tmp_path, "--money-budget", "0.000001")
+        cmd[cmd.index("openai:fake-coder")] = "openai:gpt-4o-mini"
+        proc = subprocess.run(cmd, env=env(), capture_output=True, text=True, timeout=300)
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        # The uncounted brainstorm is allowed (nothing spent yet); its cost exceeds the budget, so no more.
+        assert kinds(server) == {"brainstorm": 1}
+    end = [e for e in journal(tmp_path) if e["type"] == "task_end"][0]
+    assert end["reason"] == "budget" and end["queries_used"] == 0 and end["spend_usd"] > 0
+
+
+def test_money_budget_on_unpriced_model_is_refused(tmp_path):
+    with FakeLLMServer(reply=ScriptedModel(WORKS)) as server:
+        proc = subprocess.run(pikeh_cmd(server, tmp_path, "--money-budget", "1"), env=env(), capture_output=True,
+                              text=True, timeout=120)
+        assert server.count() == 0
+    assert proc.returncode != 0 and "openai:fake-coder has none" in proc.stderr
