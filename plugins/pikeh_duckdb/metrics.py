@@ -1,0 +1,408 @@
+"""Every metric of the report, as DuckDB SQL over the tables ``pike_harness.store_db`` loads.
+
+Why SQL: one definition per metric, readable in one place, that users can rerun on ``report.duckdb``
+(``duckdb report.duckdb "FROM score_vs_queries"``). Python only builds the grids and parameters; the
+views below compute speedups, geomeans, curves, fast_p, outcome counts and EFA repairs.
+
+Definitions (specs/reporting.md; docs/report.md restates them for users):
+
+- A run's *budget* B is ``--budget`` when given, else the run's ``query_budget``. Only counted attempts
+  (``idx`` 1..B) compete; brainstorming and other uncounted queries (``idx`` NULL) never do, and the
+  overshoot a strategy may take past B is cut off.
+- *Eager baseline* of a task: the run's own ``baseline`` event with mode ``eager`` (the latest one when
+  there are several) whose category is ``correct``. Tasks without one are left out of every suite
+  number: a speedup needs a baseline timed on the same host in the same sitting.
+- *Speedup at budget b*: baseline / fastest correct runtime among attempts with ``idx <= b``.
+  ``speedup_raw`` is that ratio (NULL when nothing is correct); ``speedup`` is PIKE's clamped value
+  ``max(1, raw)``, 1.0 when nothing is correct (the user can always keep the original).
+- *Suite score*: ``exp(avg(ln(speedup)))`` over the run's tasks with a baseline. ``score_raw`` uses raw
+  speedups, counting a task with no correct attempt as 1.0, so the two differ only by the clamp.
+- *Money budget*: each LLM call costs its tokens at the price table (``model_prices``, or the
+  recorded ``cost_usd`` when the table has no price or the service reported the cost). A task's spend
+  accumulates in query order (uncounted calls such as brainstorming first, then by ``idx``); an
+  attempt is within a money budget d when the spend up to and including its query is <= d.
+- *fast_p*: fraction of tasks with a baseline whose best attempt (at budget B) is correct with raw
+  speedup > p.
+- *EFA repair*: a lineage starts at an attempt whose role is not ``fix`` and follows ``fix`` attempts
+  through their ``parent`` key. A failed lineage is one whose first attempt's category is an error or
+  ``incorrect``/``rejected`` (not ``correct``, not ``llm_error``); it is repaired when some fix attempt
+  in it, within budget, is ``correct``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+OUTCOME_CATEGORIES = ("compile_error", "runtime_error", "timeout", "incorrect", "rejected", "correct", "llm_error")
+
+# Two-sided 95% Student-t quantiles by degrees of freedom; a larger df uses the nearest smaller entry
+# (slightly conservative). Used for the seed and re-timing confidence intervals.
+T_QUANTILES_95 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262,
+                  10: 2.228, 11: 2.201, 12: 2.179, 13: 2.160, 14: 2.145, 15: 2.131, 16: 2.120, 17: 2.110,
+                  18: 2.101, 19: 2.093, 20: 2.086, 22: 2.074, 24: 2.064, 26: 2.056, 28: 2.048, 30: 2.042,
+                  40: 2.021, 60: 2.000, 120: 1.980, 1000: 1.962}
+
+
+@dataclass
+class MetricParams:
+    """What the user can change about the metrics (``pikeh report`` options)."""
+
+    budget: int | None = None  # None: each run's own query_budget
+    money_step: float = 0.20  # $ per task between points of the money curve
+    money_max: float = 25.0  # $ per task at the right end of the money curve
+    money_budget: float | None = None  # the marker on the bar chart; None: the run's, else money_max
+    p_step: float = 0.05  # resolution of the fast_p curve
+
+
+VIEWS: list[tuple[str, str]] = [
+    # -- scope ------------------------------------------------------------------------------------
+    ("report_runs", """
+        SELECT r.*,
+               coalesce(p.budget, r.query_budget, m.max_idx, 0) AS budget,
+               least(coalesce(p.budget, r.query_budget, m.max_idx, 0), coalesce(m.max_idx, 0)) AS queries_done,
+               coalesce(p.money_budget, r.money_budget, p.money_max) AS money_marker
+        FROM runs r
+        CROSS JOIN params p
+        LEFT JOIN (SELECT run, max(idx) AS max_idx FROM attempts GROUP BY run) m USING (run)
+    """),
+    ("task_baselines", """
+        SELECT run, task, arg_max(runtime_ms, time) AS baseline_ms
+        FROM baselines
+        WHERE run IS NOT NULL AND mode = 'eager' AND category = 'correct' AND runtime_ms > 0
+        GROUP BY run, task
+    """),
+    ("report_tasks", """
+        SELECT t.run, t.task, t.suite, t.task_id, t.name, b.baseline_ms
+        FROM tasks t JOIN report_runs USING (run) LEFT JOIN task_baselines b USING (run, task)
+    """),
+    # Counted attempts within the budget: the only ones that compete for a speedup.
+    ("budget_attempts", """
+        SELECT a.* FROM attempts a JOIN report_runs r USING (run)
+        WHERE a.idx IS NOT NULL AND a.idx BETWEEN 1 AND r.budget
+    """),
+    # Every attempt within the budget, uncounted ones included: what outcome counts describe.
+    ("scoped_attempts", """
+        SELECT a.* FROM attempts a JOIN report_runs r USING (run)
+        WHERE a.idx IS NULL OR a.idx <= r.budget
+    """),
+    # -- speedup vs queries -----------------------------------------------------------------------
+    ("best_so_far", """
+        SELECT run, task, idx,
+               min(best_here) OVER (PARTITION BY run, task ORDER BY idx
+                                    ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS best_ms
+        FROM (SELECT run, task, idx, min(runtime_ms) FILTER (category = 'correct' AND runtime_ms > 0) AS best_here
+              FROM budget_attempts GROUP BY run, task, idx)
+    """),
+    ("query_grid", """
+        SELECT t.run, t.task, t.baseline_ms, g.b
+        FROM report_tasks t JOIN report_runs r USING (run),
+             LATERAL (SELECT range AS b FROM range(1, r.queries_done + 1)) g
+    """),
+    ("task_speedup_at_query", """
+        SELECT g.run, g.task, g.b, g.baseline_ms, s.best_ms,
+               g.baseline_ms / s.best_ms AS speedup_raw,
+               greatest(1.0, coalesce(g.baseline_ms / s.best_ms, 1.0)) AS speedup
+        FROM query_grid g
+        ASOF LEFT JOIN best_so_far s ON g.run = s.run AND g.task = s.task AND g.b >= s.idx
+    """),
+    ("score_vs_queries", """
+        SELECT run, b AS queries,
+               exp(avg(ln(speedup))) AS score,
+               exp(avg(ln(coalesce(speedup_raw, 1.0)))) AS score_raw,
+               count(*) AS n_tasks, count(speedup_raw) AS n_solved
+        FROM task_speedup_at_query WHERE baseline_ms IS NOT NULL
+        GROUP BY run, b
+    """),
+    # -- money ------------------------------------------------------------------------------------
+    ("call_costs", """
+        SELECT c.run, c.task, c.key, c.idx, c.time, c.ok,
+               CASE
+                 WHEN NOT coalesce(c.ok, false) THEN 0.0
+                 WHEN p.price_key IS NOT NULL AND c.prompt_tokens IS NOT NULL AND c.output_tokens IS NOT NULL
+                      AND (p.forced OR c.cost_source IS DISTINCT FROM 'reported') THEN
+                   ((c.prompt_tokens - least(greatest(coalesce(c.cached_tokens, 0), 0), c.prompt_tokens))
+                        * CASE WHEN p.long_above IS NOT NULL AND c.prompt_tokens > p.long_above
+                               THEN p.long_input ELSE p.input END
+                    + least(greatest(coalesce(c.cached_tokens, 0), 0), c.prompt_tokens)
+                        * CASE WHEN p.long_above IS NOT NULL AND c.prompt_tokens > p.long_above
+                               THEN coalesce(p.long_cached_input, p.long_input)
+                               ELSE coalesce(p.cached_input, p.input) END
+                    + c.output_tokens
+                        * CASE WHEN p.long_above IS NOT NULL AND c.prompt_tokens > p.long_above
+                               THEN p.long_output ELSE p.output END) / 1e6
+                 ELSE c.cost_usd
+               END AS cost
+        FROM llm_calls c JOIN report_runs r USING (run)
+        LEFT JOIN model_prices p
+               ON p.forced OR (p.provider IS NOT DISTINCT FROM c.provider AND p.model IS NOT DISTINCT FROM c.model)
+        WHERE c.idx IS NULL OR c.idx <= r.budget
+    """),
+    ("task_spend", """
+        SELECT run, task, key, idx, cost,
+               sum(coalesce(cost, 0)) OVER w AS cum_cost,
+               bool_and(cost IS NOT NULL) OVER w AS cost_known
+        FROM call_costs
+        WINDOW w AS (PARTITION BY run, task ORDER BY idx NULLS FIRST, time, key
+                     ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW)
+    """),
+    ("best_by_spend", """
+        SELECT run, task, cum_cost, min(best_ms) AS best_ms
+        FROM (SELECT a.run, a.task, s.cum_cost,
+                     min(CASE WHEN a.category = 'correct' AND a.runtime_ms > 0 THEN a.runtime_ms END)
+                         OVER (PARTITION BY a.run, a.task ORDER BY s.cum_cost, a.idx
+                               ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS best_ms
+              FROM budget_attempts a JOIN task_spend s USING (run, task, key))
+        GROUP BY run, task, cum_cost
+    """),
+    ("run_costs", """
+        SELECT r.run, count(c.key) AS calls, count(c.key) FILTER (c.cost IS NULL) AS unknown_cost_calls,
+               sum(c.cost) AS spend_usd
+        FROM report_runs r LEFT JOIN call_costs c USING (run) GROUP BY r.run
+    """),
+    # Money points: the curve's grid plus each run's marker budget, evaluated by one join.
+    # The curve stops at the first point at or past the run's largest per-task spend: beyond it the curve
+    # is flat by definition, and drawing it to $25 would suggest money the run never spent.
+    ("money_points", """
+        SELECT r.run, round(k * p.money_step, 6) AS usd, false AS marker
+        FROM report_runs r CROSS JOIN params p
+        LEFT JOIN (SELECT run, max(cum_cost) AS top FROM task_spend GROUP BY run) s USING (run),
+             LATERAL (SELECT range AS k FROM range(1, CAST(ceil(least(p.money_max, greatest(s.top, p.money_step))
+                                                               / p.money_step - 1e-9) AS BIGINT) + 1))
+        UNION ALL
+        SELECT run, money_marker, true FROM report_runs
+    """),
+    ("task_speedup_at_money", """
+        SELECT g.run, g.usd, g.marker, g.task, g.baseline_ms, s.best_ms,
+               g.baseline_ms / s.best_ms AS speedup_raw,
+               greatest(1.0, coalesce(g.baseline_ms / s.best_ms, 1.0)) AS speedup
+        FROM (SELECT m.run, m.usd, m.marker, t.task, t.baseline_ms
+              FROM money_points m JOIN report_tasks t USING (run)) g
+        ASOF LEFT JOIN best_by_spend s ON g.run = s.run AND g.task = s.task AND g.usd + 1e-9 >= s.cum_cost
+    """),
+    ("score_vs_money_all", """
+        SELECT s.run, s.usd, s.marker, exp(avg(ln(s.speedup))) AS score,
+               exp(avg(ln(coalesce(s.speedup_raw, 1.0)))) AS score_raw, count(*) AS n_tasks,
+               count(s.speedup_raw) AS n_solved, c.unknown_cost_calls = 0 AS cost_known
+        FROM task_speedup_at_money s JOIN run_costs c USING (run)
+        WHERE s.baseline_ms IS NOT NULL
+        GROUP BY s.run, s.usd, s.marker, c.unknown_cost_calls
+    """),
+    ("score_vs_money", """
+        SELECT run, usd, score, score_raw, n_tasks, n_solved, cost_known FROM score_vs_money_all WHERE NOT marker
+    """),
+    # -- per-task breakdown at the full budget ----------------------------------------------------
+    ("task_best", """
+        SELECT run, task, key AS best_key, idx AS best_idx, runtime_ms AS best_ms, dir AS best_dir,
+               code_sha256 AS best_sha256
+        FROM budget_attempts WHERE category = 'correct' AND runtime_ms > 0
+        QUALIFY row_number() OVER (PARTITION BY run, task ORDER BY runtime_ms, idx) = 1
+    """),
+    ("task_final", """
+        SELECT t.run, t.task, t.suite, t.task_id, t.name, t.baseline_ms, b.best_ms, b.best_key, b.best_idx,
+               b.best_dir, b.best_sha256,
+               t.baseline_ms / b.best_ms AS speedup_raw,
+               CASE WHEN t.baseline_ms IS NOT NULL
+                    THEN greatest(1.0, coalesce(t.baseline_ms / b.best_ms, 1.0)) END AS speedup,
+               coalesce(c.n_attempts, 0) AS n_attempts, coalesce(c.n_correct, 0) AS n_correct,
+               coalesce(c.queries, 0) AS queries, s.spend_usd, s.cost_known
+        FROM report_tasks t
+        LEFT JOIN task_best b USING (run, task)
+        LEFT JOIN (SELECT run, task, count(*) AS n_attempts, count(*) FILTER (category = 'correct') AS n_correct,
+                          max(idx) AS queries
+                   FROM budget_attempts GROUP BY run, task) c USING (run, task)
+        LEFT JOIN (SELECT run, task, max(cum_cost) AS spend_usd, bool_and(cost_known) AS cost_known
+                   FROM task_spend GROUP BY run, task) s USING (run, task)
+    """),
+    # Every attempt with its speedup and the best so far: the per-task trajectory of the HTML report.
+    ("attempt_detail", """
+        SELECT a.run, a.task, a.idx, a.key, a.role, a.parent, a.category, a.runtime_ms, a.reason, a.check_name,
+               a.dir, CASE WHEN a.category = 'correct' AND a.runtime_ms > 0 THEN b.baseline_ms / a.runtime_ms END
+                   AS speedup,
+               b.baseline_ms / s.best_ms AS best_speedup
+        FROM scoped_attempts a
+        LEFT JOIN task_baselines b USING (run, task)
+        LEFT JOIN best_so_far s USING (run, task, idx)
+    """),
+    # -- fast_p -----------------------------------------------------------------------------------
+    # fast_p only changes at the tasks' speedups, so those points are exact; between them a regular grid
+    # (p_step, coarsened to at most 400 points when speedups are large) keeps the curve readable.
+    ("p_grid", """
+        WITH top AS (SELECT greatest(2.0, coalesce(max(speedup_raw), 0) * 1.05) AS pmax FROM task_final),
+             step AS (SELECT greatest(p.p_step, top.pmax / 400) AS width, top.pmax FROM params p, top)
+        SELECT DISTINCT p FROM (
+            SELECT round(k * step.width, 6) AS p
+            FROM step, LATERAL (SELECT range AS k FROM range(0, CAST(ceil(step.pmax / step.width) AS BIGINT) + 1))
+            UNION ALL SELECT 1.0
+            UNION ALL SELECT round(speedup_raw, 6) FROM task_final WHERE speedup_raw IS NOT NULL)
+    """),
+    ("fast_p", """
+        SELECT f.run, g.p, avg(CASE WHEN f.speedup_raw > g.p THEN 1.0 ELSE 0.0 END) AS fast_p,
+               count(*) AS n_tasks
+        FROM task_final f CROSS JOIN p_grid g
+        WHERE f.baseline_ms IS NOT NULL
+        GROUP BY f.run, g.p
+    """),
+    # -- outcomes and the error-fixing agent ------------------------------------------------------
+    ("outcomes", """
+        SELECT run, coalesce(role, '?') AS role, category, count(*) AS n
+        FROM scoped_attempts GROUP BY ALL
+    """),
+    ("lineages", """
+        WITH RECURSIVE walk(run, task, root, root_category, key, role, category, idx, depth) AS (
+            SELECT run, task, key, category, key, role, category, idx, 0
+            FROM scoped_attempts WHERE role IS DISTINCT FROM 'fix'
+            UNION ALL
+            SELECT w.run, w.task, w.root, w.root_category, a.key, a.role, a.category, a.idx, w.depth + 1
+            FROM walk w JOIN scoped_attempts a
+              ON a.run = w.run AND a.task = w.task AND a.parent = w.key AND a.role = 'fix'
+        )
+        SELECT * FROM walk
+    """),
+    ("efa_by_category", """
+        SELECT run, root_category,
+               count(DISTINCT (task, root)) AS failed,
+               count(DISTINCT (task, root)) FILTER (role = 'fix' AND category = 'correct') AS repaired,
+               count(*) FILTER (role = 'fix') AS fix_attempts
+        FROM lineages
+        WHERE root_category NOT IN ('correct', 'llm_error')
+        GROUP BY run, root_category
+    """),
+    ("efa", """
+        SELECT r.run, coalesce(sum(e.failed), 0) AS failed, coalesce(sum(e.repaired), 0) AS repaired,
+               coalesce(f.fix_attempts, 0) AS fix_attempts, coalesce(f.fix_correct, 0) AS fix_correct
+        FROM report_runs r
+        LEFT JOIN efa_by_category e USING (run)
+        LEFT JOIN (SELECT run, count(*) AS fix_attempts, count(*) FILTER (category = 'correct') AS fix_correct
+                   FROM scoped_attempts WHERE role = 'fix' GROUP BY run) f USING (run)
+        GROUP BY r.run, f.fix_attempts, f.fix_correct
+    """),
+    # -- reference lines: other baseline modes and imported solution sets -------------------------
+    ("baseline_sources", """
+        SELECT coalesce(run, baseline_set) AS source, run IS NULL AS is_set, task, mode,
+               arg_max(runtime_ms, time) AS runtime_ms, arg_max(category, time) AS category
+        FROM baselines GROUP BY ALL
+    """),
+    ("reference_tasks", """
+        SELECT s.source, s.mode, s.task, e.runtime_ms AS eager_ms,
+               CASE WHEN s.category = 'correct' AND s.runtime_ms > 0 THEN e.runtime_ms / s.runtime_ms END AS speedup_raw
+        FROM baseline_sources s
+        JOIN baseline_sources e ON e.source = s.source AND e.task = s.task AND e.mode = 'eager'
+             AND e.category = 'correct' AND e.runtime_ms > 0
+        WHERE s.mode <> 'eager'
+          AND (NOT s.is_set OR NOT EXISTS (SELECT 1 FROM report_tasks)
+               OR s.task IN (SELECT task FROM report_tasks))
+    """),
+    ("reference_scores", """
+        SELECT source, mode, source || ' ' || mode AS label,
+               exp(avg(ln(greatest(1.0, coalesce(speedup_raw, 1.0))))) AS score,
+               exp(avg(ln(coalesce(speedup_raw, 1.0)))) AS score_raw,
+               count(*) AS n_tasks, count(speedup_raw) AS n_correct
+        FROM reference_tasks GROUP BY source, mode
+    """),
+    # -- seeds of one configuration ---------------------------------------------------------------
+    ("run_scores", """
+        SELECT r.run, r.config_key, s.score, s.score_raw, s.n_tasks, s.n_solved
+        FROM report_runs r LEFT JOIN score_vs_queries s ON s.run = r.run AND s.queries = r.queries_done
+    """),
+    ("config_scores", """
+        SELECT c.*, c.mean_score - t.q * c.sd / sqrt(c.n_runs) AS ci_low,
+               c.mean_score + t.q * c.sd / sqrt(c.n_runs) AS ci_high
+        FROM (SELECT config_key, list(run ORDER BY run) AS runs, count(*) AS n_runs, avg(score) AS mean_score,
+                     stddev_samp(score) AS sd, min(score) AS min_score, max(score) AS max_score
+              FROM run_scores WHERE score IS NOT NULL GROUP BY config_key) c
+        ASOF LEFT JOIN t_quantiles t ON c.n_runs - 1 >= t.df
+    """),
+    # -- finalist re-timing (filled by `pikeh report --retime`) -----------------------------------
+    ("retime_pairs", """
+        SELECT run, task, rep, baseline_ms, candidate_ms, ln(baseline_ms / candidate_ms) AS log_ratio
+        FROM retimes
+        WHERE baseline_category = 'correct' AND candidate_category = 'correct'
+          AND baseline_ms > 0 AND candidate_ms > 0
+    """),
+    ("retime_ci", """
+        SELECT c.run, c.task, c.n, exp(c.mean_log) AS speedup,
+               exp(c.mean_log - t.q * c.sd / sqrt(c.n)) AS ci_low,
+               exp(c.mean_log + t.q * c.sd / sqrt(c.n)) AS ci_high,
+               c.baseline_ms, c.candidate_ms
+        FROM (SELECT run, task, count(*) AS n, avg(log_ratio) AS mean_log, stddev_samp(log_ratio) AS sd,
+                     median(baseline_ms) AS baseline_ms, median(candidate_ms) AS candidate_ms
+              FROM retime_pairs GROUP BY run, task) c
+        ASOF LEFT JOIN t_quantiles t ON c.n - 1 >= t.df
+    """),
+    ("confirmed_scores", """
+        SELECT f.run, exp(avg(ln(greatest(1.0, coalesce(c.speedup, 1.0))))) AS confirmed_score,
+               count(c.speedup) AS n_confirmed, count(*) AS n_tasks
+        FROM task_final f LEFT JOIN retime_ci c USING (run, task)
+        WHERE f.baseline_ms IS NOT NULL AND f.run IN (SELECT run FROM retimes)
+        GROUP BY f.run
+    """),
+    # -- one row per run: what the terminal table and the HTML header show ------------------------
+    ("run_summary", """
+        SELECT r.run, r.strategy, r.llm, r.status, r.seed, r.config_key, r.gpu, r.budget, r.queries_done,
+               (SELECT count(*) FROM report_tasks t WHERE t.run = r.run) AS n_tasks,
+               s.n_tasks AS n_with_baseline, s.score, s.score_raw, s.n_solved,
+               m.score AS money_score, r.money_marker,
+               (SELECT avg(CASE WHEN f.speedup_raw > 1.0 THEN 1.0 ELSE 0.0 END) FROM task_final f
+                WHERE f.run = r.run AND f.baseline_ms IS NOT NULL) AS fast_1,
+               c.spend_usd / nullif((SELECT count(*) FROM report_tasks t WHERE t.run = r.run), 0) AS usd_per_task,
+               c.unknown_cost_calls,
+               (SELECT count(*) FROM scoped_attempts a WHERE a.run = r.run) AS attempts,
+               (SELECT count(*) FROM scoped_attempts a WHERE a.run = r.run AND a.category = 'correct') AS correct,
+               e.failed AS efa_failed, e.repaired AS efa_repaired, cs.confirmed_score
+        FROM report_runs r
+        LEFT JOIN run_scores s USING (run)
+        LEFT JOIN score_vs_money_all m ON m.run = r.run AND m.marker
+        LEFT JOIN run_costs c USING (run)
+        LEFT JOIN efa e USING (run)
+        LEFT JOIN confirmed_scores cs USING (run)
+        ORDER BY r.run
+    """),
+]
+
+RETIMES_DDL = """
+CREATE TABLE IF NOT EXISTS retimes (
+    run VARCHAR, task VARCHAR, key VARCHAR, code_sha256 VARCHAR, rep INTEGER,
+    baseline_ms DOUBLE, candidate_ms DOUBLE, baseline_category VARCHAR, candidate_category VARCHAR,
+    device VARCHAR, protocol VARCHAR, time VARCHAR
+)
+"""
+
+PRICES_DDL = """
+CREATE OR REPLACE TABLE model_prices (
+    provider VARCHAR, model VARCHAR, forced BOOLEAN, price_key VARCHAR,
+    input DOUBLE, output DOUBLE, cached_input DOUBLE,
+    long_above BIGINT, long_input DOUBLE, long_output DOUBLE, long_cached_input DOUBLE
+)
+"""
+
+
+def create_metrics(con: Any, params: MetricParams, prices: Sequence[dict[str, Any]] = ()) -> None:
+    """Create the parameter, price and helper tables, then every metric view, in connection ``con``.
+
+    The tables from ``store_db.materialize`` must already be there. Views (not tables) so the saved
+    ``report.duckdb`` recomputes from its tables and a reader can change ``params`` and query again.
+    """
+    con.execute("CREATE OR REPLACE TABLE params (budget INTEGER, money_step DOUBLE, money_max DOUBLE, "
+                "money_budget DOUBLE, p_step DOUBLE)")
+    con.execute("INSERT INTO params VALUES (?, ?, ?, ?, ?)",
+                [params.budget, params.money_step, params.money_max, params.money_budget, params.p_step])
+    con.execute("CREATE OR REPLACE TABLE t_quantiles (df INTEGER, q DOUBLE)")
+    con.executemany("INSERT INTO t_quantiles VALUES (?, ?)", sorted(T_QUANTILES_95.items()))
+    con.execute(PRICES_DDL)
+    columns = ("provider", "model", "forced", "price_key", "input", "output", "cached_input", "long_above",
+               "long_input", "long_output", "long_cached_input")
+    if prices:
+        con.executemany(f"INSERT INTO model_prices VALUES ({', '.join('?' * len(columns))})",
+                        [[row.get(c) for c in columns] for row in prices])
+    con.execute(RETIMES_DDL)
+    for name, sql in VIEWS:
+        con.execute(f"CREATE OR REPLACE VIEW {name} AS {sql}")
+
+
+def rows(con: Any, sql: str, params: Sequence[Any] = ()) -> list[dict[str, Any]]:
+    """A query's result as dicts (no pandas needed)."""
+    cursor = con.execute(sql, list(params))
+    names = [d[0] for d in cursor.description]
+    return [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]

@@ -1,0 +1,291 @@
+"""The ``duckdb`` reporter: runs and baseline sets -> DuckDB -> metrics (SQL) -> figures, tables, HTML.
+
+Steps: find the run directories and ``pikeh baselines`` folders under the inputs, load them with the
+host's one loader (``store_db.materialize``) into ``report.duckdb`` in the output folder, create the
+metric views (metrics.py), optionally re-time the finalists, then write what ``--format`` asks for.
+Nothing is written into a run directory, so a run that is still going can be reported at any time.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import json
+import sys
+import time
+from collections import defaultdict
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from pike_harness.api import EvaluatorOptions, ReportOptions, ReportSummary, UserError
+
+from . import figures as fig
+from . import html, tables
+from . import retime as retiming
+from .metrics import MetricParams, create_metrics, rows
+
+# Per-attempt fields of the HTML trajectory, sent as rows of values (columns once) to keep pages small.
+TRAJECTORY_COLUMNS = ("idx", "key", "role", "category", "runtime_ms", "speedup", "best_speedup", "reason")
+
+FIGURE_CAPTIONS = {
+    "suite_score": "Suite score (geometric mean of clamped per-task speedups over PyTorch eager) against LLM "
+                   "queries per task, and against dollars per task when costs are known. Dashed lines: reference "
+                   "baselines (torch.compile, TensorRT, imported solution sets); solid grey: eager.",
+    "final_scores": "Final suite score at the full query budget for each run and baseline; the dotted tick is the "
+                    "score at the money budget.",
+    "fast_p": "fast_p: share of tasks whose best attempt is correct and more than p times faster than eager.",
+    "outcomes": "Attempt outcomes per run, and failed lineages repaired by the error-fixing agent.",
+    "per_task": "Per-task clamped speedup at the full budget.",
+    "retime": "Finalists re-timed side by side with their eager reference (interleaved), with 95% intervals, "
+              "beside the search-time speedup.",
+}
+
+
+# -- inputs ----------------------------------------------------------------------------------------
+
+def discover(inputs: Sequence[Path], wanted: Sequence[str] | None) -> tuple[list[Path], list[Path]]:
+    """Run directories and baseline-set folders under the inputs, filtered by run name patterns."""
+    from pike_harness.store import RUN_FILE, find_runs
+    from pike_harness.store_db import find_baseline_sets
+
+    run_dirs: dict[Path, None] = {}
+    sets: dict[Path, None] = {}
+    for path in inputs:
+        path = Path(path)
+        if not path.exists():
+            raise UserError(f"--input {path} does not exist")
+        found_runs = list(find_runs([path]))
+        found_sets = find_baseline_sets([path])
+        if not found_runs and not found_sets:
+            raise UserError(f"--input {path} holds no run directory (a folder with {RUN_FILE}) and no baseline set "
+                            "(a folder with baselines.jsonl); point it at a run, a folder of runs or "
+                            "`pikeh baselines` output")
+        run_dirs.update(dict.fromkeys(p.resolve() for p in found_runs))
+        sets.update(dict.fromkeys(p.resolve() for p in found_sets))
+    names: dict[str, Path] = {}
+    for run_dir in run_dirs:
+        name = _run_name(run_dir)
+        if name in names:
+            raise UserError(f"two inputs hold a run named {name!r} ({names[name]} and {run_dir}); "
+                            "report them separately or rename one")
+        names[name] = run_dir
+    if wanted:
+        missing = [w for w in wanted if not fnmatch.filter(names, w)]
+        if missing:
+            raise UserError(f"--runs: no run matches {', '.join(missing)} (runs found: {', '.join(sorted(names))})")
+        keep = {n for w in wanted for n in fnmatch.filter(names, w)}
+        return [names[n] for n in sorted(keep)], list(sets)
+    return [names[n] for n in sorted(names)], list(sets)
+
+
+def _run_name(run_dir: Path) -> str:
+    try:
+        return str(json.loads((run_dir / "run.json").read_text()).get("name") or run_dir.name)
+    except (OSError, json.JSONDecodeError) as exc:
+        raise UserError(f"{run_dir / 'run.json'} cannot be read: {exc}") from None
+
+
+def price_rows(con: Any, price_as: str | None, price_files: Sequence[Path]) -> list[dict[str, Any]]:
+    """The price of every (provider, model) in the calls, from the price table, for SQL costing.
+
+    The lookup rules (``provider:model``, bare model, vendor prefix and date suffix stripped) live in
+    pike_harness.pricing; SQL then applies the rates, tiers and cached-token discount per call.
+    """
+    from pike_harness.pricing import PriceTable
+
+    table = PriceTable.load(price_files)
+
+    def row(provider: str | None, model: str | None, price: Any, forced: bool) -> dict[str, Any]:
+        long = price.long_context
+        return {"provider": provider, "model": model, "forced": forced, "price_key": price.key,
+                "input": price.rates.input, "output": price.rates.output, "cached_input": price.rates.cached_input,
+                "long_above": price.long_context_above, "long_input": long.input if long else None,
+                "long_output": long.output if long else None,
+                "long_cached_input": long.cached_input if long else None}
+
+    if price_as:
+        provider, sep, model = price_as.partition(":")
+        price = table.price(provider, model) if sep else None
+        if price is None:
+            raise UserError(f"--price-as {price_as!r}: no price for it (write PROVIDER:MODEL of a model in the "
+                            "price table, or add one with --prices FILE)")
+        return [row(provider, model, price, True)]
+    out = []
+    for provider, model in con.execute("SELECT DISTINCT provider, model FROM llm_calls "
+                                       "WHERE provider IS NOT NULL AND model IS NOT NULL").fetchall():
+        price = table.price(provider, model)
+        if price is not None:
+            out.append(row(provider, model, price, False))
+    return out
+
+
+# -- the report ------------------------------------------------------------------------------------
+
+def build_report(options: ReportOptions) -> ReportSummary:
+    import duckdb
+
+    from pike_harness import __version__
+    from pike_harness.store_db import materialize
+
+    extra = options.extra
+    say: Callable[[str], None] = extra.get("progress") or (lambda m: print(f"pikeh report: {m}", file=sys.stderr))
+    run_dirs, sets = discover(options.inputs, options.runs)
+    output = Path(options.output)
+    output.mkdir(parents=True, exist_ok=True)
+    db_path = output / "report.duckdb"
+    tmp = db_path.with_suffix(".duckdb.tmp")
+    tmp.unlink(missing_ok=True)
+    con = duckdb.connect(str(tmp))
+    try:
+        materialize(run_dirs, con, baseline_dirs=sets)
+        params = MetricParams(budget=extra.get("budget"), money_step=extra.get("money_step") or 0.20,
+                              money_max=extra.get("money_max") or 25.0, money_budget=extra.get("money_budget"))
+        create_metrics(con, params, price_rows(con, extra.get("price_as"), extra.get("prices") or ()))
+        _retimes(con, output, extra, say)
+        data = collect(con)
+    finally:
+        con.close()
+    tmp.replace(db_path)
+    files = [db_path, *write_outputs(data, output, options.formats, extra, [str(p) for p in options.inputs],
+                                     __version__)]
+    return ReportSummary(output=output, files=files, rows=data["summary"])
+
+
+def _retimes(con: Any, output: Path, extra: dict[str, Any], say: Callable[[str], None]) -> None:
+    """Re-time the finalists when asked; load earlier re-timings that still match the best code."""
+    best = rows(con, "SELECT f.run, f.task, f.best_key, f.best_dir, f.best_sha256, r.path FROM task_final f "
+                     "JOIN runs r USING (run) WHERE f.best_ms IS NOT NULL AND f.baseline_ms IS NOT NULL "
+                     "ORDER BY f.run, f.task")
+    path = output / retiming.RETIME_FILE
+    if extra.get("retime"):
+        make_evaluator, resolve_task = extra.get("make_evaluator"), extra.get("resolve_task")
+        if make_evaluator is None or resolve_task is None:
+            raise UserError("--retime needs an evaluator and the task suites: run it through `pikeh report`")
+        items = retiming.finalists(best, say)
+        evaluator = make_evaluator(extra.get("evaluator") or "local",
+                                   EvaluatorOptions(device=extra.get("device") or "auto",
+                                                    protocol=extra.get("protocol") or "robust"))
+        try:
+            new_rows = retiming.retime(items, resolve_task=resolve_task, evaluator=evaluator,
+                                       repeats=int(extra.get("repeats") or 10),
+                                       protocol=extra.get("protocol") or "robust",
+                                       device=extra.get("device") or "auto", progress=say)
+        finally:
+            evaluator.close()
+        retiming.save(path, new_rows)
+    current = {(r["run"], r["task"]): r["best_sha256"] for r in best}
+    retiming.insert(con, retiming.load(path), current)
+
+
+def collect(con: Any) -> dict[str, Any]:
+    """Everything the outputs need, read from the metric views."""
+    return {
+        "summary": rows(con, "FROM run_summary"),
+        "queries": rows(con, "FROM score_vs_queries ORDER BY run, queries"),
+        "money": rows(con, "FROM score_vs_money ORDER BY run, usd"),
+        "fast_p": rows(con, "FROM fast_p ORDER BY run, p"),
+        "outcomes": rows(con, "FROM outcomes ORDER BY run, role, category"),
+        "efa": rows(con, "FROM efa ORDER BY run"),
+        "efa_by_category": rows(con, "FROM efa_by_category ORDER BY run, root_category"),
+        "references": rows(con, "FROM reference_scores ORDER BY source, mode"),
+        "reference_tasks": rows(con, "FROM reference_tasks ORDER BY source, mode, task"),
+        "final": rows(con, "SELECT f.*, r.path FROM task_final f JOIN runs r USING (run) ORDER BY f.run, f.suite, "
+                           "f.task_id"),
+        "configs": rows(con, "FROM config_scores WHERE n_runs > 1 ORDER BY config_key"),
+        "attempts": rows(con, "FROM attempt_detail ORDER BY run, task, idx NULLS FIRST, key"),
+        "retime": rows(con, "SELECT c.*, f.name, f.speedup_raw AS search_speedup, c.run || ' ' || f.name AS label "
+                            "FROM retime_ci c JOIN task_final f USING (run, task) ORDER BY c.run, f.task_id"),
+    }
+
+
+def write_outputs(data: dict[str, Any], output: Path, formats: Sequence[str], extra: dict[str, Any],
+                  inputs: Sequence[str], version: str) -> list[Path]:
+    runs = [r["run"] for r in data["summary"]]
+    written: list[Path] = []
+    header, body = tables.per_task_matrix(data["final"], data["reference_tasks"], runs, data["references"],
+                                          data["summary"])
+    if "csv" in formats:
+        for name in ("summary", "queries", "money", "fast_p", "outcomes", "efa", "efa_by_category", "references",
+                     "configs", "retime"):
+            if data[name] or name in ("summary", "queries"):
+                file_name = {"queries": "score_vs_queries", "money": "score_vs_money"}.get(name, name)
+                written.append(tables.write_csv(output / f"{file_name}.csv", data[name]))
+        long_columns = ["run", "task", "name", "baseline_ms", "best_ms", "speedup", "speedup_raw", "best_key",
+                        "best_idx", "n_attempts", "n_correct", "queries", "spend_usd"]
+        written.append(tables.write_csv(output / "per_task_long.csv", data["final"], long_columns))
+        written.append(tables.write_matrix_csv(output / "per_task.csv", header, body))
+    if "tex" in formats:
+        written.append(tables.write_matrix_latex(output / "per_task.tex", header, body))
+    charts = build_figures(data, runs)
+    if "png" in formats or "svg" in formats:
+        for name, chart in charts:
+            written += fig.save(chart, output / name, formats)
+    if "html" in formats:
+        page = html.render(
+            title=extra.get("title") or "pike-harness report", generated=time.strftime("%Y-%m-%d %H:%M:%S"),
+            version=version, inputs=inputs, summary=data["summary"], references=data["references"],
+            configs=data["configs"],
+            figures=[(name, chart.to_dict(), FIGURE_CAPTIONS[name]) for name, chart in charts],
+            matrix_header=header, matrix_body=body, tasks=task_views(data), trajectory_spec=fig.trajectory_spec(),
+            has_retime=bool(data["retime"]))
+        written.append(html.write(output / html.HTML_FILE, page))
+    return written
+
+
+def build_figures(data: dict[str, Any], runs: list[str]) -> list[tuple[str, Any]]:
+    """The figures that have something to show, by file stem."""
+    charts: list[tuple[str, Any]] = []
+    # A money curve needs known costs, and a run that spent nothing (offline stand-ins) has none to draw.
+    paid = {r["run"] for r in data["summary"] if not r.get("unknown_cost_calls") and (r.get("usd_per_task") or 0) > 0}
+    money = [r for r in data["money"] if r["run"] in paid]
+    if data["queries"] or data["references"]:
+        charts.append(("suite_score", fig.score_vs_budget(data["queries"], money, data["references"], runs)))
+        charts.append(("final_scores", fig.final_scores(data["summary"], data["references"], runs)))
+    if data["fast_p"]:
+        charts.append(("fast_p", fig.fast_p(data["fast_p"], runs)))
+    if data["outcomes"]:
+        charts.append(("outcomes", fig.outcomes(data["outcomes"], data["efa"])))
+    if any(r.get("speedup") is not None for r in data["final"]):
+        charts.append(("per_task", fig.per_task(data["final"], runs)))
+    if data["retime"]:
+        charts.append(("retime", fig.retime(data["retime"], runs)))
+    return charts
+
+
+def task_views(data: dict[str, Any]) -> list[dict[str, Any]]:
+    """Per task, per run: numbers, best code, trajectory rows and failures for the HTML report."""
+    attempts: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
+    for row in data["attempts"]:
+        attempts[(row["run"], row["task"])].append(row)
+    tasks: dict[str, dict[str, Any]] = {}
+    for number, row in enumerate(data["final"]):
+        entry = tasks.setdefault(row["task"], {"task": row["task"], "name": row["name"], "task_id": row["task_id"],
+                                               "suite": row["suite"], "runs": []})
+        mine = attempts.get((row["run"], row["task"]), [])
+        code = None
+        if row.get("best_dir"):
+            try:
+                code = (Path(row["path"]) / row["best_dir"] / "code.py").read_text(encoding="utf-8")
+            except OSError:
+                code = None
+        entry["runs"].append({
+            **{k: row.get(k) for k in ("run", "baseline_ms", "best_ms", "best_key", "best_idx", "speedup",
+                                       "speedup_raw", "n_attempts", "n_correct", "spend_usd")},
+            "uid": f"{number}", "code": code,
+            "attempts": {"columns": list(TRAJECTORY_COLUMNS),
+                         "rows": [[_compact(a.get(k)) for k in TRAJECTORY_COLUMNS[:-1]] + [_short(a.get("reason"), 400)]
+                                  for a in mine]},
+            "n_failures": sum(1 for a in mine if a.get("category") != "correct"),
+        })
+    return sorted(tasks.values(), key=lambda t: (t["suite"] or "", t["task_id"] or 0))
+
+
+def _compact(value: Any) -> Any:
+    """Four significant digits are plenty for a chart; a 300-query, 30-task run stays a few MB."""
+    return float(f"{value:.4g}") if isinstance(value, float) else value
+
+
+def _short(text: str | None, limit: int) -> str | None:
+    if text is None or len(text) <= limit:
+        return text
+    return text[:limit] + " ..."

@@ -1,0 +1,103 @@
+"""Tables of the report: long CSV files for analysis and PIKE's per-task table (CSV and LaTeX).
+
+The per-task table has one row per task and one column per run (clamped speedup at the full budget),
+then one column per reference baseline, and a final geomean row that equals each run's suite score.
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+
+def write_csv(path: Path, rows: Sequence[dict[str, Any]], columns: Sequence[str] | None = None) -> Path:
+    """One CSV file; ``columns`` fixes the order (default: the first row's keys)."""
+    columns = list(columns or (rows[0].keys() if rows else []))
+    with path.open("w", newline="", encoding="utf-8") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(columns)
+        for row in rows:
+            writer.writerow([_cell(row.get(c)) for c in columns])
+    return path
+
+
+def _cell(value: Any) -> Any:
+    if isinstance(value, float):
+        return f"{value:.6g}"
+    if isinstance(value, list | tuple):
+        return ";".join(str(v) for v in value)
+    return "" if value is None else value
+
+
+def per_task_matrix(final: Sequence[dict[str, Any]], reference_tasks: Sequence[dict[str, Any]],
+                    runs: Sequence[str], references: Sequence[dict[str, Any]],
+                    summary: Sequence[dict[str, Any]]) -> tuple[list[str], list[list[Any]]]:
+    """Header and rows of the per-task table, with the geomean row last.
+
+    Values are clamped speedups (None where the run has no baseline for the task). The geomean row
+    repeats the suite score computed in SQL, so the table and the figures can never disagree.
+    """
+    ref_labels = [r["label"] for r in references]
+    tasks: dict[str, dict[str, Any]] = {}
+    for row in final:
+        tasks.setdefault(row["task"], {"task": row["task"], "name": row["name"], "task_id": row["task_id"]})
+        tasks[row["task"]][row["run"]] = row["speedup"]
+    for row in reference_tasks:
+        label = f"{row['source']} {row['mode']}"
+        if row["task"] in tasks and label in ref_labels:
+            raw = row["speedup_raw"]
+            tasks[row["task"]][label] = max(1.0, raw) if raw is not None else 1.0
+    header = ["task", "name", *runs, *ref_labels]
+    body = []
+    for entry in sorted(tasks.values(), key=lambda t: (t["task"].rpartition("/")[0], t["task_id"] or 0)):
+        body.append([entry["task"], entry["name"], *(entry.get(c) for c in [*runs, *ref_labels])])
+    scores = {r["run"]: r.get("score") for r in summary}
+    ref_scores = {r["label"]: r["score"] for r in references}
+    body.append(["geomean", "", *(scores.get(r) for r in runs), *(ref_scores.get(r) for r in ref_labels)])
+    return header, body
+
+
+def write_matrix_csv(path: Path, header: Sequence[str], body: Sequence[Sequence[Any]]) -> Path:
+    with path.open("w", newline="", encoding="utf-8") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(header)
+        for row in body:
+            writer.writerow([_cell(v) for v in row])
+    return path
+
+
+def latex_escape(text: str) -> str:
+    replacements = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_",
+                    "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}", "^": r"\textasciicircum{}"}
+    return "".join(replacements.get(ch, ch) for ch in str(text))
+
+
+def write_matrix_latex(path: Path, header: Sequence[str], body: Sequence[Sequence[Any]],
+                       caption: str = "Speedup over PyTorch eager per task (clamped at 1).") -> Path:
+    """A booktabs table; the best value of each row is bold, the geomean row is set off by a rule."""
+    value_columns = len(header) - 2
+    lines = [r"\begin{table}[t]", r"\centering", r"\small",
+             r"\begin{tabular}{l" + "r" * value_columns + "}", r"\toprule",
+             " & ".join(["Task", *(latex_escape(h) for h in header[2:])]) + r" \\", r"\midrule"]
+    for i, row in enumerate(body):
+        values = list(row[2:])
+        finite = [v for v in values if isinstance(v, int | float) and math.isfinite(v)]
+        best = max(finite) if finite else None
+        cells = []
+        for v in values:
+            if not isinstance(v, int | float):
+                cells.append("--")
+                continue
+            text = f"{v:.2f}"
+            cells.append(rf"\textbf{{{text}}}" if best is not None and v == best and len(finite) > 1 else text)
+        label = row[1] or row[0]
+        if i == len(body) - 1:
+            lines.append(r"\midrule")
+            label = "Geomean"
+        lines.append(" & ".join([latex_escape(label), *cells]) + r" \\")
+    lines += [r"\bottomrule", r"\end{tabular}", rf"\caption{{{latex_escape(caption)}}}", r"\end{table}", ""]
+    path.write_text("\n".join(lines), encoding="utf-8")
+    return path
