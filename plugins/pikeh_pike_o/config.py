@@ -1,0 +1,121 @@
+"""PIKE-O's options: ``--preset`` plus every parameter of the search, each defaulting to the preset's value.
+
+Every field but ``preset`` defaults to None, meaning "take it from the preset"; ``__post_init__``
+fills those in. The host records the Config after ``__post_init__`` (``dataclasses.asdict``), so a
+run's run.json holds the resolved values, and a resumed run rebuilds exactly that Config from them.
+A value given on the command line or in run.toml's [strategy] table reaches the Config as an
+explicit argument and therefore wins over the preset.
+
+No ``from __future__ import annotations``: the host reads these field types to build CLI options.
+"""
+
+import math
+from dataclasses import dataclass, field, fields
+from typing import Any
+
+from pike_harness.api import UserError
+
+from . import presets
+
+TEMPLATES = ("crossover", "mutation")
+
+
+def _option(help_text: str, name: str) -> Any:
+    return field(default=None, metadata={"help": f"{help_text} [default from --preset; {presets.describe(name)}]"})
+
+
+@dataclass
+class PikeOConfig:
+    """PIKE-O's parameters; the defaults come from the preset (the paper's PIKE-O unless --preset says)."""
+
+    preset: str = field(default=presets.DEFAULT_PRESET, metadata={
+        "help": "named configuration of the paper's ablation chain: " + ", ".join(presets.preset_names())
+                + "; it supplies every option below that is not given explicitly"})
+    template: str | None = _option(
+        "prompt template: crossover (fitness, feature coordinates, evaluation artifacts, top and inspiration "
+        "programs, current program) or mutation (PIKE-B's improve prompt: reference + current program)",
+        "template")
+    num_top_programs: int | None = _option("top programs of the island shown in a crossover prompt",
+                                           "num_top_programs")
+    num_inspirations: int | None = _option("inspiration programs shown in a crossover prompt",
+                                           "num_inspirations")
+    population_size: int | None = _option("programs kept in the database (all islands); the least fit "
+                                          "that own no MAP-Elites cell go first", "population_size")
+    archive_size: int | None = _option("elite archive size: where exploitation parents come from",
+                                       "archive_size")
+    num_islands: int | None = _option("islands; iteration i evolves island i mod this", "num_islands")
+    elite_selection_ratio: float | None = _option(
+        "share of the inspirations taken from the island's fittest programs", "elite_selection_ratio")
+    exploration_ratio: float | None = _option("chance a parent is drawn uniformly from its island",
+                                              "exploration_ratio")
+    exploitation_ratio: float | None = _option(
+        "chance a parent is drawn from the archive; the rest (1 - exploration - exploitation) draws "
+        "uniformly from the whole database", "exploitation_ratio")
+    parallel_evaluations: int | None = _option(
+        "iterations per wave, sampled together and evaluated in parallel (OpenEvolve's parallel "
+        "evaluations); a wave may overshoot the query budget by this minus 1", "parallel_evaluations")
+    migration_interval: int | None = _option(
+        "migrate when the busiest island has gained this many programs since the last migration",
+        "migration_interval")
+    migration_rate: float | None = _option(
+        "share of each island's fittest programs copied to its two ring neighbours at a migration",
+        "migration_rate")
+    feature_bins: int | None = _option("bins per MAP-Elites feature (code complexity, code diversity)",
+                                       "feature_bins")
+    max_fix_attempts: int | None = _option(
+        "error-fixing queries per iteration (each counts toward the budget); 0 disables error fixing",
+        "max_fix_attempts")
+    log_tail_chars: int | None = _option(
+        "characters from the end of stdout and of stderr shown to the error-fixing agent and as "
+        "evaluation artifacts", "log_tail_chars")
+
+    def __post_init__(self) -> None:
+        canonical = presets.canonical_name(str(self.preset))
+        if canonical is None:
+            raise UserError(f"--preset {self.preset!r} is not a PIKE-O preset; choose one of: "
+                            + ", ".join(presets.preset_names()))
+        self.preset = canonical
+        for name, value in presets.preset_values(canonical).items():
+            if getattr(self, name) is None:
+                setattr(self, name, value)
+        self._validate()
+
+    def _validate(self) -> None:
+        if self.template not in TEMPLATES:
+            raise UserError(f"--template must be crossover or mutation (got {self.template!r})")
+        for name, minimum in (("num_top_programs", 0), ("num_inspirations", 0), ("population_size", 1),
+                              ("archive_size", 1), ("num_islands", 1), ("parallel_evaluations", 1),
+                              ("migration_interval", 1), ("feature_bins", 1), ("max_fix_attempts", 0),
+                              ("log_tail_chars", 0)):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+                raise UserError(f"{_flag(name)} must be a whole number of at least {minimum} (got {value!r})")
+        for name in ("elite_selection_ratio", "exploration_ratio", "exploitation_ratio", "migration_rate"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int | float) or not 0.0 <= value <= 1.0:
+                raise UserError(f"{_flag(name)} must be between 0 and 1 (got {value!r})")
+            setattr(self, name, float(value))
+        if self.exploration_ratio + self.exploitation_ratio > 1.0 + 1e-9:
+            raise UserError(f"--exploration-ratio ({self.exploration_ratio:g}) plus --exploitation-ratio "
+                            f"({self.exploitation_ratio:g}) must not exceed 1")
+
+    @property
+    def random_ratio(self) -> float:
+        """The share of parents drawn uniformly from the whole database."""
+        return max(0.0, 1.0 - self.exploration_ratio - self.exploitation_ratio)
+
+    def overrides(self) -> dict[str, Any]:
+        """The fields whose value differs from the preset's (for the run log)."""
+        base = presets.preset_values(self.preset)
+        return {f.name: getattr(self, f.name) for f in fields(self)
+                if f.name in base and not _same(getattr(self, f.name), base[f.name])}
+
+
+def _same(a: Any, b: Any) -> bool:
+    if isinstance(a, float) or isinstance(b, float):
+        return math.isclose(float(a), float(b))
+    return a == b
+
+
+def _flag(name: str) -> str:
+    return "--" + name.replace("_", "-")

@@ -1,0 +1,102 @@
+"""Choosing what an iteration builds on: its parent, the island's top programs, and inspirations.
+
+Pure functions of the database and a ``random.Random`` (the task's ``ctx.rng``), so a resumed run that
+replays the same answers draws the same parents. Every pool is in insertion order before a draw.
+
+Parent draw for an iteration on island ``k`` (OpenEvolve's explore / exploit / random split):
+
+- with probability ``exploration``: uniformly from island ``k`` (from every program while ``k`` is
+  still empty: islands other than 0 start empty);
+- with probability ``exploitation``: uniformly from the archive members on island ``k``, else from the
+  whole archive; an empty archive (nothing but the reference so far) falls back to the exploration pool;
+- otherwise: uniformly from every program in the database.
+
+The reference is never in the archive, so it is never an exploitation parent (PIKE's change).
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Collection
+from dataclasses import dataclass
+
+from .database import Program, ProgramDatabase, ranked
+
+EXPLORE, EXPLOIT, RANDOM = "explore", "exploit", "random"
+
+
+@dataclass(frozen=True)
+class Draw:
+    """A parent and how it was drawn: ``mode`` is the branch of the split, ``pool`` where the parent
+    actually came from (``island``, ``all``, ``archive-island`` or ``archive``)."""
+
+    parent: Program
+    mode: str
+    pool: str
+
+
+def sample_parent(db: ProgramDatabase, island: int, rng: random.Random, *, exploration: float,
+                  exploitation: float) -> Draw:
+    roll = rng.random()
+    if roll < exploration:
+        return _explore(db, island, rng, EXPLORE)
+    if roll < exploration + exploitation:
+        archived = db.archived()
+        local = [p for p in archived if p.island == island]
+        if local:
+            return Draw(rng.choice(local), EXPLOIT, "archive-island")
+        if archived:
+            return Draw(rng.choice(archived), EXPLOIT, "archive")
+        return _explore(db, island, rng, EXPLOIT)
+    return Draw(rng.choice(db.all()), RANDOM, "all")
+
+
+def _explore(db: ProgramDatabase, island: int, rng: random.Random, mode: str) -> Draw:
+    local = db.island(island)
+    if local:
+        return Draw(rng.choice(local), mode, "island")
+    return Draw(rng.choice(db.all()), mode, "all")
+
+
+def top_programs(db: ProgramDatabase, island: int, count: int, *, exclude: Collection[str] = ()) -> list[Program]:
+    """The island's ``count`` fittest programs, leaving out ``exclude`` (the current program)."""
+    return [p for p in ranked(db.island(island)) if p.id not in exclude][:count]
+
+
+def inspirations(db: ProgramDatabase, parent: Program, island: int, count: int, rng: random.Random, *,
+                 elite_ratio: float, exclude: Collection[str] = ()) -> list[Program]:
+    """Up to ``count`` programs of island ``island`` for the crossover prompt, none of them the parent
+    or in ``exclude`` (the top programs already shown), in OpenEvolve's order of preference:
+
+    1. the island's best program;
+    2. the island's ``max(1, int(count * elite_ratio))`` fittest programs;
+    3. owners of grid cells near the parent's (each coordinate moved by -2..2), up to 3 tries per
+       missing program;
+    4. programs of the island drawn uniformly.
+    """
+    if count <= 0:
+        return []
+    members = db.island(island)
+    taken = {parent.id, *exclude}
+    chosen: list[Program] = []
+
+    def take(program: Program | None) -> None:
+        if program is not None and program.id not in taken and len(chosen) < count:
+            chosen.append(program)
+            taken.add(program.id)
+
+    take(db.best(island))
+    for program in ranked(members)[:max(1, int(count * elite_ratio))]:
+        take(program)
+    if len(chosen) < count and parent.coords:
+        bins = db.config.feature_bins
+        for _ in range(3 * (count - len(chosen))):
+            cell = tuple(max(0, min(bins - 1, c + rng.randint(-2, 2))) for c in parent.coords)
+            take(db.owner(island, cell))
+            if len(chosen) >= count:
+                break
+    if len(chosen) < count:
+        rest = [p for p in members if p.id not in taken]
+        for program in rng.sample(rest, min(count - len(chosen), len(rest))):
+            take(program)
+    return chosen

@@ -1,0 +1,250 @@
+"""Whole `pikeh run --strategy pike-o` runs: the real openai SDK talks to a loopback fake model, the real
+local evaluator checks real programs on the CPU, and the assertions read what the model was asked
+(the requests) against what the journal kept.
+
+Kept small: every evaluation is a fresh process (a few seconds of CPU).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections import defaultdict
+from pathlib import Path
+
+import pytest
+from fakes.llm_server import FakeLLMServer
+from pike_o_model import FakeCoder, serial_of, tag_of
+from pikeh_pike_o import PikeOConfig
+from pikeh_pike_o.prompts import crossover_sections, format_fitness, is_crossover
+
+from pike_harness import prompting
+from pike_harness.store import read_journal
+
+KEY_ENV = {"OPENAI_API_KEY": "sk-test-pike-o-0123456789"}
+
+
+def run_args(server: FakeLLMServer, out: Path, *extra: str, budget: int, name: str = "r") -> list[str]:
+    return ["run", "--strategy", "pike-o", "--suite", "smoke", "--tasks", "1", "--llm", "openai:fake-coder",
+            "--llm-base-url", server.openai_base_url, "--query-budget", str(budget), "--device", "cpu",
+            "--protocol", "quick", "--output-dir", str(out), "--run-name", name, *extra]
+
+
+class Trace:
+    """What a finished run journaled, joined with what the fake model received, by serial number."""
+
+    def __init__(self, run_dir: Path, prompts: dict[int, str]):
+        self.run_dir = run_dir
+        self.events = read_journal(run_dir / "journal.jsonl")
+        self.llm = [e for e in self.events if e["type"] == "llm"]
+        self.attempts = {e["key"]: e for e in self.events if e["type"] == "attempt"}
+        self.serial = {e["key"]: serial_of(e["response"]["text"]) for e in self.llm}
+        self.prompt = {key: prompts[serial] for key, serial in self.serial.items()}
+        self.tag = {e["key"]: tag_of(prompting.extract_code(e["response"]["text"])) for e in self.llm}
+        initial = next(e for e in self.events if e["type"] == "eval" and e["key"] == "initial")
+        self.reference_ms = initial["result"]["runtime_ms"]
+
+    def fitness_text(self, key: str | None) -> str:
+        runtime = self.reference_ms if key is None else self.attempts[key]["runtime_ms"]
+        return format_fitness(1.0 / runtime if runtime else 0.0)
+
+    def key_of_tag(self, tag: str) -> str | None:
+        if tag == "reference":
+            return None
+        return next(key for key, t in self.tag.items() if t == tag)
+
+    def options(self) -> dict:
+        return json.loads((self.run_dir / "run.json").read_text())["config"]["strategy_options"]
+
+
+def recording(coder: FakeCoder):
+    """The fake model, keeping every prompt under the serial number of its reply."""
+    prompts: dict[int, str] = {}
+
+    def reply(request):
+        answer = coder(request)
+        prompts[serial_of(answer.text)] = request.prompt_text
+        return answer
+
+    return reply, prompts
+
+
+def test_crossover_waves_islands_migration_and_fixes_seen_by_the_model(cli, tmp_path):
+    reply, prompts = recording(FakeCoder(broken={2}))
+    with FakeLLMServer(reply=reply) as server:
+        result = cli(*run_args(server, tmp_path, "--parallel-evaluations", "3", "--num-islands", "2",
+                               "--max-fix-attempts", "1", "--migration-interval", "1", "--migration-rate", "1",
+                               "--llm-concurrency", "3", budget=5), env=KEY_ENV)
+        assert result.exit_code == 0, result.output
+        requests = list(server.requests)
+    trace = Trace(tmp_path / "r", prompts)
+
+    # Budget: 3 iterations, one fix of the broken child (counted), then a wave cut to the 1 query left.
+    assert len(requests) == 5 == len(trace.llm)
+    assert sorted(e["index"] for e in trace.llm if e["counted"]) == list(range(1, 6))
+    broken_key = next(k for k, s in trace.serial.items() if s == 2)
+    assert sorted(trace.serial) == sorted(["it0000", "it0001", "it0002", f"{broken_key}/fix1", "it0003"])
+    fix_prompt = trace.prompt[f"{broken_key}/fix1"]
+    assert prompting.prompt_kind(fix_prompt) == "fix" and tag_of(prompting.quoted_program(fix_prompt)) == "s2"
+    assert trace.attempts[f"{broken_key}/fix1"]["category"] == "correct"
+    assert [trace.attempts[f"it000{i}"]["meta"]["island"] for i in range(4)] == [0, 1, 0, 1]
+
+    for key in ("it0000", "it0001", "it0002", "it0003"):
+        prompt, meta = trace.prompt[key], trace.attempts[key]["meta"]
+        assert is_crossover(prompt)
+        sections = crossover_sections(prompt)
+        # The current program is the journaled parent, with its fitness (1 / runtime) and nothing else.
+        parent = trace.attempts[key]["parent"]
+        assert tag_of(sections.current) == (trace.tag[parent] if parent else "reference")
+        assert sections.fitness == trace.fitness_text(parent)
+        shown = [tag_of(p) for p in sections.tops + sections.inspirations]
+        fitnesses = sections.top_fitness + sections.inspiration_fitness
+        assert fitnesses == [trace.fitness_text(trace.key_of_tag(t)) for t in shown]
+        assert [i.split("@")[0] for i in meta["top"] + meta["inspirations"]] == [
+            trace.key_of_tag(t) or "reference" for t in shown]
+        assert "s2" not in shown and tag_of(sections.current) != "s2"  # the fixed program replaced it
+        if meta["pool"].startswith("archive"):  # an exploitation parent is never the reference
+            assert tag_of(sections.current) != "reference" and not meta["parent_is_reference"]
+        if meta["phase"] == 0:  # only the reference exists yet
+            assert parent is None and shown == []
+        else:
+            assert parent is None or trace.attempts[parent]["meta"]["phase"] == 0
+    # Migration: island 0's children were copied to island 1, whose prompt (it0003) shows them.
+    island1 = trace.attempts["it0003"]["meta"]
+    copies = [i for i in [island1["parent_id"], *island1["top"], *island1["inspirations"]] if "@m" in i]
+    assert copies and all(i.split("@")[0] in ("reference", "it0000", "it0002", f"{broken_key}/fix1") for i in copies)
+
+    assert trace.options() == dataclasses.asdict(PikeOConfig(
+        parallel_evaluations=3, num_islands=2, max_fix_attempts=1, migration_interval=1, migration_rate=1.0))
+    log = (tmp_path / "r" / "log.txt").read_text()
+    assert "migration 1 after iteration 0" in log and "wave 1 (iterations 3-3)" in log
+
+
+def test_mutation_preset_from_a_config_file_runs_one_iteration_at_a_time(cli, tmp_path):
+    config = tmp_path / "run.toml"
+    config.write_text('[strategy]\npreset = "mut,npar"\nnum_islands = 2\nmigration_rate = 0.5\n'
+                      'max_fix_attempts = 1\n', encoding="utf-8")
+    reply, prompts = recording(FakeCoder(broken={1}))
+    with FakeLLMServer(reply=reply) as server:
+        result = cli(*run_args(server, tmp_path, "--config", str(config), "--num-islands", "1", budget=3),
+                     env=KEY_ENV)
+        assert result.exit_code == 0, result.output
+    trace = Trace(tmp_path / "r", prompts)
+
+    # Preset, then the file, then the command line: recorded resolved.
+    assert trace.options() == dataclasses.asdict(PikeOConfig(preset="mut,npar", num_islands=1, migration_rate=0.5,
+                                                              max_fix_attempts=1))
+    assert trace.options()["template"] == "mutation" and trace.options()["parallel_evaluations"] == 1
+    # npar: one query at a time, each answered and evaluated before the next is sent.
+    order = [(e["type"], e["key"]) for e in trace.events if e["type"] in ("llm", "attempt")]
+    assert order == [(kind, key) for key in ("it0000", "it0000/fix1", "it0001")
+                     for kind in ("llm", "attempt")]
+    for key in ("it0000", "it0001"):
+        prompt = trace.prompt[key]
+        assert not is_crossover(prompt) and prompting.prompt_kind(prompt) == "improve"
+        blocks = prompting.code_blocks(prompt)
+        assert len(blocks) == 4 and blocks[:2] == [prompting.EXAMPLE_REFERENCE, prompting.EXAMPLE_SOLUTION]
+        assert tag_of(blocks[2]) == "reference"
+        parent = trace.attempts[key]["parent"]
+        assert tag_of(blocks[3]) == (trace.tag[parent] if parent else "reference")
+        assert "itness" not in prompt and tag_of(blocks[3]) != "s1"  # the broken child never entered
+    assert trace.attempts["it0000"]["parent"] is None
+    assert trace.attempts["it0001"]["parent"] in (None, "it0000/fix1")
+
+
+def _wait_for(predicate, timeout: float = 180.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        time.sleep(0.05)
+    raise AssertionError("timed out waiting")
+
+
+def test_sigkill_mid_wave_and_mid_evaluation_then_resume(tmp_path):
+    """Kill -9 while the 2nd and the 4th request are in flight, then during an evaluation; the resumed
+    run finishes with each query answered once in the journal and no prompt re-sent after its answer
+    was journaled."""
+    holder: dict[str, subprocess.Popen] = {}
+    kill_at = {2, 4}
+
+    def on_request(serial: int) -> None:
+        if serial in kill_at:
+            holder["proc"].send_signal(signal.SIGKILL)
+
+    env = {**os.environ, **KEY_ENV, "PYTHONUNBUFFERED": "1"}
+    with FakeLLMServer(reply=FakeCoder(broken={1}, on_request=on_request)) as server:
+        cmd = [sys.executable, "-m", "pike_harness",
+               *run_args(server, tmp_path, "--parallel-evaluations", "2", "--num-islands", "2",
+                         "--max-fix-attempts", "1", "--llm-concurrency", "2", budget=4)]
+
+        def start() -> subprocess.Popen:
+            holder["proc"] = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                              text=True)
+            return holder["proc"]
+
+        for _ in kill_at:
+            assert start().wait(timeout=600) == -signal.SIGKILL
+        proc = start()
+
+        def evaluating() -> bool:
+            events = read_journal(tmp_path / "r" / "journal.jsonl")
+            started = {e["key"] for e in events if e["type"] == "eval_start"}
+            done = {e["key"] for e in events if e["type"] == "eval"}
+            return bool(started - done - {"baseline/eager", "initial"}) and len(done) >= 3
+
+        _wait_for(evaluating)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=60)
+        final = start()
+        output, _ = final.communicate(timeout=600)
+        assert final.returncode == 0, output[-3000:]
+        requests = list(server.requests)
+
+    events = read_journal(tmp_path / "r" / "journal.jsonl")
+    llm = [e for e in events if e["type"] == "llm"]
+    assert len({e["key"] for e in llm}) == len(llm) and len(llm) >= 4
+    counted = sorted(e["index"] for e in llm if e["counted"])
+    assert counted == list(range(1, len(counted) + 1)) and 4 <= len(counted) <= 5  # overshoot <= 1
+    attempts = [e for e in events if e["type"] == "attempt"]
+    assert len({e["key"] for e in attempts}) == len(attempts) == len(llm)
+    assert sum(e["type"] == "eval" and e["key"] == "initial" for e in events) == 1  # evaluated once
+    journaled = {serial_of(e["response"]["text"]) for e in llm}
+    sends = defaultdict(list)
+    for serial, request in enumerate(requests, start=1):
+        sends[request.prompt_text].append(serial)
+    for serials in sends.values():  # identical prompts (two islands' first iterations) may share a text
+        kept = [s for s in serials if s in journaled]
+        assert kept and kept == serials[-len(kept):], f"sends {serials}, journaled {kept}"
+    # The replayed search made the same decisions: every parent it named was journaled before it.
+    seen: set[str | None] = {None}
+    for e in attempts:
+        assert e["parent"] in seen, e
+        seen.add(e["key"])
+    assert sum(e["type"] == "run_start" for e in events) == 4
+    assert [e["status"] for e in events if e["type"] == "run_end"] == ["complete"]
+
+
+@pytest.mark.slow
+def test_pikeh_report_shows_pike_b_and_pike_o_side_by_side(cli, tmp_path):
+    out = tmp_path / "runs"
+    with FakeLLMServer(reply=FakeCoder()) as server:
+        common = ["--suite", "smoke", "--tasks", "1", "--llm", "openai:fake-coder", "--llm-base-url",
+                  server.openai_base_url, "--query-budget", "2", "--device", "cpu", "--protocol", "quick",
+                  "--output-dir", str(out)]
+        pike_o = cli("run", "--strategy", "pike-o", "--preset", "mut,npar,1isl", "--run-name", "o", *common,
+                     env=KEY_ENV)
+        assert pike_o.exit_code == 0, pike_o.output
+        pike_b = cli("run", "--strategy", "pike-b", "--no-brainstorm", "--num-branches", "2",
+                     "--max-fix-attempts", "0", "--run-name", "b", *common, env=KEY_ENV)
+        assert pike_b.exit_code == 0, pike_b.output
+    report = cli("report", "--input", str(out), "--output", str(tmp_path / "report"), "--format", "csv", "--json")
+    assert report.exit_code == 0, report.output
+    rows = json.loads(report.output[report.output.index("["):])
+    by_run = {row["run"]: row for row in rows}
+    assert by_run["o"]["strategy"] == "pike-o" and by_run["b"]["strategy"] == "pike-b"
