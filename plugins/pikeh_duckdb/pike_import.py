@@ -242,8 +242,7 @@ def import_pike(source: Path, *, output_dir: Path, name: str | None, suite: str,
                 task_names: dict[int, str] | None = None) -> Path:
     """Write ``source`` (a PIKE output tree) as a run directory; returns its path."""
     from pike_harness import __version__
-    from pike_harness.pricing import PriceTable
-    from pike_harness.store import RunStore
+    from pike_harness.api import PriceTable, RunStore
 
     tasks_root = source / "tasks"
     task_dirs = sorted((p for p in tasks_root.glob("task*") if p.is_dir() and _number(p)), key=_number) \
@@ -290,7 +289,7 @@ def import_pike(source: Path, *, output_dir: Path, name: str | None, suite: str,
 
 def _write_task(store: Any, ref: str, items: list[PikeAttempt], baselines: Iterable[tuple[str, dict[int, Any]]],
                 task_id: int, provider: str, model: str, price: Any) -> None:
-    from pike_harness.store import sha256
+    from pike_harness.api import sha256
 
     baseline_ms = None
     for mode, by_task in baselines:

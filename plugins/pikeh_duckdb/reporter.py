@@ -45,8 +45,7 @@ FIGURE_CAPTIONS = {
 
 def discover(inputs: Sequence[Path], wanted: Sequence[str] | None) -> tuple[list[Path], list[Path]]:
     """Run directories and baseline-set folders under the inputs, filtered by run name patterns."""
-    from pike_harness.store import RUN_FILE, find_runs
-    from pike_harness.store_db import find_baseline_sets
+    from pike_harness.api import RUN_FILE, find_baseline_sets, find_runs
 
     run_dirs: dict[Path, None] = {}
     sets: dict[Path, None] = {}
@@ -91,7 +90,7 @@ def price_rows(con: Any, price_as: str | None, price_files: Sequence[Path]) -> l
     The lookup rules (``provider:model``, bare model, vendor prefix and date suffix stripped) live in
     pike_harness.pricing; SQL then applies the rates, tiers and cached-token discount per call.
     """
-    from pike_harness.pricing import PriceTable
+    from pike_harness.api import PriceTable
 
     table = PriceTable.load(price_files)
 
@@ -125,7 +124,7 @@ def build_report(options: ReportOptions) -> ReportSummary:
     import duckdb
 
     from pike_harness import __version__
-    from pike_harness.store_db import materialize
+    from pike_harness.api import materialize
 
     extra = options.extra
     say: Callable[[str], None] = extra.get("progress") or (lambda m: print(f"pikeh report: {m}", file=sys.stderr))

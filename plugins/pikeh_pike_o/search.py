@@ -76,7 +76,9 @@ class PikeO(Strategy):
                 + (f" with {', '.join(f'{k}={v}' for k, v in overrides.items())}" if overrides else ""))
         db = ProgramDatabase(cfg)
         ctx.set_status(phase=0, note="evaluating the reference")
-        db.add_initial(ctx.task.source, ctx.evaluate(ctx.task.source, key=INITIAL_KEY))
+        # The host already evaluated the reference for the eager baseline; reuse it when it is there.
+        initial = getattr(ctx, "baseline", None) or ctx.evaluate(ctx.task.source, key=INITIAL_KEY)
+        db.add_initial(ctx.task.source, initial)
         iteration = wave = 0
         while not ctx.budget.exhausted:
             size = min(cfg.parallel_evaluations, ctx.budget.queries_left)  # >= 1 while not exhausted

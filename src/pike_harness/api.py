@@ -37,12 +37,23 @@ from pike_harness.model import (
     Task,
     TaskMeta,
 )
+from pike_harness.pricing import Price, PriceTable
 from pike_harness.reporting import Reporter, ReportOptions, ReportSummary
 from pike_harness.rounds import Order, Sample, fix_rounds, run_round
+from pike_harness.store import RUN_FILE, RunStore, find_runs, sha256
+from pike_harness.store_db import find_baseline_sets, materialize
 from pike_harness.strategy import BudgetView, Strategy, TaskContext
 from pike_harness.tasks import Suite
 
 __all__ = [
+    "RUN_FILE",
+    "Price",
+    "PriceTable",
+    "RunStore",
+    "find_baseline_sets",
+    "find_runs",
+    "materialize",
+    "sha256",
     "BRAINSTORM",
     "CATEGORIES",
     "FIX",

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import json
 import os
 import platform
 import random
@@ -83,12 +84,14 @@ class RunConfig:
         return data
 
     def default_run_name(self) -> str:
-        """Deterministic, so re-running the same command resumes the same run."""
+        """Deterministic, so re-running the same command resumes the same run; the hash of the whole
+        configuration makes runs that differ in any option (a preset, a fix model) distinct runs."""
+        digest = sha256(json.dumps(self.identity(), sort_keys=True, default=str))[:8]
         parts = [self.strategy, self.suite]
         if self.tasks:
             parts.append(f"t{self.tasks}")
-        parts += [self.llm, f"q{self.query_budget}", f"s{self.seed}"]
-        return safe_name("_".join(parts).replace(":", "-").replace("/", "-"), limit=120)
+        parts += [self.llm, f"q{self.query_budget}", f"s{self.seed}", digest]
+        return safe_name("_".join(parts).replace(":", "-").replace("/", "-"), limit=140)
 
     def generation_params(self) -> GenerationParams:
         return GenerationParams(temperature=self.temperature, max_tokens=self.max_tokens,
@@ -140,6 +143,7 @@ class TaskRun:
         self.spend_known = True
         self.best_runtime_ms: float | None = None
         self.baseline_ms: float | None = None
+        self.baseline: EvalResult | None = None
         self._ref = task.ref
 
     # -- budget --------------------------------------------------------------------------------
@@ -296,6 +300,7 @@ class TaskRun:
             self.runner.store.append({"type": "baseline", "task": self._ref, "mode": "eager",
                                       "device": config.device, "protocol": config.protocol,
                                       "result": result.to_dict()})
+        self.baseline = result
         if result.is_correct:
             self.baseline_ms = result.runtime_ms
             self.runner.progress.update(self._ref, baseline_ms=self.baseline_ms)

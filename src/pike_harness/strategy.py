@@ -54,6 +54,14 @@ class TaskContext(Protocol):
     @property
     def budget(self) -> BudgetView: ...
 
+    @property
+    def baseline(self) -> EvalResult | None:
+        """The reference's own evaluation on this run's evaluator (the eager baseline), when it ran.
+
+        Strategies that seed their search with the reference (PIKE-O) use it instead of evaluating
+        the reference again.
+        """
+
     def ask(self, role: str, messages: list[dict[str, str]], *, key: str, counted: bool = True,
             params: GenerationParams | None = None) -> LLMResponse:
         """Send one query and return the answer (replayed from the journal on resume).

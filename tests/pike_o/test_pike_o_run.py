@@ -46,7 +46,8 @@ class Trace:
         self.serial = {e["key"]: serial_of(e["response"]["text"]) for e in self.llm}
         self.prompt = {key: prompts[serial] for key, serial in self.serial.items()}
         self.tag = {e["key"]: tag_of(prompting.extract_code(e["response"]["text"])) for e in self.llm}
-        initial = next(e for e in self.events if e["type"] == "eval" and e["key"] == "initial")
+        # The reference's evaluation is the host's eager baseline (PIKE-O reuses it).
+        initial = next(e for e in self.events if e["type"] == "eval" and e["key"] == "baseline/eager")
         self.reference_ms = initial["result"]["runtime_ms"]
 
     def fitness_text(self, key: str | None) -> str:
@@ -213,7 +214,9 @@ def test_sigkill_mid_wave_and_mid_evaluation_then_resume(tmp_path):
     assert counted == list(range(1, len(counted) + 1)) and 4 <= len(counted) <= 5  # overshoot <= 1
     attempts = [e for e in events if e["type"] == "attempt"]
     assert len({e["key"] for e in attempts}) == len(attempts) == len(llm)
-    assert sum(e["type"] == "eval" and e["key"] == "initial" for e in events) == 1  # evaluated once
+    # The reference is evaluated once (the host's baseline) and never again as PIKE-O's "initial".
+    assert sum(e["type"] == "eval" and e["key"] == "baseline/eager" for e in events) == 1
+    assert not any(e["type"] == "eval" and e["key"] == "initial" for e in events)
     journaled = {serial_of(e["response"]["text"]) for e in llm}
     sends = defaultdict(list)
     for serial, request in enumerate(requests, start=1):

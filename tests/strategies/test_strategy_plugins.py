@@ -13,7 +13,7 @@ from pike_harness.plugins import PluginHost
 from .scripted_host import ScriptedContext, correct, failure, make_task
 
 REPO = Path(__file__).resolve().parents[2]
-STRATEGY_PLUGINS = ("pikeh_pike_b", "pikeh_simple_strategies")
+STRATEGY_PLUGINS = ("pikeh_pike_b", "pikeh_simple_strategies", "pikeh_pike_o")
 
 
 def test_builtin_strategies_register_through_their_entry_points():

@@ -1,0 +1,33 @@
+"""Plugins use the host's public API only: `pike_harness.api`, the worker package, and never each other."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+PLUGINS = sorted(p for p in (REPO / "plugins").iterdir() if (p / "__init__.py").exists())
+ALLOWED = ("pike_harness.api", "pike_harness.worker")
+
+
+@pytest.mark.parametrize("package", PLUGINS, ids=lambda p: p.name)
+def test_plugin_imports_only_public_api(package):
+    for path in sorted(package.rglob("*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                modules = [node.module]
+                if node.module == "pike_harness":
+                    assert {a.name for a in node.names} <= {"__version__"}, f"{path}: from pike_harness import ..."
+                    continue
+            elif isinstance(node, ast.Import):
+                modules = [alias.name for alias in node.names]
+            else:
+                continue
+            for module in modules:
+                if module.startswith("pike_harness"):
+                    assert module == "pike_harness" or module.startswith(ALLOWED), f"{path} imports {module}"
+                assert not module.startswith("pikeh_") or module.startswith(package.name), \
+                    f"{path} imports another plugin: {module}"
