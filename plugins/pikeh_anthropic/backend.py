@@ -14,20 +14,17 @@ from pike_harness.api import (
     BackendOptions,
     GenerationParams,
     LLMBackend,
-    LLMError,
     LLMRequest,
     LLMResponse,
-    TransientLLMError,
     Usage,
     UserError,
-    parse_retry_after,
-    redact_secrets,
+    reject_non_json,
+    sdk_errors,
 )
 
 KEY_VAR = "ANTHROPIC_API_KEY"
 BASE_URL_VAR = "ANTHROPIC_BASE_URL"
 DEFAULT_BASE_URL = "https://api.anthropic.com"
-RETRYABLE_STATUS = frozenset({408, 409, 425, 429})  # and every 5xx, 529 "overloaded" included
 # The Messages API's effort levels; "minimal" (an OpenAI level) maps to the lowest.
 EFFORTS = {"minimal": "low", "low": "low", "medium": "medium", "high": "high", "xhigh": "xhigh", "max": "max"}
 
@@ -76,21 +73,12 @@ class AnthropicBackend(LLMBackend):
         if system is not None:
             args["system"] = system
         started = time.monotonic()
-        try:
+        with sdk_errors(anthropic, spec=self.spec, base_url=self.base_url, timeout_s=request.params.timeout_s,
+                        secrets=[self._key]):
             reply = self._client.messages.create(model=self.model, messages=messages,
                                                  timeout=request.params.timeout_s, **args)
-        except anthropic.APITimeoutError:
-            raise TransientLLMError(f"{self.spec}: no answer within {request.params.timeout_s:g} s") from None
-        except anthropic.APIConnectionError as exc:
-            raise TransientLLMError(self._redact(f"{self.spec}: connection to {self.base_url} failed: "
-                                                 f"{exc.__cause__ or exc}")) from None
-        except anthropic.APIStatusError as exc:
-            raise self._status_error(exc) from None
-        except anthropic.APIError as exc:  # an answer the SDK could not read: retrying will not change it
-            raise LLMError(self._redact(f"{self.spec}: unreadable answer from {self.base_url}: {exc}")) from None
         latency = time.monotonic() - started
-        if isinstance(reply, str):  # a server that answered 200 with something that is not JSON
-            raise TransientLLMError(self._redact(f"{self.spec}: the server's answer is not JSON: {reply[:200]}"))
+        reject_non_json(reply, spec=self.spec, secrets=[self._key])
         text = "".join(block.text for block in (reply.content or []) if getattr(block, "type", "") == "text")
         stop = reply.stop_reason
         return LLMResponse(
@@ -98,16 +86,6 @@ class AnthropicBackend(LLMBackend):
             model=self.model, model_id=reply.model, finish_reason=stop,
             truncated=stop == "max_tokens", empty=not text.strip(),
         )
-
-    def _status_error(self, exc: Any) -> LLMError:
-        status = exc.status_code
-        message = self._redact(f"{self.spec}: HTTP {status}: {_error_text(exc)}")
-        if status in RETRYABLE_STATUS or status >= 500:
-            return TransientLLMError(message, status=status, retry_after=parse_retry_after(exc.response.headers))
-        return LLMError(message, status=status)
-
-    def _redact(self, text: str) -> str:
-        return redact_secrets(text, [self._key])
 
     def close(self) -> None:
         self._client.close()
@@ -122,12 +100,3 @@ def _usage(raw: Any) -> Usage:
     cache_write = getattr(raw, "cache_creation_input_tokens", None) or 0
     prompt = (raw.input_tokens or 0) + (cache_read or 0) + cache_write
     return Usage(prompt_tokens=prompt, output_tokens=raw.output_tokens or 0, cached_tokens=cache_read)
-
-
-def _error_text(exc: Any) -> str:
-    body = getattr(exc, "body", None)
-    if isinstance(body, dict):
-        error = body.get("error", body)
-        if isinstance(error, dict) and error.get("message"):
-            return str(error["message"])
-    return str(getattr(exc, "message", exc))

@@ -16,20 +16,17 @@ from pike_harness.api import (
     BackendOptions,
     GenerationParams,
     LLMBackend,
-    LLMError,
     LLMRequest,
     LLMResponse,
-    TransientLLMError,
     Usage,
     UserError,
-    parse_retry_after,
-    redact_secrets,
+    reject_non_json,
+    sdk_errors,
 )
 
 if TYPE_CHECKING:
     from pikeh_openai import Preset
 
-RETRYABLE_STATUS = frozenset({408, 409, 425, 429})
 _O_SERIES = re.compile(r"^o\d+(?:-|$)")
 _GPT_MAJOR = re.compile(r"^gpt-(\d+)")
 
@@ -85,22 +82,13 @@ class OpenAICompatBackend(LLMBackend):
         args = sampling_args(self.preset, self.model, request.params)
         extra_body = dict(self.preset.extra_body) or None
         started = time.monotonic()
-        try:
+        with sdk_errors(openai, spec=self.spec, base_url=self.base_url, timeout_s=request.params.timeout_s,
+                        secrets=[self._key]):
             reply = self._client.chat.completions.create(
                 model=self.model, messages=request.messages, timeout=request.params.timeout_s,
                 extra_body=extra_body, **args)
-        except openai.APITimeoutError:
-            raise TransientLLMError(f"{self.spec}: no answer within {request.params.timeout_s:g} s") from None
-        except openai.APIConnectionError as exc:
-            raise TransientLLMError(self._redact(f"{self.spec}: connection to {self.base_url} failed: "
-                                                 f"{exc.__cause__ or exc}")) from None
-        except openai.APIStatusError as exc:
-            raise self._status_error(exc) from None
-        except openai.APIError as exc:  # an answer the SDK could not read: retrying will not change it
-            raise LLMError(self._redact(f"{self.spec}: unreadable answer from {self.base_url}: {exc}")) from None
         latency = time.monotonic() - started
-        if isinstance(reply, str):  # a server that answered 200 with something that is not JSON
-            raise TransientLLMError(self._redact(f"{self.spec}: the server's answer is not JSON: {reply[:200]}"))
+        reject_non_json(reply, spec=self.spec, secrets=[self._key])
         choice = reply.choices[0] if reply.choices else None
         text = (choice.message.content if choice and choice.message else None) or ""
         finish = choice.finish_reason if choice else None
@@ -113,16 +101,6 @@ class OpenAICompatBackend(LLMBackend):
         if reported_cost is not None:
             response.cost_usd, response.cost_source = reported_cost, "reported"
         return response
-
-    def _status_error(self, exc: Any) -> LLMError:
-        status = exc.status_code
-        message = self._redact(f"{self.spec}: HTTP {status}: {_error_text(exc)}")
-        if status in RETRYABLE_STATUS or status >= 500:
-            return TransientLLMError(message, status=status, retry_after=parse_retry_after(exc.response.headers))
-        return LLMError(message, status=status)
-
-    def _redact(self, text: str) -> str:
-        return redact_secrets(text, [self._key])
 
     def close(self) -> None:
         self._client.close()
@@ -163,14 +141,3 @@ def _usage(raw: Any) -> tuple[Usage, float | None]:
     reported = float(cost) if isinstance(cost, int | float) and not isinstance(cost, bool) else None
     return Usage(prompt_tokens=prompt, output_tokens=output, reasoning_tokens=reasoning,
                  cached_tokens=cached), reported
-
-
-def _error_text(exc: Any) -> str:
-    body = getattr(exc, "body", None)
-    if isinstance(body, dict):
-        error = body.get("error", body)
-        if isinstance(error, dict) and error.get("message"):
-            return str(error["message"])
-        if isinstance(error, str):
-            return error
-    return str(getattr(exc, "message", exc))

@@ -26,7 +26,9 @@ from pike_harness.llm import (
     Usage,
     parse_retry_after,
     redact_secrets,
+    reject_non_json,
     request_hash,
+    sdk_errors,
 )
 from pike_harness.model import (
     CATEGORIES,
@@ -88,6 +90,8 @@ __all__ = [
     "UserError",
     "hookimpl",
     "parse_retry_after",
+    "reject_non_json",
+    "sdk_errors",
     "prompting",
     "rounds",
     "Order",
