@@ -15,9 +15,9 @@ from pike_harness.api import (
     Sample,
     Strategy,
     TaskContext,
-    UserError,
     fix_rounds,
     prompting,
+    require_at_least,
     run_round,
 )
 
@@ -48,17 +48,8 @@ class PikeBConfig:
         "help": "characters from the end of stdout and of stderr shown to the error-fixing agent"})
 
     def __post_init__(self) -> None:
-        _at_least(self.num_branches, 1, "num-branches")
-        _at_least(self.max_parents, 1, "max-parents")
-        _at_least(self.max_fix_attempts, 0, "max-fix-attempts")
-        _at_least(self.max_ideas, 1, "max-ideas")
-        _at_least(self.max_phases, 0, "max-phases")
-        _at_least(self.log_tail_chars, 0, "log-tail-chars")
-
-
-def _at_least(value: int, minimum: int, option: str) -> None:
-    if value < minimum:
-        raise UserError(f"--{option} must be at least {minimum} (got {value})")
+        require_at_least(self, num_branches=1, max_parents=1, max_fix_attempts=0, max_ideas=1, max_phases=0,
+                         log_tail_chars=0)
 
 
 class PikeB(Strategy):

@@ -14,9 +14,9 @@ from pike_harness.api import (
     Sample,
     Strategy,
     TaskContext,
-    UserError,
     fix_rounds,
     prompting,
+    require_at_least,
     run_round,
 )
 
@@ -33,12 +33,7 @@ class BestOfNConfig:
         "help": "characters from the end of stdout and of stderr shown to the error-fixing agent"})
 
     def __post_init__(self) -> None:
-        if self.parallel < 1:
-            raise UserError(f"--parallel must be at least 1 (got {self.parallel})")
-        if self.max_fix_attempts < 0:
-            raise UserError(f"--max-fix-attempts must be at least 0 (got {self.max_fix_attempts})")
-        if self.log_tail_chars < 0:
-            raise UserError(f"--log-tail-chars must be at least 0 (got {self.log_tail_chars})")
+        require_at_least(self, parallel=1, max_fix_attempts=0, log_tail_chars=0)
 
 
 class BestOfN(Strategy):

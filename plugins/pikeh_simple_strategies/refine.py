@@ -16,9 +16,9 @@ from pike_harness.api import (
     Sample,
     Strategy,
     TaskContext,
-    UserError,
     fix_rounds,
     prompting,
+    require_at_least,
     run_round,
 )
 
@@ -31,10 +31,7 @@ class RefineConfig:
         "help": "characters from the end of stdout and of stderr shown to the error-fixing agent"})
 
     def __post_init__(self) -> None:
-        if self.max_fix_attempts < 0:
-            raise UserError(f"--max-fix-attempts must be at least 0 (got {self.max_fix_attempts})")
-        if self.log_tail_chars < 0:
-            raise UserError(f"--log-tail-chars must be at least 0 (got {self.log_tail_chars})")
+        require_at_least(self, max_fix_attempts=0, log_tail_chars=0)
 
 
 class Refine(Strategy):

@@ -44,7 +44,7 @@ from pike_harness.reporting import Reporter, ReportOptions, ReportSummary
 from pike_harness.rounds import Order, Sample, fix_rounds, run_round
 from pike_harness.store import RUN_FILE, RunStore, find_runs, sha256
 from pike_harness.store_db import find_baseline_sets, materialize
-from pike_harness.strategy import BudgetView, Strategy, TaskContext
+from pike_harness.strategy import BudgetView, Strategy, TaskContext, require_at_least
 from pike_harness.tasks import Suite
 
 __all__ = [
@@ -93,6 +93,7 @@ __all__ = [
     "reject_non_json",
     "sdk_errors",
     "prompting",
+    "require_at_least",
     "rounds",
     "Order",
     "Sample",

@@ -119,3 +119,16 @@ class Strategy(ABC):
     @classmethod
     def config_fields(cls) -> list[dataclasses.Field[Any]]:
         return list(dataclasses.fields(cls.Config))
+
+
+def require_at_least(config: Any, **minimums: int) -> None:
+    """Check Config fields against lower bounds, naming the CLI option in the error.
+
+    Call it from a Config's ``__post_init__``: ``require_at_least(self, num_branches=1, max_fix_attempts=0)``.
+    """
+    from pike_harness.errors import UserError
+
+    for name, minimum in minimums.items():
+        value = getattr(config, name)
+        if value is not None and value < minimum:
+            raise UserError(f"--{name.replace('_', '-')} must be at least {minimum} (got {value})")
