@@ -1,0 +1,82 @@
+"""JSON-lines messages over a pair of pipe file descriptors, with deadlines on the reading side.
+
+The supervisor talks to a candidate's process and to the reference process this way. Reads are
+bounded in time (a hung peer is a timeout, not a hung evaluator) and in size (a peer that floods the
+pipe is a protocol violation, not an out-of-memory supervisor). Standard library only.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import select
+import time
+from typing import Any
+
+MAX_MESSAGE_BYTES = 256 * 1024 * 1024
+
+
+class ChannelClosed(Exception):
+    """The peer closed its end (it exited or crashed)."""
+
+
+class ChannelTimeout(Exception):
+    """No complete message arrived before the deadline."""
+
+
+class ProtocolViolation(Exception):
+    """The peer sent something that is not a message of the protocol."""
+
+
+class Channel:
+    """One reading fd and one writing fd; ``receive`` polls so callers can watch the peer meanwhile."""
+
+    def __init__(self, read_fd: int, write_fd: int):
+        self.read_fd = read_fd
+        self.write_fd = write_fd
+        self._buffer = b""
+
+    def send(self, message: dict[str, Any]) -> None:
+        data = (json.dumps(message) + "\n").encode()
+        view = memoryview(data)
+        while view:
+            written = os.write(self.write_fd, view)
+            view = view[written:]
+
+    def receive(self, deadline: float | None, poll_s: float = 0.1) -> dict[str, Any] | None:
+        """The next message; None when ``poll_s`` passed without one (so the caller can check on the peer).
+
+        Raises ChannelTimeout once ``deadline`` (a ``time.monotonic`` value) has passed.
+        """
+        while True:
+            newline = self._buffer.find(b"\n")
+            if newline >= 0:
+                line, self._buffer = self._buffer[:newline], self._buffer[newline + 1:]
+                try:
+                    message = json.loads(line)
+                except ValueError as exc:
+                    raise ProtocolViolation(f"unreadable message: {line[:200]!r}") from exc
+                if not isinstance(message, dict):
+                    raise ProtocolViolation(f"message is not an object: {line[:200]!r}")
+                return message
+            wait = poll_s
+            if deadline is not None:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    raise ChannelTimeout()
+                wait = min(wait, remaining)
+            ready, _, _ = select.select([self.read_fd], [], [], wait)
+            if not ready:
+                return None
+            chunk = os.read(self.read_fd, 1 << 20)
+            if not chunk:
+                raise ChannelClosed()
+            self._buffer += chunk
+            if len(self._buffer) > MAX_MESSAGE_BYTES:
+                raise ProtocolViolation("message larger than the protocol allows")
+
+    def close(self) -> None:
+        for fd in (self.read_fd, self.write_fd):
+            with contextlib.suppress(OSError):
+                os.close(fd)

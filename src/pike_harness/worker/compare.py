@@ -1,0 +1,122 @@
+"""Candidate outputs against reference outputs, in the supervisor: a process the candidate never ran in.
+
+Both sides arrive as plain CPU tensors loaded with ``weights_only=True`` (no code runs on load, no
+tensor subclass survives). Per output: same count, shape and dtype; the same non-finite pattern as
+the reference (NaN where it has NaN, the same infinity where it has one, finite elsewhere); then
+``allclose(atol, rtol)`` on the finite part. Across input sets: a candidate whose outputs do not
+change while the reference's do is returning a constant, whatever the tolerance says. torch only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import torch
+
+from pike_harness.worker.records import INCORRECT, REJECTED, OutputCheck
+
+
+@dataclass
+class Comparison:
+    checks: list[OutputCheck] = field(default_factory=list)
+    category: str | None = None  # None: every output matched
+    check: str | None = None
+    reason: str | None = None
+    flags: list[str] = field(default_factory=list)
+
+    def fail(self, category: str, check: str, reason: str) -> None:
+        if self.category is None:
+            self.category, self.check, self.reason = category, check, reason
+
+
+def _diffs(got: torch.Tensor, want: torch.Tensor) -> tuple[float, float]:
+    """Max absolute and max relative difference over elements finite on both sides.
+
+    The relative difference divides by |reference| and skips elements where the reference is 0.
+    """
+    got64, want64 = got.double(), want.double()
+    finite = torch.isfinite(got64) & torch.isfinite(want64)
+    if not bool(finite.any()):
+        return 0.0, 0.0
+    diff = (got64 - want64).abs()[finite]
+    ref = want64.abs()[finite]
+    nonzero = ref > 0
+    rel = float((diff[nonzero] / ref[nonzero]).max()) if bool(nonzero.any()) else 0.0
+    return float(diff.max()), rel
+
+
+def compare_outputs(candidate: Sequence[Sequence[torch.Tensor]], reference: Sequence[Sequence[torch.Tensor]],
+                    *, atol: float, rtol: float, set_labels: Sequence[str]) -> Comparison:
+    result = Comparison()
+    if len(candidate) != len(reference):
+        result.fail(REJECTED, "protocol", f"{len(candidate)} output sets for {len(reference)} input sets")
+        return result
+    for set_index, (got_set, want_set) in enumerate(zip(candidate, reference, strict=True)):
+        where = f"input set {set_index} ({set_labels[set_index]})"
+        if len(got_set) != len(want_set):
+            result.fail(INCORRECT, "output_count", f"{where}: {len(got_set)} outputs, expected {len(want_set)}")
+            continue
+        for index, (got, want) in enumerate(zip(got_set, want_set, strict=True)):
+            result.checks.append(_check_one(result, where, set_index, index, got, want, atol, rtol))
+    if result.category is None:
+        _constant_check(result, candidate, reference, atol)
+    return result
+
+
+def _check_one(result: Comparison, where: str, set_index: int, index: int, got: torch.Tensor,
+               want: torch.Tensor, atol: float, rtol: float) -> OutputCheck:
+    check = OutputCheck(input_set=set_index, index=index, shape=list(got.shape), dtype=str(got.dtype).replace("torch.", ""))
+    label = f"{where}, output {index}"
+    if type(got) is not torch.Tensor:
+        check.problem = "output_type"
+        result.fail(REJECTED, "output_type", f"{label}: not a plain tensor")
+        return check
+    if got.shape != want.shape:
+        check.problem = f"shape {list(got.shape)}, expected {list(want.shape)}"
+        result.fail(INCORRECT, "shape", f"{label}: {check.problem}")
+        return check
+    if got.dtype != want.dtype:
+        check.problem = f"dtype {check.dtype}, expected {str(want.dtype).replace('torch.', '')}"
+        result.fail(INCORRECT, "dtype", f"{label}: {check.problem}")
+        return check
+    check.max_abs_diff, check.max_rel_diff = _diffs(got, want)
+    if (want.is_floating_point() or want.is_complex()) and not _same_nonfinite(got, want):
+        bad = int((torch.isfinite(want) & ~torch.isfinite(got)).sum())
+        check.problem = (f"non-finite values where the reference is finite ({bad} elements)" if bad
+                         else "NaN/infinity pattern differs from the reference")
+        result.fail(INCORRECT, "nonfinite", f"{label}: {check.problem}")
+        return check
+    if not torch.allclose(got, want, atol=atol, rtol=rtol, equal_nan=True):
+        check.problem = (f"max abs diff {check.max_abs_diff:.3g}, max rel diff {check.max_rel_diff:.3g} "
+                         f"(atol {atol:g}, rtol {rtol:g})")
+        result.fail(INCORRECT, "allclose", f"{label}: {check.problem}")
+        return check
+    check.ok = True
+    if want.numel() and float(want.double().abs().max()) <= atol and "tolerance_vacuous" not in result.flags:
+        # allclose accepts anything this small: only the relative error says whether it computes the model
+        result.flags.append("tolerance_vacuous")
+    return check
+
+
+def _same_nonfinite(got: torch.Tensor, want: torch.Tensor) -> bool:
+    """NaN exactly where the reference has NaN, the same infinities where it has them, finite elsewhere."""
+    want_inf = torch.isinf(want)
+    return (torch.equal(torch.isnan(got), torch.isnan(want)) and torch.equal(torch.isinf(got), want_inf)
+            and torch.equal(got[want_inf], want[want_inf]))
+
+
+def _constant_check(result: Comparison, candidate: Sequence[Sequence[torch.Tensor]],
+                    reference: Sequence[Sequence[torch.Tensor]], atol: float) -> None:
+    if len(candidate) < 2:
+        return
+    for index in range(len(candidate[0])):
+        got = [outputs[index] for outputs in candidate]
+        want = [outputs[index] for outputs in reference]
+        got_constant = all(torch.equal(got[0], other) for other in got[1:])
+        want_constant = all(torch.equal(want[0], other) for other in want[1:])
+        if got_constant and not want_constant:
+            result.fail(REJECTED, "constant_output",
+                        f"output {index} is identical for every input set while the reference's changes "
+                        f"(a constant answer that only passes because of the tolerance, atol {atol:g})")
+            return

@@ -1,0 +1,296 @@
+"""The process sandbox a candidate runs in, seen from the supervisor's side.
+
+A candidate is untrusted code written by a model that is rewarded for speed, so it runs in a fresh
+process of its own session (its own process group), with a scrubbed environment, a scratch directory
+as its home and working directory, and resource limits. What a same-user process sandbox cannot
+enforce by itself (process counts for root, memory on CUDA where RLIMIT_AS breaks the driver,
+descendants that leave the group) the supervisor polices by watching ``/proc`` and killing.
+Standard library only.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import shutil
+import signal
+import stat
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+# Names that pass into a candidate's environment (exact, then prefixes). An allow-list: anything the
+# harness's user exported (API keys, cloud credentials, tokens) stays out unless it is named here.
+ALLOWED_NAMES = frozenset({
+    "PATH", "LANG", "LANGUAGE", "TZ", "TERM", "LD_LIBRARY_PATH", "PYTHONPATH", "VIRTUAL_ENV",
+    "CONDA_PREFIX", "CUDA_HOME", "CUDA_PATH", "CUDA_ROOT", "CUDNN_HOME", "CC", "CXX", "MAX_JOBS",
+    "TORCH_CUDA_ARCH_LIST", "OMP_NUM_THREADS", "MKL_NUM_THREADS",
+})
+ALLOWED_PREFIXES = ("LC_", "NVIDIA_", "CUDA_", "TRITON_", "TORCHINDUCTOR_", "NCCL_")
+# Secret-looking names are dropped even when an allowed prefix matches them.
+SECRET_NAME = re.compile(r"(KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL|AUTH|COOKIE|SESSION|PRIVATE)",
+                         re.IGNORECASE)
+SECRET_PREFIXES = ("AWS_", "GOOGLE_", "AZURE_", "OPENAI_", "ANTHROPIC_", "HF_", "HUGGING", "GITHUB_", "GH_")
+MARKER_ENV = "PIKEH_SANDBOX"
+MASK = "[masked]"
+
+
+def is_secret_name(name: str) -> bool:
+    upper = name.upper()
+    return bool(SECRET_NAME.search(upper)) or upper.startswith(SECRET_PREFIXES)
+
+
+def scrubbed_environment(source: Mapping[str, str], overrides: Mapping[str, str]) -> dict[str, str]:
+    """The candidate's environment: allowed names from ``source`` minus secrets, plus ``overrides``."""
+    env = {}
+    for name, value in source.items():
+        allowed = name in ALLOWED_NAMES or name.startswith(ALLOWED_PREFIXES)
+        if allowed and not is_secret_name(name):
+            env[name] = value
+    env.update(overrides)
+    return env
+
+
+def secret_values(source: Mapping[str, str]) -> list[str]:
+    """Values of the harness's secret-looking variables, longest first, for masking in what we report."""
+    values = {value for name, value in source.items() if is_secret_name(name) and len(value) >= 6}
+    return sorted(values, key=len, reverse=True)
+
+
+def mask_secrets(text: str, secrets: Iterable[str]) -> str:
+    for secret in secrets:
+        if secret in text:
+            text = text.replace(secret, MASK)
+    return text
+
+
+def tail(path: Path, chars: int) -> str:
+    """The last ``chars`` characters of a (possibly huge) log file."""
+    try:
+        with open(path, "rb") as handle:
+            handle.seek(0, os.SEEK_END)
+            size = handle.tell()
+            handle.seek(max(0, size - chars * 4))
+            data = handle.read()
+    except OSError:
+        return ""
+    return data.decode("utf-8", errors="replace")[-chars:]
+
+
+@dataclass
+class ProcessInfo:
+    pid: int
+    ppid: int
+    session: int
+    state: str
+    rss_bytes: int
+
+
+_PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
+
+
+def _read_stat(pid: int) -> ProcessInfo | None:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as handle:
+            raw = handle.read().decode("ascii", errors="replace")
+    except OSError:
+        return None
+    # The command name may hold spaces and parentheses; the fields after the last ')' are fixed.
+    fields = raw[raw.rfind(")") + 2:].split()
+    try:
+        return ProcessInfo(pid=pid, ppid=int(fields[1]), session=int(fields[3]), state=fields[0],
+                           rss_bytes=int(fields[21]) * _PAGE)
+    except (IndexError, ValueError):
+        return None
+
+
+def _all_pids() -> list[int]:
+    try:
+        return [int(name) for name in os.listdir("/proc") if name.isdigit()]
+    except OSError:
+        return []
+
+
+def _has_marker(pid: int, marker: bytes) -> bool:
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as handle:
+            return marker in handle.read().split(b"\0")
+    except OSError:
+        return False
+
+
+def unique_memory_bytes(info: ProcessInfo) -> int:
+    """Proportional set size (shared pages split among their sharers), else RSS.
+
+    Summing RSS over a forked family counts copy-on-write pages once per process, so a dozen forks
+    of a 1 GB CUDA process would look like 12 GB; PSS counts them once.
+    """
+    try:
+        with open(f"/proc/{info.pid}/smaps_rollup", "rb") as handle:
+            for line in handle:
+                if line.startswith(b"Pss:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return info.rss_bytes
+
+
+class _ProcessTable:
+    """One scan of /proc shared by every evaluation polling within ``max_age_s``.
+
+    Each evaluation polices its candidate a few times a second; with dozens in flight, a scan each
+    (hundreds of stat files) would keep a core busy on a GPU host, which is noise for the timing
+    running beside it. Sessions are grouped once per scan instead.
+    """
+
+    def __init__(self, max_age_s: float = 0.1):
+        self.max_age_s = max_age_s
+        self._lock = threading.Lock()
+        self._taken = -1.0
+        self._sessions: dict[int, list[ProcessInfo]] = {}
+
+    def members(self, session: int) -> list[ProcessInfo]:
+        with self._lock:
+            now = time.monotonic()
+            if now - self._taken > self.max_age_s:
+                sessions: dict[int, list[ProcessInfo]] = {}
+                for pid in _all_pids():
+                    info = _read_stat(pid)
+                    if info is not None and info.state not in ("Z", "X"):
+                        sessions.setdefault(info.session, []).append(info)
+                self._sessions, self._taken = sessions, time.monotonic()
+            return list(self._sessions.get(session, ()))
+
+
+_TABLE = _ProcessTable()
+
+
+def session_members(session: int, *, fresh: bool = False) -> list[ProcessInfo]:
+    """Live (non-zombie) processes of one session: the candidate and everything it started there.
+
+    From a scan at most 0.1 s old (shared between evaluations); ``fresh`` scans now.
+    """
+    if not fresh:
+        return _TABLE.members(session)
+    members = []
+    for pid in _all_pids():
+        info = _read_stat(pid)
+        if info is not None and info.session == session and info.state not in ("Z", "X"):
+            members.append(info)
+    return members
+
+
+def _marked(marker: bytes, session: int | None) -> list[int]:
+    """Processes carrying this evaluation's marker, plus members of its session when ``session``.
+
+    Descendants that left the session (``setsid``) still carry the marker in their environment.
+    """
+    own = os.getpid()
+    found = []
+    for pid in _all_pids():
+        if pid == own:
+            continue
+        info = _read_stat(pid)
+        if info is None or info.state in ("Z", "X"):
+            continue
+        if (session is not None and info.session == session) or _has_marker(pid, marker):
+            found.append(pid)
+    return found
+
+
+def kill_all(popen: subprocess.Popen, marker: str, *, rounds: int = 50) -> None:
+    """SIGKILL the candidate's session and every marked descendant until none is left.
+
+    Repeated because a fork bomb keeps forking while it is being killed; each round kills what it
+    sees, and the bomb runs out once its parents are gone. The session id is the child's pid, so it
+    is only trusted while the child is unreaped (its pid cannot be reused); after that, only the
+    marker identifies our processes.
+    """
+    needle = f"{MARKER_ENV}={marker}".encode()
+    for _ in range(rounds):
+        session = popen.pid if popen.returncode is None else None
+        if session is not None:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(session, signal.SIGKILL)
+        left = _marked(needle, session)
+        for pid in left:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
+        if popen.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                popen.kill()
+        if not left and popen.poll() is not None:
+            break
+        time.sleep(0.02)
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        popen.wait(timeout=10)
+
+
+def make_scratch(root: Path, name: str) -> Path:
+    """A fresh private directory: the candidate's cwd, HOME and TMPDIR, deleted after the evaluation."""
+    root.mkdir(parents=True, exist_ok=True)
+    path = root / name
+    path.mkdir(mode=0o700)
+    (path / "tmp").mkdir()
+    return path
+
+
+def remove_tree(path: Path) -> None:
+    """Delete a scratch tree even when the candidate made parts of it read-only."""
+
+    def make_writable(func, target, _exc):  # noqa: ANN001 - shutil's onerror signature
+        try:
+            os.chmod(os.path.dirname(target), stat.S_IRWXU)
+            os.chmod(target, stat.S_IRWXU)
+            func(target)
+        except OSError:
+            pass
+
+    if path.exists():
+        shutil.rmtree(path, onerror=make_writable)
+
+
+def signal_name(returncode: int) -> str:
+    """``-11`` -> ``SIGSEGV``: a dead child's status in words."""
+    if returncode < 0:
+        try:
+            return signal.Signals(-returncode).name
+        except ValueError:
+            return f"signal {-returncode}"
+    return f"exit status {returncode}"
+
+
+def python_executable() -> str:
+    return sys.executable
+
+
+def apply_limits(*, memory_mb: int | None, file_size_mb: int, max_processes: int, address_space: bool) -> None:
+    """Resource limits the candidate's process (and all it forks) inherits; called by the child itself.
+
+    Set in the child at start-up rather than in a ``preexec_fn``, which is unsafe in the threaded
+    evaluators that spawn candidates. RLIMIT_AS only where ``address_space`` (CPU evaluations): the
+    CUDA driver reserves far more virtual memory than it uses; the supervisor polls real usage.
+    RLIMIT_NPROC counts every process of this user and is not enforced for root, so the supervisor
+    also counts the session's processes.
+    """
+    import resource
+
+    def lower(kind: int, value: int) -> None:
+        soft, hard = resource.getrlimit(kind)
+        if hard != resource.RLIM_INFINITY:
+            value = min(value, hard)
+        resource.setrlimit(kind, (value, value))
+
+    lower(resource.RLIMIT_CORE, 0)  # a segfault must not leave a core dump in the scratch dir
+    lower(resource.RLIMIT_FSIZE, file_size_mb * 1024 * 1024)
+    if address_space and memory_mb:
+        # Twice the limit: the supervisor's polling enforces ``memory_mb`` on what is really used
+        # (as on GPUs); the address-space limit is the backstop against one giant allocation.
+        lower(resource.RLIMIT_AS, 2 * memory_mb * 1024 * 1024)
+    with contextlib.suppress(ValueError, OSError):
+        lower(resource.RLIMIT_NPROC, max_processes + len(os.listdir("/proc")))

@@ -1,0 +1,247 @@
+"""The evaluator's pure parts, in-process: static checks, output comparison, protocols, the
+environment scrub, the timing loop's buffers, and the record format."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from pike_harness.worker import sandbox
+from pike_harness.worker.compare import compare_outputs
+from pike_harness.worker.protocols import PROTOCOLS, get_protocol
+from pike_harness.worker.records import EvalResult, OutputCheck, RuntimeStats
+from pike_harness.worker.static_checks import scan
+from pike_harness.worker.supervisor import _cross_check
+from pike_harness.worker.timing import OutputProblem, TimedLoop, output_tensors
+
+# -- static checks ---------------------------------------------------------------------------------
+
+REFERENCE = "import torch.nn as nn\nclass Model(nn.Module):\n    def forward(self, x):\n        return x\n"
+
+
+def test_inheriting_model_for_its_init_is_only_noted():
+    source = REFERENCE + "class ModelNew(Model):\n    def forward(self, x):\n        return x * 1\n"
+    report = scan(source)
+    assert report.check is None
+    assert "inherits_reference_model" in report.flags and "no_custom_kernel" in report.flags
+
+
+def test_reference_use_in_a_main_guard_is_ignored_but_in_a_helper_is_not():
+    guarded = REFERENCE + "class ModelNew(nn.Module):\n    pass\nif __name__ == '__main__':\n    Model()\n"
+    assert scan(guarded).check is None
+    helper = REFERENCE + "class ModelNew(nn.Module):\n    pass\ndef ref():\n    return Model().forward(1)\n"
+    assert scan(helper).check == "calls_reference_model"
+
+
+def test_fallback_through_an_attribute_holding_the_reference():
+    source = REFERENCE + (
+        "class ModelNew(nn.Module):\n"
+        "    def __init__(self):\n        super().__init__()\n        self.slow = Model()\n"
+        "    def forward(self, x):\n"
+        "        try:\n            return fast(x)\n        except Exception:\n            return self.slow.forward(x)\n")
+    assert scan(source).check == "reference_fallback"
+
+
+def test_fallback_to_pytorch_ops_is_not_a_reference_call():
+    source = ("import torch\nclass ModelNew(torch.nn.Module):\n    def forward(self, x):\n"
+              "        try:\n            return fast(x)\n        except Exception:\n            return torch.relu(x)\n")
+    assert scan(source).check is None
+
+
+@pytest.mark.parametrize(("snippet", "technique"), [
+    ("from torch.utils.cpp_extension import load_inline", "load_inline"),
+    ("import triton.language as tl", "triton"),
+    ("import torch\nf = torch.compile(abs)", "torch.compile"),
+    ("import torch\ng = torch.cuda.CUDAGraph()", "cuda_graph"),
+])
+def test_techniques_are_recognised(snippet, technique):
+    report = scan(snippet + "\nclass ModelNew: pass\n")
+    assert report.techniques == [technique] and "no_custom_kernel" not in report.flags
+
+
+def test_re_compile_is_not_torch_compile():
+    assert scan("import re\nimport torch\nP = re.compile('x')\nclass ModelNew: pass\n").techniques == []
+
+
+def test_syntax_errors_raise():
+    with pytest.raises(SyntaxError):
+        scan("class ModelNew(\n")
+
+
+# -- comparison ------------------------------------------------------------------------------------
+
+def _compare(candidate, reference, atol=1e-2, rtol=1e-2):
+    return compare_outputs(candidate, reference, atol=atol, rtol=rtol,
+                           set_labels=[f"set {i}" for i in range(len(reference))])
+
+
+def test_matching_nan_and_inf_patterns_pass_and_diffs_are_recorded():
+    ref = torch.tensor([1.0, float("nan"), float("inf"), -2.0])
+    got = torch.tensor([1.001, float("nan"), float("inf"), -2.0])
+    result = _compare([[got]], [[ref]])
+    assert result.category is None and result.checks[0].ok
+    assert result.checks[0].max_abs_diff == pytest.approx(1e-3, rel=1e-3)
+    assert result.checks[0].max_rel_diff == pytest.approx(1e-3, rel=1e-3)
+
+
+@pytest.mark.parametrize("got", [
+    torch.tensor([1.0, 0.0, float("inf"), -2.0]),  # a number where the reference has NaN
+    torch.tensor([1.0, float("nan"), float("-inf"), -2.0]),  # the wrong infinity
+    torch.tensor([float("inf"), float("nan"), float("inf"), -2.0]),  # inf where the reference is finite
+])
+def test_nonfinite_patterns_must_match(got):
+    ref = torch.tensor([1.0, float("nan"), float("inf"), -2.0])
+    result = _compare([[got]], [[ref]])
+    assert (result.category, result.check) == ("incorrect", "nonfinite")
+
+
+def test_output_count_shape_and_dtype():
+    ref = [torch.ones(2, 3)]
+    assert _compare([[torch.ones(2, 3), torch.ones(1)]], [ref]).check == "output_count"
+    assert _compare([[torch.ones(3, 2)]], [ref]).check == "shape"
+    assert _compare([[torch.ones(2, 3, dtype=torch.float64)]], [ref]).check == "dtype"
+
+
+def test_constant_answer_on_a_vacuous_tolerance_is_rejected():
+    refs = [[torch.randn(4, 4) * 1e-5] for _ in range(3)]
+    zeros = [[torch.zeros(4, 4)] for _ in range(3)]
+    result = _compare(zeros, refs)
+    assert (result.category, result.check) == ("rejected", "constant_output")
+    honest = _compare([[r[0].clone()] for r in refs], refs)
+    assert honest.category is None and "tolerance_vacuous" in honest.flags
+
+
+def test_constant_reference_allows_constant_answer():
+    refs = [[torch.ones(3)] for _ in range(3)]
+    assert _compare([[torch.ones(3)] for _ in range(3)], refs).category is None
+
+
+# -- protocols -------------------------------------------------------------------------------------
+
+def test_pike_protocol_is_do_bench_shaped():
+    pike = PROTOCOLS["pike"]
+    assert (pike.name, pike.version, pike.statistic, pike.warmup_ms, pike.rep_ms, pike.flush_mb) == \
+        ("pike", 1, "mean", 1000, 5000, 256)
+    assert pike.plan(0.5) == (2000, 10000)
+    assert pike.plan(10_000.0) == (1, 1)
+
+
+def test_robust_protocol_bounds_and_statistics():
+    robust = PROTOCOLS["robust"]
+    assert robust.plan(0.0001)[1] == 10_000 and robust.plan(500.0) == (3, 10)
+    stats = robust.summarize([1.0, 2.0, 3.0, 4.0, 100.0], host_wall_ms=120.0)
+    assert stats.headline_ms == stats.median_ms == 3.0 and stats.mean_ms == 22.0
+    assert stats.min_ms == 1.0 and stats.max_ms == 100.0 and stats.n == 5 and stats.iqr_ms == 2.0
+    assert stats.cv == pytest.approx(stats.stdev_ms / 22.0) and stats.host_wall_ms == 120.0
+    assert math.isclose(PROTOCOLS["pike"].summarize([1.0, 3.0], 5.0).headline_ms, 2.0)
+
+
+def test_protocol_parameters_and_unknown_names():
+    assert get_protocol("robust", {"rep_ms": 10}).rep_ms == 10
+    with pytest.raises(KeyError):
+        get_protocol("fastest")
+    with pytest.raises(KeyError):
+        get_protocol("pike", {"statistic": "min"})
+
+
+def test_cross_check_against_the_host_and_supervisor_clocks():
+    assert _cross_check([1.0] * 10, [1.05] * 10, wall_ms=100.0, cuda=True) is None
+    assert "supervisor" in _cross_check([1.0] * 10, [50.0] * 10, wall_ms=100.0, cuda=False)
+    assert "CUDA events" in _cross_check([0.01] * 10, [2.0] * 10, wall_ms=100.0, cuda=True)
+
+
+# -- the timing loop (in this process, on the CPU) -------------------------------------------------
+
+class Recorder(torch.nn.Module):
+    """Records what each call saw: input pointer, which set's data, and whether the flush ran."""
+
+    def __init__(self):
+        super().__init__()
+        self.calls = []
+        self.loop = None
+
+    def forward(self, x):
+        flushed = bool((self.loop.flush_buffer == 0).all())
+        self.loop.flush_buffer.fill_(7)  # "warm" data the next call must not find
+        self.calls.append((x.data_ptr(), float(x[0, 0]), flushed))
+        return x * 2
+
+
+def test_timed_loop_rotates_sets_through_one_buffer_and_flushes_before_every_call():
+    sets = [[torch.full((4, 4), float(i))] for i in range(3)]
+    model = Recorder()
+    loop = TimedLoop(model, sets, [[s[0] * 2] for s in sets], device=torch.device("cpu"),
+                     protocol=get_protocol("quick"), atol=1e-3, rtol=1e-3)
+    model.loop = loop
+    run = loop.run()
+    assert run.reps == 5 and len(run.samples_ms) == 5 and run.mismatches == [0, 0, 0]
+    pointers = {pointer for pointer, _, _ in model.calls}
+    assert len(pointers) == 1  # same buffer every call...
+    assert [value for _, value, _ in model.calls[-5:]] == [0.0, 1.0, 2.0, 0.0, 1.0]  # ...rotating contents
+    assert all(flushed for _, _, flushed in model.calls)
+
+
+def test_timed_loop_counts_outputs_that_differ_from_the_validated_ones():
+    sets = [[torch.full((4,), float(i))] for i in range(2)]
+    replay = sets[0][0] * 2
+    loop = TimedLoop(lambda x: replay.clone(), sets, [[s[0] * 2] for s in sets], device=torch.device("cpu"),
+                     protocol=get_protocol("quick"), atol=1e-3, rtol=1e-3)
+    run = loop.run()
+    assert run.mismatches[0] == 0 and run.mismatches[1] > 0
+
+
+def test_output_tensors_refuses_subclasses_and_wrong_devices():
+    class Sub(torch.Tensor):
+        pass
+
+    with pytest.raises(OutputProblem) as info:
+        output_tensors(torch.ones(2).as_subclass(Sub), torch.device("cpu"))
+    assert info.value.check == "output_type"
+    with pytest.raises(OutputProblem) as info:
+        output_tensors(torch.ones(2, device="meta"), torch.device("cpu"))
+    assert info.value.check == "output_device"
+    assert len(output_tensors((torch.ones(1), torch.zeros(2)), torch.device("cpu"))) == 2
+
+
+# -- sandbox environment and records ---------------------------------------------------------------
+
+def test_scrubbed_environment_keeps_toolchain_and_drops_secrets():
+    source = {"PATH": "/usr/bin", "LD_LIBRARY_PATH": "/cuda/lib", "CUDA_HOME": "/cuda", "HOME": "/root",
+              "OPENAI_API_KEY": "sk-1", "HF_TOKEN": "hf-2", "CUDA_SECRET": "x", "AWS_ACCESS_KEY_ID": "a",
+              "DATABASE_PASSWORD": "p", "GITHUB_TOKEN": "g", "MY_RANDOM_VAR": "v", "TRITON_CACHE_DIR": "/t"}
+    env = sandbox.scrubbed_environment(source, {"HOME": "/scratch"})
+    assert env == {"PATH": "/usr/bin", "LD_LIBRARY_PATH": "/cuda/lib", "CUDA_HOME": "/cuda", "HOME": "/scratch",
+                   "TRITON_CACHE_DIR": "/t"}
+
+
+def test_secret_values_are_masked():
+    secrets = sandbox.secret_values({"ANTHROPIC_API_KEY": "sk-ant-123456", "PATH": "/usr/bin", "SHORT_TOKEN": "ab"})
+    assert secrets == ["sk-ant-123456"]
+    assert sandbox.mask_secrets("key=sk-ant-123456!", secrets) == "key=[masked]!"
+
+
+def test_result_record_round_trips_through_json():
+    stats = RuntimeStats(headline_ms=1.0, statistic="median", mean_ms=1.1, median_ms=1.0, min_ms=0.9,
+                         max_ms=1.5, stdev_ms=0.1, cv=0.09, iqr_ms=0.2, n=10, host_wall_ms=12.0)
+    result = EvalResult(request_id="r", task="smoke/1", category="correct", runtime_ms=1.0, runtime=stats,
+                        outputs=[OutputCheck(input_set=0, index=0, shape=[2], dtype="float32", ok=True)],
+                        flags=["no_custom_kernel"], seeds={"hidden": [5]})
+    again = EvalResult.from_json(result.to_json())
+    assert again == result
+
+
+def test_implausible_runtimes_are_flagged(tmp_path):
+    from pike_harness.worker.records import EvalRequest
+    from pike_harness.worker.supervisor import Evaluation, WorkerSettings
+
+    request = EvalRequest(task="t", reference_source="", candidate_source="", device="cuda:0")
+    evaluation = Evaluation(request, oracle=None, settings=WorkerSettings(workdir=tmp_path))
+    evaluation.environment["gpu"] = "NVIDIA H100 80GB HBM3"
+    written = [[torch.ones(1024, 1024)]]  # 4 MB: at least 1.25 us at 3.35 TB/s
+    evaluation._plausibility(0.0005, written, written)
+    assert evaluation.flags == ["below_timer_floor", "faster_than_memory_bound"]
+    evaluation.flags.clear()
+    evaluation._plausibility(0.01, written, written)
+    assert evaluation.flags == []

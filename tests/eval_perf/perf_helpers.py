@@ -1,0 +1,43 @@
+"""Candidates and requests for Evaluator II's tests (smoke-suite tasks, real sources)."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+from pike_harness.model import Limits, Task
+from pike_harness.tasks import Suite
+
+REPO = Path(__file__).resolve().parents[2]
+SMOKE = Suite.from_dir(REPO / "tasks" / "smoke", origin="tests")
+
+PLAIN = """
+import torch
+import torch.nn as nn
+
+
+class ModelNew(nn.Module):
+    def __init__(self, in_features, out_features):
+        super().__init__()
+        self.linear = nn.Linear(in_features, out_features, bias=False)
+
+    def forward(self, x):
+        return torch.relu(self.linear(x))
+"""
+
+
+def candidate(prelude: str = "", forward_extra: str = "") -> str:
+    """smoke/1's computation as ModelNew, with code run at import and at each forward."""
+    body = textwrap.dedent(PLAIN)
+    if forward_extra:
+        body = body.replace("        return torch.relu", f"        {forward_extra}\n        return torch.relu")
+    return textwrap.dedent(prelude) + body
+
+
+def smoke(task_id: int = 1) -> Task:
+    return SMOKE.task(task_id)
+
+
+def request(source: str, task_id: int = 1, **overrides):
+    limits = Limits(compile_timeout_s=120, run_timeout_s=120, memory_mb=6000)
+    return smoke(task_id).eval_request(source, limits=limits, **overrides)

@@ -1,0 +1,73 @@
+"""``pikeh baselines`` on the smoke suite, on the CPU: the file the reporter reads, resuming, host checks."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from pike_harness.store_db import baseline_set_rows
+
+
+def _lines(folder: Path) -> list[dict]:
+    return [json.loads(line) for line in (folder / "baselines.jsonl").read_text().splitlines()]
+
+
+def _baselines(cli, folder: Path, cache: Path, modes: str, tasks: str = "1"):
+    return cli("baselines", "--suite", "smoke", "--tasks", tasks, "--modes", modes, "--device", "cpu",
+               "--protocol", "quick", "--output-dir", str(folder), "--build-cache", str(cache), "--jobs", "2",
+               "--prestart", "1")
+
+
+def test_eager_baselines_are_written_for_the_reporter_and_resumed(cli, tmp_path):
+    folder, cache = tmp_path / "set", tmp_path / "cache"
+    first = _baselines(cli, folder, cache, "eager", tasks="1,5")
+    assert first.exit_code == 0, first.output
+    lines = _lines(folder)
+    assert sorted((e["task"], e["mode"]) for e in lines) == [("smoke/1", "eager"), ("smoke/5", "eager")]
+    for event in lines:
+        assert set(event) == {"type", "task", "mode", "device", "protocol", "result", "time"}
+        assert event["type"] == "baseline" and event["device"] == "cpu" and event["protocol"] == "quick"
+        assert event["result"]["category"] == "correct" and event["result"]["runtime_ms"] > 0
+        assert event["result"]["protocol"]["name"] == "quick"
+    meta = json.loads((folder / "meta.json").read_text())
+    assert meta["environment"]["host"] and meta["environment"]["cpu"] and meta["environment"]["torch"]
+    # the reporter's loader reads the set as it is
+    rows = baseline_set_rows(folder)
+    assert [r["runtime_ms"] > 0 for r in rows["baselines"]] == [True, True]
+
+    again = _baselines(cli, folder, cache, "eager", tasks="1,5")
+    assert again.exit_code == 0, again.output
+    assert "2 entries already" in again.output and "nothing to do" in again.output
+    assert len(_lines(folder)) == 2
+
+
+def test_a_set_from_another_host_is_not_extended(cli, tmp_path):
+    folder = tmp_path / "set"
+    folder.mkdir()
+    (folder / "meta.json").write_text(json.dumps({"environment": {"host": "some-other-host", "cpu": "X"}}))
+    result = _baselines(cli, folder, tmp_path / "cache", "eager")
+    assert result.exit_code != 0
+    assert "never mix hosts" in result.output
+
+
+def test_unknown_and_unavailable_modes(cli, tmp_path):
+    bad = _baselines(cli, tmp_path / "a", tmp_path / "cache", "eager,fast")
+    assert bad.exit_code != 0 and "unknown mode" in bad.output
+    cpu_only = _baselines(cli, tmp_path / "b", tmp_path / "cache", "cudagraphs")
+    assert cpu_only.exit_code != 0
+    assert "skipping mode cudagraphs: cudagraphs needs a CUDA device" in cpu_only.output
+
+
+@pytest.mark.slow
+def test_compile_mode_is_precompiled_then_timed(cli, tmp_path):
+    folder = tmp_path / "set"
+    result = _baselines(cli, folder, tmp_path / "cache", "eager,compile")
+    assert result.exit_code == 0, result.output
+    assert "precompiled 1 of 1" in result.output
+    by_mode = {e["mode"]: e["result"] for e in _lines(folder)}
+    assert by_mode["eager"]["category"] == "correct"
+    assert by_mode["compile"]["category"] == "correct", by_mode["compile"]["reason"]
+    assert "warmup" in by_mode["compile"]["stage_seconds"]  # compiled outside the device lock
+    assert any((tmp_path / "cache" / "jit").iterdir())  # the per-source Inductor cache it filled

@@ -1,0 +1,80 @@
+"""Evaluator II on a CUDA GPU (``pytest -m gpu tests/eval_perf``): the build cache with a real CUDA
+extension, pre-started processes with CUDA initialised, the GPU baseline modes, and quiet timing."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+from perf_helpers import candidate, request, smoke
+
+pytestmark = pytest.mark.gpu
+
+GPU_CORPUS = Path(__file__).resolve().parents[1] / "eval" / "corpus_gpu"
+
+
+@pytest.fixture(scope="module")
+def gpu_local(tmp_path_factory):
+    from pikeh_local import LocalEvaluator
+
+    from pike_harness.evaluation import EvaluatorOptions
+
+    root = tmp_path_factory.mktemp("gpu-local")
+    evaluator = LocalEvaluator(EvaluatorOptions(device="cuda:0", protocol="quick", workdir=root / "work",
+                                                extra={"build_cache": str(root / "cache"), "prestart": 2}))
+    yield evaluator
+    evaluator.close()
+
+
+@pytest.mark.timeout(900)
+def test_a_cuda_extension_is_built_once_and_loaded_from_a_verified_copy(gpu_local):
+    source = (GPU_CORPUS / "ok_load_inline.py").read_text()
+    first = gpu_local.evaluate(request(source, task_id=5))
+    assert first.category == "correct", (first.reason, first.stderr_tail[-3000:])
+    assert first.environment["build_cache"]["misses"] == 1
+    second = gpu_local.evaluate(request(source, task_id=5))
+    assert second.category == "correct", second.reason
+    assert second.environment["build_cache"]["hits"] == 1
+    assert second.stage_seconds["build"] < 5.0 < first.stage_seconds["build"]
+
+
+def test_prestarted_processes_come_with_cuda_ready(gpu_local):
+    assert gpu_local.prestart.wait_full(timeout=300)
+    result = gpu_local.evaluate(request(candidate()))
+    assert result.category == "correct", result.reason
+    assert result.environment["prestarted"] is True
+    assert result.environment["gpu"]
+    assert result.stage_seconds["startup"] < 2.0  # no torch import, no CUDA initialisation
+
+
+@pytest.mark.parametrize("mode", ["eager", "compile", "cudagraphs"])
+def test_baseline_modes_run_the_reference(gpu_local, mode):
+    task = smoke(1)
+    result = gpu_local.evaluate(task.eval_request(task.source, baseline_mode=mode, hidden_input_sets=0))
+    assert result.category == "correct", (result.reason, result.stderr_tail[-3000:])
+    assert result.runtime_ms > 0
+
+
+def test_quiet_timing_pauses_a_candidate_busy_on_the_gpu_at_import(gpu_local):
+    """A neighbour launching GPU work in a loop at import is stopped while the other is timed."""
+    busy = candidate(prelude="""
+import time
+import torch
+_x = torch.randn(2048, 2048, device="cuda")
+_t0 = time.monotonic()
+while time.monotonic() - _t0 < 8.0:
+    (_x @ _x).sum().item()
+    print(f"tick {time.monotonic():.4f}", flush=True)
+""")
+    first = len(gpu_local.scheduler.traces)
+    timed = gpu_local.submit(request(candidate(forward_extra="import time; time.sleep(0.1)")))
+    loud = gpu_local.submit(request(busy))
+    t, b = timed.result(timeout=300), loud.result(timeout=300)
+    assert t.category == "correct" and b.category == "correct", (t.reason, b.reason)
+    trace = gpu_local.scheduler.traces[first]
+    ticks = [float(v) for v in re.findall(r"tick (\d+\.\d+)", b.stdout_tail)]
+    if not (ticks and min(ticks) < trace.timing_start and max(ticks) > trace.timing_end):
+        pytest.skip("the busy import did not span the timing window")
+    inside = [v for v in ticks if trace.timing_start + 0.05 < v < trace.timing_end - 0.05]
+    assert inside == []

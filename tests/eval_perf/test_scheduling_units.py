@@ -1,0 +1,143 @@
+"""The scheduling primitives on their own: FIFO slots, the device gate, quiet timing on real processes."""
+
+from __future__ import annotations
+
+import os
+import secrets
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+
+from pike_harness.worker.scheduling import DeviceGate, FifoSlots, QuietRegistry, cpu_partition
+
+
+def test_fifo_slots_grant_in_ticket_order():
+    slots = FifoSlots(1)
+    slots.acquire(0)
+    order: list[int] = []
+    threads = []
+    for ticket in (3, 1, 2):  # arrive out of order
+        thread = threading.Thread(target=lambda t=ticket: (slots.acquire(t), order.append(t), slots.release()))
+        thread.start()
+        threads.append(thread)
+        time.sleep(0.05)
+    slots.release()
+    for thread in threads:
+        thread.join(timeout=5)
+    assert order == [1, 2, 3]
+
+
+def test_device_gate_goes_to_the_oldest_waiter_and_counts_busy_time():
+    gate = DeviceGate("cuda:0")
+    first = gate.ticket(5)
+    assert first.acquire(timeout=1)
+    late, early = gate.ticket(9), gate.ticket(7)
+    assert not late.acquire(timeout=0.01)  # registers 9 while 5 holds the device
+    assert not early.acquire(timeout=0.01)  # registers 7
+    got: list[int] = []
+
+    def wait(ticket):
+        assert ticket.acquire(timeout=5)
+        got.append(ticket.seq)
+        time.sleep(0.02)
+        ticket.release()
+
+    threads = [threading.Thread(target=wait, args=(t,)) for t in (late, early)]
+    for thread in threads:
+        thread.start()
+    time.sleep(0.1)
+    first.release()
+    for thread in threads:
+        thread.join(timeout=5)
+    assert got == [7, 9]
+    assert gate.stats.grants == 3
+    assert gate.stats.busy_s >= 0.1
+    # The device went straight from one holder to the next waiting one.
+    assert gate.stats.max_idle_with_waiters_s < 1.0
+
+
+def test_a_cancelled_waiter_does_not_block_the_next():
+    gate = DeviceGate("cpu")
+    holder, quitter, next_one = gate.ticket(0), gate.ticket(1), gate.ticket(2)
+    assert holder.acquire(timeout=1)
+    assert not quitter.acquire(timeout=0.01)
+    assert not next_one.acquire(timeout=0.01)
+    quitter.cancel()
+    holder.release()
+    assert next_one.acquire(timeout=1)
+
+
+def _sleeper(marker: str) -> subprocess.Popen:
+    """A process in its own session that counts, carrying a sandbox marker."""
+    env = {**os.environ, "PIKEH_SANDBOX": marker}
+    code = "import time\nwhile True:\n    time.sleep(0.01)\n"
+    return subprocess.Popen([sys.executable, "-c", code], env=env, start_new_session=True)
+
+
+def _state(pid: int) -> str:
+    with open(f"/proc/{pid}/stat", "rb") as handle:
+        return handle.read().rsplit(b")", 1)[1].split()[0].decode()
+
+
+def _wait_state(pid: int, wanted: str, timeout: float = 5.0) -> str:
+    deadline = time.monotonic() + timeout
+    state = _state(pid)
+    while state != wanted and time.monotonic() < deadline:
+        time.sleep(0.01)
+        state = _state(pid)
+    return state
+
+
+def test_quiet_timing_stops_neighbours_of_the_device_and_resumes_them():
+    registry = QuietRegistry()
+    markers = [secrets.token_hex(8) for _ in range(3)]
+    same_gpu, other_gpu, builder = (_sleeper(m) for m in markers)
+    try:
+        registry.add(same_gpu.pid, markers[0], "cuda:0")
+        registry.add(other_gpu.pid, markers[1], "cuda:1")
+        registry.add(builder.pid, markers[2], "host")
+        with registry.quiet("cuda:0", exempt_pid=None):
+            assert _wait_state(same_gpu.pid, "T") == "T"
+            assert _state(other_gpu.pid) != "T"
+            assert _state(builder.pid) != "T"  # CPU-only work does not disturb a GPU timing
+        assert _wait_state(same_gpu.pid, "S") in ("S", "R")
+        with registry.quiet("cpu", exempt_pid=None):  # on the CPU device everything is stopped
+            assert all(_wait_state(p.pid, "T") == "T" for p in (same_gpu, other_gpu, builder))
+        assert all(_wait_state(p.pid, "S") in ("S", "R") for p in (same_gpu, other_gpu, builder))
+    finally:
+        for process in (same_gpu, other_gpu, builder):
+            process.kill()
+            process.wait()
+
+
+def test_quiet_timing_stops_a_process_that_starts_meanwhile_and_never_signals_a_stranger():
+    registry = QuietRegistry()
+    marker = secrets.token_hex(8)
+    late = _sleeper(marker)
+    stranger = _sleeper(secrets.token_hex(8))
+    try:
+        with registry.quiet("cuda:0", exempt_pid=None):
+            token = registry.add(late.pid, marker, "cuda:0")
+            assert _wait_state(late.pid, "T") == "T"
+            registry.add(stranger.pid, "not-its-marker", "cuda:0")  # a reused pid: the marker check refuses
+            time.sleep(0.05)
+            assert _state(stranger.pid) != "T"
+            registry.remove(token)  # removed while stopped: resumed
+            assert _wait_state(late.pid, "S") in ("S", "R")
+    finally:
+        for process in (late, stranger):
+            process.kill()
+            process.wait()
+
+
+@pytest.mark.parametrize(("cores", "devices", "expected"), [
+    (16, ["cuda:0"], (set(range(15)), {15})),
+    (16, ["cuda:0", "cuda:1"], (set(range(14)), {14, 15})),
+    (2, ["cuda:0"], (None, None)),
+    (16, ["cpu"], (None, None)),
+])
+def test_cpu_partition_keeps_one_core_per_gpu_for_timing(cores, devices, expected):
+    assert cpu_partition(devices, set(range(cores))) == expected
