@@ -1,0 +1,253 @@
+"""The ``docker`` evaluator: eval workers in locked-down containers it starts and stops itself.
+
+It starts one worker container per GPU (or one for all GPUs, or one on the CPU), each serving a
+private queue folder bind-mounted as the container's only writable host path, and then behaves as
+the ``queue`` evaluator on that folder. The worker's key reaches it on standard input, never on the
+command line, in the environment or in a file, so a candidate inside the container, which can write
+into the folder, cannot forge a signed verdict. A container that dies is started again under the
+same worker id, which gives the requests it held back to the queue. docs/containers.md.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import secrets
+import shutil
+import subprocess
+import tempfile
+import threading
+import time
+from concurrent.futures import Future
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pike_harness.api import EvalRequest, EvalResult, Evaluator, EvaluatorError, EvaluatorOptions
+
+from .engine import ContainerSpec, Engine, HostPython, Limits, default_memory, host_gpu_count
+
+log = logging.getLogger("pikeh.docker")
+MAX_FAILED_STARTS = 3  # containers that die before their worker beats once, in a row: a broken setup
+
+
+@dataclass
+class _Container:
+    spec: ContainerSpec
+    log_path: Path
+    popen: subprocess.Popen | None = None
+    restarts: int = 0
+    failed_starts: int = 0
+    given_up: bool = False
+    started: float = 0.0  # wall-clock time of the last start
+    command: list[str] | None = None
+
+    def log_tail(self, chars: int = 3000) -> str:
+        try:
+            return self.log_path.read_text(errors="replace")[-chars:].strip()
+        except OSError:
+            return ""
+
+
+def plan_gpus(device: str, count: int) -> list[int] | None:
+    """``--device`` -> the host GPU indices the containers get (None: CPU only)."""
+    device = (device or "auto").strip().lower()
+    if device == "cpu":
+        return None
+    if device == "auto":
+        return list(range(count)) or None
+    if device == "cuda":
+        if not count:
+            raise EvaluatorError("no NVIDIA GPU on this host (`nvidia-smi -L` lists none): use --device cpu")
+        return list(range(count))
+    if device.startswith("cuda:") and all(p.strip().isdigit() for p in device[5:].split(",")):
+        indices = [int(p) for p in device[5:].split(",")]
+        missing = [i for i in indices if i >= count]
+        if missing:
+            raise EvaluatorError(f"GPU(s) {missing} not on this host ({count} listed by nvidia-smi)")
+        return indices
+    raise EvaluatorError(f"bad device {device!r}: write auto, cpu, cuda, cuda:N or cuda:0,1")
+
+
+class DockerEvaluator(Evaluator):
+    """Worker containers on this host, fed through a private queue folder."""
+
+    name = "docker"
+
+    def __init__(self, options: EvaluatorOptions):
+        from pike_harness.worker.protocols import get_protocol
+        from pike_harness.worker.queue_client import QueueClient
+
+        try:
+            get_protocol(options.protocol, options.protocol_params)
+        except KeyError as exc:
+            raise EvaluatorError(str(exc.args[0])) from None
+        extra = options.extra
+        self.options = options
+        self.engine = Engine(extra.get("docker_engine") or "docker")
+        self.engine.check_daemon()
+        gpus = plan_gpus(options.device, host_gpu_count())
+        if gpus is not None:
+            self.engine.check_gpu_runtime()
+        self.image = extra.get("docker_image") or ("pikeh-worker:cuda" if gpus is not None else "pikeh-worker:cpu")
+        self.engine.check_image(self.image)
+        self.host_python = HostPython.detect() if extra.get("docker_host_python") else None
+        self.limits = Limits(memory=extra.get("docker_memory") or default_memory(),
+                             pids=int(extra.get("docker_pids") or 4096),
+                             scratch=extra.get("docker_scratch") or "8g", runtime=extra.get("docker_runtime"))
+        self.max_active = extra.get("docker_max_active")
+        self.start_timeout_s = float(extra.get("docker_start_timeout") or 180.0)
+        self._own_workdir = options.workdir is None
+        self.workdir = Path(options.workdir or tempfile.mkdtemp(prefix="pikeh-docker-")).absolute()
+        self.workdir.mkdir(parents=True, exist_ok=True, mode=0o700)
+        self.io_dir = Path(extra.get("io_dir") or self.workdir / "io").absolute()
+        self._key = secrets.token_hex(32).encode()
+        self._closing = threading.Event()
+        self._lock = threading.Lock()
+        self.client = QueueClient(self.io_dir, key=self._key, error_type=EvaluatorError,
+                                  wait_for_worker_s=self.start_timeout_s)
+        session = self.client.session
+        split = extra.get("docker_gpus") or "per-gpu"
+        if gpus is None:
+            specs = [ContainerSpec(f"pikeh-{session}-cpu", f"docker-{session}-cpu", None, "cpu")]
+        elif split == "shared":
+            specs = [ContainerSpec(f"pikeh-{session}-gpus", f"docker-{session}-gpus", gpus, "cuda")]
+        else:
+            specs = [ContainerSpec(f"pikeh-{session}-gpu{i}", f"docker-{session}-gpu{i}", [i], "cuda") for i in gpus]
+        self.containers = [_Container(spec, self.workdir / f"{spec.name}.log") for spec in specs]
+        self._monitor: threading.Thread | None = None
+        try:
+            for container in self.containers:
+                self._start(container, replace=False)
+            self.client.wait_for_workers({c.spec.worker_id for c in self.containers}, self.start_timeout_s,
+                                         give_up=self._start_failure)
+        except BaseException:
+            self.close()
+            raise
+        self._monitor = threading.Thread(target=self._watch, name="pikeh-docker-monitor", daemon=True)
+        self._monitor.start()
+
+    # -- containers -----------------------------------------------------------------------------------
+    def _worker_args(self, spec: ContainerSpec, replace: bool) -> list[str]:
+        args = ["--io-dir", "/io", "--device", spec.worker_device, "--worker-id", spec.worker_id,
+                "--workdir", "/scratch/worker", "--key-stdin", "--stdin-lifeline"]
+        if self.max_active:
+            args += ["--max-active", str(self.max_active)]
+        if replace:
+            args.append("--replace")
+        return args
+
+    def _start(self, container: _Container, *, replace: bool) -> None:
+        command = self.engine.run_command(
+            container.spec, image=self.image, io_dir=self.io_dir, limits=self.limits, host_python=self.host_python,
+            labels={"pikeh.session": self.client.session, "pikeh.worker": container.spec.worker_id},
+            worker_args=self._worker_args(container.spec, replace))
+        container.command = command
+        container.started = time.time()
+        with open(container.log_path, "ab") as log_file:
+            log_file.write(f"$ {' '.join(command)}\n".encode())
+            log_file.flush()
+            # Its own session: a Ctrl-C meant for pikeh must not kill the container before close()
+            # gives its requests back. If pikeh dies, the pipe closes and the worker exits (lifeline).
+            container.popen = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=log_file,
+                                               stderr=subprocess.STDOUT, start_new_session=True)
+        assert container.popen.stdin is not None
+        try:
+            container.popen.stdin.write(self._key + b"\n")
+            container.popen.stdin.flush()
+        except BrokenPipeError:
+            pass  # it died at once; the caller sees it exit and reports its log
+
+    def _start_failure(self) -> str | None:
+        for container in self.containers:
+            if container.popen is not None and container.popen.poll() is not None:
+                return (f"the worker container {container.spec.name} exited with status "
+                        f"{container.popen.returncode} while starting; its log ({container.log_path}) ends:\n"
+                        f"{container.log_tail()}")
+        return None
+
+    def _served(self, container: _Container) -> bool:
+        """Whether the container's worker got as far as beating (its heartbeat is from this start)."""
+        from pike_harness.worker import queue_channel as qc
+
+        try:
+            beat = qc.read_json(self.client.qdir.workers / f"{container.spec.worker_id}.json")
+        except (ValueError, OSError):
+            return False
+        return beat is not None and float(beat.get("started") or 0) >= container.started - 1.0
+
+    def _watch(self) -> None:
+        """Start again a container that died: its candidate may have killed the worker, which is the
+        candidate's verdict (worker_lost after three deaths), not a reason to stop evaluating. Only
+        containers that keep dying before their worker ever beats (a broken image or setup) are left
+        dead; the client then reports that no worker answers."""
+        while not self._closing.wait(0.5):
+            for container in self.containers:
+                popen = container.popen
+                if popen is None or popen.poll() is None or container.given_up or self._closing.is_set():
+                    continue
+                with self._lock:
+                    if self._closing.is_set():
+                        return
+                    container.failed_starts = 0 if self._served(container) else container.failed_starts + 1
+                    if container.failed_starts >= MAX_FAILED_STARTS:
+                        container.given_up = True
+                        log.error("worker container %s died %d times in a row before its worker started; giving "
+                                  "up. Its log (%s) ends: %s", container.spec.name, MAX_FAILED_STARTS,
+                                  container.log_path, container.log_tail(1000))
+                        continue
+                    container.restarts += 1
+                    log.warning("worker container %s exited (status %s); starting it again. Log ends: %s",
+                                container.spec.name, popen.returncode, container.log_tail(500))
+                    self.engine.remove(container.spec.name)
+                    self._start(container, replace=True)
+
+    # -- the evaluator interface ---------------------------------------------------------------------
+    def submit(self, request: EvalRequest) -> Future[EvalResult]:
+        from pike_harness.worker.queue_client import prepared
+
+        if self._closing.is_set():
+            raise EvaluatorError("this evaluator is closed")
+        return self.client.submit(prepared(request, protocol=self.options.protocol,
+                                           protocol_params=self.options.protocol_params,
+                                           timeout_s=self.options.timeout_s))
+
+    def describe(self) -> dict[str, Any]:
+        from pike_harness.worker.environment import host_info
+        from pike_harness.worker.protocols import get_protocol
+
+        protocol = get_protocol(self.options.protocol, self.options.protocol_params)
+        return {"evaluator": self.name, "engine": self.engine.name, "image": self.image,
+                "containers": [{"name": c.spec.name, "gpus": c.spec.gpus, "restarts": c.restarts}
+                               for c in self.containers],
+                "host_python": self.host_python is not None,
+                "limits": {"memory": self.limits.memory, "pids": self.limits.pids, "scratch": self.limits.scratch,
+                           "runtime": self.limits.runtime},
+                "queue": self.client.describe(),
+                "protocol": {**protocol.describe(), "params": dict(self.options.protocol_params)},
+                "host": host_info()}
+
+    def close(self) -> None:
+        """Withdraw queued work, let each worker exit (stdin closes), remove the containers."""
+        if self._closing.is_set():
+            return
+        self._closing.set()
+        with self._lock:
+            pass  # a restart in progress finishes before the containers are stopped
+        self.client.close()
+        for container in self.containers:
+            if container.popen is not None and container.popen.stdin is not None:
+                with contextlib.suppress(OSError):
+                    container.popen.stdin.close()
+        deadline = time.monotonic() + 20
+        for container in self.containers:
+            if container.popen is None:
+                continue
+            try:
+                container.popen.wait(timeout=max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                self.engine.remove(container.spec.name)
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    container.popen.wait(timeout=30)
+        if self._own_workdir:
+            shutil.rmtree(self.workdir, ignore_errors=True)

@@ -1,0 +1,103 @@
+"""The ``queue`` evaluator: candidates go to eval workers through a shared folder (``--io-dir``).
+
+The host's side of the directory channel (``pike_harness.worker.queue_channel``): it writes each
+request into the folder and waits for a worker to write the result back. The workers run wherever
+the folder is visible (``pikeh worker --io-dir DIR`` by hand, from Slurm, in Apptainer or Docker),
+so the search can run on a login node or a laptop and the evaluations on GPU nodes, with no network
+between them. A clear error names the folder when no worker answers. docs/cluster.md has recipes.
+"""
+
+from __future__ import annotations
+
+from concurrent.futures import Future
+from pathlib import Path
+from typing import Any
+
+import click
+
+from pike_harness.api import (
+    EvalRequest,
+    EvalResult,
+    Evaluator,
+    EvaluatorError,
+    EvaluatorOptions,
+    EvaluatorSpec,
+    hookimpl,
+)
+
+IO_DIR_OPTION = dict(type=click.Path(file_okay=False, path_type=Path), default=None,
+                     help="[queue, docker] The queue folder shared with the workers (local disk or a shared "
+                          "file system). Required for queue; docker uses a private temporary one by default.")
+
+
+class QueueEvaluator(Evaluator):
+    """Submits to whatever workers serve ``--io-dir``; the workers' ``--device`` decides where they run."""
+
+    name = "queue"
+
+    def __init__(self, options: EvaluatorOptions):
+        from pike_harness.worker import queue_channel as qc
+        from pike_harness.worker.protocols import get_protocol
+        from pike_harness.worker.queue_client import QueueClient
+
+        extra = options.extra
+        if not extra.get("io_dir"):
+            raise EvaluatorError("the queue evaluator needs --io-dir DIR, the folder its workers serve "
+                                 "(start one with `pikeh worker --io-dir DIR`)")
+        if options.device not in ("auto", None):
+            raise EvaluatorError(f"--device {options.device}: with the queue evaluator the workers choose their "
+                                 "devices; give --device to `pikeh worker`")
+        try:
+            get_protocol(options.protocol, options.protocol_params)
+        except KeyError as exc:
+            raise EvaluatorError(str(exc.args[0])) from None
+        key = None
+        if extra.get("queue_key_file"):
+            try:
+                key = qc.read_key(extra["queue_key_file"])
+            except qc.ChannelError as exc:
+                raise EvaluatorError(str(exc)) from None
+        self.options = options
+        wait = extra.get("queue_wait")
+        self.client = QueueClient(Path(extra["io_dir"]), key=key, error_type=EvaluatorError,
+                                  wait_for_worker_s=60.0 if wait is None else float(wait))
+
+    def submit(self, request: EvalRequest) -> Future[EvalResult]:
+        from pike_harness.worker.queue_client import prepared
+
+        return self.client.submit(prepared(request, protocol=self.options.protocol,
+                                           protocol_params=self.options.protocol_params,
+                                           timeout_s=self.options.timeout_s))
+
+    def describe(self) -> dict[str, Any]:
+        from pike_harness.worker.protocols import get_protocol
+
+        protocol = get_protocol(self.options.protocol, self.options.protocol_params)
+        workers = self.client.live_workers()
+        return {"evaluator": self.name, **self.client.describe(),
+                "devices": sorted({d for beat in workers.values() for d in beat.get("devices", [])}),
+                "hosts": sorted({str(beat.get("host")) for beat in workers.values()}),
+                "protocol": {**protocol.describe(), "params": dict(self.options.protocol_params)}}
+
+    def close(self) -> None:
+        self.client.close()
+
+
+@hookimpl
+def register_evaluators(register) -> None:
+    register(EvaluatorSpec(
+        name="queue",
+        factory=QueueEvaluator,
+        description="workers anywhere that share a folder (--io-dir): started by hand, by Slurm or in a "
+                    "container with `pikeh worker --io-dir DIR`",
+        options=[
+            click.Option(["--io-dir"], **IO_DIR_OPTION),
+            click.Option(["--queue-wait"], type=click.FloatRange(min=0), default=None, metavar="SECONDS",
+                         help="[queue] How long submitted requests wait for a live worker before the run "
+                              "fails with an error naming the folder. Default: 60."),
+            click.Option(["--queue-key-file"], type=click.Path(dir_okay=False, exists=True, path_type=Path),
+                         default=None,
+                         help="[queue] Shared key file (give the workers the same with --key-file): requests "
+                              "and results are signed, so nothing else writing to the folder can forge a verdict."),
+        ],
+    ))

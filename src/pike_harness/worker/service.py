@@ -1,0 +1,551 @@
+"""``python -m pike_harness.worker.service --io-dir DIR``: the eval worker as a long-running service.
+
+It takes evaluation requests from a directory channel (``queue_channel``), evaluates each with the
+supervisor (loading in parallel, correctness and timing under one lock per device, as the ``local``
+evaluator does), and writes the results back. A request carries everything an evaluation needs, so
+a worker has no suites and no run store of its own, and needs only torch, triton (for candidates
+that use it) and the standard library: it runs by hand, under Slurm, in Apptainer, or in the
+container the ``docker`` evaluator starts. ``pikeh worker`` is this with the harness's CLI around it.
+
+A worker claims only as many requests as it has slots (``--max-active``), so several workers on one
+folder share the work. A restarted worker, or any worker that sees another one die, gives the dead
+worker's requests back to the queue. On SIGTERM/SIGINT (or, with ``--stdin-lifeline``, when its
+standard input closes) it kills what it is evaluating, gives those requests back, and exits.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import ctypes
+import dataclasses
+import logging
+import os
+import shutil
+import signal
+import sys
+import tempfile
+import threading
+import time
+import traceback
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pike_harness.worker import queue_channel as qc
+from pike_harness.worker.errors import InfrastructureError
+from pike_harness.worker.records import EvalRequest, EvalResult
+
+log = logging.getLogger("pikeh.worker")
+MEMORY_SHARE = 0.6  # of a container's memory limit, the most one candidate may use
+
+
+class ServiceError(Exception):
+    """A problem with how the worker was started (bad option, folder unusable, id in use): one line."""
+
+
+@dataclass
+class ServiceConfig:
+    """How one worker runs; ``pikeh worker`` and ``python -m pike_harness.worker.service`` fill it."""
+
+    io_dir: Path
+    device: str = "auto"  # auto, cpu, cuda, cuda:N or cuda:0,1
+    max_active: int | None = None  # evaluations in flight; None: 4 per device, within the CPU count
+    worker_id: str | None = None  # None: <host>-<pid>
+    workdir: Path | None = None  # private files (reference outputs, scratch); None: a temporary folder
+    heartbeat_s: float = 1.0
+    stale_after_s: float = 15.0  # a heartbeat that stands still this long is a dead worker's
+    max_attempts: int = 3  # workers that may die on one request before it is given up
+    key: bytes | None = None  # shared HMAC key: requests must carry it, results are signed with it
+    stdin_lifeline: bool = False  # exit when standard input reaches end-of-file
+    replace: bool = False  # the previous worker with this id is known to be dead: take over at once
+    idle_exit_s: float | None = None  # exit after this long without work (batch jobs)
+    poll_low_s: float = 0.02
+    poll_high_s: float = 0.25
+
+
+@dataclass
+class _Job:
+    ticket: str
+    session: str
+    attempt: int
+    claim: Path
+    request: EvalRequest
+    device: str
+    evaluation: Any = None
+    started: float = field(default_factory=time.monotonic)
+
+
+def resolve_devices(spec: str) -> list[str]:
+    """``auto``/``cpu``/``cuda``/``cuda:N``/``cuda:0,1`` -> ``cpu`` or ``cuda:N`` devices this worker serves."""
+    spec = (spec or "auto").strip().lower()
+    if spec == "cpu":
+        return ["cpu"]
+    import torch
+
+    count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    if spec == "auto":
+        return [f"cuda:{i}" for i in range(count)] or ["cpu"]
+    if spec == "cuda":
+        if not count:
+            raise ServiceError("no CUDA device is visible to this worker (use --device cpu)")
+        return [f"cuda:{i}" for i in range(count)]
+    indices = spec.removeprefix("cuda:").split(",") if spec.startswith("cuda:") else []
+    if not indices or not all(i.strip().isdigit() for i in indices):
+        raise ServiceError(f"bad device {spec!r}: write auto, cpu, cuda, cuda:N or cuda:0,1")
+    devices = [f"cuda:{int(i)}" for i in indices]
+    missing = [d for d in devices if int(d.split(":")[1]) >= count]
+    if missing:
+        raise ServiceError(f"{', '.join(missing)} not available ({count} CUDA device(s) visible)")
+    return devices
+
+
+def cgroup_memory_mb() -> int | None:
+    """The memory limit of this process's cgroup (a container's ``--memory``), None when unlimited."""
+    for path in ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"):
+        try:
+            with open(path, encoding="ascii") as handle:
+                text = handle.read().strip()
+        except OSError:
+            continue
+        if not text.isdigit():
+            return None  # "max": no limit
+        value = int(text)
+        return None if value >= 1 << 60 else value // (1024 * 1024)  # cgroup v1 writes "no limit" as ~2**63
+    return None
+
+
+def make_undumpable() -> None:
+    """Keep same-user processes (candidates included) out of this process's memory and /proc files.
+
+    The worker holds the channel's key; a candidate runs as the same user, and without this it could
+    read the key through ``/proc/<worker>/mem`` or ptrace. Children get their own dumpable flag back
+    when they exec, so the candidate's own process is unaffected.
+    """
+    with contextlib.suppress(OSError, AttributeError):
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE, 0
+
+
+class WorkerService:
+    """Claims requests, evaluates them on a thread pool, writes results; ``run()`` until ``stop()``."""
+
+    def __init__(self, config: ServiceConfig):
+        if config.max_active is not None and config.max_active < 1:
+            raise ServiceError("--max-active must be at least 1")
+        self.config = config
+        try:
+            self.qdir = qc.QueueDir(config.io_dir).ensure()
+            self.worker_id = qc.check_worker_id(config.worker_id or qc.default_worker_id())
+        except qc.ChannelError as exc:
+            raise ServiceError(str(exc)) from None
+        workdir = Path(config.workdir).absolute() if config.workdir else None
+        if workdir is not None and (workdir == self.qdir.root or self.qdir.root in workdir.parents):
+            raise ServiceError("--workdir must not be inside --io-dir: the queue folder is shared, the "
+                               "workdir holds reference outputs")
+        self.devices = resolve_devices(config.device)
+        # In a container with a memory limit, each candidate gets at most 60% of it, so the
+        # supervisor's policing stops a memory hog before the kernel's OOM killer picks a victim
+        # (perhaps the worker itself).
+        cgroup_mb = cgroup_memory_mb()
+        self.memory_cap_mb = int(cgroup_mb * MEMORY_SHARE) if cgroup_mb else None
+        cpus = os.cpu_count() or 2
+        self.max_active = config.max_active or max(2, min(cpus, 4 * len(self.devices)))
+        self.heartbeat = qc.Heartbeat(self.qdir, self.worker_id, {
+            "devices": self.devices, "max_active": self.max_active, "version": _version()})
+        self.liveness = qc.Liveness(config.stale_after_s)
+        self.active: dict[str, _Job] = {}
+        self.done = 0
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._own_workdir = workdir is None
+        self.workdir = workdir
+
+    def _prepare(self) -> None:
+        """The heavy part (the supervisor imports torch), once the worker id is known to be ours."""
+        from pike_harness.worker.reference import ReferenceOracle
+        from pike_harness.worker.supervisor import WorkerSettings
+
+        if self.workdir is None:
+            self.workdir = Path(tempfile.mkdtemp(prefix="pikeh-worker-"))
+        self.workdir.mkdir(parents=True, exist_ok=True, mode=0o700)
+        self.settings = WorkerSettings(workdir=self.workdir)
+        self.oracles = {d: ReferenceOracle(d, self.workdir / "reference") for d in self.devices}
+        self.locks = {d: threading.Lock() for d in self.devices}
+        self._pool = ThreadPoolExecutor(max_workers=self.max_active, thread_name_prefix="pikeh-eval")
+
+    # -- life cycle --------------------------------------------------------------------------------
+    def stop(self) -> None:
+        self._stop.set()
+
+    @property
+    def stopping(self) -> bool:
+        return self._stop.is_set()
+
+    def run(self) -> int:
+        """Serve until stopped (or idle past ``idle_exit_s``); give back what is unfinished; 0 on success."""
+        self._take_over_id()
+        if self.stopping:
+            return 0
+        self._prepare()
+        self.heartbeat.beat(active=0, done=0)
+        self.qdir.claim_folder(self.worker_id).mkdir(exist_ok=True, mode=0o700)
+        beater = threading.Thread(target=self._beat_loop, name="pikeh-heartbeat", daemon=True)
+        beater.start()
+        log.info("worker %s serves %s on %s, %d at a time", self.worker_id, self.qdir.root,
+                 ", ".join(self.devices), self.max_active)
+        backoff = qc.Backoff(self.config.poll_low_s, self.config.poll_high_s)
+        next_check = 0.0
+        idle_since = time.monotonic()
+        try:
+            while not self.stopping:
+                now = time.monotonic()
+                took = 0
+                try:
+                    if now >= next_check:
+                        self._recover_others()
+                        next_check = now + self.config.heartbeat_s
+                    took = self._fill_slots()
+                except OSError as exc:  # a shared file system's hiccup must not end the worker
+                    log.warning("queue folder error (retrying): %s", exc)
+                with self._lock:
+                    busy = bool(self.active)
+                if took or busy:
+                    idle_since = now
+                elif self.config.idle_exit_s is not None and now - idle_since > self.config.idle_exit_s:
+                    log.info("no work for %.0f s: exiting", self.config.idle_exit_s)
+                    break
+                backoff.wait(self._stop, took > 0)
+        finally:
+            self._shutdown()
+            beater.join(timeout=5)
+        return 0
+
+    def _take_over_id(self) -> None:
+        """Refuse an id a live worker uses; give back what a dead predecessor with this id held."""
+        try:
+            previous = qc.read_json(self.heartbeat.path)
+        except (ValueError, OSError):
+            previous = None
+        if previous is not None and previous.get("state") != "stopped" and not self.config.replace:
+            observer = qc.Liveness(self.config.stale_after_s)
+            waited = False
+            while True:
+                beats = {self.worker_id: previous}
+                observer.update(beats)
+                if not observer.is_alive(self.worker_id, previous):
+                    break
+                here = qc.machine_identity()
+                if all(previous.get(k) == v for k, v in here.items()):
+                    raise ServiceError(f"worker id {self.worker_id} is in use by process {previous.get('pid')} "
+                                       "on this machine: pick another --worker-id")
+                if not waited:
+                    log.info("waiting up to %.0f s for the earlier worker %s to fall silent",
+                             self.config.stale_after_s, self.worker_id)
+                    waited = True
+                if self._stop.wait(self.config.heartbeat_s):
+                    return
+                try:
+                    current = qc.read_json(self.heartbeat.path)
+                except (ValueError, OSError):
+                    current = previous
+                if current is None:
+                    break
+                if (current.get("epoch"), current.get("seq")) != (previous.get("epoch"), previous.get("seq")):
+                    raise ServiceError(f"worker id {self.worker_id} is in use by a live worker on "
+                                       f"{current.get('host')}: pick another --worker-id")
+                previous = current
+        moved = qc.release_claims(self.qdir, self.worker_id, died=True, max_attempts=self.config.max_attempts)
+        if moved:
+            log.info("gave back %d request(s) an earlier worker %s held when it died", len(moved),
+                     self.worker_id)
+
+    def _beat_loop(self) -> None:
+        while not self._stop.wait(self.config.heartbeat_s):
+            with self._lock:
+                active, done = len(self.active), self.done
+            with contextlib.suppress(OSError):
+                self.heartbeat.beat(active=active, done=done)
+
+    def _shutdown(self) -> None:
+        """Kill what is in flight, give those requests back uncounted, stop the reference processes."""
+        self._stop.set()
+        with self._lock:
+            jobs = list(self.active.values())
+        for job in jobs:
+            if job.evaluation is not None:
+                # abort() (thread-safe) ends it at its next policing step; older supervisors: close().
+                stop_it = getattr(job.evaluation, "abort", None) or job.evaluation.close
+                with contextlib.suppress(Exception):
+                    stop_it()
+        self._pool.shutdown(wait=True, cancel_futures=True)
+        moved = qc.release_claims(self.qdir, self.worker_id, died=False, max_attempts=self.config.max_attempts)
+        if moved:
+            log.info("gave back %d unfinished request(s)", len(moved))
+        self.heartbeat.remove()
+        qc.remove_claim_folder(self.qdir, self.worker_id)
+        for oracle in self.oracles.values():
+            with contextlib.suppress(Exception):
+                oracle.close()
+        if self._own_workdir:
+            shutil.rmtree(self.workdir, ignore_errors=True)
+        log.info("worker %s stopped after %d evaluation(s)", self.worker_id, self.done)
+
+    # -- taking work ---------------------------------------------------------------------------------
+    def _recover_others(self) -> None:
+        beats = qc.read_heartbeats(self.qdir)
+        self.liveness.update(beats)
+        moved = qc.recover_dead_workers(self.qdir, self.liveness, beats, max_attempts=self.config.max_attempts,
+                                        skip=self.worker_id)
+        if moved:
+            log.info("gave back %d request(s) held by dead worker(s): %s", len(moved), ", ".join(moved))
+
+    def _fill_slots(self) -> int:
+        with self._lock:
+            free = self.max_active - len(self.active)
+        took = 0
+        if free <= 0:
+            return 0
+        for name in qc.names(self.qdir.requests):
+            if took >= free or self.stopping:
+                break
+            if qc.parse_request_name(name) is None:
+                continue
+            path = qc.claim(self.qdir, name, self.worker_id)
+            if path is not None and self._start(path):
+                took += 1
+        return took
+
+    def _start(self, path: Path) -> bool:
+        ticket, attempt = qc.parse_request_name(path.name) or ("", 0)
+        try:
+            message = qc.read_json(path)
+        except (ValueError, OSError) as exc:
+            qc.quarantine(self.qdir, path, f"unreadable request: {exc}")
+            return False
+        if message is None:
+            return False
+        if not qc.verified(message, self.config.key) or message.get("ticket") != ticket:
+            qc.quarantine(self.qdir, path, "the request is not signed with this worker's key")
+            if qc.is_ticket(ticket) and qc.host_waiting(self.qdir, qc.ticket_session(ticket)):
+                # Unsigned on purpose: a host with another key could not check a signature. A refusal
+                # can only fail a request, never give it a verdict.
+                qc.write_json(self.qdir.results, qc.result_name(ticket), {
+                    "protocol": qc.PROTOCOL, "kind": "refused", "ticket": ticket,
+                    "worker": {"id": self.worker_id, "epoch": self.heartbeat.epoch},
+                    "error": "the request is not signed with this worker's key (do the host and the worker use "
+                             "different keys, or did something alter it in the queue folder?)"})
+            return False
+        session = qc.ticket_session(ticket)
+        if not qc.host_waiting(self.qdir, session):
+            log.info("dropped %s: its host has gone", ticket)
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(path)
+            return False
+        try:
+            request = EvalRequest.from_dict(message["request"])
+        except (KeyError, TypeError, ValueError) as exc:
+            self._write(ticket, attempt, None, error=f"unreadable request: {exc}")
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(path)
+            return False
+        device = self._pick_device()
+        request = dataclasses.replace(request, device=device)
+        cap = self.memory_cap_mb
+        if cap is not None and (request.limits.memory_mb is None or request.limits.memory_mb > cap):
+            request = dataclasses.replace(request, limits=dataclasses.replace(request.limits, memory_mb=cap))
+        job = _Job(ticket, session, attempt, path, request, device)
+        with self._lock:
+            self.active[ticket] = job
+        log.info("took %s (%s, attempt %d) on %s", ticket, request.task, attempt + 1, device)
+        self._pool.submit(self._evaluate, job)
+        return True
+
+    def _pick_device(self) -> str:
+        with self._lock:
+            load = {d: 0 for d in self.devices}
+            for job in self.active.values():
+                load[job.device] = load.get(job.device, 0) + 1
+        return min(self.devices, key=lambda d: load[d])
+
+    # -- one evaluation ------------------------------------------------------------------------------
+    def _evaluate(self, job: _Job) -> None:
+        from pike_harness.worker.supervisor import Evaluation
+
+        result: EvalResult | None = None
+        error: str | None = None
+        try:
+            if self.stopping:
+                return
+            evaluation = Evaluation(job.request, self.oracles[job.device], self.settings)
+            job.evaluation = evaluation
+            try:
+                result = evaluation.load()
+                if result is None:
+                    lock = self.locks[job.device]
+                    result = evaluation.wait_for(lock)
+                    if result is None:
+                        try:
+                            result = evaluation.finish()
+                        finally:
+                            lock.release()
+            finally:
+                evaluation.close()
+        except InfrastructureError as exc:
+            error = str(exc)
+        except Exception as exc:
+            if not self.stopping:
+                log.error("evaluating %s failed:\n%s", job.ticket, traceback.format_exc())
+                error = f"the worker failed: {type(exc).__name__}: {exc}"
+        finally:
+            if self.stopping:
+                # Not finished here: the request goes back to the queue (see _shutdown).
+                with self._lock:
+                    self.active.pop(job.ticket, None)
+            else:
+                self._finish(job, result, error)
+
+    def _finish(self, job: _Job, result: EvalResult | None, error: str | None) -> None:
+        try:
+            if result is not None:
+                result.environment["worker"] = {"id": self.worker_id, "epoch": self.heartbeat.epoch}
+            if qc.host_waiting(self.qdir, job.session):
+                self._write(job.ticket, job.attempt, result, error=error)
+                outcome = error or f"{result.category if result else '?'}"
+                log.info("done %s: %s (%.1f s)", job.ticket, outcome, time.monotonic() - job.started)
+            else:
+                log.info("done %s, but its host has gone: result dropped", job.ticket)
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(job.claim)
+        except OSError as exc:
+            log.error("could not write the result of %s: %s", job.ticket, exc)
+        finally:
+            with self._lock:
+                self.active.pop(job.ticket, None)
+                self.done += 1
+
+    def _write(self, ticket: str, attempt: int, result: EvalResult | None, *, error: str | None) -> None:
+        message: dict[str, Any] = {
+            "protocol": qc.PROTOCOL, "kind": "result", "ticket": ticket, "attempt": attempt,
+            "worker": {"id": self.worker_id, "epoch": self.heartbeat.epoch, "host": self.heartbeat.info["host"]},
+        }
+        if result is not None:
+            message["request_id"] = result.request_id
+            message["result"] = result.to_dict()
+        else:
+            message["error"] = error or "the worker produced no result"
+        qc.write_json(self.qdir.results, qc.result_name(ticket), qc.sign(message, self.config.key))
+
+
+def _version() -> str:
+    from pike_harness import __version__
+
+    return __version__
+
+
+# -- entry points ------------------------------------------------------------------------------------
+
+def _watch_stdin(service: WorkerService) -> None:
+    """Stop the worker when standard input closes: the process that started it has gone."""
+    try:
+        while sys.stdin.buffer.read1(65536):
+            pass
+    except (OSError, ValueError):
+        pass
+    log.info("standard input closed: stopping")
+    service.stop()
+
+
+def serve(config: ServiceConfig) -> int:
+    """Run a worker in this process until a signal (or end of stdin with ``stdin_lifeline``) stops it."""
+    make_undumpable()
+    service = WorkerService(config)
+    previous = {}
+    if threading.current_thread() is threading.main_thread():
+        for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+            previous[signum] = signal.signal(signum, lambda *_: service.stop())
+    if config.stdin_lifeline:
+        threading.Thread(target=_watch_stdin, args=(service,), name="pikeh-lifeline", daemon=True).start()
+    try:
+        return service.run()
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+
+
+def read_key_line(stream: Any) -> bytes:
+    """The key as the first line of ``stream`` (how the docker evaluator hands it over: never in argv,
+    the environment or a file a candidate could read)."""
+    key = stream.readline().strip()
+    if len(key) < 16:
+        raise ServiceError("--key-stdin: expected a key of at least 16 characters on the first line of stdin")
+    return key
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m pike_harness.worker.service",
+        description="Serve evaluation requests from a queue folder shared with `pikeh eval/run --evaluator "
+                    "queue --io-dir DIR` (docs/containers.md, docs/cluster.md).")
+    parser.add_argument("--io-dir", required=True, type=Path, help="The queue folder (local or shared file system).")
+    parser.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:N or cuda:0,1 (default: auto).")
+    parser.add_argument("--max-active", type=int, default=None,
+                        help="Evaluations in flight (loading in parallel, checking and timing take turns per "
+                             "device). Default: 4 per device, at most the CPU count.")
+    parser.add_argument("--worker-id", default=None, help="Name in the queue folder (default: <host>-<pid>).")
+    parser.add_argument("--workdir", type=Path, default=None,
+                        help="Private folder for reference outputs and scratch (default: a temporary folder).")
+    parser.add_argument("--heartbeat", type=float, default=1.0, help="Seconds between heartbeats (default 1).")
+    parser.add_argument("--stale-after", type=float, default=15.0,
+                        help="Seconds a heartbeat may stand still before its worker counts as dead (default 15).")
+    parser.add_argument("--max-attempts", type=int, default=3,
+                        help="Workers that may die on one request before it is given up (default 3).")
+    keys = parser.add_mutually_exclusive_group()
+    keys.add_argument("--key-file", type=Path, default=None, help="Shared key: sign results, accept only signed requests.")
+    keys.add_argument("--key-stdin", action="store_true", help="Read the shared key from the first line of stdin.")
+    parser.add_argument("--stdin-lifeline", action="store_true", help="Exit when stdin reaches end-of-file.")
+    parser.add_argument("--replace", action="store_true",
+                        help="The previous worker with this --worker-id is known to be dead: take over at once.")
+    parser.add_argument("--idle-exit", type=float, default=None, help="Exit after this many seconds without work.")
+    parser.add_argument("--quiet", action="store_true", help="Log warnings and errors only.")
+    return parser
+
+
+def config_from_args(args: argparse.Namespace) -> ServiceConfig:
+    key = None
+    if args.key_file is not None:
+        try:
+            key = qc.read_key(args.key_file)
+        except qc.ChannelError as exc:
+            raise ServiceError(str(exc)) from None
+    elif args.key_stdin:
+        key = read_key_line(sys.stdin.buffer)
+    return ServiceConfig(io_dir=args.io_dir, device=args.device, max_active=args.max_active,
+                         worker_id=args.worker_id, workdir=args.workdir, heartbeat_s=args.heartbeat,
+                         stale_after_s=args.stale_after, max_attempts=args.max_attempts, key=key,
+                         stdin_lifeline=args.stdin_lifeline, replace=args.replace, idle_exit_s=args.idle_exit)
+
+
+def setup_logging(quiet: bool) -> None:
+    logging.basicConfig(level=logging.WARNING if quiet else logging.INFO, stream=sys.stderr,
+                        format="%(asctime)s pikeh-worker %(message)s", datefmt="%H:%M:%S")
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    setup_logging(args.quiet)
+    try:
+        return serve(config_from_args(args))
+    except ServiceError as exc:
+        print(f"pikeh worker: error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    code = main()
+    # Everything is given back and cleaned up by now; skip the interpreter's teardown of torch
+    # (1-3 s), which would only delay a restart by Slurm or the docker evaluator.
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)

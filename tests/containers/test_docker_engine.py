@@ -1,0 +1,47 @@
+"""The docker evaluator's checks that need no running engine: what a user sees when Docker is missing
+or unreachable, how --device maps to containers, and when the host's Python cannot be mounted."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+from pikeh_docker.engine import Engine, HostPython
+from pikeh_docker.evaluator import plan_gpus
+
+from pike_harness.evaluation import EvaluatorError
+
+
+def test_missing_or_unreachable_engine_is_a_clear_error(tmp_path, monkeypatch):
+    docker = shutil.which("docker")
+    monkeypatch.setenv("PATH", str(tmp_path))
+    with pytest.raises(EvaluatorError, match=r"docker is not installed.*--docker-engine podman.*--evaluator local"):
+        Engine("docker")
+    if docker is None:
+        return
+    monkeypatch.setenv("PATH", str(Path(docker).parent))
+    monkeypatch.setenv("DOCKER_HOST", f"unix://{tmp_path}/no.sock")
+    with pytest.raises(EvaluatorError, match="cannot reach the docker engine.*systemctl start docker"):
+        Engine("docker").check_daemon()
+
+
+def test_devices_map_to_containers():
+    assert plan_gpus("cpu", 8) is None
+    assert plan_gpus("auto", 0) is None and plan_gpus("auto", 2) == [0, 1]
+    assert plan_gpus("cuda:1,3", 4) == [1, 3]
+    with pytest.raises(EvaluatorError, match="no NVIDIA GPU"):
+        plan_gpus("cuda", 0)
+    with pytest.raises(EvaluatorError, match=r"GPU\(s\) \[2\] not on this host"):
+        plan_gpus("cuda:2", 2)
+
+
+def test_host_python_mounts_its_own_prefixes_only(monkeypatch):
+    found = HostPython.detect()
+    assert found.executable == sys.executable and os.path.realpath(sys.base_prefix) in found.mounts
+    assert found.package.endswith("pike_harness") and "/" not in found.mounts
+    monkeypatch.setattr(sys, "base_prefix", "/usr")
+    with pytest.raises(EvaluatorError, match="the system's own folder"):
+        HostPython.detect()

@@ -1,0 +1,327 @@
+"""The directory channel on its own: atomic messages, exclusive claims, liveness, giving back the
+requests of dead workers, signatures, and the host's client without a real worker (a hand-driven
+one writes the files a worker would)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from queue_helpers import CORRECT, request
+
+from pike_harness.worker import queue_channel as qc
+from pike_harness.worker.queue_client import QueueClient, QueueError
+from pike_harness.worker.records import EvalResult
+
+
+def dead_pid() -> int:
+    """The pid of a process that has exited and been reaped."""
+    proc = subprocess.Popen([sys.executable, "-c", "pass"])
+    proc.wait()
+    return proc.pid
+
+
+def fake_heartbeat(qdir: qc.QueueDir, worker_id: str, *, pid: int, **changes) -> dict:
+    beat = {"protocol": qc.PROTOCOL, "worker_id": worker_id, "epoch": "e1", "seq": 1, "time": time.time(),
+            "state": "running", **qc.machine_identity(), "pid": pid, **changes}
+    qc.write_json(qdir.workers, f"{worker_id}.json", beat)
+    return beat
+
+
+def wait_until(condition, timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError("condition not met in time")
+        time.sleep(0.02)
+
+
+def test_readers_never_see_a_partial_message(tmp_path):
+    """A writer replaces one large message over and over; a reader that opens it meanwhile must
+    always parse a whole message (a plain write to the final name fails this within a few rounds)."""
+    folder = tmp_path / "box"
+    folder.mkdir()
+    stop = threading.Event()
+    payload = "x" * 400_000
+
+    def writer() -> None:
+        n = 0
+        while not stop.is_set():
+            n += 1
+            qc.write_json(folder, "msg.json", {"n": n, "payload": payload}, fsync=False)
+
+    thread = threading.Thread(target=writer)
+    thread.start()
+    reads = 0
+    try:
+        deadline = time.monotonic() + 1.0
+        while time.monotonic() < deadline:
+            for name in qc.names(folder):
+                assert not name.startswith(".")
+                message = qc.read_json(folder / name)
+                if message is not None:
+                    assert message["payload"] == payload
+                    reads += 1
+    finally:
+        stop.set()
+        thread.join()
+    assert reads > 20
+    assert qc.names(folder) == ["msg.json"], "no temporary file may be left behind"
+
+
+CLAIMER = """
+import json, sys
+from pike_harness.worker import queue_channel as qc
+qdir = qc.QueueDir(sys.argv[1])
+me = sys.argv[2]
+qdir.claim_folder(me).mkdir(exist_ok=True)
+got = []
+while True:
+    pending = qc.names(qdir.requests)
+    if not pending:
+        break
+    for name in pending:
+        if qc.claim(qdir, name, me) is not None:
+            got.append(name)
+print(json.dumps(got))
+"""
+
+
+def test_claims_are_exclusive_across_processes(tmp_path):
+    qdir = qc.QueueDir(tmp_path / "io").ensure()
+    tickets = [qc.new_ticket("abcdef0123", i) for i in range(300)]
+    for ticket in tickets:
+        qc.write_json(qdir.requests, qc.request_name(ticket, 0), {"ticket": ticket}, fsync=False)
+    procs = [subprocess.Popen([sys.executable, "-c", CLAIMER, str(qdir.root), f"w{i}"], stdout=subprocess.PIPE,
+                              text=True) for i in range(4)]
+    taken = [json.loads(p.communicate(timeout=60)[0]) for p in procs]
+    everything = [name for got in taken for name in got]
+    assert len(everything) == len(set(everything)) == 300, "each request taken exactly once"
+    for i, got in enumerate(taken):
+        assert sorted(qc.names(qdir.claimed / f"w{i}")) == sorted(got)
+
+
+def test_a_dead_workers_requests_come_back_counted_then_fail(tmp_path):
+    qdir = qc.QueueDir(tmp_path / "io").ensure()
+    ticket = qc.new_ticket("abcdef0123", 1)
+    qdir.claim_folder("gone").mkdir()
+    qc.write_json(qdir.claimed / "gone", qc.request_name(ticket, 0), {"ticket": ticket})
+    beat = fake_heartbeat(qdir, "gone", pid=dead_pid())
+    liveness = qc.Liveness(stale_after_s=60)
+    liveness.update({"gone": beat})
+    assert not liveness.is_alive("gone", beat), "same machine, pid gone: dead at once"
+
+    moved = qc.recover_dead_workers(qdir, liveness, qc.read_heartbeats(qdir), max_attempts=3)
+    assert moved == [f"requests/{qc.request_name(ticket, 1)}"]
+    assert not (qdir.workers / "gone.json").exists() and not (qdir.claimed / "gone").exists()
+
+    # The next worker dies on it too, and the one after: the third death gives it up.
+    for attempt, expected in ((1, "requests"), (2, "failed")):
+        qdir.claim_folder("gone").mkdir()
+        os.rename(qdir.requests / qc.request_name(ticket, attempt), qdir.claimed / "gone" / qc.request_name(ticket, attempt))
+        beats = {"gone": fake_heartbeat(qdir, "gone", pid=dead_pid())}
+        liveness.update(beats)
+        moved = qc.recover_dead_workers(qdir, liveness, beats, max_attempts=3)
+        assert moved == [f"{expected}/{qc.request_name(ticket, attempt + 1)}"]
+
+    # A claim folder with no heartbeat at all is an orphan; a clean stop gives back without counting.
+    qdir.claim_folder("orphan").mkdir()
+    other = qc.new_ticket("abcdef0123", 2)
+    qc.write_json(qdir.claimed / "orphan", qc.request_name(other, 0), {"ticket": other})
+    assert qc.recover_dead_workers(qdir, liveness, {}, max_attempts=3) == [f"requests/{qc.request_name(other, 1)}"]
+    qdir.claim_folder("polite").mkdir()
+    os.rename(qdir.requests / qc.request_name(other, 1), qdir.claimed / "polite" / qc.request_name(other, 1))
+    assert qc.release_claims(qdir, "polite", died=False, max_attempts=3) == [f"requests/{qc.request_name(other, 1)}"]
+
+
+def test_liveness_uses_the_observers_clock_not_the_workers():
+    now = [1000.0]
+    liveness = qc.Liveness(stale_after_s=5, clock=lambda: now[0])
+    remote = {"worker_id": "r", "epoch": "e", "seq": 1, "host": "elsewhere", "pid": 1, "pidns": "x",
+              "time": time.time() + 120}  # its clock runs two minutes fast: irrelevant
+    liveness.update({"r": remote})
+    assert liveness.is_alive("r", remote)
+    now[0] += 4
+    remote = {**remote, "seq": 2}
+    liveness.update({"r": remote})
+    now[0] += 4
+    assert liveness.is_alive("r", remote), "the counter moved 4 s ago"
+    now[0] += 2
+    assert not liveness.is_alive("r", remote), "the counter stood still for 6 s"
+    assert not liveness.is_alive("r", {**remote, "state": "stopped"})
+    ancient = {**remote, "worker_id": "old", "time": time.time() - 2 * 3600}
+    liveness.update({"old": ancient})
+    assert not liveness.is_alive("old", ancient), "a two-hour-old heartbeat is dead whatever was observed"
+    skewed = {**remote, "worker_id": "slow-clock", "time": time.time() - 600}
+    liveness.update({"slow-clock": skewed})
+    assert liveness.is_alive("slow-clock", skewed), "a clock ten minutes behind is not a dead worker"
+
+
+def test_signatures_detect_any_change():
+    key = b"k" * 32
+    message = qc.sign({"ticket": "t", "result": {"category": "incorrect"}}, key)
+    assert qc.verified(message, key)
+    assert not qc.verified({**message, "result": {"category": "correct"}}, key)
+    assert not qc.verified(message, b"z" * 32)
+    assert not qc.verified({k: v for k, v in message.items() if k != "mac"}, key)
+    assert qc.verified({"anything": 1}, None), "without a key nothing is checked"
+
+
+def test_worker_ids_must_be_safe_file_names():
+    for bad in ("", "../x", "a/b", "x" * 200, ".hidden"):
+        with pytest.raises(qc.ChannelError):
+            qc.check_worker_id(bad)
+    assert qc.check_worker_id("node07-gpu3_a.1") == "node07-gpu3_a.1"
+
+
+# -- the host's client, with a hand-driven worker -------------------------------------------------
+
+def _serve_one(qdir: qc.QueueDir, key: bytes | None, *, worker_id: str = "hand") -> tuple[str, dict]:
+    """Claim the one pending request like a worker would; return its ticket and message."""
+    qdir.claim_folder(worker_id).mkdir(exist_ok=True)
+    wait_until(lambda: qc.names(qdir.requests))
+    name = qc.names(qdir.requests)[0]
+    path = qc.claim(qdir, name, worker_id)
+    message = qc.read_json(path)
+    assert qc.verified(message, key)
+    return message["ticket"], message
+
+
+def _result(ticket: str, request_id: str, category: str, key: bytes | None) -> dict:
+    result = EvalResult(request_id=request_id, task="test/relu-scale", category=category)
+    return qc.sign({"protocol": qc.PROTOCOL, "kind": "result", "ticket": ticket, "attempt": 0,
+                    "worker": {"id": "hand", "epoch": "e1"}, "request_id": request_id,
+                    "result": result.to_dict()}, key)
+
+
+def test_stale_forged_and_foreign_results_are_never_taken_for_new_ones(tmp_path):
+    key = b"s" * 32
+    qdir = qc.QueueDir(tmp_path / "io").ensure()
+    fake_heartbeat(qdir, "hand", pid=os.getpid())
+    old_session = qc.new_session()
+    qc.register_host(qdir, old_session, {})
+    foreign = qc.new_ticket(old_session, 1)
+    qc.write_json(qdir.results, qc.result_name(foreign), _result(foreign, "x", "correct", key))
+    client = QueueClient(qdir.root, key=key, stale_after_s=60)
+    try:
+        req = request(CORRECT)
+        future = client.submit(req)
+        ticket, message = _serve_one(qdir, key)
+        assert message["request"]["candidate_source"] == CORRECT
+        unknown = qc.new_ticket(client.session, 999)
+        qc.write_json(qdir.results, qc.result_name(unknown), _result(unknown, req.request_id, "correct", key))
+        qc.write_json(qdir.results, qc.result_name(ticket), _result(ticket, "another-request", "correct", key))
+        wait_until(lambda: client.stats["stale"] == 2)
+        forged = _result(ticket, req.request_id, "correct", None)
+        forged["mac"] = "0" * 64
+        qc.write_json(qdir.results, qc.result_name(ticket), forged)
+        wait_until(lambda: client.stats["forged"] == 1)
+        assert not future.done()
+        qc.write_json(qdir.results, qc.result_name(ticket), _result(ticket, req.request_id, "incorrect", key))
+        result = future.result(timeout=10)
+        assert result.category == "incorrect" and result.request_id == req.request_id
+        # A late duplicate (a worker presumed dead finishing after all) is dropped, not delivered again.
+        qc.write_json(qdir.results, qc.result_name(ticket), _result(ticket, req.request_id, "correct", key))
+        wait_until(lambda: client.stats["stale"] == 3)
+        assert client.stats["results"] == 1
+        assert qc.names(qdir.results) == [qc.result_name(foreign)], "another session's result is left alone"
+    finally:
+        client.close()
+    assert qc.names(qdir.hosts) == [f"{old_session}.json"]
+
+
+def test_no_worker_is_a_clear_error_naming_the_folder(tmp_path):
+    io_dir = tmp_path / "io"
+    client = QueueClient(io_dir, wait_for_worker_s=0.3)
+    try:
+        started = time.monotonic()
+        future = client.submit(request(CORRECT))
+        with pytest.raises(QueueError) as info:
+            future.result(timeout=10)
+        assert time.monotonic() - started < 5
+        message = str(info.value)
+        assert str(io_dir) in message and "no worker" in message and f"pikeh worker --io-dir {io_dir}" in message
+        assert qc.names(io_dir / "requests") == [], "the unanswered request is withdrawn"
+        # Heartbeats of dead workers do not count as answering.
+        fake_heartbeat(qc.QueueDir(io_dir), "ghost", pid=dead_pid())
+        with pytest.raises(QueueError, match="no worker answers"):
+            client.submit(request(CORRECT)).result(timeout=10)
+    finally:
+        client.close()
+
+
+def test_a_candidate_whose_workers_keep_dying_ends_as_worker_lost(tmp_path):
+    qdir = qc.QueueDir(tmp_path / "io").ensure()
+    fake_heartbeat(qdir, "alive", pid=os.getpid())
+    client = QueueClient(qdir.root, stale_after_s=60, max_attempts=3)
+    try:
+        req = request(CORRECT)
+        future = client.submit(req)
+        ticket, _message = _serve_one(qdir, None, worker_id="doomed")
+        name = qc.request_name(ticket, 0)
+        os.rename(qdir.claimed / "doomed" / name, qdir.claimed / "doomed" / qc.request_name(ticket, 2))
+        fake_heartbeat(qdir, "doomed", pid=dead_pid())
+        result = future.result(timeout=10)
+        assert result.category == "runtime_error" and result.check == "worker_lost"
+        assert result.request_id == req.request_id and "3 worker(s) died" in result.reason
+        assert qc.names(qdir.failed) == [] and client.stats["failed"] == 1
+    finally:
+        client.close()
+
+
+def test_close_withdraws_queued_requests_and_cancels_futures(tmp_path):
+    qdir = qc.QueueDir(tmp_path / "io").ensure()
+    client = QueueClient(qdir.root, wait_for_worker_s=60)
+    futures = [client.submit(request(CORRECT)) for _ in range(3)]
+    assert len(qc.names(qdir.requests)) == 3 and len(qc.names(qdir.hosts)) == 1
+    client.close()
+    assert all(f.cancelled() for f in futures)
+    assert qc.names(qdir.requests) == [] and qc.names(qdir.hosts) == []
+    with pytest.raises(QueueError):
+        client.submit(request(CORRECT))
+
+
+def test_results_of_gone_sessions_are_swept_once_old(tmp_path):
+    qdir = qc.QueueDir(tmp_path / "io").ensure()
+    live, gone = qc.new_session(), qc.new_session()
+    qc.register_host(qdir, live, {})
+    for session in (live, gone):
+        ticket = qc.new_ticket(session, 1)
+        qc.write_json(qdir.results, qc.result_name(ticket), {"ticket": ticket})
+    assert qc.sweep_orphans(qdir, min_age_s=60) == 0, "young files stay (their host may be starting)"
+    old = time.time() - 120
+    for name in qc.names(qdir.results):
+        os.utime(qdir.results / name, (old, old))
+    assert qc.sweep_orphans(qdir, min_age_s=60) == 1
+    assert [qc.ticket_session(qc.parse_result_name(n)) for n in qc.names(qdir.results)] == [live]
+
+
+def test_unwritable_folder_is_a_clear_error(tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("not a folder")
+    with pytest.raises(QueueError, match="cannot use"):
+        QueueClient(Path(blocker) / "io")
+
+
+def test_a_request_deleted_from_the_folder_is_written_again(tmp_path):
+    """A candidate inside a container can delete files in the folder: the host notices a request that
+    is nowhere (not queued, claimed or answered) and writes it again, a bounded number of times."""
+    qdir = qc.QueueDir(tmp_path / "io").ensure()
+    fake_heartbeat(qdir, "hand", pid=os.getpid())
+    client = QueueClient(qdir.root, stale_after_s=60, max_attempts=2)
+    try:
+        future = client.submit(request(CORRECT))
+        (name,) = qc.names(qdir.requests)
+        os.unlink(qdir.requests / name)
+        wait_until(lambda: qc.names(qdir.requests) == [name.replace(".a0.", ".a1.")])
+        os.unlink(qdir.requests / name.replace(".a0.", ".a1."))
+        with pytest.raises(QueueError, match="vanished from the queue folder"):
+            future.result(timeout=15)
+    finally:
+        client.close()

@@ -1,0 +1,105 @@
+"""Real worker processes (`python -m pike_harness.worker.service`) on the CPU, fed through the folder:
+many requests at once over two workers, a worker killed mid-request and restarted, a clean stop.
+Every result must arrive exactly once, for the request that asked for it."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+import time
+
+from queue_helpers import CORRECT, INCORRECT, WorkerProcess, gated, heartbeat, request, worker_env
+
+from pike_harness.worker import queue_channel as qc
+from pike_harness.worker.queue_client import QueueClient
+
+
+def wait_until(condition, timeout: float = 30.0, what: str = "condition") -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{what} not met after {timeout} s")
+        time.sleep(0.02)
+
+
+def test_many_concurrent_requests_over_two_workers_arrive_once_each(shared_queue):
+    io_dir, workers = shared_queue
+    qdir = qc.QueueDir(io_dir)
+    done_before = sum(w.log().count(" done ") for w in workers)
+    client = QueueClient(io_dir, stale_after_s=5)
+    try:
+        requests = [request(CORRECT if i % 2 == 0 else INCORRECT) for i in range(6)]
+        futures = [client.submit(r) for r in requests]
+        results = [f.result(timeout=240) for f in futures]
+        stats = dict(client.stats)
+    finally:
+        client.close()
+    for req, result in zip(requests, results, strict=True):
+        assert result.request_id == req.request_id
+        expected = "correct" if req.candidate_source == CORRECT else "incorrect"
+        assert result.category == expected, (result.check, result.reason, result.stderr_tail[-2000:])
+    served_by = {r.environment["worker"]["id"] for r in results}
+    assert served_by == {"shared-a", "shared-b"}, "both workers take work from one folder"
+    assert stats["results"] == 6 and stats["stale"] == 0 and stats["forged"] == 0
+    assert sum(w.log().count(" done ") for w in workers) - done_before == 6, "each request evaluated once"
+    assert qc.names(qdir.requests) == [] and qc.names(qdir.results) == []
+    assert all(qc.names(qdir.claimed / w.worker_id) == [] for w in workers)
+    assert all(heartbeat(io_dir, w.worker_id)["max_active"] == 2 for w in workers)
+
+
+def test_worker_killed_mid_request_and_restarted_loses_and_duplicates_nothing(tmp_path):
+    io_dir = tmp_path / "io"
+    first = WorkerProcess(io_dir, tmp_path / "first.log", "--max-active", "3", "--workdir", str(tmp_path / "first"),
+                          worker_id="restartable").wait_ready()  # killed: its workdir stays behind, here
+    client = QueueClient(io_dir, stale_after_s=5, wait_for_worker_s=60)
+    second = None
+    try:
+        gate = tmp_path / "gate"
+        gate.touch()
+        requests = [request(gated(CORRECT, gate)) for _ in range(3)]
+        futures = [client.submit(r) for r in requests]
+        wait_until(lambda: len(first.claimed()) == 3 and first.log().count(" took ") == 3, what="all three taken")
+        first.kill()
+        gate.unlink()
+        held = first.claimed()
+        assert len(held) == 3 and not any(f.done() for f in futures)
+        epoch_before = heartbeat(io_dir, "restartable")["epoch"]
+
+        second = WorkerProcess(io_dir, tmp_path / "second.log", "--max-active", "3", worker_id="restartable")
+        results = [f.result(timeout=240) for f in futures]
+        log = second.log()
+        # Whoever noticed the death first (the restarted worker, or the host's client, which sees the
+        # same machine's dead pid at once) gave the three back, counting one attempt each.
+        assert ("gave back 3 request(s) an earlier worker restartable held when it died" in log
+                or client.stats["given_back"] == 3), log
+        assert len(re.findall(r"took \S+ \(test/relu-scale, attempt 2\)", log)) == 3, log
+        for req, result in zip(requests, results, strict=True):
+            assert result.request_id == req.request_id and result.category == "correct", result.reason
+            assert result.environment["worker"]["epoch"] not in (None, epoch_before)
+        assert client.stats["results"] == 3 and client.stats["stale"] == 0
+        assert log.count(" done ") == 3, "each request evaluated once more, not twice"
+
+        # A clean stop (SIGTERM) gives an unfinished request back without counting an attempt.
+        gate.touch()
+        future = client.submit(request(gated(CORRECT, gate)))
+        wait_until(lambda: len(second.claimed()) == 1, what="claim")
+        assert second.stop() == 0
+        pending = qc.names(io_dir / "requests")
+        assert len(pending) == 1 and pending[0].endswith(".a0.json"), pending
+        assert not future.done()
+    finally:
+        client.close()
+        first.stop()
+        if second is not None:
+            second.stop()
+    assert qc.names(io_dir / "requests") == [] and qc.names(io_dir / "workers") == []
+
+
+def test_a_live_worker_id_cannot_be_taken_twice(shared_queue, tmp_path):
+    io_dir, _workers = shared_queue
+    proc = subprocess.run([sys.executable, "-m", "pike_harness.worker.service", "--io-dir", str(io_dir),
+                           "--device", "cpu", "--worker-id", "shared-a"], capture_output=True, text=True,
+                          env=worker_env(), timeout=120)
+    assert proc.returncode == 2
+    assert "worker id shared-a is in use by process" in proc.stderr and "--worker-id" in proc.stderr
