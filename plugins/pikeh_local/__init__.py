@@ -124,7 +124,10 @@ class LocalEvaluator(Evaluator):
         if self.prewarm not in PREWARM_CHOICES:
             raise EvaluatorError(f"--prewarm must be one of {', '.join(PREWARM_CHOICES)}")
         quiet = extra.get("quiet_timing")
-        self.quiet = QuietRegistry() if quiet is None or quiet else None
+        scope = extra.get("quiet_scope") or ("host" if len(self.devices) <= 1 else "device")
+        if scope not in ("host", "device"):
+            raise EvaluatorError("--quiet-scope must be host or device")
+        self.quiet = QuietRegistry(host_wide=scope == "host") if quiet is None or quiet else None
         pin = extra.get("pin_cpus")
         load_cpus, timing_cpus = cpu_partition(self.devices) if pin is None or pin else (None, None)
         self.load_cpus, self.timing_cpus = load_cpus, timing_cpus
@@ -229,6 +232,7 @@ class LocalEvaluator(Evaluator):
                 "scheduling": {"cpu_slots": self.jobs, "max_ready": self.max_ready,
                                "prestart_per_device": self.prestart_per_device, "prewarm": self.prewarm,
                                "quiet_timing": self.quiet is not None,
+                               "quiet_scope": ("host" if self.quiet.host_wide else "device") if self.quiet else None,
                                "timing_cpus": sorted(self.timing_cpus) if self.timing_cpus else None,
                                "build_cache": str(self.cache_root / "build") if self.build_cache else None,
                                "jit_cache": self.jit_mode},
@@ -290,6 +294,9 @@ def register_evaluators(register) -> None:
                               "jit (candidates using Triton or torch.compile; default), all, off."),
             click.Option(["--quiet-timing/--no-quiet-timing"], default=None,
                          help="[local] Pause other candidates on a device while one is timed (default on)."),
+            click.Option(["--quiet-scope"], type=click.Choice(["host", "device"]), default=None,
+                         help="[local] What a timing pauses: every load and build on the host (default with "
+                              "one GPU) or only what is bound to the same GPU (default with several)."),
             click.Option(["--pin-cpus/--no-pin-cpus"], default=None,
                          help="[local] Keep one core per GPU free of loads and builds for timing "
                               "(default: on with at least 4 cores)."),

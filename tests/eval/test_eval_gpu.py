@@ -96,6 +96,8 @@ def test_pike_protocol_on_gpu(tmp_path):
     assert stats.n > 100 and stats.min_ms <= stats.median_ms <= stats.max_ms
     assert result.protocol["name"] == "pike" and result.protocol["warmup_ms"] == 1000
     assert result.protocol["rep_ms"] == 5000 and result.protocol["flush_mb"] == 256
-    assert 5.0 <= result.stage_seconds["timing"] < 60
+    # do_bench sizes its repetitions from an estimate of the first calls, so 5 s of repetitions can
+    # end somewhat early (seen: 4.5 s on an H100); the warm-up and the repetitions are still there.
+    assert 3.0 <= result.stage_seconds["timing"] < 60
     assert result.environment["gpu"] and result.environment["driver"] and result.environment["cuda"]
     assert "faster_than_memory_bound" not in result.flags

@@ -266,7 +266,11 @@ def _same(T: Any, a: Any, b: Any) -> bool:
 
 
 def _torch_thread(thread: Any) -> bool:
-    """Threads torch or Triton start for themselves (their target lives in their own packages)."""
+    """Threads torch or Triton start for themselves (their target lives in their own packages), and
+    tqdm's progress-bar monitor, which Inductor starts on hosts that have tqdm (it only sleeps and
+    checks bars; it cannot run a candidate's work)."""
+    if type(thread).__module__ == "tqdm._monitor":
+        return True
     target = getattr(thread, "_target", None)
     target = getattr(target, "func", target)  # functools.partial
     module = getattr(target, "__module__", None) or type(thread).__module__

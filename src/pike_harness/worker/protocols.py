@@ -64,8 +64,10 @@ PROTOCOLS: dict[str, TimingProtocol] = {
     # triton.testing.do_bench semantics as PIKE called it: 1000 ms warm-up, 5000 ms of repetitions,
     # a 256 MB L2 flush before each timed call, model + synchronize inside each, the mean reported.
     "pike": TimingProtocol(name="pike", version=1, statistic="mean", warmup_ms=1000, rep_ms=5000),
-    # The default: shorter budgets, the median (robust to stragglers) with its spread recorded.
-    "robust": TimingProtocol(name="robust", version=1, statistic="median", warmup_ms=250, rep_ms=1000,
+    # The default: the median (robust to stragglers) with its spread recorded, over 1 s of repetitions
+    # after PIKE's 1 s warm-up. v2 (2026-11-26) lengthened the warm-up from 250 ms: launch-bound
+    # references on an H100 read up to 1.8x slower in some runs after the short one.
+    "robust": TimingProtocol(name="robust", version=2, statistic="median", warmup_ms=1000, rep_ms=1000,
                              min_warmup=3, min_reps=10, max_reps=10_000),
     # For tests and smoke checks on CPU: a handful of calls, no budgets.
     "quick": TimingProtocol(name="quick", version=1, statistic="median", warmup_ms=0, rep_ms=0,
