@@ -282,7 +282,14 @@ class TaskRun:
                                 reason="evaluation was interrupted twice (the harness died while it ran)")
         else:
             runner.store.append({"type": "eval_start", "task": self._ref, "key": key})
-            result = runner.run_evaluation(self.task, code)
+            try:
+                result = runner.run_evaluation(self.task, code)
+            except (EvaluatorError, RunInterrupted) as exc:
+                # The evaluator or the user stopped it, not the candidate: this start does not count
+                # toward "interrupted twice" (only a harness that died mid-evaluation leaves a bare start).
+                runner.store.append({"type": "eval_abort", "task": self._ref, "key": key,
+                                     "why": type(exc).__name__})
+                raise
         runner.store.append({"type": "eval", "task": self._ref, "key": key, "code_sha256": sha256(code),
                              "result": result.to_dict()})
         runner.store.write_files(folder, {"result.json": result.to_json()})

@@ -96,6 +96,8 @@ class Replay:
                 replay.llm_errors[key] = event
             elif kind == "eval_start":
                 replay.eval_starts[key] += 1
+            elif kind == "eval_abort":  # stopped by the evaluator or the user: not the candidate's doing
+                replay.eval_starts[key] -= 1
             elif kind == "eval":
                 replay.evals[key] = event
             elif kind == "attempt":
