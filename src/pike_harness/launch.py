@@ -87,6 +87,8 @@ def launch_run(app: Any, core: dict[str, Any], strategy_values: dict[str, Any], 
     title = f"{run_name}: {strategy_cls.name} on {config.suite} with {llm.label()}"
     progress = RunProgress(title, [t.ref for t in tasks], config.query_budget, live=live, console=console)
     console.print(f"run directory: {store.path}" + (" (resuming)" if store.exists else ""))
+    fix_label = f"; fixes by {llm.label('fix')}" if config.fix_llm else ""
+    console.print(f"{strategy_cls.name} on {len(tasks)} task(s) of {config.suite} with {llm.label()}{fix_label}")
     runner = Runner(config, store=store, tasks=tasks, strategy=strategy, llm=llm,
                     evaluator_factory=lambda: spec.factory(options), progress=progress, name=run_name)
     status = runner.run()

@@ -123,14 +123,17 @@ class LoopbackCluster:
         with contextlib.suppress(subprocess.TimeoutExpired):
             popen.wait(timeout=10)
 
-    def kill_all(self) -> None:
+    def kill_all(self, spare: tuple[int, ...] = ()) -> None:
+        """Kill every node and every process whose command line names this cluster's folder, except
+        this test and ``spare`` (a `pikeh run` under test names the folder in --ray-node-dir)."""
         for name in list(self.nodes):
             self.kill_node(name)
         # Ray's workers run in process groups of their own and outlive a killed raylet for a while;
-        # their command lines name this cluster's temporary folder, which nothing else does.
+        # their command lines name this cluster's temporary folder.
         marker = str(self.root)
+        keep = {os.getpid(), *spare}
         for entry in os.listdir("/proc"):
-            if entry.isdigit() and int(entry) != os.getpid() and marker in cmdline(int(entry)):
+            if entry.isdigit() and int(entry) not in keep and marker in cmdline(int(entry)):
                 with contextlib.suppress(ProcessLookupError, PermissionError):
                     os.kill(int(entry), signal.SIGKILL)
 

@@ -121,13 +121,13 @@ def test_run_stops_when_the_cluster_goes_and_resumes_when_it_is_back(make_cluste
         # Kill the cluster once the baseline and one candidate are judged and more are being evaluated.
         wait_until(lambda: len(events("eval")) >= 2 and len(events("eval_start")) > len(events("eval")), 400,
                    "evaluations in flight")
-        cluster.kill_all()
-        _, stderr = first.communicate(timeout=300)
+        cluster.kill_all(spare=(first.pid,))
+        stdout_text, stderr = first.communicate(timeout=300)
     finally:
         if first.poll() is None:
             first.kill()
     assert first.returncode != 0
-    assert "rerun the same command to resume" in stderr, stderr[-3000:]
+    assert "rerun the same command to resume" in stderr, (first.returncode, stderr[-3000:], stdout_text[-3000:])
     judged_before = len(events("eval"))
 
     cluster.start_head(cpus=2)

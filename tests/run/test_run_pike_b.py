@@ -13,6 +13,7 @@ import time
 from collections import Counter, defaultdict
 from pathlib import Path
 
+import pytest
 from fakes.llm_server import FakeLLMServer
 from scripted_programs import TAG, ScriptedModel, serial_of
 
@@ -87,6 +88,33 @@ def test_pike_b_structure_seen_by_the_model(tmp_path):
     end = [e for e in events if e["type"] == "task_end"]
     assert end and end[0]["reason"] == "budget" and end[0]["queries_used"] == 11
     assert events[-1] == {**events[-1], "type": "run_end", "status": "complete"}
+
+
+@pytest.mark.slow
+def test_pike_b_at_the_papers_shape_splits_3_3_2_2(tmp_path):
+    """10 branches, 4 parents, as in the paper: phase 1's ten prompts quote the four fastest correct
+    children of phase 0, the fastest two three times each and the next two twice each."""
+    works = [0, 120, None, 40, 160, 200, 80, 240, 280, None]  # ideas 2 and 9 break, then get fixed (20 ms)
+    with FakeLLMServer(reply=ScriptedModel(works, fix_work=20)) as server:
+        cmd = pikeh_cmd(server, tmp_path, budget=20)
+        for flag, value in (("--num-branches", "10"), ("--max-parents", "4"), ("--max-ideas", "10")):
+            cmd[cmd.index(flag) + 1] = value
+        proc = subprocess.run(cmd, env=env(), capture_output=True, text=True, timeout=900)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        requests = list(server.requests)
+    by_kind = defaultdict(list)
+    for request in requests:
+        by_kind[prompting.prompt_kind(request.prompt_text)].append(request)
+    assert len(by_kind["brainstorm"]) == 1 and len(by_kind["optimize"]) == 10
+    fixed = sorted(TAG.search(prompting.quoted_program(r.prompt_text)).group(1) for r in by_kind["fix"])
+    assert fixed == ["i2", "i9"]  # fixes only for the failed samples
+    parents = Counter(TAG.search(prompting.quoted_program(r.prompt_text)).group(1) for r in by_kind["improve"])
+    assert len(by_kind["improve"]) == 10 and len(parents) == 4
+    # i0 (no extra work) is fastest, the two fixed programs (20 ms) tie for 2nd/3rd, i3 (40 ms) is 4th.
+    assert parents["i0"] == 3 and parents["i3"] == 2
+    assert sorted([parents["i2+fix"], parents["i9+fix"]]) == [2, 3]
+    counted = [e["index"] for e in journal(tmp_path) if e["type"] == "llm" and e["counted"]]
+    assert sorted(counted) == list(range(1, 23))  # 10 + 2 fixes, then a full phase of 10: overshoot 2 <= 9
 
 
 def _wait_for(predicate, timeout: float = 120.0) -> None:
