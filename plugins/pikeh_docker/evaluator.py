@@ -23,7 +23,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pike_harness.api import EvalRequest, EvalResult, Evaluator, EvaluatorError, EvaluatorOptions
+from pike_harness.api import (
+    EvalRequest,
+    EvalResult,
+    Evaluator,
+    EvaluatorError,
+    EvaluatorOptions,
+    apply_options,
+    check_protocol,
+)
 
 from .engine import ContainerSpec, Engine, HostPython, Limits, default_memory, host_gpu_count
 
@@ -75,13 +83,9 @@ class DockerEvaluator(Evaluator):
     name = "docker"
 
     def __init__(self, options: EvaluatorOptions):
-        from pike_harness.worker.protocols import get_protocol
         from pike_harness.worker.queue_client import QueueClient
 
-        try:
-            get_protocol(options.protocol, options.protocol_params)
-        except KeyError as exc:
-            raise EvaluatorError(str(exc.args[0])) from None
+        check_protocol(options)
         extra = options.extra
         self.options = options
         self.engine = Engine(extra.get("docker_engine") or "docker")
@@ -204,13 +208,9 @@ class DockerEvaluator(Evaluator):
 
     # -- the evaluator interface ---------------------------------------------------------------------
     def submit(self, request: EvalRequest) -> Future[EvalResult]:
-        from pike_harness.worker.queue_client import prepared
-
         if self._closing.is_set():
             raise EvaluatorError("this evaluator is closed")
-        return self.client.submit(prepared(request, protocol=self.options.protocol,
-                                           protocol_params=self.options.protocol_params,
-                                           timeout_s=self.options.timeout_s))
+        return self.client.submit(apply_options(request, self.options))
 
     def describe(self) -> dict[str, Any]:
         from pike_harness.worker.environment import host_info

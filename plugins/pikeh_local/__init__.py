@@ -30,38 +30,14 @@ from pike_harness.api import (
     EvaluatorError,
     EvaluatorOptions,
     EvaluatorSpec,
+    apply_options,
+    check_protocol,
     hookimpl,
 )
 
 from .scheduler import PREWARM_CHOICES, Scheduler
 
 CACHE_ENV = "PIKEH_CACHE_DIR"
-
-
-def resolve_devices(spec: str) -> list[str]:
-    """``auto``/``cpu``/``cuda``/``cuda:N``/``cuda:0,1`` -> the devices to use, as ``cpu`` or ``cuda:N``."""
-    spec = (spec or "auto").strip().lower()
-    if spec == "cpu":
-        return ["cpu"]
-    import torch
-
-    count = torch.cuda.device_count() if torch.cuda.is_available() else 0
-    if spec == "auto":
-        return [f"cuda:{i}" for i in range(count)] or ["cpu"]
-    if spec == "cuda":
-        if not count:
-            raise EvaluatorError("no CUDA device is available here (use --device cpu)")
-        return [f"cuda:{i}" for i in range(count)]
-    if spec.startswith("cuda:"):
-        indices = spec.removeprefix("cuda:").split(",")
-        if not all(i.strip().isdigit() for i in indices):
-            raise EvaluatorError(f"bad device {spec!r}: write cpu, cuda, cuda:N or cuda:0,1")
-        devices = [f"cuda:{int(i)}" for i in indices]
-        missing = [d for d in devices if int(d.split(":")[1]) >= count]
-        if missing:
-            raise EvaluatorError(f"{', '.join(missing)} not available ({count} CUDA device(s) visible)")
-        return devices
-    raise EvaluatorError(f"bad device {spec!r}: write auto, cpu, cuda, cuda:N or cuda:0,1")
 
 
 def usable_cores() -> int:
@@ -98,19 +74,19 @@ class LocalEvaluator(Evaluator):
 
     def __init__(self, options: EvaluatorOptions):
         from pike_harness.worker.buildcache import BuildCache
+        from pike_harness.worker.devices import resolve_devices
         from pike_harness.worker.prestart import PrestartPool
-        from pike_harness.worker.protocols import get_protocol
         from pike_harness.worker.reference import ReferenceOracle
         from pike_harness.worker.scheduling import QuietRegistry, cpu_partition
         from pike_harness.worker.supervisor import WorkerSettings
 
-        try:
-            get_protocol(options.protocol, options.protocol_params)
-        except KeyError as exc:
-            raise EvaluatorError(str(exc.args[0])) from None
+        check_protocol(options)
         extra = options.extra
         self.options = options
-        self.devices = resolve_devices(options.device)
+        try:
+            self.devices = resolve_devices(options.device)
+        except ValueError as exc:
+            raise EvaluatorError(str(exc)) from None
         self._own_workdir = options.workdir is None
         self.workdir = Path(options.workdir or tempfile.mkdtemp(prefix="pikeh-eval-"))
         self.workdir.mkdir(parents=True, exist_ok=True)
@@ -179,12 +155,7 @@ class LocalEvaluator(Evaluator):
     def prepare(self, request: EvalRequest) -> EvalRequest:
         """The request as this evaluator runs it: its protocol and stage limits (the device is chosen
         when the evaluation starts loading, unless the request names one of this evaluator's devices)."""
-        changes: dict[str, Any] = {"protocol": self.options.protocol,
-                                   "protocol_params": dict(self.options.protocol_params)}
-        if self.options.timeout_s is not None:
-            changes["limits"] = replace(request.limits, compile_timeout_s=self.options.timeout_s,
-                                        run_timeout_s=self.options.timeout_s)
-        return replace(request, **changes)
+        return apply_options(request, self.options)
 
     def submit(self, request: EvalRequest) -> Future[EvalResult]:
         if self._closed:

@@ -22,6 +22,8 @@ from pike_harness.api import (
     EvaluatorError,
     EvaluatorOptions,
     EvaluatorSpec,
+    apply_options,
+    check_protocol,
     hookimpl,
 )
 
@@ -37,7 +39,6 @@ class QueueEvaluator(Evaluator):
 
     def __init__(self, options: EvaluatorOptions):
         from pike_harness.worker import queue_channel as qc
-        from pike_harness.worker.protocols import get_protocol
         from pike_harness.worker.queue_client import QueueClient
 
         extra = options.extra
@@ -47,10 +48,7 @@ class QueueEvaluator(Evaluator):
         if options.device not in ("auto", None):
             raise EvaluatorError(f"--device {options.device}: with the queue evaluator the workers choose their "
                                  "devices; give --device to `pikeh worker`")
-        try:
-            get_protocol(options.protocol, options.protocol_params)
-        except KeyError as exc:
-            raise EvaluatorError(str(exc.args[0])) from None
+        check_protocol(options)
         key = None
         if extra.get("queue_key_file"):
             try:
@@ -63,11 +61,7 @@ class QueueEvaluator(Evaluator):
                                   wait_for_worker_s=60.0 if wait is None else float(wait))
 
     def submit(self, request: EvalRequest) -> Future[EvalResult]:
-        from pike_harness.worker.queue_client import prepared
-
-        return self.client.submit(prepared(request, protocol=self.options.protocol,
-                                           protocol_params=self.options.protocol_params,
-                                           timeout_s=self.options.timeout_s))
+        return self.client.submit(apply_options(request, self.options))
 
     def describe(self) -> dict[str, Any]:
         from pike_harness.worker.protocols import get_protocol

@@ -22,11 +22,18 @@ import tempfile
 import threading
 import time
 from concurrent.futures import Future
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from pike_harness.api import EvalRequest, EvalResult, Evaluator, EvaluatorError, EvaluatorOptions
+from pike_harness.api import (
+    EvalRequest,
+    EvalResult,
+    Evaluator,
+    EvaluatorError,
+    EvaluatorOptions,
+    apply_options,
+    check_protocol,
+)
 
 INSTALL_HINT = "Ray is not installed here: pip install 'pike-harness[ray]' (on this machine and every node)"
 CONNECT_TIMEOUT_S = 120.0
@@ -182,14 +189,10 @@ class RayEvaluator(Evaluator):
     name = "ray"
 
     def __init__(self, options: EvaluatorOptions):
-        from pike_harness.worker.protocols import get_protocol
 
         if not ray_available():
             raise EvaluatorError(INSTALL_HINT)
-        try:
-            get_protocol(options.protocol, options.protocol_params)
-        except KeyError as exc:
-            raise EvaluatorError(str(exc.args[0])) from None
+        check_protocol(options)
         device = (options.device or "auto").strip().lower()
         if device not in DEVICES:
             raise EvaluatorError(f"--device {options.device}: with the ray evaluator, Ray assigns whole GPUs; "
@@ -256,12 +259,7 @@ class RayEvaluator(Evaluator):
     def prepare(self, request: EvalRequest) -> EvalRequest:
         """The request as this evaluator runs it: its protocol and stage limits (the bridge sets the
         device: the GPU of the device actor it dispatches to)."""
-        changes: dict[str, Any] = {"protocol": self.options.protocol,
-                                   "protocol_params": dict(self.options.protocol_params)}
-        if self.options.timeout_s is not None:
-            changes["limits"] = replace(request.limits, compile_timeout_s=self.options.timeout_s,
-                                        run_timeout_s=self.options.timeout_s)
-        return replace(request, **changes)
+        return apply_options(request, self.options)
 
     def submit(self, request: EvalRequest) -> Future[EvalResult]:
         if self._closed:

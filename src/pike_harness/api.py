@@ -9,7 +9,14 @@ from __future__ import annotations
 
 from pike_harness import prompting, rounds
 from pike_harness.errors import BudgetExhausted, UserError
-from pike_harness.evaluation import Evaluator, EvaluatorError, EvaluatorOptions, EvaluatorSpec
+from pike_harness.evaluation import (
+    Evaluator,
+    EvaluatorError,
+    EvaluatorOptions,
+    EvaluatorSpec,
+    apply_options,
+    check_protocol,
+)
 from pike_harness.hookspecs import hookimpl
 from pike_harness.llm import (
     BRAINSTORM,
@@ -49,6 +56,8 @@ from pike_harness.tasks import Suite
 
 __all__ = [
     "RUN_FILE",
+    "apply_options",
+    "check_protocol",
     "Price",
     "PriceTable",
     "RunStore",

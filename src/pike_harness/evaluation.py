@@ -8,6 +8,7 @@ can keep many candidates in flight and an evaluator can schedule them as its har
 
 from __future__ import annotations
 
+import dataclasses
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, as_completed
@@ -75,3 +76,23 @@ class Evaluator(ABC):
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def check_protocol(options: EvaluatorOptions) -> None:
+    """Refuse an unknown timing protocol (or bad protocol parameters) before any evaluation starts."""
+    from pike_harness.worker.protocols import get_protocol
+
+    try:
+        get_protocol(options.protocol, options.protocol_params)
+    except KeyError as exc:
+        raise EvaluatorError(str(exc.args[0])) from None
+
+
+def apply_options(request: EvalRequest, options: EvaluatorOptions) -> EvalRequest:
+    """The request as an evaluator runs it: the evaluator's protocol and, with ``--timeout``, its stage
+    limits. Every evaluator applies its options the same way, so results are comparable across them."""
+    changes: dict[str, Any] = {"protocol": options.protocol, "protocol_params": dict(options.protocol_params)}
+    if options.timeout_s is not None:
+        changes["limits"] = dataclasses.replace(request.limits, compile_timeout_s=options.timeout_s,
+                                                run_timeout_s=options.timeout_s)
+    return dataclasses.replace(request, **changes)

@@ -49,15 +49,6 @@ class _Pending:
     rewrites: int = 0
 
 
-def prepared(request: EvalRequest, *, protocol: str, protocol_params: dict[str, Any],
-             timeout_s: float | None) -> EvalRequest:
-    """The request with the evaluator's protocol and (with ``--timeout``) stage limits, as ``local`` does."""
-    changes: dict[str, Any] = {"protocol": protocol, "protocol_params": dict(protocol_params)}
-    if timeout_s is not None:
-        changes["limits"] = dataclasses.replace(request.limits, compile_timeout_s=timeout_s, run_timeout_s=timeout_s)
-    return dataclasses.replace(request, **changes)
-
-
 class QueueClient:
     """Sends requests into ``io_dir`` and resolves their futures from the results workers write."""
 

@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from pike_harness.worker import queue_channel as qc
+from pike_harness.worker.devices import resolve_devices
 from pike_harness.worker.errors import InfrastructureError
 from pike_harness.worker.records import EvalRequest, EvalResult
 
@@ -75,30 +76,6 @@ class _Job:
     device: str
     evaluation: Any = None
     started: float = field(default_factory=time.monotonic)
-
-
-def resolve_devices(spec: str) -> list[str]:
-    """``auto``/``cpu``/``cuda``/``cuda:N``/``cuda:0,1`` -> ``cpu`` or ``cuda:N`` devices this worker serves."""
-    spec = (spec or "auto").strip().lower()
-    if spec == "cpu":
-        return ["cpu"]
-    import torch
-
-    count = torch.cuda.device_count() if torch.cuda.is_available() else 0
-    if spec == "auto":
-        return [f"cuda:{i}" for i in range(count)] or ["cpu"]
-    if spec == "cuda":
-        if not count:
-            raise ServiceError("no CUDA device is visible to this worker (use --device cpu)")
-        return [f"cuda:{i}" for i in range(count)]
-    indices = spec.removeprefix("cuda:").split(",") if spec.startswith("cuda:") else []
-    if not indices or not all(i.strip().isdigit() for i in indices):
-        raise ServiceError(f"bad device {spec!r}: write auto, cpu, cuda, cuda:N or cuda:0,1")
-    devices = [f"cuda:{int(i)}" for i in indices]
-    missing = [d for d in devices if int(d.split(":")[1]) >= count]
-    if missing:
-        raise ServiceError(f"{', '.join(missing)} not available ({count} CUDA device(s) visible)")
-    return devices
 
 
 def cgroup_memory_mb() -> int | None:
@@ -144,7 +121,10 @@ class WorkerService:
         if workdir is not None and (workdir == self.qdir.root or self.qdir.root in workdir.parents):
             raise ServiceError("--workdir must not be inside --io-dir: the queue folder is shared, the "
                                "workdir holds reference outputs")
-        self.devices = resolve_devices(config.device)
+        try:
+            self.devices = resolve_devices(config.device)
+        except ValueError as exc:
+            raise ServiceError(str(exc)) from None
         # In a container with a memory limit, each candidate gets at most 60% of it, so the
         # supervisor's policing stops a memory hog before the kernel's OOM killer picks a victim
         # (perhaps the worker itself).
