@@ -97,6 +97,11 @@ class QueueClient:
             with self._lock:
                 self._pending.pop(ticket, None)
             raise self.error_type(f"cannot write to the queue folder {self.qdir.root}: {exc}") from None
+        with self._lock:
+            withdrawn = ticket not in self._pending
+        if withdrawn:  # _fail_all ran between registering and writing: take back what it could not see
+            with contextlib.suppress(OSError):
+                os.unlink(self.qdir.requests / qc.request_name(ticket, 0))
         self._wake.set()
         return future
 
@@ -334,14 +339,15 @@ class QueueClient:
         with self._lock:
             pending = list(self._pending.values())
             self._pending.clear()
-        for item in pending:
-            _settle(item.future, exception=self.error_type(message))
+        # Withdraw the requests before settling: a caller woken by the error must find them gone.
         marker = f"-{self.session}-"
         for name in qc.names(self.qdir.requests):
             if marker in name:
                 with contextlib.suppress(OSError):
                     os.unlink(self.qdir.requests / name)
         self._no_worker_since = None
+        for item in pending:
+            _settle(item.future, exception=self.error_type(message))
 
 
 def _settle(future: Future, *, result: Any = None, exception: BaseException | None = None) -> None:
