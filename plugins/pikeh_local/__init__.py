@@ -12,6 +12,7 @@ One trusted reference process per device computes the reference outputs. See doc
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import shutil
 import tempfile
@@ -36,6 +37,8 @@ from pike_harness.api import (
 )
 
 from .scheduler import PREWARM_CHOICES, Scheduler
+
+log = logging.getLogger(__name__)
 
 CACHE_ENV = "PIKEH_CACHE_DIR"
 
@@ -77,10 +80,15 @@ class LocalEvaluator(Evaluator):
         from pike_harness.worker.devices import resolve_devices
         from pike_harness.worker.prestart import PrestartPool
         from pike_harness.worker.reference import ReferenceOracle
+        from pike_harness.worker.sandbox import sweep_orphans
         from pike_harness.worker.scheduling import QuietRegistry, cpu_partition
         from pike_harness.worker.supervisor import WorkerSettings
 
         check_protocol(options)
+        swept = sweep_orphans()
+        if swept:
+            log.warning("killed %d process(es) left by an earlier harness that was killed "
+                        "(candidates it had paused for quiet timing never resume by themselves)", swept)
         extra = options.extra
         self.options = options
         try:

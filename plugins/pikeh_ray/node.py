@@ -30,7 +30,6 @@ import contextlib
 import heapq
 import os
 import shutil
-import signal
 import socket
 import threading
 import time
@@ -40,6 +39,8 @@ from typing import Any
 
 import ray
 
+from pike_harness.worker import sandbox
+
 JIT_FLAGS = ("technique:triton", "technique:torch.compile")
 DEVICE_RESOURCE = "pikeh_device"  # the custom resource that stands for "one whole device" without GPUs
 RAY_CALL_GRACE_S = 60.0  # added to a blocking actor call's own timeout before the actor counts as lost
@@ -47,62 +48,6 @@ ADMIT_POLL_S = 2.0  # how long one blocking "admit" call waits before the task a
 RESERVATION_TTL_S = 600.0  # a place reserved by a bridge and not claimed by its task lapses after this
 REAP_EVERY_S = 1.0
 SWEEP_EVERY = 5  # reaper rounds between sweeps for orphaned candidate processes
-
-
-def process_start(pid: int) -> int | None:
-    """The kernel's start time of ``pid`` (clock ticks since boot): with the pid, a unique identity."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as handle:
-            raw = handle.read().decode("ascii", errors="replace")
-        return int(raw[raw.rfind(")") + 2:].split()[19])
-    except (OSError, ValueError, IndexError):
-        return None
-
-
-def sweep_orphans(node_dir: Path) -> list[int]:
-    """SIGKILL processes working under ``node_dir`` whose parent died (reparented to init).
-
-    A candidate's parent is its supervisor, a Ray worker; when a raylet dies without its machine, its
-    workers die and their candidates are left behind, possibly stopped by quiet timing, so they would
-    never read the end of their channel. Any device actor on the host cleans them up."""
-    root = str(node_dir.resolve()) + os.sep
-    killed = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        pid = int(entry)
-        try:
-            cwd = os.readlink(f"/proc/{pid}/cwd") + os.sep
-            with open(f"/proc/{pid}/stat", "rb") as handle:
-                raw = handle.read().decode("ascii", errors="replace")
-            ppid = int(raw[raw.rfind(")") + 2:].split()[1])
-        except (OSError, ValueError, IndexError):
-            continue
-        if ppid == 1 and cwd.startswith(root):
-            with contextlib.suppress(OSError):
-                os.kill(pid, signal.SIGKILL)
-                killed.append(pid)
-    return killed
-
-
-def _kill_marked(pid: int, marker: str) -> None:
-    """SIGKILL the process group ``pid`` and every process carrying the evaluation's sandbox marker."""
-    needle = f"PIKEH_SANDBOX={marker}".encode()
-
-    def marked(candidate: int) -> bool:
-        try:
-            with open(f"/proc/{candidate}/environ", "rb") as handle:
-                return needle in handle.read().split(b"\0")
-        except OSError:
-            return False
-
-    if marked(pid):
-        with contextlib.suppress(OSError):
-            os.killpg(pid, signal.SIGKILL)
-    for entry in os.listdir("/proc"):
-        if entry.isdigit() and marked(int(entry)):
-            with contextlib.suppress(OSError):
-                os.kill(int(entry), signal.SIGKILL)
 
 
 @dataclass
@@ -115,7 +60,7 @@ class _Member:
     quiet_token: int | None = None
 
     def alive(self) -> bool:
-        start = process_start(self.pid)
+        start = sandbox.process_start(self.pid)
         return start is not None and (self.start is None or start == self.start)
 
 
@@ -229,7 +174,7 @@ class DeviceActor:
             if member.quiet_token is not None:
                 self.quiet.remove(member.quiet_token)
             if sweep and member.candidate is not None:
-                _kill_marked(*member.candidate)
+                sandbox.kill_marked(*member.candidate)
 
     def _reap_loop(self) -> None:
         rounds = 0
@@ -237,7 +182,7 @@ class DeviceActor:
             time.sleep(REAP_EVERY_S)
             rounds += 1
             if rounds % SWEEP_EVERY == 0:
-                sweep_orphans(self.node_dir)
+                sandbox.sweep_orphans()
             with self._cond:
                 dead = [seq for seq, member in self._members.items() if not member.alive()]
                 idle = (not self._members and not self._reserved and self.gate.holder is None
@@ -414,7 +359,7 @@ def run_candidate(request_json: str, actor: Any, seq: int, attempt: int, config:
                               "submitted": time.time()}
     evaluation = None
     try:
-        while not call_actor(actor, "admit", seq, os.getpid(), process_start(os.getpid()), ADMIT_POLL_S,
+        while not call_actor(actor, "admit", seq, os.getpid(), sandbox.process_start(os.getpid()), ADMIT_POLL_S,
                              timeout=ADMIT_POLL_S):
             pass
         from pike_harness.worker.records import EvalRequest  # torch comes with these: only once admitted

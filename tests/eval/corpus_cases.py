@@ -78,7 +78,8 @@ def sandbox_leftovers(workdir: Path, evaluator=None) -> list[int]:
 
     A candidate's HOME is its scratch directory under the workdir, and its environment carries the
     sandbox marker; a process that has both escaped the kill. The evaluator's idle pre-started
-    processes (listed after the scan, so one started meanwhile is known) never ran a candidate.
+    processes (listed after the scan, so one started meanwhile is known) never ran a candidate, and
+    its reference processes (marked too, for the orphan sweep) are its own.
     """
     home = f"HOME={workdir}".encode()
     found = []
@@ -97,4 +98,5 @@ def sandbox_leftovers(workdir: Path, evaluator=None) -> list[int]:
             found.append(int(name))
     pool = getattr(evaluator, "prestart", None)
     idle = set(pool.idle_pids()) if pool is not None else set()
+    idle |= {oracle.pid for oracle in getattr(evaluator, "oracles", {}).values()}
     return [pid for pid in found if pid not in idle]

@@ -3,7 +3,6 @@ and comes back. Every submitted evaluation ends exactly once, as a verdict or as
 
 from __future__ import annotations
 
-import contextlib
 import time
 
 import pytest
@@ -141,40 +140,3 @@ def test_run_stops_when_the_cluster_goes_and_resumes_when_it_is_back(make_cluste
     evals = events("eval")
     assert len({e["key"] for e in evals}) == len(evals) > judged_before
     assert [e["status"] for e in events("run_end")][-1] == "complete"
-
-
-def test_orphan_sweep_kills_only_orphans_under_the_node_folder(tmp_path):
-    """What a dead raylet leaves behind (candidates reparented to init, possibly stopped by quiet
-    timing) is killed; a process whose parent lives is not."""
-    import os
-    import signal
-    import subprocess
-
-    from pikeh_ray.node import sweep_orphans
-
-    folder = tmp_path / "node"
-    folder.mkdir()
-    kept = subprocess.Popen(["sleep", "60"], cwd=folder)
-    pid_file = folder / "orphan.pid"
-    subprocess.run(["sh", "-c", f"(sleep 60 & echo $! > {pid_file}; kill -STOP $!)"], cwd=folder, check=True)
-    orphan = int(pid_file.read_text())
-    try:
-        wait_until(lambda: _orphan(orphan), 10, "the orphan to be reparented")
-        killed = sweep_orphans(folder)
-        assert orphan in killed and kept.pid not in killed
-        wait_until(lambda: not os.path.exists(f"/proc/{orphan}") or _zombie(orphan), 10, "the orphan to die")
-        assert kept.poll() is None
-    finally:
-        kept.kill()
-        kept.wait()
-        with contextlib.suppress(OSError):
-            os.kill(orphan, signal.SIGKILL)
-
-
-def _zombie(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as handle:
-            raw = handle.read().decode("ascii", errors="replace")
-    except OSError:
-        return True
-    return raw[raw.rfind(")") + 2:].split()[0] == "Z"

@@ -273,7 +273,7 @@ class BuildCache:
             "HOME": str(staging), "TMPDIR": str(staging / "tmp"), "PYTHONUNBUFFERED": "1",
             "PYTHONDONTWRITEBYTECODE": "1", "CUDA_VISIBLE_DEVICES": "",
             "MAX_JOBS": str(self._base_environ().get("MAX_JOBS") or self.max_jobs),
-            "TORCH_EXTENSIONS_DIR": str(staging / "unused"), sandbox.MARKER_ENV: marker,
+            "TORCH_EXTENSIONS_DIR": str(staging / "unused"), **sandbox.marker_environment(marker),
         })
         arch = spec.get("arch") or toolchain.get("arch")
         if arch:

@@ -15,6 +15,7 @@ import contextlib
 import hashlib
 import json
 import os
+import secrets
 import subprocess
 import sys
 import threading
@@ -29,7 +30,7 @@ from typing import Any
 from pike_harness.worker.channel import Channel, ChannelClosed, ChannelTimeout, ProtocolViolation
 from pike_harness.worker.errors import InfrastructureError
 from pike_harness.worker.records import EvalRequest
-from pike_harness.worker.sandbox import scrubbed_environment, tail
+from pike_harness.worker.sandbox import marker_environment, scrubbed_environment, tail
 
 MODELS_KEPT = 4
 
@@ -51,14 +52,22 @@ class ReferenceOracle:
     def _start(self) -> None:
         self.workdir.mkdir(parents=True, exist_ok=True, mode=0o700)
         visible = self.device.split(":", 1)[1] if ":" in self.device else ("0" if self.device == "cuda" else "")
+        # Marked like a candidate, so that the next sweep kills it if its harness dies without closing it.
         env = scrubbed_environment(self.environ, {"CUDA_VISIBLE_DEVICES": visible, "PYTHONUNBUFFERED": "1",
-                                                  "HOME": str(self.workdir)})
+                                                  "HOME": str(self.workdir),
+                                                  **marker_environment(secrets.token_hex(12))})
         with open(self.log_path, "ab") as log:
             self._popen = subprocess.Popen([self.python, "-m", "pike_harness.worker.reference"],
                                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log,
                                            cwd=self.workdir, env=env, start_new_session=True)
         assert self._popen.stdin is not None and self._popen.stdout is not None
         self._channel = Channel(self._popen.stdout.fileno(), self._popen.stdin.fileno())
+
+    @property
+    def pid(self) -> int | None:
+        """The reference process's pid while it runs (it carries a sandbox marker, but is ours)."""
+        popen = self._popen
+        return popen.pid if popen is not None and popen.poll() is None else None
 
     def start(self) -> None:
         """Start the reference process now (idempotent, thread-safe): its torch import and device

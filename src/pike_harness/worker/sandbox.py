@@ -11,6 +11,7 @@ Standard library only.
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import re
 import shutil
@@ -37,6 +38,8 @@ SECRET_NAME = re.compile(r"(KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL|AUTH|COO
                          re.IGNORECASE)
 SECRET_PREFIXES = ("AWS_", "GOOGLE_", "AZURE_", "OPENAI_", "ANTHROPIC_", "HF_", "HUGGING", "GITHUB_", "GH_")
 MARKER_ENV = "PIKEH_SANDBOX"
+# Which harness process started a marked process ("pidns/pid/starttime"): an orphan names a dead owner.
+OWNER_ENV = "PIKEH_SANDBOX_OWNER"
 MASK = "[masked]"
 
 
@@ -201,6 +204,85 @@ def _marked(marker: bytes, session: int | None) -> list[int]:
         if (session is not None and info.session == session) or _has_marker(pid, marker):
             found.append(pid)
     return found
+
+
+def process_start(pid: int) -> int | None:
+    """The kernel's start time of ``pid`` (clock ticks since boot): with the pid, one process for good."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as handle:
+            raw = handle.read().decode("ascii", errors="replace")
+        return int(raw[raw.rfind(")") + 2:].split()[19])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+@functools.cache
+def _pid_namespace() -> str:
+    try:
+        return os.readlink("/proc/self/ns/pid")
+    except OSError:
+        return "unknown"
+
+
+def marker_environment(marker: str) -> dict[str, str]:
+    """The variables that tie a process we start to this evaluation and to this harness process.
+
+    The owner names its pid namespace too: seen from the host, a containerised worker's pids mean
+    other processes, so only owners in the sweeper's own namespace can be judged dead.
+    """
+    return {MARKER_ENV: marker, OWNER_ENV: f"{_pid_namespace()}/{os.getpid()}/{process_start(os.getpid())}"}
+
+
+def _owner_gone(owner: str) -> bool:
+    parts = owner.rsplit("/", 2)
+    if len(parts) != 3 or parts[0] != _pid_namespace() or not parts[1].isdigit():
+        return False
+    return str(process_start(int(parts[1]))) != parts[2]
+
+
+def sweep_orphans(*, rounds: int = 20) -> int:
+    """SIGKILL marked processes whose harness is gone; returns how many were killed.
+
+    Normally every candidate, builder and pre-started process dies with its evaluation. A harness
+    killed with SIGKILL cannot clean up: its running children exit when their pipe closes, but the
+    ones it had stopped for quiet timing (SIGSTOP) would sleep forever, holding GPU memory. An
+    evaluator calls this when it starts; processes of a harness that is still running are left alone.
+    """
+    own = os.getpid()
+    killed: set[int] = set()
+    for _ in range(rounds):
+        found = []
+        for pid in _all_pids():
+            if pid == own or pid in killed:
+                continue
+            try:
+                with open(f"/proc/{pid}/environ", "rb") as handle:
+                    entries = handle.read().split(b"\0")
+            except OSError:
+                continue
+            values = dict(e.split(b"=", 1) for e in entries if b"=" in e)
+            owner = values.get(OWNER_ENV.encode())
+            if MARKER_ENV.encode() in values and owner is not None and _owner_gone(owner.decode("ascii", "replace")):
+                found.append(pid)
+        for pid in found:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
+                killed.add(pid)
+        if not found:
+            break
+        time.sleep(0.02)
+    return len(killed)
+
+
+def kill_marked(pid: int, marker: str) -> None:
+    """SIGKILL the process group ``pid`` (if that process still carries ``marker``) and every marked process."""
+    needle = f"{MARKER_ENV}={marker}".encode()
+    if _has_marker(pid, needle):
+        with contextlib.suppress(OSError):
+            os.killpg(pid, signal.SIGKILL)
+    for found in _marked(needle, None):
+        with contextlib.suppress(OSError):
+            os.kill(found, signal.SIGKILL)
 
 
 def kill_all(popen: subprocess.Popen, marker: str, *, rounds: int = 50) -> None:

@@ -70,7 +70,7 @@ def candidate_environment(settings: WorkerSettings, scratch: Path, device: str, 
         "TRITON_CACHE_DIR": str(scratch / "triton"),
         "TORCHINDUCTOR_CACHE_DIR": str(scratch / "inductor"),
         "TORCHINDUCTOR_COMPILE_THREADS": "1",  # compile in-process: no worker pool, no helper threads
-        sandbox.MARKER_ENV: marker,
+        **sandbox.marker_environment(marker),
     })
 
 
