@@ -111,7 +111,7 @@ def render(*, title: str, generated: str, version: str, inputs: Sequence[str], s
            references: Sequence[dict[str, Any]], configs: Sequence[dict[str, Any]],
            figures: Sequence[tuple[str, dict[str, Any], str]], matrix_header: Sequence[str],
            matrix_body: Sequence[Sequence[Any]], tasks: Sequence[dict[str, Any]],
-           trajectory_spec: dict[str, Any], has_retime: bool) -> str:
+           trajectory_spec: dict[str, Any], has_retime: bool, warnings: Sequence[str] = ()) -> str:
     """The report page. ``figures`` are (name, Vega-Lite spec, caption); ``tasks`` carry per-run details."""
     import jinja2
 
@@ -129,7 +129,7 @@ def render(*, title: str, generated: str, version: str, inputs: Sequence[str], s
         specs_json=_json_for_script({name: spec for name, spec, _ in figures}),
         matrix_header=matrix_header, matrix_body=matrix_body, tasks=tasks,
         trajectory_json=_json_for_script(trajectory_spec), vega_bundle=vega_bundle(), has_retime=has_retime,
-        notes=NOTES)
+        notes=NOTES, warnings=list(warnings))
 
 
 def write(path: Path, page: str) -> Path:

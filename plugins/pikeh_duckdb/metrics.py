@@ -23,6 +23,9 @@ Definitions (specs/reporting.md; docs/report.md restates them for users):
   attempt is within a money budget d when the spend up to and including its query is <= d.
 - *fast_p*: fraction of tasks with a baseline whose best attempt (at budget B) is correct with raw
   speedup > p.
+- *Mismatched timing*: a correct attempt whose evaluation ran on other hardware (GPU name, else CPU
+  model) than its task's eager baseline. It still counts (the data is what it is), but the report
+  warns and ``timing_mismatch`` lists them: re-time on one machine (``--retime``) before trusting them.
 - *EFA repair*: a lineage starts at an attempt whose role is not ``fix`` and follows ``fix`` attempts
   through their ``parent`` key. A failed lineage is one whose first attempt's category is an error or
   ``incorrect``/``rejected`` (not ``correct``, not ``llm_error``); it is repaired when some fix attempt
@@ -68,7 +71,7 @@ VIEWS: list[tuple[str, str]] = [
         LEFT JOIN (SELECT run, max(idx) AS max_idx FROM attempts GROUP BY run) m USING (run)
     """),
     ("task_baselines", """
-        SELECT run, task, arg_max(runtime_ms, time) AS baseline_ms
+        SELECT run, task, arg_max(runtime_ms, time) AS baseline_ms, arg_max(hardware, time) AS baseline_hardware
         FROM baselines
         WHERE run IS NOT NULL AND mode = 'eager' AND category = 'correct' AND runtime_ms > 0
         GROUP BY run, task
@@ -86,6 +89,14 @@ VIEWS: list[tuple[str, str]] = [
     ("scoped_attempts", """
         SELECT a.* FROM attempts a JOIN report_runs r USING (run)
         WHERE a.idx IS NULL OR a.idx <= r.budget
+    """),
+    # Correct attempts timed on other hardware than their task's baseline (a run resumed on another GPU
+    # model, a cluster of mixed nodes): their speedups compare two machines.
+    ("timing_mismatch", """
+        SELECT a.run, a.task, a.key, a.idx, a.runtime_ms, a.hardware, b.baseline_hardware, b.baseline_ms
+        FROM scoped_attempts a JOIN task_baselines b USING (run, task)
+        WHERE a.category = 'correct' AND a.hardware IS NOT NULL AND b.baseline_hardware IS NOT NULL
+          AND a.hardware <> b.baseline_hardware
     """),
     # -- speedup vs queries -----------------------------------------------------------------------
     ("best_so_far", """
@@ -350,7 +361,8 @@ VIEWS: list[tuple[str, str]] = [
                c.unknown_cost_calls,
                (SELECT count(*) FROM scoped_attempts a WHERE a.run = r.run) AS attempts,
                (SELECT count(*) FROM scoped_attempts a WHERE a.run = r.run AND a.category = 'correct') AS correct,
-               e.failed AS efa_failed, e.repaired AS efa_repaired, cs.confirmed_score
+               e.failed AS efa_failed, e.repaired AS efa_repaired, cs.confirmed_score,
+               (SELECT count(*) FROM timing_mismatch x WHERE x.run = r.run) AS mismatched_timings
         FROM report_runs r
         LEFT JOIN run_scores s USING (run)
         LEFT JOIN score_vs_money_all m ON m.run = r.run AND m.marker

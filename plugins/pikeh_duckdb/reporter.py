@@ -142,12 +142,22 @@ def build_report(options: ReportOptions) -> ReportSummary:
         create_metrics(con, params, price_rows(con, extra.get("price_as"), extra.get("prices") or ()))
         _retimes(con, output, extra, say)
         data = collect(con)
+        for warning in mismatch_warnings(data["summary"]):
+            say(f"warning: {warning}")
     finally:
         con.close()
     tmp.replace(db_path)
     files = [db_path, *write_outputs(data, output, options.formats, extra, [str(p) for p in options.inputs],
                                      __version__)]
     return ReportSummary(output=output, files=files, rows=data["summary"])
+
+
+def mismatch_warnings(summary: Sequence[dict[str, Any]]) -> list[str]:
+    """One line per run whose correct attempts were timed on other hardware than their baselines."""
+    return [f"run {r['run']}: {r['mismatched_timings']} correct attempt(s) were timed on other hardware than "
+            "their task's eager baseline, so their speedups compare two machines (view timing_mismatch in "
+            "report.duckdb lists them; `pikeh report --retime` times finalists again side by side)"
+            for r in summary if r.get("mismatched_timings")]
 
 
 def _retimes(con: Any, output: Path, extra: dict[str, Any], say: Callable[[str], None]) -> None:
@@ -226,7 +236,7 @@ def write_outputs(data: dict[str, Any], output: Path, formats: Sequence[str], ex
             configs=data["configs"],
             figures=[(name, chart.to_dict(), FIGURE_CAPTIONS[name]) for name, chart in charts],
             matrix_header=header, matrix_body=body, tasks=task_views(data), trajectory_spec=fig.trajectory_spec(),
-            has_retime=bool(data["retime"]))
+            has_retime=bool(data["retime"]), warnings=mismatch_warnings(data["summary"]))
         written.append(html.write(output / html.HTML_FILE, page))
     return written
 

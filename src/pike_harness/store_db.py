@@ -54,12 +54,13 @@ TABLES: dict[str, dict[str, str]] = {
         "parent": "VARCHAR", "phase": "INTEGER", "category": "VARCHAR", "runtime_ms": "DOUBLE",
         "reason": "VARCHAR", "check_name": "VARCHAR", "code_sha256": "VARCHAR", "cost_usd": "DOUBLE",
         "time": "VARCHAR", "meta": "JSON",
+        "hardware": "VARCHAR",  # what timed it (GPU name, else "cpu: " and the CPU model); see _hardware
         "dir": "VARCHAR",  # the attempt's mirror folder (prompt.md, response.md, code.py), relative to the run
     },
     "baselines": {
         "run": "VARCHAR", "task": "VARCHAR", "mode": "VARCHAR", "device": "VARCHAR", "protocol": "VARCHAR",
         "category": "VARCHAR", "runtime_ms": "DOUBLE", "stats": "JSON", "gpu": "VARCHAR", "host": "VARCHAR",
-        "time": "VARCHAR",
+        "hardware": "VARCHAR", "time": "VARCHAR",
         "baseline_set": "VARCHAR",  # NULL for a run's own baselines; the set's name for `pikeh baselines` output
     },
     "baseline_sets": {
@@ -97,9 +98,12 @@ def run_rows(run_dir: Path) -> dict[str, list[dict[str, Any]]]:
         task_rows[task["ref"]] = {"run": run, "task": task["ref"], "suite": task["suite"], "task_id": task["id"],
                                   "name": task["name"], "atol": task.get("atol"), "rtol": task.get("rtol"),
                                   "end_reason": None, "queries_used": None, "spend_usd": None}
+    hardware: dict[tuple[str, str], str | None] = {}  # (task, key) -> what timed its evaluation
     for event in events:
         kind = event.get("type")
-        if kind in ("llm", "llm_error"):
+        if kind == "eval":
+            hardware[(event["task"], event["key"])] = _hardware((event.get("result") or {}).get("environment"))
+        elif kind in ("llm", "llm_error"):
             rows["llm_calls"].append(_llm_row(run, event))
         elif kind == "attempt":
             meta_field = event.get("meta") or {}
@@ -110,6 +114,7 @@ def run_rows(run_dir: Path) -> dict[str, list[dict[str, Any]]]:
                 "reason": event.get("reason"), "check_name": event.get("check"),
                 "code_sha256": event.get("code_sha256"), "cost_usd": event.get("cost_usd"),
                 "time": event.get("time"), "meta": json.dumps(meta_field),
+                "hardware": hardware.get((event["task"], event["key"])),
                 "dir": attempt_dir(event["task"], event["key"], event.get("index")),
             })
         elif kind == "baseline":
@@ -142,8 +147,22 @@ def _baseline_row(event: dict[str, Any], *, run: str | None, baseline_set: str |
         "protocol": event.get("protocol"), "category": result.get("category"),
         "runtime_ms": result.get("runtime_ms"), "stats": json.dumps(result.get("runtime")),
         "gpu": environment.get("device_name") or environment.get("gpu"), "host": environment.get("host"),
-        "time": event.get("time"), "baseline_set": baseline_set,
+        "hardware": _hardware(environment), "time": event.get("time"), "baseline_set": baseline_set,
     }
+
+
+def _hardware(environment: dict[str, Any] | None) -> str | None:
+    """What a timing ran on, for telling whether two timings compare: the GPU's name, else the CPU model.
+
+    Not the host name: a container or another node of a cluster with the same hardware times alike,
+    while a resume on a different GPU model does not.
+    """
+    environment = environment or {}
+    gpu = environment.get("device_name") or environment.get("gpu")
+    if gpu:
+        return str(gpu)
+    cpu = environment.get("cpu")
+    return f"cpu: {cpu}" if cpu else None
 
 
 def baseline_set_rows(folder: Path) -> dict[str, list[dict[str, Any]]]:

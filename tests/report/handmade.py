@@ -41,9 +41,10 @@ class HandRun:
         self.tasks[task_id] = name
         return self
 
-    def baseline(self, task_id: int, ms: float | None, *, mode: str = "eager", category: str = "correct") -> HandRun:
+    def baseline(self, task_id: int, ms: float | None, *, mode: str = "eager", category: str = "correct",
+                 device_name: str = "cpu") -> HandRun:
         self.events.append({"type": "baseline", "task": self.ref(task_id), "mode": mode, "device": "cpu",
-                            "protocol": "robust", "result": result(self.ref(task_id), category, ms)})
+                            "protocol": "robust", "result": result(self.ref(task_id), category, ms, device_name)})
         return self
 
     def call(self, task_id: int, key: str, *, role: str, index: int | None, prompt_tokens: int = 40_000,
@@ -69,7 +70,7 @@ class HandRun:
 
     def attempt(self, task_id: int, index: int, category: str, runtime_ms: float | None = None, *,
                 role: str = "optimize", parent: int | None = None, key: str | None = None,
-                code: str | None = None, **call: Any) -> HandRun:
+                code: str | None = None, device_name: str = "cpu", **call: Any) -> HandRun:
         """One counted query and its verdict (an LLM error when category is ``llm_error``)."""
         key = key or f"q{index:03d}"
         ref = self.ref(task_id)
@@ -78,7 +79,7 @@ class HandRun:
             code = code or f"# {self.name} {ref} {key}\nclass ModelNew:\n    runtime_ms = {runtime_ms!r}\n"
             self.codes[(ref, key, index)] = code
             self.events.append({"type": "eval", "task": ref, "key": key, "code_sha256": sha256(code),
-                                "result": result(ref, category, runtime_ms)})
+                                "result": result(ref, category, runtime_ms, device_name)})
         self.events.append({
             "type": "attempt", "task": ref, "key": key, "role": role, "index": index,
             "parent": f"q{parent:03d}" if parent is not None else None,
@@ -111,8 +112,8 @@ class HandRun:
         return store.path
 
 
-def result(ref: str, category: str, ms: float | None) -> dict[str, Any]:
-    """An EvalResult record as the worker writes it."""
+def result(ref: str, category: str, ms: float | None, device_name: str = "cpu") -> dict[str, Any]:
+    """An EvalResult record as the worker writes it (``device_name``: what timed it)."""
     runtime = None
     if category == "correct" and ms is not None:
         runtime = {"headline_ms": ms, "statistic": "median", "mean_ms": ms, "median_ms": ms, "min_ms": ms,
@@ -120,7 +121,7 @@ def result(ref: str, category: str, ms: float | None) -> dict[str, Any]:
     return {"request_id": "r", "task": ref, "category": category, "reason": None if category == "correct" else category,
             "check": None, "runtime_ms": ms if category == "correct" else None, "runtime": runtime, "outputs": [],
             "flags": [], "stage_seconds": {}, "stdout_tail": "", "stderr_tail": "", "protocol": {"name": "robust"},
-            "environment": {"device_name": "cpu", "host": "handmade"}, "seeds": {}, "schema": 1}
+            "environment": {"device_name": device_name, "host": "handmade"}, "seeds": {}, "schema": 1}
 
 
 def scenario_a(root: Path, name: str = "A") -> Path:

@@ -237,3 +237,20 @@ def test_run_in_progress_with_a_torn_journal(tmp_path):
 
 def curve_of(con: duckdb.DuckDBPyConnection, run: str) -> dict[int, float]:
     return {r["queries"]: r["score"] for r in rows(con, "FROM score_vs_queries WHERE run = ?", [run])}
+
+
+def test_attempts_timed_on_other_hardware_than_their_baseline_are_flagged(tmp_path):
+    """A run resumed on another GPU model: its speedups compare two machines, and the report says so."""
+    h100, h200 = "NVIDIA H100 80GB HBM3", "NVIDIA H200"
+    run = HandRun(tmp_path, "moved").task(1, "1_One").task(2, "2_Two")
+    run.baseline(1, 6.0, device_name=h100).baseline(2, 6.0, device_name=h100)
+    run.attempt(1, 1, "correct", 3.0, device_name=h100).attempt(1, 2, "correct", 2.0, device_name=h200)
+    run.attempt(1, 3, "incorrect", device_name=h200)  # not timed: nothing to compare
+    run.attempt(2, 1, "correct", 4.0, device_name=h100)
+    con = database([run.write()])
+    flagged = rows(con, "SELECT task, key, hardware, baseline_hardware FROM timing_mismatch")
+    assert flagged == [{"task": "hand/1", "key": "q002", "hardware": h200, "baseline_hardware": h100}]
+    assert rows(con, "FROM run_summary")[0]["mismatched_timings"] == 1
+    # Same hardware throughout (scenario A) flags nothing.
+    same = database([scenario_a(tmp_path / "same")])
+    assert rows(same, "FROM run_summary")[0]["mismatched_timings"] == 0

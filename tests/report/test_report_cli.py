@@ -117,3 +117,16 @@ def test_prices_file_recosts_tokens(cli, inputs, tmp_path):
                  "--prices", str(prices), "--json")
     assert result.exit_code == 0, result.output
     assert json.loads(result.output[result.output.index("["):])[0]["usd_per_task"] == pytest.approx(2 * 0.51)
+
+
+def test_mismatched_hardware_is_warned_on_the_terminal_and_in_the_page(cli, tmp_path):
+    run = HandRun(tmp_path / "runs", "moved").task(1, "1_One")
+    run.baseline(1, 6.0, device_name="NVIDIA H100 80GB HBM3")
+    run.attempt(1, 1, "correct", 3.0, device_name="NVIDIA H200")
+    run.write()
+    out = tmp_path / "report"
+    result = cli("report", "--input", str(tmp_path / "runs"), "--output", str(out), "--format", "html")
+    assert result.exit_code == 0, result.output
+    assert "warning: run moved: 1 correct attempt(s) were timed on other hardware" in result.output
+    page = (out / "index.html").read_text()
+    assert 'class="warnings"' in page and "run moved: 1 correct attempt(s)" in page
