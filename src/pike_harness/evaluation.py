@@ -45,6 +45,16 @@ class EvaluatorSpec:
     # click.Option objects added to `pikeh eval` and `pikeh run`; values arrive in options.extra.
     options: list[Any] = field(default_factory=list)
 
+    def build(self, options: EvaluatorOptions) -> Evaluator:
+        """The evaluator, for a command: a setup the user got wrong (no such device, no image) is a
+        one-line ``UserError`` naming the evaluator, never a traceback."""
+        from pike_harness.errors import UserError
+
+        try:
+            return self.factory(options)
+        except EvaluatorError as exc:
+            raise UserError(f"evaluator {self.name!r}: {exc}") from None
+
 
 class Evaluator(ABC):
     """Checks and times candidates. Thread-safe: strategies submit from many threads."""

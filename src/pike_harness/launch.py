@@ -90,7 +90,7 @@ def launch_run(app: Any, core: dict[str, Any], strategy_values: dict[str, Any], 
     fix_label = f"; fixes by {llm.label('fix')}" if config.fix_llm else ""
     console.print(f"{strategy_cls.name} on {len(tasks)} task(s) of {config.suite} with {llm.label()}{fix_label}")
     runner = Runner(config, store=store, tasks=tasks, strategy=strategy, llm=llm,
-                    evaluator_factory=lambda: spec.factory(options), progress=progress, name=run_name)
+                    evaluator_factory=lambda: spec.build(options), progress=progress, name=run_name)
     status = runner.run()
     print_summary(runner, console)
     if status == "interrupted":

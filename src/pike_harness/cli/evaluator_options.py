@@ -16,8 +16,7 @@ from typing import Any
 import click
 
 from pike_harness.cli import App
-from pike_harness.errors import UserError
-from pike_harness.evaluation import Evaluator, EvaluatorError, EvaluatorOptions, EvaluatorSpec
+from pike_harness.evaluation import Evaluator, EvaluatorOptions, EvaluatorSpec
 
 DEVICE = re.compile(r"^(auto|cpu|cuda(:\d+(,\d+)*)?)$")
 COMMON = ("evaluator", "device", "protocol", "timeout", "workdir")
@@ -93,7 +92,4 @@ def build_evaluator(values: dict[str, Any]) -> Evaluator:
         workdir=values.get("workdir"),
         extra={name: value for name, value in values.get("extra", {}).items() if name in own},
     )
-    try:
-        return spec.factory(options)
-    except EvaluatorError as exc:
-        raise UserError(f"evaluator {spec.name!r}: {exc}") from None
+    return spec.build(options)

@@ -80,7 +80,7 @@ def report(ctx: click.Context, inputs: tuple[Path, ...], output: Path, runs: str
         click.echo(f"pikeh report: {message}", err=True)
 
     def make_evaluator(name: str, options: Any) -> Any:
-        return host.get("evaluators", name).factory(options)
+        return host.get("evaluators", name).build(options)
 
     extra.update(progress=progress, resolve_task=app.catalog.resolve, make_evaluator=make_evaluator)
     wanted = [r.strip() for r in runs.split(",") if r.strip()] if runs else None
