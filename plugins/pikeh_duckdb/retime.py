@@ -3,7 +3,7 @@
 The best of hundreds of noisy measurements is biased upward (the winner is partly the luckiest timing),
 and a search may span hours of drifting clocks. So before a headline number is printed, each finalist
 and its reference are evaluated again, alternately (B, C, B, C, ... one evaluation at a time, on the
-same evaluator), and the speedup is the geometric mean of the paired ratios with a Student-t interval
+same evaluator and device; a pair whose two sides ran on different devices is dropped), and the speedup is the geometric mean of the paired ratios with a Student-t interval
 (``retime_ci`` in metrics.py). Pairing adjacent measurements cancels slow drift.
 
 Results are written to ``retime.jsonl`` in the report folder (never into run directories) and reused by
@@ -65,17 +65,30 @@ def retime(items: list[Finalist], *, resolve_task: Callable[[str], Any], evaluat
     for number, item in enumerate(items, 1):
         task = resolve_task(item.task)
         progress(f"re-timing {item.run} {item.task} ({number}/{len(items)}), {repeats} pairs")
+        pinned: dict[str, Any] = {}
         for rep in range(repeats):
-            base = evaluator.evaluate(task.eval_request(task.source, **overrides))
-            cand = evaluator.evaluate(task.eval_request(item.code, **overrides))
+            base = evaluator.evaluate(task.eval_request(task.source, **overrides, **pinned))
+            # Every later request of this finalist names the device the first reference ran on: an
+            # evaluator with several GPUs would otherwise time the two sides of a pair on different ones.
+            pinned = pinned or ({"device": _place(base)[1]} if _place(base)[1] else {})
+            cand = evaluator.evaluate(task.eval_request(item.code, **overrides, **pinned))
+            if _place(base) != _place(cand):
+                progress(f"{item.run} {item.task}: pair {rep} ran on {_place(base)} and {_place(cand)}; dropped")
+                continue
             rows.append({
                 "run": item.run, "task": item.task, "key": item.key, "code_sha256": item.code_sha256, "rep": rep,
                 "baseline_ms": base.runtime_ms, "candidate_ms": cand.runtime_ms,
                 "baseline_category": base.category, "candidate_category": cand.category,
-                "device": (cand.environment or {}).get("device_name") or device, "protocol": protocol,
+                "device": _place(cand)[1] or device, "protocol": protocol,
                 "time": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
             })
     return rows
+
+
+def _place(result: Any) -> tuple[str | None, str | None]:
+    """Where an evaluation ran: (host, device), from the environment the worker reports."""
+    environment = result.environment or {}
+    return environment.get("host"), environment.get("device")
 
 
 def save(path: Path, rows: list[dict[str, Any]]) -> None:

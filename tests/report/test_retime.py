@@ -63,3 +63,39 @@ def test_retime_confirms_with_the_local_evaluator(cli, smoke_run, tmp_path):
     # A later report without --retime reuses the stored re-timing (the best code is unchanged).
     again = cli("report", "--input", str(smoke_run), "--output", str(out), "--format", "csv", "--json")
     assert summary_of(again.output)["confirmed_score"] == pytest.approx(summary["confirmed_score"])
+
+
+class TwoGpuEvaluator:
+    """Stands in for an evaluator on a two-GPU host (none here): it runs a request on the device it
+    names, else on the next GPU in turn; ``obeys=False`` ignores the named device."""
+
+    def __init__(self, obeys: bool = True):
+        self.obeys, self.turn, self.devices = obeys, 0, []
+
+    def evaluate(self, request):
+        from pike_harness.model import EvalResult
+
+        if self.obeys and request.device.startswith("cuda:"):  # the default (cpu) names none of its GPUs
+            device = request.device
+        else:
+            device, self.turn = f"cuda:{self.turn % 2}", self.turn + 1
+        self.devices.append(device)
+        return EvalResult(request_id=request.request_id, task=request.task, category="correct", runtime_ms=1.0,
+                          environment={"host": "h", "device": device})
+
+
+def test_both_sides_of_every_pair_run_on_one_device():
+    from pikeh_duckdb.retime import Finalist, retime
+
+    from pike_harness.tasks import Suite
+
+    task = Suite.from_dir(Path(__file__).resolve().parents[2] / "tasks" / "smoke", origin="tests").task(5)
+    item = Finalist("r", "smoke/5", "q1", GELU, "sha")
+    pinned = TwoGpuEvaluator()
+    rows = retime([item], resolve_task=lambda _: task, evaluator=pinned, repeats=3, protocol="quick")
+    assert pinned.devices == ["cuda:0"] * 6 and len(rows) == 3 and {r["device"] for r in rows} == {"cuda:0"}
+    notes: list[str] = []
+    wandering = TwoGpuEvaluator(obeys=False)
+    rows = retime([item], resolve_task=lambda _: task, evaluator=wandering, repeats=3, protocol="quick",
+                  progress=notes.append)
+    assert rows == [] and sum("dropped" in n for n in notes) == 3, "a pair split over two GPUs is not a pair"
