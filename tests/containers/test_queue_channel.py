@@ -107,6 +107,17 @@ def test_claims_are_exclusive_across_processes(tmp_path):
         assert sorted(qc.names(qdir.claimed / f"w{i}")) == sorted(got)
 
 
+def test_a_worker_whose_claim_folder_was_removed_still_claims(tmp_path):
+    """A peer that judged this worker dead removed its folder; the worker, alive after all, goes on."""
+    qdir = qc.QueueDir(tmp_path / "io").ensure()
+    name = qc.request_name(qc.new_ticket("abcdef0123", 1), 0)
+    qc.write_json(qdir.requests, name, {"n": 1})
+    assert not qdir.claim_folder("back").exists()
+    assert qc.claim(qdir, name, "back") == qdir.claim_folder("back") / name
+    assert qc.names(qdir.requests) == []
+    assert qc.claim(qdir, name, "back") is None, "taken already: nothing to claim"
+
+
 def test_a_dead_workers_requests_come_back_counted_then_fail(tmp_path):
     qdir = qc.QueueDir(tmp_path / "io").ensure()
     ticket = qc.new_ticket("abcdef0123", 1)

@@ -272,13 +272,20 @@ def read_key(path: Path) -> bytes:
 # -- requests: take, give back ------------------------------------------------------------------------
 
 def claim(qdir: QueueDir, name: str, worker_id: str) -> Path | None:
-    """Take ``requests/name`` for ``worker_id``; None when another worker was faster."""
-    target = qdir.claim_folder(worker_id) / name
+    """Take ``requests/name`` for ``worker_id``; None when another worker was faster.
+
+    A worker that a peer once judged dead (a missed heartbeat) finds its claim folder removed; it
+    makes it again, or it would never take work again while still looking alive.
+    """
+    folder = qdir.claim_folder(worker_id)
     try:
-        os.rename(qdir.requests / name, target)
+        os.rename(qdir.requests / name, folder / name)
     except FileNotFoundError:
-        return None
-    return target
+        if folder.is_dir() or not (qdir.requests / name).exists():
+            return None
+        folder.mkdir(parents=True, exist_ok=True)
+        return claim(qdir, name, worker_id)
+    return folder / name
 
 
 def release_claims(qdir: QueueDir, worker_id: str, *, died: bool, max_attempts: int) -> list[str]:
