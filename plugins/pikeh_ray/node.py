@@ -89,7 +89,7 @@ class DeviceActor:
         self.workdir = self.node_dir / f"device-{self.device.replace(':', '')}-{self.actor_id[:8]}"
         self.workdir.mkdir(parents=True, exist_ok=True, mode=0o700)
         self.gate = DeviceGate(self.device, keep_log=False)
-        self.oracle = ReferenceOracle(self.device, self.workdir / "reference")
+        self.oracle = ReferenceOracle(self.device, self.workdir / "reference", environ=physical_environ())
         threading.Thread(target=self.oracle.start, name="pikeh-reference-start", daemon=True).start()
         self.quiet = QuietRegistry()
         self._quiet_context: tuple[int, Any] | None = None
@@ -316,8 +316,14 @@ def _settings(node_dir: str, cache: str | None) -> Any:
                 root.mkdir(parents=True, exist_ok=True, mode=0o700)
             _SETTINGS[key] = WorkerSettings(
                 workdir=workdir, build_cache=BuildCache(root / "build") if root is not None else None,
-                jit_cache_root=(root / "jit") if root is not None else None)
+                jit_cache_root=(root / "jit") if root is not None else None, environ=physical_environ())
         return _SETTINGS[key]
+
+
+def physical_environ() -> dict[str, str]:
+    """This process's environment without ``CUDA_VISIBLE_DEVICES``: a device actor's ``cuda:N`` is the
+    physical index Ray gave it, not an index into what Ray set for this process."""
+    return {name: value for name, value in os.environ.items() if name != "CUDA_VISIBLE_DEVICES"}
 
 
 def default_cache_dir() -> str:

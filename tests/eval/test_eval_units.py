@@ -245,3 +245,15 @@ def test_implausible_runtimes_are_flagged(tmp_path):
     evaluation.flags.clear()
     evaluation._plausibility(0.01, written, written)
     assert evaluation.flags == []
+
+
+def test_cuda_index_maps_through_the_harness_own_visible_devices():
+    """Under Slurm's CUDA_VISIBLE_DEVICES=3,5, torch's cuda:0 is GPU 3: a candidate must get 3."""
+    from pike_harness.worker.spawn import visible_devices
+
+    slurm = {"CUDA_VISIBLE_DEVICES": "3,5"}
+    assert visible_devices("cuda:0", slurm) == "3" and visible_devices("cuda:1", slurm) == "5"
+    assert visible_devices("cuda", slurm) == "3"
+    assert visible_devices("cuda:1", {"CUDA_VISIBLE_DEVICES": "GPU-aa, GPU-bb"}) == "GPU-bb"
+    assert visible_devices("cuda:1", {}) == "1" and visible_devices("cuda:1", {"CUDA_VISIBLE_DEVICES": ""}) == "1"
+    assert visible_devices("cpu", slurm) == ""

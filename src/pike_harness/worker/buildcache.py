@@ -419,7 +419,7 @@ def probe_toolchain(kind: str, python: str, environ: Mapping[str, str]) -> dict[
     """Run ``python -m pike_harness.worker.buildcache probe`` for ``cpu`` or ``cuda[:N]``."""
     from pike_harness.worker.spawn import visible_devices
 
-    env = sandbox.scrubbed_environment(environ, {"CUDA_VISIBLE_DEVICES": visible_devices(kind),
+    env = sandbox.scrubbed_environment(environ, {"CUDA_VISIBLE_DEVICES": visible_devices(kind, environ),
                                                  "PYTHONDONTWRITEBYTECODE": "1"})
     try:
         done = subprocess.run([python, "-m", "pike_harness.worker.buildcache", "probe", kind], env=env,

@@ -31,6 +31,7 @@ from pike_harness.worker.channel import Channel, ChannelClosed, ChannelTimeout, 
 from pike_harness.worker.errors import InfrastructureError
 from pike_harness.worker.records import EvalRequest
 from pike_harness.worker.sandbox import marker_environment, scrubbed_environment, tail
+from pike_harness.worker.spawn import visible_devices
 
 MODELS_KEPT = 4
 
@@ -51,7 +52,7 @@ class ReferenceOracle:
 
     def _start(self) -> None:
         self.workdir.mkdir(parents=True, exist_ok=True, mode=0o700)
-        visible = self.device.split(":", 1)[1] if ":" in self.device else ("0" if self.device == "cuda" else "")
+        visible = visible_devices(self.device, self.environ)
         # Marked like a candidate, so that the next sweep kills it if its harness dies without closing it.
         env = scrubbed_environment(self.environ, {"CUDA_VISIBLE_DEVICES": visible, "PYTHONUNBUFFERED": "1",
                                                   "HOME": str(self.workdir),

@@ -15,6 +15,7 @@ import os
 import secrets
 import subprocess
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -49,11 +50,20 @@ class Spawned:
         sandbox.remove_tree(self.scratch)
 
 
-def visible_devices(device: str) -> str:
-    """``CUDA_VISIBLE_DEVICES`` for a device: the GPU's index, or nothing at all for the CPU."""
-    if device.startswith("cuda"):
-        return device.split(":", 1)[1] if ":" in device else "0"
-    return ""
+def visible_devices(device: str, environ: Mapping[str, str] | None = None) -> str:
+    """``CUDA_VISIBLE_DEVICES`` for a device: the GPU that ``cuda:N`` means here, or nothing for the CPU.
+
+    ``cuda:N`` is torch's index in the harness, which counts only the GPUs the harness's own
+    ``CUDA_VISIBLE_DEVICES`` lists (Slurm sets it): ``cuda:0`` under ``3,5`` is GPU 3, not GPU 0.
+    """
+    if not device.startswith("cuda"):
+        return ""
+    index = device.split(":", 1)[1] if ":" in device else "0"
+    source = os.environ if environ is None else environ
+    inherited = [entry.strip() for entry in source.get("CUDA_VISIBLE_DEVICES", "").split(",") if entry.strip()]
+    if index.isdigit() and int(index) < len(inherited):
+        return inherited[int(index)]
+    return index
 
 
 def candidate_environment(settings: WorkerSettings, scratch: Path, device: str, marker: str) -> dict[str, str]:
@@ -65,7 +75,7 @@ def candidate_environment(settings: WorkerSettings, scratch: Path, device: str, 
     return sandbox.scrubbed_environment(settings.source_environ(), {
         "HOME": str(scratch), "TMPDIR": str(scratch / "tmp"), "USER": "pikeh-candidate",
         "LOGNAME": "pikeh-candidate", "PYTHONUNBUFFERED": "1", "PYTHONDONTWRITEBYTECODE": "1",
-        "CUDA_VISIBLE_DEVICES": visible_devices(device),
+        "CUDA_VISIBLE_DEVICES": visible_devices(device, settings.source_environ()),
         "TORCH_EXTENSIONS_DIR": str(scratch / "torch_extensions"),
         "TRITON_CACHE_DIR": str(scratch / "triton"),
         "TORCHINDUCTOR_CACHE_DIR": str(scratch / "inductor"),
