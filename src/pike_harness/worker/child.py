@@ -8,6 +8,8 @@ a CPU slot for loading and a GPU lock for checking and timing:
   "warm"   -> one call on a throwaway model (optional)    -> "warmed"  (JIT compiles outside the device lock)
   "check"  -> construct, run every input set, self-checks -> "checked" (outputs saved for the supervisor)
   "time"   -> the protocol's timed loop                   -> "timed"
+  Both commands carry a fresh nonce that the reply echoes: the candidate runs in this process and can
+  write to the channel, but it never sees a command, so a report it forges lacks the nonce.
   "exit"
 
 Started with ``--prestart DEVICE`` the process first imports torch and the worker's modules and
@@ -136,7 +138,7 @@ class CandidateProcess:
         self.channel.send({"event": "warmed", "seconds": time.monotonic() - started})
 
     # -- stage 2: correctness ------------------------------------------------------------------
-    def check(self, hidden_seeds: list[int]) -> None:
+    def check(self, hidden_seeds: list[int], nonce: str | None) -> None:
         from pike_harness.worker import baseline_modes, loading
         from pike_harness.worker.timing import OutputProblem, output_tensors
 
@@ -190,10 +192,10 @@ class CandidateProcess:
         self._self_checks("correctness")
         T.save(outputs, OUTPUTS_FILE)
         self.channel.send({"event": "checked", "outputs": OUTPUTS_FILE, "sets": len(outputs),
-                           "notes": self.notes})
+                           "notes": self.notes, "nonce": nonce})
 
     # -- stage 2: timing -----------------------------------------------------------------------
-    def time(self, protocol_name: str, params: dict[str, Any]) -> None:
+    def time(self, protocol_name: str, params: dict[str, Any], nonce: str | None) -> None:
         from pike_harness.worker.protocols import get_protocol
         from pike_harness.worker.timing import OutputProblem, TimedLoop
 
@@ -219,7 +221,7 @@ class CandidateProcess:
                    "native_before": self.native_threads_before,
                    "native_after": len(os.listdir("/proc/self/task"))}
         self.channel.send({"event": "timed", "run": run.to_dict(), "threads": threads, "notes": self.notes,
-                           "backend_flags": self.flags_set})
+                           "backend_flags": self.flags_set, "nonce": nonce})
 
     # -- helpers -------------------------------------------------------------------------------
     def _synchronize(self) -> None:
@@ -328,9 +330,9 @@ def main(argv: list[str]) -> int:
             if command == "warm":
                 process.warm()
             elif command == "check":
-                process.check([int(seed) for seed in message["hidden_seeds"]])
+                process.check([int(seed) for seed in message["hidden_seeds"]], message.get("nonce"))
             elif command == "time":
-                process.time(request.protocol, request.protocol_params)
+                process.time(request.protocol, request.protocol_params, message.get("nonce"))
             else:
                 break
     except Verdict as verdict:

@@ -200,8 +200,9 @@ class Evaluation:
         request = self.request
         began = time.monotonic()
         assert self.channel is not None
-        self.channel.send({"cmd": "check", "hidden_seeds": self.hidden_seeds})
-        checked = self._await("checked", request.limits.run_timeout_s, "correctness")
+        nonce = secrets.token_hex(16)
+        self.channel.send({"cmd": "check", "hidden_seeds": self.hidden_seeds, "nonce": nonce})
+        checked = self._await("checked", request.limits.run_timeout_s, "correctness", nonce=nonce)
         self.stages.add("correctness", time.monotonic() - began)
         self._note(checked.get("notes"))
         candidate_outputs = self._read_outputs(torch)
@@ -224,8 +225,9 @@ class Evaluation:
         self._notify("timing_start")
         try:
             began = time.monotonic()
-            self.channel.send({"cmd": "time"})
-            timed = self._await("timed", request.limits.run_timeout_s, "timing")
+            nonce = secrets.token_hex(16)
+            self.channel.send({"cmd": "time", "nonce": nonce})
+            timed = self._await("timed", request.limits.run_timeout_s, "timing", nonce=nonce)
             wall_ms = (time.monotonic() - began) * 1000.0
         finally:
             self._notify("timing_end")
@@ -286,7 +288,9 @@ class Evaluation:
                             "TORCHINDUCTOR_CACHE_DIR": str(folder / "inductor")}
         return setup
 
-    def _await(self, event: str, timeout_s: float, stage: str) -> dict[str, Any]:
+    def _await(self, event: str, timeout_s: float, stage: str, *, nonce: str | None = None) -> dict[str, Any]:
+        """The child's ``event``; with ``nonce``, only a reply that echoes it (anything else claiming to
+        be that reply was written by the candidate, which shares the child's process)."""
         assert self.channel is not None and self.popen is not None
         deadline = time.monotonic() + timeout_s
         exited_at: float | None = None
@@ -309,6 +313,10 @@ class Evaluation:
                         raise _Concluded(self._died(stage))
                 continue
             kind = message.get("event")
+            if kind == event and nonce is not None and message.get("nonce") != nonce:
+                raise _Concluded(self._conclude(REJECTED, "forged_report",
+                                                f"{stage}: a {event!r} report without this evaluation's nonce "
+                                                "reached the supervisor: the candidate wrote to the worker's channel"))
             if kind == event:
                 return message
             if kind == "build":
