@@ -187,6 +187,11 @@ class TaskRun:
             response = LLMResponse.from_dict(recorded["response"])
             self._add_cost(response)
             return response
+        failed = replay.llm_errors.get((self._ref, key))
+        if failed is not None:
+            # It failed for good before (retries spent): a resume replays that, so the search takes the
+            # same path and the journal keeps one verdict per query, rather than asking again.
+            raise LLMError(str(failed.get("error")), status=failed.get("status"))
         # The key makes identical prompts distinct queries (the cache and offline:replay match on it).
         request = LLMRequest(messages=messages, role=role, params=params or self.runner.params,
                              key=f"{self._ref}#{key}")

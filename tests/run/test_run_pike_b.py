@@ -236,7 +236,7 @@ def test_ctrl_c_stops_cleanly_and_resumes(tmp_path):
         assert "rerun the same command to resume" in output
         events = journal(tmp_path)
         assert events[-1]["type"] == "run_end" and events[-1]["status"] == "interrupted"
-        resumed = subprocess.run(pikeh_cmd(server, tmp_path), env=env(), capture_output=True, text=True,
+        resumed = subprocess.run(pikeh_cmd(server, tmp_path, budget=4), env=env(), capture_output=True, text=True,
                                  timeout=600)
         assert resumed.returncode == 0, resumed.stderr[-2000:]
     events = journal(tmp_path)
@@ -272,3 +272,36 @@ def test_an_evaluator_that_cannot_start_is_a_one_line_error_before_any_query(tmp
     assert proc.returncode == 1, proc.stderr
     assert "evaluator 'local': no CUDA device is available here" in proc.stderr
     assert "Traceback" not in proc.stderr and not (tmp_path / "r").exists()
+
+
+def test_a_query_that_failed_for_good_is_replayed_as_failed_on_resume(tmp_path):
+    """The first optimize request fails with a 400; the run is cut right after that attempt (a SIGKILL
+    there leaves exactly this journal) and resumed: the failed query is not asked again, and the
+    journal keeps one verdict for it."""
+    from fakes.llm_server import FakeReply
+
+    model = ScriptedModel(WORKS)
+    state = {"failed": False}
+
+    def reply(request):
+        if not state["failed"] and prompting.prompt_kind(request.prompt_text) == "optimize":
+            state["failed"] = True
+            return FakeReply(status=400, error_message="this request is malformed")
+        return model(request)
+
+    with FakeLLMServer(reply=reply) as server:
+        first = subprocess.run(pikeh_cmd(server, tmp_path, budget=4), env=env(), capture_output=True, text=True, timeout=600)
+        assert first.returncode == 0, first.stderr
+        events = journal(tmp_path)
+        failed = next(e for e in events if e["type"] == "llm_error")
+        cut = next(i for i, e in enumerate(events) if e["type"] == "attempt" and e["key"] == failed["key"])
+        path = tmp_path / "r" / "journal.jsonl"
+        path.write_text("".join(json.dumps(e) + "\n" for e in events[:cut + 1]))
+        asked = server.count()
+        dropped = sum(e["type"] in ("llm", "llm_error") for e in events[cut + 1:])  # answers the cut lost
+        resumed = subprocess.run(pikeh_cmd(server, tmp_path, budget=4), env=env(), capture_output=True, text=True, timeout=600)
+        assert resumed.returncode == 0, resumed.stderr
+    events = journal(tmp_path)
+    mine = [e for e in events if e.get("key") == failed["key"] and e["type"] in ("llm", "llm_error", "attempt")]
+    assert [e["type"] for e in mine] == ["llm_error", "attempt"], "asked once, one verdict"
+    assert server.count() == asked + dropped, "exactly the queries whose answers were cut are asked again"
