@@ -175,6 +175,8 @@ class Scheduler:
                 nonlocal quiet_token
                 if event == "spawned" and self.quiet is not None:
                     quiet_token = self.quiet.add(ev.popen.pid, ev.marker, device)
+                    registry, token = self.quiet, quiet_token
+                    ev.paused_s = lambda: registry.paused_seconds(token)
                 elif event == "timing_start":
                     trace.timing_start = time.monotonic()
                     if self.quiet is not None:

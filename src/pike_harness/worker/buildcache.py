@@ -168,21 +168,21 @@ class BuildCache:
                 if path is not None:
                     self._count("hits")
                     return {"ok": True, "path": str(path), "hit": True, "key": key}
-            ok, log = self._build(key, canonical, toolchain, deadline, tick)
+            ok, log, paused = self._build(key, canonical, toolchain, deadline, tick)
             seconds = time.monotonic() - began
             self._count("build_seconds", seconds)
             if not ok:
                 self._count("failures")
                 if not any(sign in log for sign in TRANSIENT_FAILURES):
                     self._failed[key] = log
-                return {"ok": False, "log": log, "hit": False, "key": key, "seconds": seconds}
+                return {"ok": False, "log": log, "hit": False, "key": key, "seconds": seconds, "paused_s": paused}
             self._count("misses")
             entry = self._entries[key]
             path = self._hand_out(key, entry, scratch)
             if path is None:  # tampered with between publishing and handing out
                 return {"ok": False, "log": "the build cache entry changed while it was being handed out",
-                        "hit": False, "key": key}
-            return {"ok": True, "path": str(path), "hit": False, "key": key, "seconds": seconds}
+                        "hit": False, "key": key, "paused_s": paused}
+            return {"ok": True, "path": str(path), "hit": False, "key": key, "seconds": seconds, "paused_s": paused}
 
     @contextlib.contextmanager
     def _key_lock(self, key: str, deadline: float, tick: Callable[[], None]):
@@ -264,7 +264,8 @@ class BuildCache:
 
     # -- building --------------------------------------------------------------------------------
     def _build(self, key: str, spec: dict[str, Any], toolchain: dict[str, Any], deadline: float,
-               tick: Callable[[], None]) -> tuple[bool, str]:
+               tick: Callable[[], None]) -> tuple[bool, str, float]:
+        """Build in a fresh process: (ok, log, seconds the builder spent paused by quiet timing)."""
         staging = self.root / "staging" / f"{key[:16]}-{secrets.token_hex(6)}"
         staging.mkdir(mode=0o700)
         (staging / "tmp").mkdir()
@@ -279,6 +280,7 @@ class BuildCache:
         if arch:
             env["TORCH_CUDA_ARCH_LIST"] = str(arch)
         token = None
+        paused = 0.0
         try:
             with open(staging / "build.log", "wb") as log:
                 popen = subprocess.Popen([self.python, "-m", "pike_harness.worker.buildcache", "build",
@@ -300,12 +302,14 @@ class BuildCache:
             try:
                 while popen.poll() is None:
                     tick()
-                    if time.monotonic() > deadline:
+                    paused = self.registry.paused_seconds(token) if token is not None else 0.0
+                    if time.monotonic() > deadline + paused:  # time paused for a timing is not the build's
                         raise BuildTimeout()
                     with contextlib.suppress(subprocess.TimeoutExpired):
                         popen.wait(timeout=0.1)
             finally:
                 if token is not None:
+                    paused = self.registry.paused_seconds(token)
                     self.registry.remove(token)
                 sandbox.kill_all(popen, marker)
             log_text = sandbox.tail(staging / "build.log", 20_000)
@@ -313,9 +317,9 @@ class BuildCache:
             if popen.returncode != 0 or not library.is_file():
                 if popen.returncode not in (0, BUILD_FAILED_EXIT):
                     log_text += f"\n[the builder exited with {sandbox.signal_name(popen.returncode)}]"
-                return False, log_text
+                return False, log_text, paused
             self._publish(key, staging, library, spec, toolchain, log_text)
-            return True, log_text
+            return True, log_text, paused
         finally:
             sandbox.remove_tree(staging)
 

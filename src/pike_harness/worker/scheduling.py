@@ -168,6 +168,7 @@ class _Member:
     pid: int
     marker: bytes
     scope: str  # a device ("cuda:0", "cpu") or "host" (CPU work only, e.g. a builder)
+    stopped_at: float | None = None  # monotonic time of the SIGSTOP in force, if any
 
 
 class QuietRegistry:
@@ -186,6 +187,7 @@ class QuietRegistry:
         self._members: dict[int, _Member] = {}
         self._quiet: dict[str, set[int]] = {}  # device -> pids exempt (the one being timed)
         self._stopped: set[int] = set()  # member tokens currently stopped
+        self._paused: dict[int, float] = {}  # token -> seconds spent stopped (kept after remove)
         self._tokens = itertools.count(1)
         self.pauses = 0
         self.paused_s = 0.0
@@ -197,16 +199,15 @@ class QuietRegistry:
             self._members[token] = member
             quiet_now = any(self._applies(device, member) and pid not in exempt
                             for device, exempt in self._quiet.items())
-            if quiet_now and _signal(member, signal.SIGSTOP):
-                self._stopped.add(token)
+            if quiet_now:
+                self._stop(token, member)
         return token
 
     def remove(self, token: int) -> None:
         with self._lock:
             member = self._members.pop(token, None)
             if member is not None and token in self._stopped:
-                self._stopped.discard(token)
-                _signal(member, signal.SIGCONT)
+                self._continue(token, member)
 
     def _applies(self, device: str, member: _Member) -> bool:
         return self.host_wide or device == "cpu" or member.scope == device
@@ -218,9 +219,8 @@ class QuietRegistry:
         with self._lock:
             self._quiet[device] = {exempt_pid} if exempt_pid else set()
             for token, member in self._members.items():
-                if token not in self._stopped and member.pid != exempt_pid and self._applies(device, member) \
-                        and _signal(member, signal.SIGSTOP):
-                    self._stopped.add(token)
+                if token not in self._stopped and member.pid != exempt_pid and self._applies(device, member):
+                    self._stop(token, member)
             self.pauses += 1
         try:
             yield
@@ -232,9 +232,35 @@ class QuietRegistry:
                     still_quiet = member is not None and any(
                         self._applies(d, member) and member.pid not in exempt for d, exempt in self._quiet.items())
                     if member is not None and not still_quiet:
-                        _signal(member, signal.SIGCONT)
-                        self._stopped.discard(token)
+                        self._continue(token, member)
                 self.paused_s += time.monotonic() - began
+
+    def _stop(self, token: int, member: _Member) -> None:  # under self._lock
+        if _signal(member, signal.SIGSTOP):
+            self._stopped.add(token)
+            member.stopped_at = time.monotonic()
+
+    def _continue(self, token: int, member: _Member) -> None:  # under self._lock
+        _signal(member, signal.SIGCONT)
+        self._stopped.discard(token)
+        if member.stopped_at is not None:
+            self._paused[token] = self._paused.get(token, 0.0) + time.monotonic() - member.stopped_at
+            member.stopped_at = None
+
+    def paused_seconds(self, token: int | None) -> float:
+        """How long this member has been stopped so far, the pause in force included.
+
+        Stage deadlines are extended by it: a candidate or builder paused for a neighbour's timing
+        must not run out of time for it (on one busy GPU, timings take most of the wall clock).
+        """
+        if token is None:
+            return 0.0
+        with self._lock:
+            total = self._paused.get(token, 0.0)
+            member = self._members.get(token)
+            if member is not None and member.stopped_at is not None:
+                total += time.monotonic() - member.stopped_at
+            return total
 
     def stopped_count(self) -> int:
         with self._lock:

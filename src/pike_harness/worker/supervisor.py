@@ -124,6 +124,10 @@ class Evaluation:
         self._aborted = threading.Event()
         # Called as listener(event, evaluation) with "spawned", "timing_start", "timing_end".
         self.listener: Callable[[str, Evaluation], None] | None = None
+        # Seconds the candidate's process has spent paused by quiet timing (set by schedulers that
+        # pause it), and seconds its builds were paused: stage deadlines are extended by both.
+        self.paused_s: Callable[[], float] = lambda: 0.0
+        self.build_paused_s = 0.0
         self.device = request.device
 
     @property
@@ -292,9 +296,11 @@ class Evaluation:
         """The child's ``event``; with ``nonce``, only a reply that echoes it (anything else claiming to
         be that reply was written by the candidate, which shares the child's process)."""
         assert self.channel is not None and self.popen is not None
-        deadline = time.monotonic() + timeout_s
+        base = time.monotonic() + timeout_s
+        paused_before, built_before = self.paused_s(), self.build_paused_s
         exited_at: float | None = None
         while True:
+            deadline = base + (self.paused_s() - paused_before) + (self.build_paused_s - built_before)
             try:
                 message = self.channel.receive(deadline, self.settings.poll_s)
             except ChannelTimeout:
@@ -349,6 +355,7 @@ class Evaluation:
             self.environment.setdefault("build_cache_error", str(exc)[:500])
             return {"fallback": True}
         self.stages.add("build", time.monotonic() - began)
+        self.build_paused_s += float(reply.get("paused_s") or 0.0)
         summary = self.environment.setdefault("build_cache", {"hits": 0, "misses": 0, "failures": 0,
                                                               "fallbacks": 0})
         if reply.get("fallback"):
