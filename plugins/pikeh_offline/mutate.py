@@ -69,6 +69,7 @@ _FEATURE_IDEAS = (
 class MutateBackend(LLMBackend):
     provider = "offline"
     is_llm = False
+    costs_known = True  # free
 
     def __init__(self, model: str, options: BackendOptions):
         super().__init__(model, options)

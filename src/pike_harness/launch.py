@@ -15,7 +15,7 @@ from rich.table import Table
 
 from pike_harness.errors import UserError
 from pike_harness.evaluation import EvaluatorOptions
-from pike_harness.llm import BackendOptions, parse_model_spec
+from pike_harness.llm import BackendOptions
 from pike_harness.progress import RunProgress
 from pike_harness.run import RunConfig, Runner
 from pike_harness.store import RunStore
@@ -58,7 +58,7 @@ def build_llm_client(config: RunConfig, host: Any) -> Any:
                        cache_dir=Path(config.llm_cache) if config.llm_cache else None, seed=config.seed)
     if config.money_budget is not None:
         for spec in {config.llm, *role_models.values()}:
-            if client.prices.price(*parse_model_spec(spec)) is None:
+            if not client.costs_known(spec):
                 raise UserError(f"--money-budget needs prices, and {spec} has none; add it to a prices file "
                                 "(PIKEH_PRICES, see docs/llm.md) or drop --money-budget")
     return client

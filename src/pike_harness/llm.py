@@ -141,6 +141,9 @@ class LLMBackend(ABC):
 
     provider: str = ""
     is_llm: bool = True
+    # True when every call's cost is known without the price table (a free offline backend, or a
+    # service that always reports it): --money-budget then needs no prices for this backend.
+    costs_known: bool = False
 
     def __init__(self, model: str, options: BackendOptions):
         self.model = model

@@ -120,6 +120,13 @@ class LLMClient:
     def backend_for(self, role: str) -> LLMBackend:
         return self._backends[self.spec_for(role)]
 
+    def costs_known(self, spec: str) -> bool:
+        """Whether every call to ``spec`` will have a cost: the backend knows it, or the table prices it."""
+        backend = self._backends.get(spec)
+        if backend is not None and backend.costs_known:
+            return True
+        return self.prices.price(*parse_model_spec(spec)) is not None
+
     def label(self, role: str | None = None) -> str:
         """How output names the model: ``offline:mutate (not an LLM)`` for offline stand-ins."""
         backend = self.backend_for(role) if role else self._backends[self.default_spec]

@@ -23,7 +23,8 @@ def _answers(run_dir: Path) -> dict[str, str]:
 
 
 def test_mutate_drives_pike_b_and_replay_reproduces_it(tmp_path):
-    first = _run(tmp_path, "mutate", "--llm", "offline:mutate")
+    # A money budget is accepted without prices: offline:mutate declares its calls free.
+    first = _run(tmp_path, "mutate", "--llm", "offline:mutate", "--money-budget", "5")
     assert first.returncode == 0, first.stderr[-3000:]
     assert "offline:mutate (not an LLM)" in first.stderr  # never passed off as a model
     recorded = _answers(tmp_path / "mutate")
