@@ -444,20 +444,18 @@ def count_parameters(model: Any) -> int:
 
 
 def resolve_device(requested: str | None) -> str:
-    """``None`` picks CUDA when present; a CUDA request without CUDA is the user's mistake."""
+    """One device for the audit, parsed like every other command's ``--device`` (``auto`` or none:
+    the first GPU if there is one); a device this host lacks is the user's mistake, said in one line."""
     from pike_harness.errors import UserError
+    from pike_harness.worker.devices import resolve_devices
 
-    if requested is None:
-        return "cuda" if torch.cuda.is_available() else "cpu"
     try:
-        device = torch.device(requested)
-    except RuntimeError:
-        raise UserError(f"bad device {requested!r}: use cpu, cuda or cuda:N") from None
-    if device.type == "cuda" and not torch.cuda.is_available():
-        raise UserError(f"--device {requested}: this torch ({torch.__version__}) sees no CUDA GPU; use --device cpu")
-    if device.type not in ("cpu", "cuda"):
-        raise UserError(f"bad device {requested!r}: use cpu, cuda or cuda:N")
-    return str(device)
+        devices = resolve_devices(requested or "auto")
+    except ValueError as exc:
+        raise UserError(f"--device {requested}: {exc}") from None
+    if len(devices) > 1 and requested not in (None, "auto", "cuda"):
+        raise UserError(f"--device {requested}: the audit runs on one device; name one, e.g. {devices[0]}")
+    return devices[0]
 
 
 def prepare_device(device: str) -> None:
