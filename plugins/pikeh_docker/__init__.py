@@ -48,7 +48,7 @@ def register_evaluators(register) -> None:
                          help="[docker] One container per GPU (default) or one container for all GPUs."),
             click.Option(["--docker-memory"], default=None, callback=_size, metavar="SIZE",
                          help="[docker] Memory limit per container, scratch included (no swap). Default: half "
-                              "of this host's memory."),
+                              "of this host's memory, split between the per-GPU containers."),
             click.Option(["--docker-pids"], type=click.IntRange(min=64), default=None,
                          help="[docker] Process and thread limit per container. Default: 4096."),
             click.Option(["--docker-scratch"], default=None, callback=_size, metavar="SIZE",

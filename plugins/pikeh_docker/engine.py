@@ -86,11 +86,12 @@ def host_gpu_count() -> int:
     return sum(1 for line in out.splitlines() if line.startswith("GPU "))
 
 
-def default_memory() -> str:
-    """Half of this host's memory per container, as the local evaluator allows a candidate."""
+def default_memory(containers: int = 1) -> str:
+    """Half of this host's memory, split between the ``containers`` started side by side (at least
+    2 GB each): together they can never take more than half the host."""
     try:
         total = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
-        return f"{max(2048, total // (2 * 1024 * 1024))}m"
+        return f"{max(2048, total // (2 * 1024 * 1024 * max(1, containers)))}m"
     except (ValueError, OSError):
         return "16g"
 

@@ -96,7 +96,9 @@ class DockerEvaluator(Evaluator):
         self.image = extra.get("docker_image") or ("pikeh-worker:cuda" if gpus is not None else "pikeh-worker:cpu")
         self.engine.check_image(self.image)
         self.host_python = HostPython.detect() if extra.get("docker_host_python") else None
-        self.limits = Limits(memory=extra.get("docker_memory") or default_memory(),
+        split = extra.get("docker_gpus") or "per-gpu"
+        containers = len(gpus) if gpus is not None and split != "shared" else 1
+        self.limits = Limits(memory=extra.get("docker_memory") or default_memory(containers),
                              pids=int(extra.get("docker_pids") or 4096),
                              scratch=extra.get("docker_scratch") or "8g", runtime=extra.get("docker_runtime"))
         self.max_active = extra.get("docker_max_active")
@@ -111,7 +113,6 @@ class DockerEvaluator(Evaluator):
         self.client = QueueClient(self.io_dir, key=self._key, error_type=EvaluatorError,
                                   wait_for_worker_s=self.start_timeout_s)
         session = self.client.session
-        split = extra.get("docker_gpus") or "per-gpu"
         if gpus is None:
             specs = [ContainerSpec(f"pikeh-{session}-cpu", f"docker-{session}-cpu", None, "cpu")]
         elif split == "shared":

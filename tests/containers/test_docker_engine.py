@@ -45,3 +45,11 @@ def test_host_python_mounts_its_own_prefixes_only(monkeypatch):
     monkeypatch.setattr(sys, "base_prefix", "/usr")
     with pytest.raises(EvaluatorError, match="the system's own folder"):
         HostPython.detect()
+
+
+def test_default_memory_splits_half_the_host_between_containers():
+    from pikeh_docker.engine import default_memory
+
+    half_mb = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE") // (2 * 1024 * 1024)
+    assert default_memory() == f"{max(2048, half_mb)}m"
+    assert default_memory(8) == f"{max(2048, half_mb // 8)}m", "eight per-GPU containers share one half"

@@ -135,6 +135,8 @@ class CandidateProcess:
             raise _resource_verdict(exc) or Verdict(RUNTIME_ERROR, "forward",
                                                     f"warm-up call: {_summary(exc)}") from None
         del model, args
+        if self.device.type == "cuda":  # a waiting candidate must not sit on the warm-up's memory
+            torch.cuda.empty_cache()
         self.channel.send({"event": "warmed", "seconds": time.monotonic() - started})
 
     # -- stage 2: correctness ------------------------------------------------------------------
@@ -319,7 +321,7 @@ def main(argv: list[str]) -> int:
     request = EvalRequest.from_dict(message["request"])
     limits = request.limits
     apply_limits(memory_mb=limits.memory_mb, file_size_mb=limits.file_size_mb,
-                 max_processes=limits.max_processes, address_space=not request.device.startswith("cuda"))
+                 address_space=not request.device.startswith("cuda"))
     try:
         _setup(message, channel)
         process = CandidateProcess(channel, request, environment)

@@ -351,14 +351,15 @@ def python_executable() -> str:
     return sys.executable
 
 
-def apply_limits(*, memory_mb: int | None, file_size_mb: int, max_processes: int, address_space: bool) -> None:
+def apply_limits(*, memory_mb: int | None, file_size_mb: int, address_space: bool) -> None:
     """Resource limits the candidate's process (and all it forks) inherits; called by the child itself.
 
     Set in the child at start-up rather than in a ``preexec_fn``, which is unsafe in the threaded
     evaluators that spawn candidates. RLIMIT_AS only where ``address_space`` (CPU evaluations): the
     CUDA driver reserves far more virtual memory than it uses; the supervisor polls real usage.
-    RLIMIT_NPROC counts every process of this user and is not enforced for root, so the supervisor
-    also counts the session's processes.
+    No RLIMIT_NPROC: it counts every thread of the user (the harness's and every other candidate's,
+    dozens each with torch), so no value both stops a fork bomb and never starves a legitimate
+    candidate of threads; the supervisor counts the session's processes instead (``max_processes``).
     """
     import resource
 
@@ -374,5 +375,3 @@ def apply_limits(*, memory_mb: int | None, file_size_mb: int, max_processes: int
         # Twice the limit: the supervisor's polling enforces ``memory_mb`` on what is really used
         # (as on GPUs); the address-space limit is the backstop against one giant allocation.
         lower(resource.RLIMIT_AS, 2 * memory_mb * 1024 * 1024)
-    with contextlib.suppress(ValueError, OSError):
-        lower(resource.RLIMIT_NPROC, max_processes + len(os.listdir("/proc")))
