@@ -103,3 +103,39 @@ def test_a_live_worker_id_cannot_be_taken_twice(shared_queue, tmp_path):
                           env=worker_env(), timeout=120)
     assert proc.returncode == 2
     assert "worker id shared-a is in use by process" in proc.stderr and "--worker-id" in proc.stderr
+
+
+def test_a_result_that_cannot_be_written_is_given_back_not_held_forever(tmp_path):
+    """The worker cannot write into results/ (here it is a file, not a folder): each try gives the
+    request back as an attempt, so the host gets an answer (given up) instead of waiting forever."""
+    io_dir = tmp_path / "io"
+    worker = WorkerProcess(io_dir, tmp_path / "worker.log", worker_id="blocked").wait_ready()
+    client = QueueClient(io_dir, stale_after_s=5, wait_for_worker_s=60)
+    qdir = qc.QueueDir(io_dir)
+    try:
+        gate = tmp_path / "gate"
+        gate.touch()
+        future = client.submit(request(gated(CORRECT, gate)))
+        wait_until(lambda: qc.names(qdir.claimed / "blocked"), what="the request to be claimed")
+        qdir.results.rmdir()
+        qdir.results.write_text("not a folder")
+        gate.unlink()
+        result = future.result(timeout=180)
+    finally:
+        client.close()
+        worker.popen.kill()
+        worker.popen.wait()
+    assert (result.category, result.check) == ("runtime_error", "worker_lost")
+    assert worker.log().count("given back") == 3, worker.log()[-3000:]
+
+
+def test_a_deleted_host_file_is_written_again(tmp_path):
+    """Workers drop the requests of a session without a host file; the client puts it back."""
+    client = QueueClient(tmp_path / "io", wait_for_worker_s=60)
+    try:
+        host_file = qc.QueueDir(tmp_path / "io").hosts / f"{client.session}.json"
+        host_file.unlink()
+        wait_until(host_file.exists, timeout=10, what="the host file to be written again")
+    finally:
+        client.close()
+    assert not host_file.exists(), "closing still says goodbye"

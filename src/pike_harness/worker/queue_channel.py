@@ -176,10 +176,11 @@ class QueueDir:
 
 
 def names(folder: Path) -> list[str]:
-    """Sorted message names in ``folder`` (hidden temporary files left out); [] when it is missing."""
+    """Sorted message names in ``folder`` (hidden temporary files left out); [] when it is missing
+    or is not a folder."""
     try:
         return sorted(n for n in os.listdir(folder) if not n.startswith("."))
-    except FileNotFoundError:
+    except (FileNotFoundError, NotADirectoryError):
         return []
 
 
@@ -296,21 +297,24 @@ def release_claims(qdir: QueueDir, worker_id: str, *, died: bool, max_attempts: 
     that stops cleanly gives its requests back without counting.
     """
     folder = qdir.claimed / worker_id
-    moved = []
-    for name in names(folder):
-        parsed = parse_request_name(name)
-        if parsed is None:
-            continue
-        ticket, attempt = parsed
-        attempt += 1 if died else 0
-        target_dir = qdir.failed if attempt >= max_attempts else qdir.requests
-        target = target_dir / request_name(ticket, attempt)
-        try:
-            os.rename(folder / name, target)
-        except FileNotFoundError:
-            continue  # someone else gave it back first
-        moved.append(str(target.relative_to(qdir.root)))
-    return moved
+    moved = [release_claim(qdir, folder / name, died=died, max_attempts=max_attempts) for name in names(folder)]
+    return [m for m in moved if m is not None]
+
+
+def release_claim(qdir: QueueDir, claim: Path, *, died: bool, max_attempts: int) -> str | None:
+    """Give back one claimed request (see ``release_claims``); its new name, None if it was gone."""
+    parsed = parse_request_name(claim.name)
+    if parsed is None:
+        return None
+    ticket, attempt = parsed
+    attempt += 1 if died else 0
+    target_dir = qdir.failed if attempt >= max_attempts else qdir.requests
+    target = target_dir / request_name(ticket, attempt)
+    try:
+        os.rename(claim, target)
+    except FileNotFoundError:
+        return None  # someone else gave it back first
+    return str(target.relative_to(qdir.root))
 
 
 def remove_claim_folder(qdir: QueueDir, worker_id: str) -> None:

@@ -76,10 +76,14 @@ class QueueClient:
         self._ever_seen: dict[str, float] = {}  # worker id -> when this session last saw it alive
         self._no_worker_since: float | None = None
         self._backoff = qc.Backoff(poll_low_s, poll_high_s)
-        qc.register_host(self.qdir, self.session, {"host": socket.gethostname(), "pid": os.getpid(),
-                                                   "started": time.time()})
+        self._started = time.time()
+        self._register()
         self._thread = threading.Thread(target=self._loop, name="pikeh-queue", daemon=True)
         self._thread.start()
+
+    def _register(self) -> None:
+        qc.register_host(self.qdir, self.session, {"host": socket.gethostname(), "pid": os.getpid(),
+                                                   "started": self._started})
 
     # -- the public side ------------------------------------------------------------------------------
     def submit(self, request: EvalRequest) -> Future[EvalResult]:
@@ -156,18 +160,15 @@ class QueueClient:
     def _loop(self) -> None:
         next_check = next_sweep = 0.0
         while not self._closed.is_set():
-            try:
-                progressed = self._collect_results() + self._collect_failed() > 0
-                now = time.monotonic()
-                if now >= next_check:
-                    self._check_workers()
-                    next_check = now + CHECK_WORKERS_S
-                if now >= next_sweep:
-                    qc.sweep_orphans(self.qdir)
-                    next_sweep = now + SWEEP_S
-            except Exception:  # a poller that dies strands every future: log and keep going
-                log.exception("queue poller error")
-                progressed = False
+            # Each step on its own: one broken folder (results/ unreadable) must not stop the others.
+            progressed = _guarded(self._collect_results, 0) + _guarded(self._collect_failed, 0) > 0
+            now = time.monotonic()
+            if now >= next_check:
+                _guarded(self._check_workers, None)
+                next_check = now + CHECK_WORKERS_S
+            if now >= next_sweep:
+                _guarded(lambda: qc.sweep_orphans(self.qdir), None)
+                next_sweep = now + SWEEP_S
             self._backoff.wait(self._wake, progressed)
             self._wake.clear()
 
@@ -266,6 +267,12 @@ class QueueClient:
         return count
 
     def _check_workers(self) -> None:
+        if not qc.host_waiting(self.qdir, self.session) and not self._closed.is_set():
+            # Deleted by a hand or a candidate (containers can write here): workers drop the requests
+            # of a host without one, so this session would wait forever. Say again that it waits.
+            log.warning("the host file of session %s vanished from %s: writing it again", self.session, self.qdir.root)
+            with contextlib.suppress(OSError):
+                self._register()
         beats = qc.read_heartbeats(self.qdir)
         self.liveness.update(beats)
         moved = qc.recover_dead_workers(self.qdir, self.liveness, beats, max_attempts=self.max_attempts)
@@ -348,6 +355,15 @@ class QueueClient:
         self._no_worker_since = None
         for item in pending:
             _settle(item.future, exception=self.error_type(message))
+
+
+def _guarded(step: Callable[[], Any], default: Any) -> Any:
+    """Run one poller step; a poller that dies strands every future, so log and keep going."""
+    try:
+        return step()
+    except Exception:
+        log.exception("queue poller error")
+        return default
 
 
 def _settle(future: Future, *, result: Any = None, exception: BaseException | None = None) -> None:

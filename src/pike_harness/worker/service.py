@@ -399,7 +399,10 @@ class WorkerService:
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(job.claim)
         except OSError as exc:
-            log.error("could not write the result of %s: %s", job.ticket, exc)
+            # Undelivered, the request must not stay claimed by a live worker (its host would wait
+            # forever): give it back, counted as an attempt, so another try (or the give-up) follows.
+            moved = qc.release_claim(self.qdir, job.claim, died=True, max_attempts=self.config.max_attempts)
+            log.error("could not write the result of %s: %s; request given back as %s", job.ticket, exc, moved)
         finally:
             with self._lock:
                 self.active.pop(job.ticket, None)
