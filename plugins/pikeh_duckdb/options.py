@@ -26,8 +26,6 @@ OPTIONS = [
                  help="Re-time each task's best solution side by side with its eager reference (interleaved) "
                       "and report those confirmed speedups with 95% intervals."),
     click.Option(["--repeats"], type=click.IntRange(min=2), default=10, show_default=True,
-                 help="With --retime: reference/candidate pairs per task."),
-    click.Option(["--evaluator"], default="local", show_default=True, help="With --retime: evaluator plugin."),
-    click.Option(["--device"], default="auto", show_default=True, help="With --retime: device to time on."),
-    click.Option(["--protocol"], default="robust", show_default=True, help="With --retime: timing protocol."),
+                 help="With --retime: reference/candidate pairs per task (timed by the evaluator that "
+                      "--evaluator, --device, --protocol and the evaluator's own options describe)."),
 ]

@@ -17,7 +17,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from pike_harness.api import EvaluatorOptions, ReportOptions, ReportSummary, UserError
+from pike_harness.api import ReportOptions, ReportSummary, UserError
 
 from . import figures as fig
 from . import html, tables
@@ -171,14 +171,13 @@ def _retimes(con: Any, output: Path, extra: dict[str, Any], say: Callable[[str],
         if make_evaluator is None or resolve_task is None:
             raise UserError("--retime needs an evaluator and the task suites: run it through `pikeh report`")
         items = retiming.finalists(best, say)
-        evaluator = make_evaluator(extra.get("evaluator") or "local",
-                                   EvaluatorOptions(device=extra.get("device") or "auto",
-                                                    protocol=extra.get("protocol") or "robust"))
+        evaluation = extra.get("evaluation") or {}
+        evaluator = make_evaluator()
         try:
             new_rows = retiming.retime(items, resolve_task=resolve_task, evaluator=evaluator,
                                        repeats=int(extra.get("repeats") or 10),
-                                       protocol=extra.get("protocol") or "robust",
-                                       device=extra.get("device") or "auto", progress=say)
+                                       protocol=evaluation.get("protocol") or "robust",
+                                       device=evaluation.get("device") or "auto", progress=say)
         finally:
             evaluator.close()
         retiming.save(path, new_rows)

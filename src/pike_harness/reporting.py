@@ -37,8 +37,9 @@ class Reporter(ABC):
     description: str = ""
     # click.Option objects added to `pikeh report` when this reporter is chosen; values arrive in
     # ``ReportOptions.extra`` by parameter name. The host adds ``progress`` (a message callback) and,
-    # for reporters that re-evaluate code, ``resolve_task(ref) -> Task`` and
-    # ``make_evaluator(name, EvaluatorOptions) -> Evaluator``.
+    # for reporters that re-evaluate code, ``resolve_task(ref) -> Task``, ``make_evaluator() -> Evaluator``
+    # (built from `pikeh report`'s evaluator options, as `pikeh eval` builds its own) and ``evaluation``
+    # (those options' ``evaluator``, ``device`` and ``protocol``, for labels).
     options: ClassVar[list[Any]] = []
 
     @abstractmethod

@@ -15,6 +15,7 @@ from typing import Any
 import click
 
 from pike_harness.cli import App, get_app
+from pike_harness.cli.evaluator_options import build_evaluator, evaluator_options, pop_evaluator_values
 from pike_harness.cli.run_cmd import _peek
 from pike_harness.errors import UserError
 from pike_harness.reporting import FORMATS, ReportOptions, ReportSummary
@@ -59,6 +60,7 @@ def _formats(text: str) -> tuple[str, ...]:
               help=f"Comma-separated outputs among {','.join(FORMATS)} (report.duckdb is always written).")
 @click.option("--reporter", default=DEFAULT_REPORTER, show_default=True, help="Reporter plugin.")
 @click.option("--json", "as_json", is_flag=True, help="Print the summary rows as JSON instead of a table.")
+@evaluator_options
 @click.pass_context
 def report(ctx: click.Context, inputs: tuple[Path, ...], output: Path, runs: str | None, formats: str,
            reporter: str, as_json: bool, **extra: Any) -> None:
@@ -79,10 +81,12 @@ def report(ctx: click.Context, inputs: tuple[Path, ...], output: Path, runs: str
     def progress(message: str) -> None:
         click.echo(f"pikeh report: {message}", err=True)
 
-    def make_evaluator(name: str, options: Any) -> Any:
-        return host.get("evaluators", name).build(options)
-
-    extra.update(progress=progress, resolve_task=app.catalog.resolve, make_evaluator=make_evaluator)
+    # The evaluator options (`--evaluator`, `--device`, `--protocol`, each plugin's own) are for
+    # reporters that re-evaluate code (`--retime`); they are built only if one asks.
+    values = pop_evaluator_values(extra)
+    extra.update(progress=progress, resolve_task=app.catalog.resolve, make_evaluator=lambda: build_evaluator(values),
+                 evaluation={"evaluator": values.get("evaluator") or "local", "device": values.get("device") or "auto",
+                             "protocol": values.get("protocol") or "robust"})
     wanted = [r.strip() for r in runs.split(",") if r.strip()] if runs else None
     options = ReportOptions(inputs=list(inputs), output=output, runs=wanted, formats=_formats(formats), extra=extra)
     summary = chosen.report(options)

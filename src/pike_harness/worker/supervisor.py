@@ -464,13 +464,19 @@ class Evaluation:
 
     def _conclude(self, category: str, check: str | None, reason: str | None, *, outputs: list | None = None,
                   runtime: Any = None) -> EvalResult:
-        """Stop the candidate, collect its logs, delete its scratch, and write the result record."""
+        """Stop the candidate, collect its logs, and write the result record.
+
+        The scratch directory goes in ``close()``: this may run while the device is held, and deleting
+        a tree of build products there would keep the next candidate waiting for nothing.
+        """
         self._kill()
         stdout = stderr = ""
         if self.scratch is not None:
             stdout = sandbox.tail(self.scratch / ".stdout", self.settings.tail_chars)
             stderr = sandbox.tail(self.scratch / ".stderr", self.settings.tail_chars)
-        self._cleanup()
+        if self.channel is not None:
+            self.channel.close()
+            self.channel = None
         self.stages.add("total", time.monotonic() - self.started)
         request = self.request
         mask = lambda text: sandbox.mask_secrets(text, self.secrets) if text else text  # noqa: E731
