@@ -12,13 +12,14 @@ later reports as long as the finalist's code hash still matches.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from pike_harness.api import read_journal, sha256
 
 RETIME_FILE = "retime.jsonl"
 COLUMNS = ("run", "task", "key", "code_sha256", "rep", "baseline_ms", "candidate_ms", "baseline_category",
@@ -34,10 +35,6 @@ class Finalist:
     code_sha256: str
 
 
-def code_hash(code: str) -> str:
-    return hashlib.sha256(code.encode("utf-8")).hexdigest()
-
-
 def finalists(best_rows: Iterable[dict[str, Any]], warn: Callable[[str], None]) -> list[Finalist]:
     """The best correct attempt of every task with a baseline, read from its run directory."""
     out = []
@@ -48,7 +45,7 @@ def finalists(best_rows: Iterable[dict[str, Any]], warn: Callable[[str], None]) 
         except OSError:
             warn(f"{row['run']} {row['task']}: best attempt's code is missing ({path}); not re-timed")
             continue
-        sha = code_hash(code)
+        sha = sha256(code)  # as the run journal hashes it
         if row.get("best_sha256") and row["best_sha256"] != sha:
             warn(f"{row['run']} {row['task']}: {path} does not match the journal's code hash; not re-timed")
             continue
@@ -99,15 +96,7 @@ def save(path: Path, rows: list[dict[str, Any]]) -> None:
 
 
 def load(path: Path) -> list[dict[str, Any]]:
-    if not path.exists():
-        return []
-    rows = []
-    for line in path.read_text(encoding="utf-8").splitlines():
-        try:
-            rows.append(json.loads(line))
-        except json.JSONDecodeError:
-            continue
-    return rows
+    return read_journal(path)
 
 
 def insert(con: Any, rows: list[dict[str, Any]], current: dict[tuple[str, str], str]) -> int:

@@ -17,22 +17,21 @@ original) and are flagged ``replayed``. An unknown request is an ``LLMError``: r
 
 from __future__ import annotations
 
-import json
 import threading
 from pathlib import Path
 from typing import Any
 
 from pike_harness.api import (
+    JOURNAL,
     BackendOptions,
     LLMBackend,
     LLMError,
     LLMRequest,
     LLMResponse,
     UserError,
+    read_journal,
     request_hash,
 )
-
-JOURNAL = "journal.jsonl"
 
 
 class ReplayBackend(LLMBackend):
@@ -57,7 +56,7 @@ class ReplayBackend(LLMBackend):
 
     def _load(self) -> None:
         pairs: dict[tuple[str, str], None] = {}
-        for event in _read_events(self.journal):
+        for event in read_journal(self.journal):
             if event.get("type") != "llm" or "request_sha256" not in event or "response" not in event:
                 continue
             self._by_hash.setdefault(event["request_sha256"], []).append(event)
@@ -112,19 +111,3 @@ def _journal_path(where: Path) -> Path:
     if not path.is_file():
         raise UserError(f"offline:replay: {path} does not exist (give a run directory or its {JOURNAL})")
     return path
-
-
-def _read_events(path: Path) -> list[dict[str, Any]]:
-    """Complete journal lines; a torn last line (the recording process died mid-write) is skipped."""
-    events = []
-    with path.open("rb") as handle:
-        for raw in handle:
-            if not raw.endswith(b"\n"):
-                break
-            try:
-                event = json.loads(raw)
-            except json.JSONDecodeError:
-                continue
-            if isinstance(event, dict):
-                events.append(event)
-    return events

@@ -49,13 +49,15 @@ from pike_harness.model import (
 from pike_harness.pricing import Price, PriceTable
 from pike_harness.reporting import Reporter, ReportOptions, ReportSummary
 from pike_harness.rounds import Order, Sample, fix_rounds, run_round
-from pike_harness.store import RUN_FILE, RunStore, find_runs, sha256
+from pike_harness.store import JOURNAL, RUN_FILE, RunStore, find_runs, read_journal, sha256
 from pike_harness.store_db import find_baseline_sets, materialize
 from pike_harness.strategy import BudgetView, Strategy, TaskContext, require_at_least
 from pike_harness.tasks import Suite
 
 __all__ = [
+    "JOURNAL",
     "RUN_FILE",
+    "read_journal",
     "apply_options",
     "check_protocol",
     "Price",

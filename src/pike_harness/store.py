@@ -51,9 +51,11 @@ def read_journal(path: Path) -> list[dict[str, Any]]:
             if not raw.endswith(b"\n"):
                 break  # torn write at the end: the event never completed
             try:
-                events.append(json.loads(raw))
+                event = json.loads(raw)
             except json.JSONDecodeError:
                 continue
+            if isinstance(event, dict):
+                events.append(event)
     return events
 
 

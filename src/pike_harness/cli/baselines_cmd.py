@@ -32,8 +32,8 @@ from pike_harness.errors import UserError
 from pike_harness.evaluation import Evaluator, EvaluatorError
 from pike_harness.model import Task
 from pike_harness.store import now, read_journal
+from pike_harness.store_db import BASELINES_FILE
 
-BASELINES_FILE = "baselines.jsonl"
 META_FILE = "meta.json"
 DEFAULT_MODES = "eager,compile"
 ENVIRONMENT_KEYS = ("host", "cpu", "cpu_count", "platform", "python", "gpu", "gpu_capability", "gpu_memory_mb",
