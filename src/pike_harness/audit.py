@@ -26,7 +26,6 @@ import math
 import os
 import platform
 import statistics
-import subprocess
 import sys
 import time
 import types
@@ -52,6 +51,7 @@ from pike_harness.audit_report import (
     TaskCheck,
 )
 from pike_harness.model import Task
+from pike_harness.worker.environment import cpu_model, driver_version
 from pike_harness.worker.loading import (
     build_model,
     init_inputs,
@@ -474,16 +474,16 @@ def environment(device: str) -> AuditEnvironment:
     is_cuda = dev.type == "cuda"
     return AuditEnvironment(
         device=device,
-        device_name=torch.cuda.get_device_name(dev) if is_cuda else f"CPU ({_cpu_name()})",
+        device_name=torch.cuda.get_device_name(dev) if is_cuda else f"CPU ({cpu_model()})",
         torch_version=torch.__version__,
         cuda_version=torch.version.cuda,
         python_version=platform.python_version(),
         host=platform.node(),
-        cpu=_cpu_name(),
+        cpu=cpu_model(),
         cpu_count=os.cpu_count() or 0,
         tf32_matmul=torch.backends.cuda.matmul.allow_tf32 if is_cuda else None,
         tf32_cudnn=torch.backends.cudnn.allow_tf32 if is_cuda else None,
-        driver=_nvidia_driver() if is_cuda else None,
+        driver=driver_version() if is_cuda else None,
         date=datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
     )
 
@@ -558,21 +558,3 @@ def _jsonable(value: Any) -> Any:
     return repr(value)
 
 
-def _nvidia_driver() -> str | None:
-    try:
-        out = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
-                             capture_output=True, text=True, timeout=10, check=True).stdout
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return out.strip().splitlines()[0] if out.strip() else None
-
-
-def _cpu_name() -> str:
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as handle:
-            for line in handle:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()

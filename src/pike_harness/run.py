@@ -24,7 +24,6 @@ from collections import Counter
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from pike_harness import __version__
@@ -35,6 +34,7 @@ from pike_harness.model import RUNTIME_ERROR, Attempt, EvalResult, Task
 from pike_harness.progress import RunProgress
 from pike_harness.store import Replay, RunStore, now, safe_name, sha256
 from pike_harness.strategy import BudgetView, Strategy
+from pike_harness.worker.environment import cpu_model
 
 # Options that may change between a run and its resume without changing its results.
 OPERATIONAL_OPTIONS = ("llm_base_url", "llm_concurrency", "evaluator_options", "llm_cache", "replay_dir")
@@ -105,7 +105,7 @@ def environment_info(evaluator: Evaluator) -> dict[str, Any]:
         "python": platform.python_version(),
         "platform": platform.platform(),
         "host": platform.node(),
-        "cpu": _cpu_model(),
+        "cpu": cpu_model(),
         "cpu_count": os.cpu_count(),
     }
     try:
@@ -118,16 +118,6 @@ def environment_info(evaluator: Evaluator) -> dict[str, Any]:
     info["evaluator"] = described
     info["gpu"] = described.get("gpu") or described.get("device_name")
     return info
-
-
-def _cpu_model() -> str | None:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or None
 
 
 class TaskRun:

@@ -14,7 +14,8 @@ from importlib import metadata
 from typing import Any
 
 
-def _cpu_model() -> str:
+def cpu_model() -> str:
+    """The CPU's marketing name (the host CPU is part of what a timing ran on)."""
     try:
         with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as handle:
             for line in handle:
@@ -25,7 +26,8 @@ def _cpu_model() -> str:
     return platform.processor() or platform.machine()
 
 
-def _driver_version() -> str | None:
+def driver_version() -> str | None:
+    """The NVIDIA kernel driver's version, read without running nvidia-smi; None without one."""
     try:
         with open("/proc/driver/nvidia/version", encoding="utf-8", errors="replace") as handle:
             first = handle.readline()
@@ -47,7 +49,7 @@ def _version(package: str) -> str | None:
 def host_info() -> dict[str, Any]:
     return {
         "host": socket.gethostname(),
-        "cpu": _cpu_model(),
+        "cpu": cpu_model(),
         "cpu_count": os.cpu_count(),
         "platform": platform.platform(),
         "python": platform.python_version(),
@@ -74,7 +76,7 @@ def device_info(device: str) -> dict[str, Any]:
             "gpu_capability": f"{props.major}.{props.minor}",
             "gpu_memory_mb": props.total_memory // (1024 * 1024),
             "gpu_multiprocessors": props.multi_processor_count,
-            "driver": _driver_version(),
+            "driver": driver_version(),
             "cudnn": torch.backends.cudnn.version(),
         })
     return info
