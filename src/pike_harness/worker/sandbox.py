@@ -92,6 +92,7 @@ class ProcessInfo:
     session: int
     state: str
     rss_bytes: int
+    start: int  # clock ticks after boot: with the pid, names one process for good
 
 
 _PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
@@ -107,7 +108,7 @@ def _read_stat(pid: int) -> ProcessInfo | None:
     fields = raw[raw.rfind(")") + 2:].split()
     try:
         return ProcessInfo(pid=pid, ppid=int(fields[1]), session=int(fields[3]), state=fields[0],
-                           rss_bytes=int(fields[21]) * _PAGE)
+                           rss_bytes=int(fields[21]) * _PAGE, start=int(fields[19]))
     except (IndexError, ValueError):
         return None
 
@@ -119,7 +120,8 @@ def _all_pids() -> list[int]:
         return []
 
 
-def _has_marker(pid: int, marker: bytes) -> bool:
+def has_marker(pid: int, marker: bytes) -> bool:
+    """Whether ``pid`` carries ``marker`` (``NAME=value`` bytes) in its environment: not a reused pid."""
     try:
         with open(f"/proc/{pid}/environ", "rb") as handle:
             return marker in handle.read().split(b"\0")
@@ -201,19 +203,15 @@ def _marked(marker: bytes, session: int | None) -> list[int]:
         info = _read_stat(pid)
         if info is None or info.state in ("Z", "X"):
             continue
-        if (session is not None and info.session == session) or _has_marker(pid, marker):
+        if (session is not None and info.session == session) or has_marker(pid, marker):
             found.append(pid)
     return found
 
 
 def process_start(pid: int) -> int | None:
     """The kernel's start time of ``pid`` (clock ticks since boot): with the pid, one process for good."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as handle:
-            raw = handle.read().decode("ascii", errors="replace")
-        return int(raw[raw.rfind(")") + 2:].split()[19])
-    except (OSError, ValueError, IndexError):
-        return None
+    info = _read_stat(pid)
+    return info.start if info is not None else None
 
 
 @functools.cache
@@ -277,7 +275,7 @@ def sweep_orphans(*, rounds: int = 20) -> int:
 def kill_marked(pid: int, marker: str) -> None:
     """SIGKILL the process group ``pid`` (if that process still carries ``marker``) and every marked process."""
     needle = f"{MARKER_ENV}={marker}".encode()
-    if _has_marker(pid, needle):
+    if has_marker(pid, needle):
         with contextlib.suppress(OSError):
             os.killpg(pid, signal.SIGKILL)
     for found in _marked(needle, None):

@@ -1,4 +1,4 @@
-"""Scheduling primitives for evaluators that run many candidates on few devices. Standard library only.
+"""Scheduling primitives for evaluators that run many candidates on few devices. Standard library (and the sandbox module) only.
 
 * ``FifoSlots``: N CPU slots for phase 1 (load, build, warm-up), granted in submission order.
 * ``DeviceGate``: one device's exclusive lock for phase 2, granted to the oldest *ready* waiter the
@@ -23,6 +23,8 @@ import threading
 import time
 from dataclasses import dataclass, field
 from typing import Any
+
+from pike_harness.worker import sandbox
 
 
 class FifoSlots:
@@ -194,7 +196,7 @@ class QuietRegistry:
 
     def add(self, pid: int, marker: str, scope: str) -> int:
         token = next(self._tokens)
-        member = _Member(pid=pid, marker=f"PIKEH_SANDBOX={marker}".encode(), scope=scope)
+        member = _Member(pid=pid, marker=f"{sandbox.MARKER_ENV}={marker}".encode(), scope=scope)
         with self._lock:
             self._members[token] = member
             quiet_now = any(self._applies(device, member) and pid not in exempt
@@ -269,10 +271,9 @@ class QuietRegistry:
 
 def _signal(member: _Member, signum: int) -> bool:
     """Signal the member's process group, after checking the pid still carries its marker (no pid reuse)."""
+    if not sandbox.has_marker(member.pid, member.marker):
+        return False
     try:
-        with open(f"/proc/{member.pid}/environ", "rb") as handle:
-            if member.marker not in handle.read().split(b"\0"):
-                return False
         os.killpg(member.pid, signum)
         return True
     except (OSError, ProcessLookupError):
