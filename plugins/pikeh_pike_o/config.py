@@ -13,7 +13,7 @@ import math
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-from pike_harness.api import UserError
+from pike_harness.api import UserError, require_at_least
 
 from . import presets
 
@@ -83,13 +83,9 @@ class PikeOConfig:
     def _validate(self) -> None:
         if self.template not in TEMPLATES:
             raise UserError(f"--template must be crossover or mutation (got {self.template!r})")
-        for name, minimum in (("num_top_programs", 0), ("num_inspirations", 0), ("population_size", 1),
-                              ("archive_size", 1), ("num_islands", 1), ("parallel_evaluations", 1),
-                              ("migration_interval", 1), ("feature_bins", 1), ("max_fix_attempts", 0),
-                              ("log_tail_chars", 0)):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-                raise UserError(f"{_flag(name)} must be a whole number of at least {minimum} (got {value!r})")
+        require_at_least(self, num_top_programs=0, num_inspirations=0, population_size=1, archive_size=1,
+                         num_islands=1, parallel_evaluations=1, migration_interval=1, feature_bins=1,
+                         max_fix_attempts=0, log_tail_chars=0)
         for name in ("elite_selection_ratio", "exploration_ratio", "exploitation_ratio", "migration_rate"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int | float) or not 0.0 <= value <= 1.0:

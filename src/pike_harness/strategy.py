@@ -130,5 +130,8 @@ def require_at_least(config: Any, **minimums: int) -> None:
 
     for name, minimum in minimums.items():
         value = getattr(config, name)
-        if value is not None and value < minimum:
-            raise UserError(f"--{name.replace('_', '-')} must be at least {minimum} (got {value})")
+        if value is None:
+            continue
+        # A --config file can give any TOML value: a float or a bool is as wrong as a small number.
+        if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+            raise UserError(f"--{name.replace('_', '-')} must be a whole number of at least {minimum} (got {value!r})")
