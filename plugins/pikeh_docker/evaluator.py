@@ -58,23 +58,17 @@ class _Container:
 
 
 def plan_gpus(device: str, count: int) -> list[int] | None:
-    """``--device`` -> the host GPU indices the containers get (None: CPU only)."""
-    device = (device or "auto").strip().lower()
-    if device == "cpu":
+    """``--device`` -> the host GPU indices the containers get (None: CPU only); ``count`` is what
+    ``nvidia-smi -L`` lists, since the harness's own torch may see no GPU at all."""
+    from pike_harness.worker.devices import resolve_devices
+
+    try:
+        devices = resolve_devices(device, count)
+    except ValueError as exc:
+        raise EvaluatorError(f"{exc} (nvidia-smi lists {count} GPU(s) on this host)") from None
+    if devices == ["cpu"]:
         return None
-    if device == "auto":
-        return list(range(count)) or None
-    if device == "cuda":
-        if not count:
-            raise EvaluatorError("no NVIDIA GPU on this host (`nvidia-smi -L` lists none): use --device cpu")
-        return list(range(count))
-    if device.startswith("cuda:") and all(p.strip().isdigit() for p in device[5:].split(",")):
-        indices = [int(p) for p in device[5:].split(",")]
-        missing = [i for i in indices if i >= count]
-        if missing:
-            raise EvaluatorError(f"GPU(s) {missing} not on this host ({count} listed by nvidia-smi)")
-        return indices
-    raise EvaluatorError(f"bad device {device!r}: write auto, cpu, cuda, cuda:N or cuda:0,1")
+    return [int(d.split(":")[1]) for d in devices]
 
 
 class DockerEvaluator(Evaluator):

@@ -32,10 +32,12 @@ def test_devices_map_to_containers():
     assert plan_gpus("cpu", 8) is None
     assert plan_gpus("auto", 0) is None and plan_gpus("auto", 2) == [0, 1]
     assert plan_gpus("cuda:1,3", 4) == [1, 3]
-    with pytest.raises(EvaluatorError, match="no NVIDIA GPU"):
+    with pytest.raises(EvaluatorError, match="no CUDA device is available here"):
         plan_gpus("cuda", 0)
-    with pytest.raises(EvaluatorError, match=r"GPU\(s\) \[2\] not on this host"):
+    with pytest.raises(EvaluatorError, match=r"cuda:2 not available .*nvidia-smi lists 2 GPU"):
         plan_gpus("cuda:2", 2)
+    with pytest.raises(EvaluatorError, match="bad device"):
+        plan_gpus("gpu0", 2)
 
 
 def test_host_python_mounts_its_own_prefixes_only(monkeypatch):

@@ -3,17 +3,20 @@
 from __future__ import annotations
 
 
-def resolve_devices(spec: str) -> list[str]:
+def resolve_devices(spec: str, count: int | None = None) -> list[str]:
     """``auto``/``cpu``/``cuda``/``cuda:N``/``cuda:0,1`` -> ``cpu`` or ``cuda:N`` devices.
 
-    Raises ValueError with a message meant for the user; callers turn it into their own error type.
+    ``count``: how many GPUs there are, when torch in this process is not the one to ask (the docker
+    evaluator counts the host's with nvidia-smi). Raises ValueError with a message meant for the
+    user; callers turn it into their own error type.
     """
     spec = (spec or "auto").strip().lower()
     if spec == "cpu":
         return ["cpu"]
-    import torch
+    if count is None:
+        import torch
 
-    count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+        count = torch.cuda.device_count() if torch.cuda.is_available() else 0
     if spec == "auto":
         return [f"cuda:{i}" for i in range(count)] or ["cpu"]
     if spec == "cuda":
