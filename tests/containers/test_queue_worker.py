@@ -122,9 +122,11 @@ def test_a_result_that_cannot_be_written_is_given_back_not_held_forever(tmp_path
         gate.unlink()
         result = future.result(timeout=180)
     finally:
-        client.close()
-        worker.popen.kill()
-        worker.popen.wait()
+        try:
+            client.close()
+        finally:
+            worker.popen.kill()
+            worker.popen.wait()
     assert (result.category, result.check) == ("runtime_error", "worker_lost")
     assert worker.log().count("given back") == 3, worker.log()[-3000:]
 
