@@ -236,7 +236,7 @@ def test_ctrl_c_stops_cleanly_and_resumes(tmp_path):
         assert "rerun the same command to resume" in output
         events = journal(tmp_path)
         assert events[-1]["type"] == "run_end" and events[-1]["status"] == "interrupted"
-        resumed = subprocess.run(pikeh_cmd(server, tmp_path, budget=4), env=env(), capture_output=True, text=True,
+        resumed = subprocess.run(pikeh_cmd(server, tmp_path), env=env(), capture_output=True, text=True,
                                  timeout=600)
         assert resumed.returncode == 0, resumed.stderr[-2000:]
     events = journal(tmp_path)
