@@ -191,10 +191,15 @@ class PluginHost:
     def values(self, kind: str) -> list[Any]:
         return [self._active[kind][name].value for name in self.names(kind)]
 
+    commands_added = False
+
     def add_commands(self, cli: Any) -> None:
-        """Let plugins add CLI commands, refusing names that already exist."""
+        """Let plugins add CLI commands, refusing names that already exist (once per host)."""
         import click
 
+        if self.commands_added:
+            return
+        self.commands_added = True
         for plugin_name in self._order():
             plugin = self.pm.get_plugin(plugin_name)
             if plugin is None:
@@ -205,11 +210,12 @@ class PluginHost:
             staging = click.Group()
             impl.function(cli=staging)
             for name, command in staging.commands.items():
-                if name in cli.commands:
+                if name in cli.commands and cli.commands[name] is not command:
                     print(f"pikeh: warning: plugin {plugin_name!r} tried to replace command {name!r}; ignored",
                           file=sys.stderr)
                     continue
-                cli.add_command(command, name)
+                if name not in cli.commands:  # else: this very command, added for an earlier host
+                    cli.add_command(command, name)
                 self.infos[plugin_name].provides.setdefault("commands", []).append(name)
 
     def plugin_list(self) -> list[dict[str, Any]]:

@@ -80,6 +80,7 @@ def test_plugins_json_lists_builtins_with_hooks(run_pikeh):
     assert suites["builtin"] is True
     assert suites["hooks"] == ["register_suites"]
     assert suites["provides"]["suites"] == ["smoke", "level3-pike"]
+    assert listing["duckdb"]["provides"]["commands"] == ["import"], "commands plugins add are listed too"
 
 
 def test_block_env_removes_suites(cli):

@@ -97,20 +97,17 @@ def get_app(ctx: click.Context | None = None) -> App:
 class RootGroup(LazyGroup):
     """Adds plugin commands the first time the command list is needed."""
 
-    _plugins_added = False
-
-    def _add_plugin_commands(self) -> None:
-        if not self._plugins_added:
-            self._plugins_added = True
-            App.host().add_commands(_ClashGuard(self))
+    def add_plugin_commands(self) -> None:
+        """Idempotent per plugin host (`pikeh plugins` calls it to show the commands plugins add)."""
+        App.host().add_commands(_ClashGuard(self))
 
     def list_commands(self, ctx: click.Context) -> list[str]:
-        self._add_plugin_commands()
+        self.add_plugin_commands()
         return super().list_commands(ctx)
 
     def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
         if name not in self.lazy and name not in self.commands:
-            self._add_plugin_commands()
+            self.add_plugin_commands()
         return super().get_command(ctx, name)
 
 

@@ -20,6 +20,9 @@ def plugins(as_json: bool) -> None:
     the last registration of a name wins; a replaced name is shown as "replaced by PLUGIN".
     Block a plugin with PIKEH_BLOCK_PLUGINS=name,...
     """
+    root = click.get_current_context().find_root().command
+    if hasattr(root, "add_plugin_commands"):
+        root.add_plugin_commands()  # so "provides" shows the commands plugins add too
     listing = App.host().plugin_list()
     if as_json:
         click.echo(json.dumps(listing, indent=2))
