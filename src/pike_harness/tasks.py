@@ -201,13 +201,16 @@ class TaskCatalog:
     folder. ``pikeh tasks list`` shows the path and origin of each suite, so the choice is visible.
     """
 
-    def __init__(self, plugin_suites: Iterable[Suite], user_dirs: Iterable[Path] = ()):
+    def __init__(self, plugin_suites: Iterable[Suite], user_dirs: Iterable[Path] = (), *,
+                 env_dirs: Iterable[Path] = ()):
+        """``env_dirs`` (from PIKEH_TASKS_PATH) load before ``user_dirs`` (``--tasks-dir``), which win."""
         self._suites: dict[str, Suite] = {}
         for suite in plugin_suites:
             self._suites[suite.name] = suite
-        for path in user_dirs:
-            suite = Suite.from_dir(Path(path), origin="--tasks-dir")
-            self._suites[suite.name] = suite
+        for origin, paths in ((TASKS_PATH_ENV, env_dirs), ("--tasks-dir", user_dirs)):
+            for path in paths:
+                suite = Suite.from_dir(Path(path), origin=origin)
+                self._suites[suite.name] = suite
 
     @staticmethod
     def env_dirs() -> list[Path]:

@@ -61,6 +61,8 @@ def test_tasks_path_env(cli, tmp_path):
     result = cli("tasks", "list", "--suite", "beta", "--json",
                  env={"PIKEH_TASKS_PATH": os.pathsep.join([str(a), str(b)])})
     assert [t["ref"] for t in json.loads(result.output)] == ["beta/2"]
+    listing = cli("tasks", "list", env={"PIKEH_TASKS_PATH": str(a), "COLUMNS": "200"})
+    assert "(from PIKEH_TASKS_PATH)" in listing.output, "the suite's origin names the variable, not --tasks-dir"
 
 
 BAD_INPUTS = {

@@ -81,8 +81,8 @@ class App:
     @property
     def catalog(self) -> TaskCatalog:
         if self._catalog is None:
-            dirs = TaskCatalog.env_dirs() + self.tasks_dirs
-            self._catalog = TaskCatalog(self.host().values("suites"), dirs)
+            self._catalog = TaskCatalog(self.host().values("suites"), self.tasks_dirs,
+                                        env_dirs=TaskCatalog.env_dirs())
         return self._catalog
 
 
