@@ -212,6 +212,8 @@ def test_user_mistakes_are_one_line_errors(cli):
     assert res.exit_code == 1 and "unknown suite 'nosuch'" in res.output
     res = cli("tasks", "check", "--suite", "smoke", "--tasks", "99")
     assert res.exit_code == 1 and "no task 99" in res.output
+    res = cli("tasks", "audit", "--fast", "--suite", "smoke", "--strict", "-o", "x.md")
+    assert res.exit_code == 2 and "it takes no --output, --strict" in res.output, "ignored options are refused"
     if not torch.cuda.is_available():
         res = cli("tasks", "audit", "--suite", "smoke", "--device", "cuda")
         assert res.exit_code == 1 and "no CUDA device is available here" in res.output

@@ -102,9 +102,17 @@ def audit(ctx: click.Context, suite: str | None, tasks_spec: str | None, device:
     """
     if as_json:
         fmt = "json"
+    # Options that would be silently ignored are refused instead.
     if fast:
+        ignored = [name for name, given in (("--output", output), ("--format markdown", fmt == "markdown"),
+                                            ("--strict", strict), ("--device", device), ("--from-json", from_json),
+                                            ("--title", title)) if given]
+        if ignored:
+            raise click.UsageError(f"--fast only checks shapes on the meta device; it takes no {', '.join(ignored)}")
         ctx.invoke(check, suite=suite, tasks_spec=tasks_spec, as_json=fmt == "json")
         return
+    if from_json is not None and (suite or tasks_spec or device):
+        raise click.UsageError("--from-json renders a saved audit as it is; drop --suite, --tasks and --device")
 
     if from_json is not None:
         report = _read_report(from_json)
