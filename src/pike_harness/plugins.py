@@ -112,7 +112,10 @@ class PluginHost:
 
     # -- loading -------------------------------------------------------------------------------
     def _load_entry_points(self) -> None:
-        for ep in importlib.metadata.entry_points(group=GROUP):
+        # Sorted, so that when two distributions claim one plugin name the same one (the first by
+        # distribution name) is kept in every environment, whatever the order of sys.path.
+        found = importlib.metadata.entry_points(group=GROUP)
+        for ep in sorted(found, key=lambda e: (e.name, _canonical(e.dist.name if e.dist is not None else None))):
             dist = ep.dist.name if ep.dist is not None else None
             version = ep.dist.version if ep.dist is not None else "unknown"
             builtin = _canonical(dist) == BUILTIN_DISTRIBUTION
@@ -158,7 +161,14 @@ class PluginHost:
                              _plugin: str = plugin_name) -> None:
                     self._record(_kind, _name_of(*args), _plugin, args[-1])
 
-                impl.function(register=register)
+                try:
+                    impl.function(register=register)
+                except Exception as exc:  # a broken plugin must not break the CLI (what it registered stays)
+                    self._failed(plugin_name, hook_name, exc)
+
+    def _failed(self, plugin: str, hook: str, exc: Exception) -> None:
+        self.infos[plugin].error = f"{hook} failed: {type(exc).__name__}: {exc}"
+        print(f"pikeh: warning: plugin {plugin!r}: {hook} failed: {exc}", file=sys.stderr)
 
     def _record(self, kind: str, name: str, plugin: str, value: Any) -> None:
         for earlier in self.registrations:  # every loser points at the final winner
@@ -208,7 +218,11 @@ class PluginHost:
             if impl is None:
                 continue
             staging = click.Group()
-            impl.function(cli=staging)
+            try:
+                impl.function(cli=staging)
+            except Exception as exc:
+                self._failed(plugin_name, "register_commands", exc)
+                continue
             for name, command in staging.commands.items():
                 if name in cli.commands and cli.commands[name] is not command:
                     print(f"pikeh: warning: plugin {plugin_name!r} tried to replace command {name!r}; ignored",

@@ -49,6 +49,25 @@ def test_third_party_replaces_builtin_and_later_name_wins():
     assert listing["zeta"]["provides"] == {"strategies": ["greedy"]}
 
 
+def test_a_plugin_that_raises_while_registering_is_reported_not_fatal(capsys):
+    import types
+
+    from pike_harness.hookspecs import hookimpl
+
+    @hookimpl
+    def register_strategies(register):
+        register(_strategy("half", "broken"))
+        raise FileNotFoundError("its task folder is missing")
+
+    broken = types.SimpleNamespace(register_strategies=register_strategies)
+    host = PluginHost(entry_points=False, blocked=set(),
+                      extra=[("core", _plugin(_strategy("greedy", "builtin")), True), ("broken", broken, False)])
+    assert host.get("strategies", "greedy").description == "builtin", "the others still load"
+    listing = {p["name"]: p for p in host.plugin_list()}
+    assert "register_strategies failed: FileNotFoundError" in listing["broken"]["error"]
+    assert "plugin 'broken': register_strategies failed" in capsys.readouterr().err
+
+
 def test_blocked_plugin_is_not_loaded():
     builtin = _plugin(_strategy("greedy", "builtin"))
     other = _plugin(_strategy("greedy", "other"))
