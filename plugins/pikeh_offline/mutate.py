@@ -211,6 +211,8 @@ def _evolve(parent: tuple[str, ...], choices: list[catalogue.Transform], rng: ra
         current.add(_weighted_pick(left, rng).name)
     elif len(current) > 1:
         current.discard(rng.choice(sorted(current)))
+    elif left:  # a single transformation cannot be dropped: an improvement always changes something
+        current.add(_weighted_pick(left, rng).name)
     return catalogue.canonical(current | kept)
 
 

@@ -16,6 +16,7 @@ from rich.table import Table
 from pike_harness.errors import UserError
 from pike_harness.evaluation import EvaluatorOptions
 from pike_harness.llm import BackendOptions
+from pike_harness.model import Task
 from pike_harness.progress import RunProgress
 from pike_harness.run import RunConfig, Runner
 from pike_harness.store import RunStore
@@ -44,7 +45,15 @@ def build_config(core: dict[str, Any], strategy_values: dict[str, Any], evaluato
         llm_base_url=core.get("llm_base_url"), llm_concurrency=int(core.get("llm_concurrency") or 10),
         llm_cache=str(core["llm_cache"]) if core.get("llm_cache") else None,
         replay_dir=str(core["replay_dir"]) if core.get("replay_dir") else None, evaluator_options=extra,
+        precision_rule=core.get("precision_rule"),
     )
+
+
+def with_precision_rule(tasks: list[Task], rule: str | None) -> list[Task]:
+    """The tasks under the run's ``--precision-rule`` (each keeps its suite's rule when unset)."""
+    if rule is None:
+        return tasks
+    return [dataclasses.replace(t, meta=dataclasses.replace(t.meta, precision_rule=rule)) for t in tasks]
 
 
 def build_llm_client(config: RunConfig, host: Any) -> Any:
@@ -71,7 +80,7 @@ def launch_run(app: Any, core: dict[str, Any], strategy_values: dict[str, Any], 
     host = app.host()
     strategy_cls = host.get("strategies", core["strategy"])
     config = build_config(core, strategy_values, evaluator_values, strategy_cls)
-    tasks = app.catalog.select(config.suite, config.tasks)
+    tasks = with_precision_rule(app.catalog.select(config.suite, config.tasks), config.precision_rule)
     spec = host.get("evaluators", config.evaluator)
     llm = build_llm_client(config, host)
     run_name = core.get("run_name") or config.default_run_name()

@@ -51,6 +51,10 @@ __all__ = [
 ]
 
 PRECISIONS = ("fp32", "tf32", "bf16", "fp16")
+# How a task's precision reaches the model. "tolerance" (PIKE's rule): prompts say nothing about
+# precision and any computation whose outputs pass atol/rtol is correct. "stated" (ours): every prompt
+# states the task's ``precision`` as a rule (fp32: no TF32, float16 or bfloat16 computation).
+PRECISION_RULES = ("tolerance", "stated")
 
 
 @dataclass(frozen=True)
@@ -61,6 +65,7 @@ class TaskMeta:
     rtol: float = 1e-2
     # The lowest precision a candidate may use and still be judged correct ("fp32" allows none).
     precision: str = "fp32"
+    precision_rule: str = "tolerance"  # one of PRECISION_RULES
     quirks: tuple[str, ...] = ()
     notes: str = ""
     extra: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)

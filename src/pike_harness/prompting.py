@@ -40,6 +40,7 @@ __all__ = [
     "optimize_messages",
     "output_instruction",
     "parse_ideas",
+    "precision_rule",
     "problem_statement",
     "prompt_kind",
     "quoted_program",
@@ -163,11 +164,26 @@ def fence(code: str, lang: str = "python") -> str:
     return f"{ticks}{lang}\n{body}{ticks}"
 
 
+def precision_rule(task: Task) -> str | None:
+    """The prompt's precision line, or None under PIKE's rule (``precision_rule = "tolerance"``).
+
+    PIKE's prompts say nothing about precision: any computation whose outputs pass the tolerance is
+    correct (22 of PIKE-B's 37 published best level-3 programs compute in float16). Only the
+    ``stated`` rule (a suite's or a run's option, ``--precision-rule stated``) tells the model the
+    task's lowest allowed precision.
+    """
+    meta = task.meta
+    if meta.precision_rule != "stated":
+        return None
+    rule = _PRECISION_RULES.get(meta.precision, f"the lowest allowed precision is {meta.precision}.")
+    return f"- Precision: {rule}"
+
+
 def problem_statement(task: Task) -> str:
     """What every agent is told about the job: what may change, what must stay, how it is checked."""
     meta = task.meta
-    precision = _PRECISION_RULES.get(meta.precision, f"the lowest allowed precision is {meta.precision}.")
-    return "\n".join([
+    precision = precision_rule(task)
+    return "\n".join(line for line in [
         "Write a faster version of a PyTorch program for an NVIDIA GPU. Replace PyTorch operators of the "
         "reference model with custom CUDA kernels (compiled from Python with "
         "torch.utils.cpp_extension.load_inline) or with Triton kernels, and name the new model class "
@@ -181,12 +197,12 @@ def problem_statement(task: Task) -> str:
         "inputs and returns the same outputs (same shapes and dtypes, as plain tensors on the GPU).",
         f"- Outputs must match the reference within atol={meta.atol:g} and rtol={meta.rtol:g} "
         "(torch.allclose), on inputs made like get_inputs() but with random seeds you do not know.",
-        f"- Precision: {precision}",
+        precision,
         "- Both models are built under the same random seed, so create parameters in the same order "
         "and with the same shapes as `Model` does (keeping its nn.Linear / nn.Conv2d modules is the "
         "simple way) to get the same weights.",
         "- Do not import or call the reference `Model`, and do not special-case particular inputs.",
-    ])
+    ] if line is not None)
 
 
 def worked_example() -> str:

@@ -75,12 +75,15 @@ class RunConfig:
     llm_cache: str | None = None
     replay_dir: str | None = None
     evaluator_options: dict[str, Any] = field(default_factory=dict)
+    precision_rule: str | None = None  # --precision-rule: overrides every task's suite rule when set
 
     def identity(self) -> dict[str, Any]:
         """The configuration that must match on resume."""
         data = dataclasses.asdict(self)
         for name in OPERATIONAL_OPTIONS:
             data.pop(name, None)
+        if data.get("precision_rule") is None:
+            data.pop("precision_rule", None)  # unset: runs named before the option existed keep their names
         return data
 
     def default_run_name(self) -> str:
@@ -390,7 +393,8 @@ class Runner:
             "config": self.config.identity(),
             "operational": {k: getattr(self.config, k) for k in OPERATIONAL_OPTIONS},
             "tasks": [{"ref": t.ref, "suite": t.suite, "id": t.id, "name": t.name, "atol": t.meta.atol,
-                       "rtol": t.meta.rtol, "precision": t.meta.precision} for t in self.tasks],
+                       "rtol": t.meta.rtol, "precision": t.meta.precision,
+                       "precision_rule": t.meta.precision_rule} for t in self.tasks],
             "environment": environment_info(self.evaluator),
             "strategy": {"name": self.strategy.name, "overshoot": self.overshoot},
         }

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from pike_harness.errors import UserError
-from pike_harness.model import PRECISIONS, Task, TaskMeta
+from pike_harness.model import PRECISION_RULES, PRECISIONS, Task, TaskMeta
 
 TASK_FILE = re.compile(r"^(\d+)_([A-Za-z0-9_]+)\.py$")
 REQUIRED_NAMES = ("Model", "get_inputs", "get_init_inputs")
@@ -171,9 +171,9 @@ def parse_id_list(spec: str) -> list[int]:
 
 
 def _task_meta(entry: dict[str, Any], base: TaskMeta, where: Path, section: str) -> TaskMeta:
-    known = {"atol", "rtol", "precision", "quirks", "notes"}
+    known = {"atol", "rtol", "precision", "precision_rule", "quirks", "notes"}
     values: dict[str, Any] = {
-        "atol": base.atol, "rtol": base.rtol, "precision": base.precision,
+        "atol": base.atol, "rtol": base.rtol, "precision": base.precision, "precision_rule": base.precision_rule,
         "quirks": base.quirks if section == "defaults" else (), "notes": "",
     }
     extra = {}
@@ -189,6 +189,8 @@ def _task_meta(entry: dict[str, Any], base: TaskMeta, where: Path, section: str)
         raise UserError(f"{where}: [{section}] atol and rtol must be numbers") from None
     if values["precision"] not in PRECISIONS:
         raise UserError(f"{where}: [{section}] precision must be one of {', '.join(PRECISIONS)}")
+    if values["precision_rule"] not in PRECISION_RULES:
+        raise UserError(f"{where}: [{section}] precision_rule must be one of {', '.join(PRECISION_RULES)}")
     quirks = values["quirks"]
     values["quirks"] = (quirks,) if isinstance(quirks, str) else tuple(str(q) for q in quirks)
     return TaskMeta(extra=extra, **values)

@@ -125,3 +125,25 @@ def test_ranges_take_existing_ids_but_single_ids_must_exist(cli):
         suite.select("3")
     with pytest.raises(UserError, match="has no task in 11-12"):
         suite.select("11-12")
+
+
+def test_precision_rule_is_pikes_by_default_and_a_suite_or_run_option(cli, tmp_path):
+    """level3-pike judges precision by its tolerance only (PIKE's rule); a suite may state its precision,
+    and `pikeh run --precision-rule stated` does it for one run."""
+    from pike_harness.launch import with_precision_rule
+    from pike_harness.prompting import problem_statement
+    from pike_harness.tasks import Suite
+
+    listed = {t["ref"]: t for t in json.loads(cli("tasks", "list", "--json").output)}
+    assert {listed[ref]["precision_rule"] for ref in listed if ref.split("/")[0] in ("level3-pike", "smoke")} \
+        == {"tolerance"}
+    folder = _suite_dir(tmp_path, "strict", {"1_A.py": GOOD_TASK,
+                                            "suite.toml": "[defaults]\nprecision_rule = \"stated\"\n"})
+    (task,) = Suite.from_dir(folder, origin="--tasks-dir").tasks()
+    assert task.meta.precision_rule == "stated" and "float16" in problem_statement(task)
+    (loose,) = with_precision_rule([task], "tolerance")
+    assert "float16" not in problem_statement(loose)
+    assert with_precision_rule([task], None) == [task]
+    (folder / "suite.toml").write_text('[defaults]\nprecision_rule = "fp16"\n')
+    result = cli("--tasks-dir", str(folder), "tasks", "list", "--suite", "strict")
+    assert result.exit_code != 0 and "precision_rule must be one of tolerance, stated" in result.output

@@ -134,7 +134,7 @@ def test_half_precision_only_when_the_prompt_allows_it(tmp_path: Path):
     assert fp32.half is None and (fp32.atol, fp32.rtol) == (task.meta.atol, task.meta.rtol)
     assert "half" not in {t.name for t in catalogue.applicable(Features.of(task.source, fp32.half))}
     relaxed = Task(task.suite, task.id, task.name, task.path,
-                   meta=type(task.meta)(atol=5e-2, rtol=5e-2, precision="bf16"))
+                   meta=type(task.meta)(atol=5e-2, rtol=5e-2, precision="bf16", precision_rule="stated"))
     info = parse_prompt(prompting.optimize_messages(relaxed))
     assert info.half == "bf16" and info.atol == 5e-2
     program = catalogue.build_program(catalogue.base_from_reference(task.source), catalogue.REFERENCE_CLASS,

@@ -116,14 +116,26 @@ def task(tmp_path: Path):
     return make_task(tmp_path, meta=TaskMeta(atol=1e-5, rtol=1e-3, precision="fp32"))
 
 
-def test_problem_statement_states_the_job_the_tolerance_and_the_precision(task, tmp_path):
+def test_problem_statement_states_the_job_and_the_tolerance_but_no_precision_by_default(task, tmp_path):
+    """PIKE's rule: the prompt is silent on precision; the tolerance alone judges a candidate."""
     text = prompting.problem_statement(task)
     for phrase in ("torch.utils.cpp_extension.load_inline", "Triton", "fusion", "online softmax",
-                   "built-in PyTorch", "ModelNew", "atol=1e-05", "rtol=0.001", "float32"):
+                   "built-in PyTorch", "ModelNew", "atol=1e-05", "rtol=0.001"):
         assert phrase in text, phrase
-    statements = {p: prompting.problem_statement(make_task(tmp_path, meta=TaskMeta(precision=p)))
+    for word in ("Precision", "precision", "float16", "bfloat16", "TF32"):
+        assert word not in text, word
+    silent = {prompting.problem_statement(make_task(tmp_path, meta=TaskMeta(precision=p)))
+              for p in ("fp32", "tf32", "bf16", "fp16")}
+    assert len(silent) == 1  # the task's precision floor changes nothing in the prompt
+    assert prompting.precision_rule(task) is None
+
+
+def test_stated_precision_rule_tells_the_model_the_tasks_floor(tmp_path):
+    statements = {p: prompting.problem_statement(make_task(tmp_path, meta=TaskMeta(precision=p,
+                                                                                   precision_rule="stated")))
                   for p in ("fp32", "tf32", "bf16", "fp16")}
     assert len(set(statements.values())) == 4
+    assert "do not compute in TF32, float16 or bfloat16" in statements["fp32"]
     assert "bfloat16" in statements["bf16"] and "TF32 tensor-core math is allowed" in statements["tf32"]
 
 

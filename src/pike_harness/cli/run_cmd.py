@@ -119,6 +119,10 @@ RUN_OPTIONS = [
                  help="Output token limit per query (PIKE: 32,000)."),
     click.Option(["--reasoning-effort"], type=click.Choice(["low", "medium", "high"]),
                  help="For reasoning models (sent instead of temperature where the API requires it)."),
+    click.Option(["--precision-rule"], type=click.Choice(["tolerance", "stated"]),
+                 help="tolerance (PIKE's rule): prompts say nothing about precision, the tolerance alone "
+                      "judges; stated: prompts forbid computing below the task's precision (fp32 for "
+                      "level3-pike). Default: each suite's own precision_rule."),
     click.Option(["--llm-concurrency"], type=click.IntRange(min=1), default=10, show_default=True,
                  help="Concurrent LLM requests for the whole run."),
     click.Option(["--llm-cache"], type=click.Path(), help="Opt-in response cache folder (identical requests "

@@ -31,6 +31,7 @@ def task_dict(task: Task) -> dict:
         "atol": task.meta.atol,
         "rtol": task.meta.rtol,
         "precision": task.meta.precision,
+        "precision_rule": task.meta.precision_rule,
         "quirks": list(task.meta.quirks),
         "notes": task.meta.notes,
     }
@@ -70,7 +71,8 @@ def show_task(ref: str, as_json: bool) -> None:
         return
     console = Console()
     console.print(f"[bold]{task.ref}[/bold]  {task.name}  ({task.path})")
-    console.print(f"atol {task.meta.atol:g}  rtol {task.meta.rtol:g}  precision {task.meta.precision}")
+    console.print(f"atol {task.meta.atol:g}  rtol {task.meta.rtol:g}  precision {task.meta.precision}  "
+                  f"precision rule {task.meta.precision_rule}")
     for quirk in task.meta.quirks:
         console.print(f"[yellow]quirk:[/yellow] {quirk}")
     if task.meta.notes:
