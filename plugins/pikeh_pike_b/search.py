@@ -15,13 +15,14 @@ from pike_harness.api import (
     Sample,
     Strategy,
     TaskContext,
+    UserError,
     fix_rounds,
     prompting,
     require_at_least,
     run_round,
 )
 
-from .selection import Parent, Solution, rank_parents, split_evenly
+from .selection import FASTEST, PARENT_RULES, Parent, Solution, rank_parents, split_evenly
 
 
 @dataclass
@@ -32,6 +33,9 @@ class PikeBConfig:
         "help": "code-optimization queries per phase; a started round may overshoot the budget by this minus 1"})
     max_parents: int = field(default=4, metadata={
         "help": "parents per phase: the fastest correct children of the previous phase"})
+    parents: str = field(default=FASTEST, metadata={
+        "help": "parent rule: fastest (PIKE's: the max-parents fastest correct programs of the phase, "
+                "several may share a branch) or spread (ours: the fastest of each branch first)"})
     max_fix_attempts: int = field(default=5, metadata={
         "help": "error-fixing rounds per phase (each failing sample gets one fix per round); "
                 "0 is the paper's no-EFA variant"})
@@ -50,6 +54,8 @@ class PikeBConfig:
     def __post_init__(self) -> None:
         require_at_least(self, num_branches=1, max_parents=1, max_fix_attempts=0, max_ideas=1, max_phases=0,
                          log_tail_chars=0)
+        if self.parents not in PARENT_RULES:
+            raise UserError(f"--parents must be one of {', '.join(PARENT_RULES)} (got {self.parents!r})")
 
 
 class PikeB(Strategy):
@@ -80,7 +86,7 @@ class PikeB(Strategy):
             if not fix_rounds(ctx, samples, max_rounds=cfg.max_fix_attempts, tail_chars=cfg.log_tail_chars):
                 return
             solutions = _solutions(samples)
-            parents = rank_parents(solutions, reference, cfg.max_parents)
+            parents = rank_parents(solutions, reference, cfg.max_parents, cfg.parents)
             ctx.log(f"phase {phase}: {len(solutions)} correct of {len(samples)} samples; next parents: "
                     + ", ".join(p.key or "reference" for p in parents))
             phase += 1

@@ -25,21 +25,31 @@ class Solution:
     order: tuple[int, ...]  # (slot, fix number): the stable tie-break for equal runtimes
 
 
-def rank_parents(solutions: Iterable[Solution], reference: Parent, max_parents: int) -> list[Parent]:
-    """The next phase's parents, best first.
+FASTEST, SPREAD = "fastest", "spread"
+PARENT_RULES = (FASTEST, SPREAD)
 
-    The fastest solution of each branch (sorted by runtime), then the remaining solutions by runtime,
-    then the reference as a fallback; the first ``max_parents`` of that list. Only the phase just
-    finished is considered (no elitism across phases). Favouring one solution per branch keeps a
-    single lucky branch from taking every parent slot.
+
+def rank_parents(solutions: Iterable[Solution], reference: Parent, max_parents: int,
+                 rule: str = FASTEST) -> list[Parent]:
+    """The next phase's parents, best first; only the phase just finished counts (no elitism).
+
+    ``fastest`` (PIKE's rule): every solution sorted by runtime, then the reference as a fallback; the
+    first ``max_parents``. PIKE's code builds a best-of-each-branch list and then re-sorts the whole
+    candidate list by runtime, so several parents may come from one branch.
+    ``spread`` (ours): the fastest solution of each branch first (sorted by runtime), then the rest by
+    runtime, so a single lucky branch cannot take every parent slot.
+    Equal runtimes are ranked by slot, then fix number.
     """
     ordered = sorted(solutions, key=lambda s: (s.runtime_ms, s.order))
-    best_of_branch: dict[int, Solution] = {}
-    for solution in ordered:
-        best_of_branch.setdefault(solution.branch, solution)
-    firsts = list(best_of_branch.values())
-    rest = [s for s in ordered if best_of_branch[s.branch] is not s]
-    ranked = [Parent(s.key, s.code) for s in firsts + rest] + [reference]
+    if rule == SPREAD:
+        best_of_branch: dict[int, Solution] = {}
+        for solution in ordered:
+            best_of_branch.setdefault(solution.branch, solution)
+        firsts = list(best_of_branch.values())
+        ordered = firsts + [s for s in ordered if best_of_branch[s.branch] is not s]
+    elif rule != FASTEST:
+        raise ValueError(f"unknown parent rule {rule!r}")
+    ranked = [Parent(s.key, s.code) for s in ordered] + [reference]
     return ranked[:max_parents]
 
 

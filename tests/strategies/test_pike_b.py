@@ -133,16 +133,30 @@ def test_no_elitism_parents_come_from_the_last_phase_only(tmp_path):
     assert quoted_parents(ctx, 2) == ["reference"] * 10
 
 
-def test_best_child_of_each_branch_comes_before_faster_siblings(tmp_path):
-    outcomes = {"p000/s00": correct(10.0), "p000/s01": correct(20.0), "p000/s02": correct(30.0),
-                "p000/s03": correct(40.0),
-                # phase 1: branch 0 (slots 0-2) has the three fastest children
-                "p001/s00": correct(1.0), "p001/s01": correct(2.0), "p001/s02": correct(3.0),
-                "p001/s03": correct(50.0),  # branch 1
-                "p001/s06": correct(60.0)}  # branch 2
-    ctx = run(tmp_path, limit=30, outcomes=outcomes, config=PikeBConfig(max_fix_attempts=0))
+BRANCH_0_WINS = {"p000/s00": correct(10.0), "p000/s01": correct(20.0), "p000/s02": correct(30.0),
+                 "p000/s03": correct(40.0),
+                 # phase 1: branch 0 (slots 0-2) has the three fastest children
+                 "p001/s00": correct(1.0), "p001/s01": correct(2.0), "p001/s02": correct(3.0),
+                 "p001/s03": correct(50.0),  # branch 1
+                 "p001/s06": correct(60.0)}  # branch 2
+
+
+def test_parents_are_the_four_fastest_even_from_one_branch(tmp_path):
+    """PIKE's rule: its candidate list is re-sorted by runtime, so parents may share a branch."""
+    ctx = run(tmp_path, limit=30, outcomes=BRANCH_0_WINS, config=PikeBConfig(max_fix_attempts=0))
     assert quoted_parents(ctx, 1) == ["p000/s00"] * 3 + ["p000/s01"] * 3 + ["p000/s02"] * 2 + ["p000/s03"] * 2
+    assert quoted_parents(ctx, 2) == ["p001/s00"] * 3 + ["p001/s01"] * 3 + ["p001/s02"] * 2 + ["p001/s03"] * 2
+
+
+def test_parents_spread_puts_the_best_child_of_each_branch_before_faster_siblings(tmp_path):
+    ctx = run(tmp_path, limit=30, outcomes=BRANCH_0_WINS,
+              config=PikeBConfig(max_fix_attempts=0, parents="spread"))
     assert quoted_parents(ctx, 2) == ["p001/s00"] * 3 + ["p001/s03"] * 3 + ["p001/s06"] * 2 + ["p001/s01"] * 2
+
+
+def test_parent_rule_is_checked():
+    with pytest.raises(UserError, match="--parents must be one of fastest, spread"):
+        PikeBConfig(parents="best")
 
 
 def test_equal_runtimes_are_ranked_by_slot_whatever_the_completion_order(tmp_path):
@@ -168,7 +182,16 @@ def test_rank_parents_appends_the_reference_once_and_caps_the_list():
     sols = [Solution(f"k{i}", f"c{i}", rt, branch, (i, 0)) for i, (rt, branch) in
             enumerate([(5.0, 0), (1.0, 0), (3.0, 1), (2.0, 2), (4.0, 3), (0.5, 3)])]
     assert [p.key for p in rank_parents(sols, reference, 4)] == ["k5", "k1", "k3", "k2"]
+    assert [p.key for p in rank_parents(sols, reference, 4, "spread")] == ["k5", "k1", "k3", "k2"]
+    assert [p.key for p in rank_parents(sols, reference, 5)] == ["k5", "k1", "k3", "k2", "k4"]
+    assert [p.key for p in rank_parents(sols, reference, 5, "spread")] == ["k5", "k1", "k3", "k2", "k4"]
+    assert [p.key for p in rank_parents(sols, reference, 6, "spread")] == ["k5", "k1", "k3", "k2", "k4", "k0"]
     assert [p.key for p in rank_parents(sols[:2], reference, 4)] == ["k1", "k0", None]
+    assert [p.key for p in rank_parents(sols[:2], reference, 4, "spread")] == ["k1", "k0", None]
+    one_branch = [Solution("a", "a", 1.0, 0, (0, 0)), Solution("b", "b", 2.0, 0, (1, 0)),
+                  Solution("c", "c", 3.0, 1, (2, 0))]
+    assert [p.key for p in rank_parents(one_branch, reference, 2)] == ["a", "b"]
+    assert [p.key for p in rank_parents(one_branch, reference, 2, "spread")] == ["a", "c"]
 
 
 # -- error fixing ---------------------------------------------------------------------------------
