@@ -4,9 +4,11 @@ Part of the host's public API (strategies import it as ``pike_harness.rounds`` o
 ``pike_harness.api``) so PIKE-B, best-of-n, refine, PIKE-O and third-party strategies fix failures the
 same way.
 
-A round is a batch of queries that starts only while the task has budget left and then issues all of
-its queries (the host allows the overshoot). Results are read back in slot order, never completion
-order, so a replayed run (resume) makes the same decisions from the same answers.
+A round is a batch of queries that starts only while the task has budget left. An optimize round then
+issues all of its queries (the host allows the overshoot); a fix round does not: each fix query is sent
+only while the task's count is below its budget, as PIKE refuses each fix query on its own, so fixes
+never run past the budget. Results are read back in slot order, never completion order, so a replayed
+run (resume) makes the same decisions from the same answers.
 """
 
 from __future__ import annotations
@@ -55,12 +57,19 @@ class Order:
     meta: dict[str, Any]
 
 
-def run_round(ctx: TaskContext, orders: list[Order]) -> bool:
-    """Submit every order, then record the attempts in order. False when the host refused a query
-    (its budget is spent): the caller then ends the task after this round's answers are in."""
+def run_round(ctx: TaskContext, orders: list[Order], *, overshoot: bool = True) -> bool:
+    """Submit every order, then record the attempts in order. False when a query was refused (the
+    budget is spent): the caller then ends the task after this round's answers are in.
+
+    ``overshoot=False`` (fix rounds) sends each query only while the budget is not exhausted, so the
+    round stops at exactly the budget; otherwise the round issues every query it started with.
+    """
     submitted = []
     refused = False
     for order in orders:
+        if not overshoot and ctx.budget.exhausted:
+            refused = True
+            break
         try:
             future = ctx.submit_attempt(order.role, order.messages, key=order.key, parent=order.parent,
                                         meta=order.meta)
@@ -76,7 +85,8 @@ def run_round(ctx: TaskContext, orders: list[Order]) -> bool:
 def fix_rounds(ctx: TaskContext, samples: list[Sample], *, max_rounds: int, tail_chars: int) -> bool:
     """Up to ``max_rounds`` rounds in which every failing sample gets exactly one fix query.
 
-    A round with nothing to fix ends early. Returns False when the budget stopped the rounds.
+    A round with nothing to fix ends early. Each fix query is sent only below the budget (samples in
+    slot order), so fixes never overshoot. Returns False when the budget stopped the rounds.
     """
     for number in range(1, max_rounds + 1):
         failing = [s for s in samples if s.needs_fix]
@@ -92,6 +102,6 @@ def fix_rounds(ctx: TaskContext, samples: list[Sample], *, max_rounds: int, tail
             messages = prompting.fix_messages(ctx.task, latest.code, latest.result, tail_chars=tail_chars)
             orders.append(Order(sample, FIX, f"{sample.key}/fix{number}", messages, latest.key,
                                 {**sample.meta, "fix": number}))
-        if not run_round(ctx, orders):
+        if not run_round(ctx, orders, overshoot=False):
             return False
     return True

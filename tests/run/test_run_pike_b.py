@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 from fakes.llm_server import FakeLLMServer
-from scripted_programs import TAG, ScriptedModel, serial_of
+from scripted_programs import TAG, ScriptedModel, program, quoted_tag, serial_of
 
 from pike_harness import prompting
 from pike_harness.store import read_journal
@@ -115,6 +115,57 @@ def test_pike_b_at_the_papers_shape_splits_3_3_2_2(tmp_path):
     assert sorted([parents["i2+fix"], parents["i9+fix"]]) == [2, 3]
     counted = [e["index"] for e in journal(tmp_path) if e["type"] == "llm" and e["counted"]]
     assert sorted(counted) == list(range(1, 23))  # 10 + 2 fixes, then a full phase of 10: overshoot 2 <= 9
+
+
+def test_phase_2_parents_are_the_four_fastest_of_phase_1_even_from_one_branch(tmp_path):
+    """PIKE's parent rule through a real run: phase 1's two children of the fastest parent (branch 0)
+    are its two fastest programs, and both become phase-2 parents beside the next two."""
+    base = ScriptedModel([0, 100, 200, 300, 400])
+    # Phase-1 children's extra work by parent tag, in the order the parent's children are asked for.
+    child_works = {"i0": [0, 50], "i1": [150], "i2": [250], "i3": [350]}
+    seen: Counter[str] = Counter()
+
+    def reply(request):
+        quoted = quoted_tag(request)
+        if prompting.prompt_kind(request.prompt_text) == "improve" and quoted and quoted[0] in child_works:
+            tag = quoted[0]
+            seen[tag] += 1
+            work = child_works[tag][seen[tag] - 1]
+            return f"```python\n{program(f'{tag}>n{seen[tag]}', work)}```\n"
+        return base(request)
+
+    with FakeLLMServer(reply=reply) as server:
+        cmd = pikeh_cmd(server, tmp_path, "--max-parents", "4", budget=11)
+        del cmd[cmd.index("--max-parents"):cmd.index("--max-parents") + 2]  # the first, default 2
+        proc = subprocess.run(cmd, env=env(), capture_output=True, text=True, timeout=900)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        requests = list(server.requests)
+    improves = [quoted_tag(r)[0] for r in requests if prompting.prompt_kind(r.prompt_text) == "improve"]
+    phase1 = Counter(t for t in improves if ">" not in t)
+    phase2 = Counter(t for t in improves if ">" in t)
+    assert phase1 == {"i0": 2, "i1": 1, "i2": 1, "i3": 1}  # 5 queries over 4 parents: 2,1,1,1
+    # The two children of i0 (0 and 50 ms of extra work) lead, then i1's (150) and i2's (250); i3's
+    # child (350) is left out although it is the only child of its branch.
+    assert phase2 == {"i0>n1": 2, "i0>n2": 1, "i1>n1": 1, "i2>n1": 1}
+    assert len(requests) == 1 + 15  # brainstorm, then three phases of 5 (phase 2 starts at 10 < 11)
+
+
+def test_fix_queries_are_never_sent_past_the_budget(tmp_path):
+    """Every program fails to load and the budget is 15: 1 brainstorm, 10 optimize and 5 fix requests."""
+    def reply(request):
+        if prompting.prompt_kind(request.prompt_text) == "brainstorm":
+            return "\n".join(f"- idea-{k}" for k in range(10))
+        return f"```python\n{program('x', 0, broken=True)}```\n"
+
+    with FakeLLMServer(reply=reply) as server:
+        cmd = pikeh_cmd(server, tmp_path, budget=15)
+        for flag, value in (("--num-branches", "10"), ("--max-fix-attempts", "5"), ("--max-ideas", "10")):
+            cmd[cmd.index(flag) + 1] = value
+        proc = subprocess.run(cmd, env=env(), capture_output=True, text=True, timeout=900)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        assert kinds(server) == {"brainstorm": 1, "optimize": 10, "fix": 5}
+    end = [e for e in journal(tmp_path) if e["type"] == "task_end"][0]
+    assert end["reason"] == "budget" and end["queries_used"] == 15
 
 
 def _wait_for(predicate, timeout: float = 120.0) -> None:

@@ -223,7 +223,7 @@ def test_fix_prompts_carry_the_failure_but_never_a_runtime(tmp_path):
     }
     runtimes = [3.14159265, 27.18281828, 1.41421356]
     default = {f"p000/s{s:02d}": correct(runtimes[s % 3] + s) for s in range(3, 10)}
-    ctx = run(tmp_path, limit=11, outcomes={**default, **outcomes}, default_outcome=lambda k: correct(2.71828))
+    ctx = run(tmp_path, limit=13, outcomes={**default, **outcomes}, default_outcome=lambda k: correct(2.71828))
     runtime_error = ctx.by_key("p000/s00/fix1").prompt
     assert "TAIL-OF-LOG" in runtime_error and "HEAD-OF-LOG" not in runtime_error
     assert "printed-line" in runtime_error and "Timed out: no" in runtime_error
@@ -308,8 +308,19 @@ def test_rounds_start_only_below_the_budget_and_finish_within_the_overshoot(tmp_
     for group in rounds(ctx):
         assert group[0].used_before < limit
         if group[0].meta["fix"] == 0:
-            assert len(group) == 10
+            assert len(group) == 10  # a started phase sends all its optimize queries
+    # No fix query is ever sent past the budget: only optimize queries overshoot.
+    assert all(q.index <= limit for q in ctx.counted if q.role == "fix")
     assert [q.index for q in ctx.counted] == list(range(1, used + 1))
+
+
+def test_fix_queries_stop_at_exactly_the_budget(tmp_path):
+    """Every program fails and the budget is 15: 10 optimize queries, then fixes only up to 15."""
+    ctx = run(tmp_path, limit=15)
+    assert len([q for q in ctx.queries if q.role == "brainstorm"]) == 1
+    assert [q.key for q in ctx.counted if q.role == "optimize"] == [f"p000/s{s:02d}" for s in range(10)]
+    assert [q.key for q in ctx.counted if q.role == "fix"] == [f"p000/s{s:02d}/fix1" for s in range(5)]
+    assert sorted(ctx.completed) == sorted(ctx.attempts)  # every submitted attempt was collected
 
 
 def test_all_correct_runs_ceil_budget_over_branches_phases(tmp_path):
