@@ -378,3 +378,31 @@ def test_config_defaults_are_the_papers_and_every_field_has_help():
 def test_config_rejects_impossible_values_naming_the_option(bad):
     with pytest.raises(UserError, match="--" + next(iter(bad)).replace("_", "-")):
         PikeBConfig(**bad)
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_the_demos_configuration_stays_within_the_budget_rule(tmp_path, seed):
+    """`pikeh demo` (4 branches, 2 fix rounds, budget 12): fixes stop at 12, and only a phase started
+    below 12 may send its optimize queries past it (at most 15 in all)."""
+    from pike_harness.cli.demo_cmd import DEMO_QUERY_BUDGET, DEMO_STRATEGY_OPTIONS
+
+    pattern = random.Random(seed)
+    verdicts: dict[str, object] = {}
+
+    def outcome(key):
+        if key not in verdicts:
+            verdicts[key] = correct(pattern.uniform(1, 9)) if pattern.random() < 0.5 else failure("runtime_error")
+        return verdicts[key]
+
+    strategy = PikeB(PikeBConfig(**DEMO_STRATEGY_OPTIONS))
+    ctx = ScriptedContext(make_task(tmp_path), DEMO_QUERY_BUDGET, strategy.overshoot(), default_outcome=outcome)
+    strategy.run_task(ctx)
+    assert len(ctx.counted) <= DEMO_QUERY_BUDGET + DEMO_STRATEGY_OPTIONS["num_branches"] - 1
+    assert all(q.index <= DEMO_QUERY_BUDGET for q in ctx.counted if q.role == "fix")
+    past = [q for q in ctx.counted if q.index > DEMO_QUERY_BUDGET]
+    assert all(q.role == "optimize" for q in past)
+    if past:  # they belong to one phase, which started below the budget
+        phase = {q.meta["phase"] for q in past}
+        assert len(phase) == 1
+        first = next(q for q in ctx.counted if q.meta["phase"] in phase)
+        assert first.used_before < DEMO_QUERY_BUDGET
