@@ -39,11 +39,18 @@ class PikeOConfig:
                                            "num_top_programs")
     num_inspirations: int | None = _option("inspiration programs shown in a crossover prompt",
                                            "num_inspirations")
+    num_diverse_programs: int | None = _option(
+        "diverse programs of the island (beyond its top programs) shown in a crossover prompt",
+        "num_diverse_programs")
     population_size: int | None = _option("programs kept in the database (all islands); the least fit "
-                                          "that own no MAP-Elites cell go first", "population_size")
+                                          "go first, never the best", "population_size")
     archive_size: int | None = _option("elite archive size: where exploitation parents come from",
                                        "archive_size")
-    num_islands: int | None = _option("islands; iteration i evolves island i mod this", "num_islands")
+    exclude_reference: bool | None = _option(
+        "keep the task's reference out of the archive, so it is never an exploitation parent (PIKE's later "
+        "change; the paper's first two PIKE-O rows may have run without it)", "exclude_reference")
+    num_islands: int | None = _option("islands; the 2W iterations in flight are spread evenly over them",
+                                      "num_islands")
     elite_selection_ratio: float | None = _option(
         "share of the inspirations taken from the island's fittest programs", "elite_selection_ratio")
     exploration_ratio: float | None = _option("chance a parent is drawn uniformly from its island",
@@ -52,13 +59,13 @@ class PikeOConfig:
         "chance a parent is drawn from the archive; the rest (1 - exploration - exploitation) draws "
         "uniformly from the whole database", "exploitation_ratio")
     parallel_evaluations: int | None = _option(
-        "iterations per wave, sampled together and evaluated in parallel (OpenEvolve's parallel "
-        "evaluations); a wave may overshoot the query budget by this minus 1", "parallel_evaluations")
+        "OpenEvolve's parallel evaluations W: about 2W iterations are kept in flight, max(1, 2W // islands) "
+        "per island", "parallel_evaluations")
     migration_interval: int | None = _option(
-        "migrate when the busiest island has gained this many programs since the last migration",
+        "migrate after this many iterations have added a program since the last migration",
         "migration_interval")
     migration_rate: float | None = _option(
-        "share of each island's fittest programs copied to its two ring neighbours at a migration",
+        "share of each island's fittest programs copied to the next island at a migration",
         "migration_rate")
     feature_bins: int | None = _option("bins per MAP-Elites feature (code complexity, code diversity)",
                                        "feature_bins")
@@ -66,8 +73,8 @@ class PikeOConfig:
         "error-fixing queries per iteration (each counts toward the budget); 0 disables error fixing",
         "max_fix_attempts")
     log_tail_chars: int | None = _option(
-        "characters from the end of stdout and of stderr shown to the error-fixing agent and as "
-        "evaluation artifacts", "log_tail_chars")
+        "characters kept (from the end) of each raw evaluation artifact (stdout, stderr, reason, ...) "
+        "shown in crossover and error-fixing prompts", "log_tail_chars")
 
     def __post_init__(self) -> None:
         canonical = presets.canonical_name(str(self.preset))
@@ -83,7 +90,10 @@ class PikeOConfig:
     def _validate(self) -> None:
         if self.template not in TEMPLATES:
             raise UserError(f"--template must be crossover or mutation (got {self.template!r})")
-        require_at_least(self, num_top_programs=0, num_inspirations=0, population_size=1, archive_size=1,
+        if not isinstance(self.exclude_reference, bool):
+            raise UserError(f"--exclude-reference must be true or false (got {self.exclude_reference!r})")
+        require_at_least(self, num_top_programs=0, num_inspirations=0, num_diverse_programs=0,
+                         population_size=1, archive_size=1,
                          num_islands=1, parallel_evaluations=1, migration_interval=1, feature_bins=1,
                          max_fix_attempts=0, log_tail_chars=0)
         for name in ("elite_selection_ratio", "exploration_ratio", "exploitation_ratio", "migration_rate"):
@@ -94,6 +104,11 @@ class PikeOConfig:
         if self.exploration_ratio + self.exploitation_ratio > 1.0 + 1e-9:
             raise UserError(f"--exploration-ratio ({self.exploration_ratio:g}) plus --exploitation-ratio "
                             f"({self.exploitation_ratio:g}) must not exceed 1")
+
+    @property
+    def in_flight_per_island(self) -> int:
+        """OpenEvolve's batch: 2W iterations spread evenly over the islands, at least one each."""
+        return max(1, 2 * self.parallel_evaluations // self.num_islands)
 
     @property
     def random_ratio(self) -> float:

@@ -1,27 +1,28 @@
-"""PIKE-O's program database: islands, a MAP-Elites grid per island, an elite archive, migration.
+"""PIKE-O's program database: islands, one MAP-Elites grid, an elite archive, migration.
 
-OpenEvolve's population model with PIKE's rule that the task's reference program (the initial program)
-is never archived, so it can never be drawn as an exploitation parent.
+As PIKE's OpenEvolve fork (0.2.8) keeps it (shared/specs/pike-o.md, "Corrections"):
 
-- Every program lives on one island. A new program lands in its island's grid cell (its feature
-  coordinates) if the cell is empty or the program is strictly fitter than the cell's owner; a
-  displaced owner leaves its island and the database (it owns nothing any more), and hands its archive
-  slot, if it had one, to the newcomer. A newcomer that is not fitter still joins the island.
-- The archive takes any non-reference program while it has room; when full, a newcomer replaces the
-  least fit member if strictly fitter.
-- Past ``population_size`` programs, the least fit are removed, programs that own no grid cell
-  first; the best program and the newcomer are never removed.
-- Islands count generations (programs added by iterations). When the busiest island has gained
-  ``migration_interval`` since the last migration, each island copies its fittest
-  ``max(1, int(size * migration_rate))`` programs (copies never migrate again) to both ring
-  neighbours, skipping a neighbour that already holds the same code.
+- Every program lives on one island. One MAP-Elites grid spans the whole database: a new program
+  takes its cell (its feature coordinates) if the cell is empty or it is strictly fitter than the
+  cell's owner. A displaced owner stays in the database and on its island; only its place in the grid
+  moves, and its archive slot, if it had one, goes to the newcomer.
+- The archive takes any program while it has room (the reference too, unless ``exclude_reference``,
+  PIKE's later change and our default); when full, a newcomer replaces the least fit member if
+  strictly fitter.
+- Past ``population_size`` programs, the lowest-fitness programs are removed first (earlier first on
+  ties); the best program is never removed.
+- Migration, every ``migration_interval`` added iterations: each island's fittest
+  ``max(1, int(size * migration_rate))`` programs are copied to the next island (ring); copies join
+  the island only, never the grid or the archive, and never migrate again.
 
-Fitness is 1 / runtime in ms for a correct program, 0 otherwise. Every tie is broken by insertion
-order (earlier first), never by anything a resumed run could see differently.
+Fitness is 1 / runtime in ms for a correct program, 0 otherwise. Ties are broken by insertion order,
+never by anything a resumed run could see differently; the diversity feature's sample comes from a
+``random.Random`` the search seeds from the task's rng.
 """
 
 from __future__ import annotations
 
+import random
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
@@ -80,32 +81,34 @@ class Migration:
 
 
 class ProgramDatabase:
-    """The population of one task's search. Pure bookkeeping: no randomness, no I/O."""
+    """The population of one task's search. Pure bookkeeping and no I/O; its only randomness is the
+    diversity feature's sample, drawn from ``rng``."""
 
-    def __init__(self, config: PikeOConfig):
+    def __init__(self, config: PikeOConfig, rng: random.Random | None = None):
         self.config = config
-        self.features = FeatureSpace(bins=config.feature_bins)
+        self.features = FeatureSpace(bins=config.feature_bins, rng=rng or random.Random(0))
         self.programs: dict[str, Program] = {}
         self.islands: list[list[str]] = [[] for _ in range(config.num_islands)]
-        self.grids: list[dict[tuple[int, ...], str]] = [{} for _ in range(config.num_islands)]
+        self.grid: dict[tuple[int, ...], str] = {}
         self.archive: list[str] = []
-        self.generations = [0] * config.num_islands
-        self.last_migration_generation = 0
+        self.added = 0  # programs added by iterations: the migration counter
+        self.last_migration = 0
         self.migrations: list[Migration] = []
         self._order = 0
 
     # -- adding programs ----------------------------------------------------------------------
     def add_initial(self, code: str, result: EvalResult | None) -> Program:
-        """The task's reference, on island 0: a parent for exploration and random draws only."""
+        """The task's reference, on island 0."""
         program = self._new(REFERENCE_ID, None, code, result, 0, None, is_reference=True)
         self._place(program)
         return program
 
     def add_child(self, key: str, code: str, result: EvalResult | None, island: int, iteration: int) -> Program:
-        """The program an iteration ended with (the fixed one, if fixes were needed), on its island."""
+        """The program an iteration ended with (the fixed one, if fixes were needed), on ``island``
+        (its parent's island)."""
         program = self._new(key, key, code, result, island % len(self.islands), iteration)
         self._place(program)
-        self.generations[program.island] += 1
+        self.added += 1
         return program
 
     def _new(self, program_id: str, key: str | None, code: str, result: EvalResult | None, island: int,
@@ -117,33 +120,26 @@ class ProgramDatabase:
                        is_reference=is_reference, migrant=migrant)
 
     def _place(self, program: Program) -> None:
-        program.coords = self.features.coords(program.code)
+        others = [p.code for p in self.programs.values()]
+        program.coords = self.features.coords(program.code, others)
         self.programs[program.id] = program
-        k = program.island
-        grid = self.grids[k]
-        owner_id = grid.get(program.coords)
+        self.islands[program.island].append(program.id)
+        owner_id = self.grid.get(program.coords)
         if owner_id is None:
-            grid[program.coords] = program.id
+            self.grid[program.coords] = program.id
         elif program.fitness > self.programs[owner_id].fitness:
-            grid[program.coords] = program.id
-            self._displace(owner_id, program)
-        self.islands[k].append(program.id)
+            self.grid[program.coords] = program.id
+            if owner_id in self.archive and self._archivable(program):
+                self.archive[self.archive.index(owner_id)] = program.id
         self._update_archive(program)
-        self._enforce_population_limit(keep=program.id)
+        self._enforce_population_limit()
 
-    def _displace(self, owner_id: str, newcomer: Program) -> None:
-        """The owner lost its cell: it leaves its island, and the database (it owns nothing now)."""
-        if owner_id in self.archive:
-            slot = self.archive.index(owner_id)
-            if newcomer.is_reference:
-                del self.archive[slot]
-            else:
-                self.archive[slot] = newcomer.id
-        self._remove(owner_id)
+    def _archivable(self, program: Program) -> bool:
+        return not (program.is_reference and self.config.exclude_reference)
 
     def _update_archive(self, program: Program) -> None:
-        if program.is_reference or program.id in self.archive:
-            return  # PIKE: the reference (or a migrant copy of it) is never archived
+        if not self._archivable(program) or program.id in self.archive:
+            return
         if len(self.archive) < self.config.archive_size:
             self.archive.append(program.id)
             return
@@ -151,23 +147,20 @@ class ProgramDatabase:
         if program.fitness > worst.fitness:
             self.archive[self.archive.index(worst.id)] = program.id
 
-    def _enforce_population_limit(self, keep: str) -> None:
+    def _enforce_population_limit(self) -> None:
         excess = len(self.programs) - self.config.population_size
         if excess <= 0:
             return
         best = self.best()
-        protected = {keep, best.id if best else None}
-        owners = {pid for grid in self.grids for pid in grid.values()}
-        candidates = sorted((p for p in self.programs.values() if p.id not in protected),
-                            key=lambda p: (p.id in owners, p.fitness, p.order))
+        candidates = sorted((p for p in self.programs.values() if best is None or p.id != best.id),
+                            key=lambda p: (p.fitness, p.order))
         for program in candidates[:excess]:
             self._remove(program.id)
 
     def _remove(self, program_id: str) -> None:
         program = self.programs.pop(program_id)
-        grid = self.grids[program.island]
-        for cell in [cell for cell, owner in grid.items() if owner == program_id]:
-            del grid[cell]
+        for cell in [cell for cell, owner in self.grid.items() if owner == program_id]:
+            del self.grid[cell]
         if program_id in self.islands[program.island]:
             self.islands[program.island].remove(program_id)
         if program_id in self.archive:
@@ -191,21 +184,25 @@ class ProgramDatabase:
     def reference(self) -> Program | None:
         return self.programs.get(REFERENCE_ID)
 
-    def owner(self, island: int, coords: tuple[int, ...]) -> Program | None:
-        pid = self.grids[island].get(coords)
+    def owner(self, coords: tuple[int, ...]) -> Program | None:
+        pid = self.grid.get(coords)
         return self.programs[pid] if pid is not None else None
+
+    def recent(self, island: int, count: int) -> list[Program]:
+        """The island's ``count`` most recently added programs, oldest first."""
+        return self.island(island)[-count:] if count > 0 else []
 
     # -- migration -----------------------------------------------------------------------------
     def should_migrate(self) -> bool:
         if len(self.islands) < 2:
             return False
-        return max(self.generations) - self.last_migration_generation >= self.config.migration_interval
+        return self.added - self.last_migration >= self.config.migration_interval
 
     def migrate(self) -> Migration:
-        """Copy each island's fittest non-migrant programs to both ring neighbours.
+        """Copy each island's fittest non-migrant programs to the next island.
 
         Migrants are chosen from every island before any copy lands, so a copy that has just arrived
-        can neither take a migration slot nor displace a program before it had its chance to move.
+        cannot take a migration slot. Copies join the island only (not the grid, not the archive).
         """
         migration = Migration(len(self.migrations) + 1)
         n = len(self.islands)
@@ -213,20 +210,18 @@ class ProgramDatabase:
         for k in range(n):
             natives = ranked(p for p in self.island(k) if not p.migrant)
             count = max(1, int(len(natives) * self.config.migration_rate)) if natives else 0
-            for program in natives[:count]:
-                for target in dict.fromkeys(((k + 1) % n, (k - 1) % n)):
-                    planned.append((program, target))
+            planned.extend((program, (k + 1) % n) for program in natives[:count])
         for source, target in planned:
-            if source.id not in self.programs:
-                continue  # displaced by an earlier copy of this migration
             if any(p.code == source.code for p in self.island(target)):
                 continue
             copy = self._new(f"{source.id}@m{migration.number}i{target}", source.key, source.code, source.result,
                              target, source.iteration, is_reference=source.is_reference, migrant=True)
-            self._place(copy)
-            if copy.id in self.programs:
-                migration.moves.append((source.id, copy.id, target))
-        self.last_migration_generation = max(self.generations)
+            copy.coords = source.coords
+            self.programs[copy.id] = copy
+            self.islands[target].append(copy.id)
+            migration.moves.append((source.id, copy.id, target))
+        self._enforce_population_limit()
+        self.last_migration = self.added
         self.migrations.append(migration)
         return migration
 

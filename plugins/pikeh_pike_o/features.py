@@ -1,36 +1,37 @@
 """MAP-Elites feature coordinates of a program: code complexity and code diversity, binned.
 
-OpenEvolve's default feature dimensions. Each raw value is min-max scaled over every value seen so
-far in the task (so the grid stretches as the search finds longer or stranger programs) and cut into
-``bins`` equal bins. A program's coordinates are computed once, when it enters the database.
+OpenEvolve's default feature dimensions, computed as PIKE's fork (OpenEvolve 0.2.8) does:
 
-- complexity: the program's length in characters.
-- diversity: the mean distance from the program to a reference set of programs: the first
-  ``reference_size`` distinct programs that entered the database (the task's reference first). The
-  distance is the Jaccard distance between the sets of tokens (identifiers, numbers, punctuation) of
-  the two programs: 0 for the same vocabulary, 1 for nothing in common. A fixed, insertion-ordered
-  reference set keeps the coordinates a pure function of the programs seen, so a resumed run computes
-  the same ones.
+- complexity: the program's length in characters;
+- diversity: the mean of OpenEvolve's cheap difference heuristic between the program and a sample of
+  up to ``sample_size`` (20) other programs of the database, drawn afresh each time a program is
+  placed: ``0.1 * |length difference| + 10 * |line-count difference| + 0.5 * |symmetric difference of
+  the character sets|`` (0 for identical code).
+
+Each raw value is min-max scaled over every value seen so far in the task and cut into ``bins`` equal
+bins (so the grid stretches as the search finds longer or stranger programs). The sample comes from the
+``random.Random`` the database is given, which the search seeds from the task's rng, so a seed gives
+the same coordinates.
 """
 
 from __future__ import annotations
 
-import re
+import random
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 FEATURES = ("complexity", "diversity")
-REFERENCE_SIZE = 20
-_TOKEN = re.compile(r"[A-Za-z_][A-Za-z0-9_]*|\d+(?:\.\d+)?|[^\sA-Za-z0-9_]")
+SAMPLE_SIZE = 20
 
 
-def tokens(code: str) -> frozenset[str]:
-    return frozenset(_TOKEN.findall(code))
-
-
-def distance(a: frozenset[str], b: frozenset[str]) -> float:
-    """Jaccard distance between two token sets."""
-    union = len(a | b)
-    return 0.0 if union == 0 else 1.0 - len(a & b) / union
+def code_difference(a: str, b: str) -> float:
+    """OpenEvolve's fast diversity heuristic between two programs."""
+    if a == b:
+        return 0.0
+    length = abs(len(a) - len(b))
+    lines = abs(a.count("\n") - b.count("\n"))
+    chars = len(set(a) ^ set(b))
+    return 0.1 * length + 10.0 * lines + 0.5 * chars
 
 
 @dataclass
@@ -50,30 +51,27 @@ class _Range:
 
 @dataclass
 class FeatureSpace:
-    """Computes coordinates and keeps the state they depend on (ranges, the diversity reference set)."""
+    """Computes coordinates and keeps the ranges they are scaled by."""
 
     bins: int
-    reference_size: int = REFERENCE_SIZE
+    rng: random.Random = field(default_factory=lambda: random.Random(0))
+    sample_size: int = SAMPLE_SIZE
     ranges: dict[str, _Range] = field(default_factory=dict)
-    references: list[str] = field(default_factory=list)
-    _tokens: dict[str, frozenset[str]] = field(default_factory=dict, repr=False)
 
-    def coords(self, code: str) -> tuple[int, ...]:
-        """The program's (complexity, diversity) bins; updates the ranges and the reference set."""
+    def coords(self, code: str, others: Sequence[str]) -> tuple[int, ...]:
+        """The program's (complexity, diversity) bins against ``others`` (the database's programs)."""
         complexity = self._bin("complexity", float(len(code)))
-        raw = self.diversity(code)
+        raw = self.diversity(code, others)
         diversity = 0 if raw is None else self._bin("diversity", raw)
-        if len(self.references) < self.reference_size and code not in self.references:
-            self.references.append(code)
         return (complexity, diversity)
 
-    def diversity(self, code: str) -> float | None:
-        """Mean distance to the reference programs other than itself; None before there are any."""
-        others = [ref for ref in self.references if ref != code]
-        if not others:
+    def diversity(self, code: str, others: Sequence[str]) -> float | None:
+        """Mean difference to a sample of up to ``sample_size`` other programs; None with none."""
+        pool = list(others)
+        if not pool:
             return None
-        mine = self._token_set(code)
-        return sum(distance(mine, self._token_set(ref)) for ref in others) / len(others)
+        sample = pool if len(pool) <= self.sample_size else self.rng.sample(pool, self.sample_size)
+        return sum(code_difference(code, other) for other in sample) / len(sample)
 
     def _bin(self, name: str, value: float) -> int:
         if name not in self.ranges:
@@ -81,9 +79,3 @@ class FeatureSpace:
         scale = self.ranges[name]
         scale.include(value)
         return max(0, min(self.bins - 1, int(scale.scale(value) * self.bins)))
-
-    def _token_set(self, code: str) -> frozenset[str]:
-        found = self._tokens.get(code)
-        if found is None:
-            found = self._tokens[code] = tokens(code)
-        return found

@@ -19,9 +19,11 @@ NO_EFA = "noEFA"
 PAPER_DEFAULTS: dict[str, Any] = {
     "template": "crossover",
     "num_top_programs": 3,
-    "num_inspirations": 2,
+    "num_inspirations": 3,
+    "num_diverse_programs": 2,
     "population_size": 25,
     "archive_size": 12,
+    "exclude_reference": True,
     "num_islands": 3,
     "elite_selection_ratio": 0.2,
     "exploration_ratio": 0.2,
@@ -31,7 +33,7 @@ PAPER_DEFAULTS: dict[str, Any] = {
     "migration_rate": 0.1,
     "feature_bins": 10,
     "max_fix_attempts": 5,
-    "log_tail_chars": 10_000,
+    "log_tail_chars": 20_000,  # OpenEvolve's artifact limit: 20 KB per key
 }
 
 # The ablation chain, in the paper's order: (flag, the fields it changes, what it means).

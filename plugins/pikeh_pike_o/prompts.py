@@ -1,14 +1,21 @@
-"""PIKE-O's two prompt templates, built from PIKE-B's pieces (``pike_harness.prompting``).
+"""PIKE-O's prompts, built from PIKE-B's pieces (``pike_harness.prompting``) as PIKE's OpenEvolve fork
+laid them out (shared/specs/pike-o.md, "Corrections").
 
 - **mutation**: PIKE-B's improve prompt, unchanged: problem statement, worked example, the task's
   reference and the current program, nothing else.
-- **crossover**: OpenEvolve's full-rewrite prompt in PIKE's words: the same problem statement, example
-  and reference, then the current program's fitness, feature coordinates and evaluation artifacts, the
-  island's top programs, inspiration programs, and last the current program itself.
+- **crossover**: OpenEvolve's full-rewrite prompt in PIKE's words, under a performance-engineering
+  system message: the problem statement, example and reference, then the current program's metrics
+  (fitness, feature coordinates) and raw evaluation results (every artifact, up to ``tail_chars`` per
+  key, also when it was correct), the island's top programs (they may include the current program and
+  failed ones), diverse programs, the previous attempts with their raw runtimes, inspiration programs,
+  and last the current program itself.
+- **error fixing** (``efa_messages``): PIKE-O's own generic prompt, not PIKE-B's two EFA prompts: the
+  program failed to compile, failed the correctness check or timed out; here are its raw evaluation
+  artifacts; fix it.
 
-Unlike every prompt in ``pike_harness.prompting``, the crossover prompt shows fitness, which is
-1 / runtime: the spec's crossover template carries it, as OpenEvolve's does. The mutation template
-shows none, so the ``mut`` ablation also removes every timing from the prompts.
+Unlike every prompt in ``pike_harness.prompting``, the crossover prompt shows runtimes and fitness
+(1 / runtime), as OpenEvolve's does; the mutation template shows none, so the ``mut`` ablation also
+removes every timing from the prompts.
 
 Each section starts with a fixed header line, and the current program always comes last, so a test
 double (or ``offline:mutate``, which takes the last ``ModelNew`` block after the reference) can find
@@ -24,13 +31,21 @@ from pike_harness.api import EvalResult, Task, prompting
 
 from .features import FEATURES
 
+SYSTEM_MESSAGE = (
+    "You are an expert software developer and performance engineer. You make PyTorch programs faster on "
+    "NVIDIA GPUs with custom CUDA and Triton kernels, and you answer with complete, runnable programs."
+)
 CROSSOVER_MARKER = "Evolve the current program (shown last) into a faster program."
 FITNESS_RULE = ("Fitness is 1 / runtime in milliseconds (higher is faster); a program that failed to build, "
                 "crashed, timed out or gave wrong outputs has fitness 0.")
-INFO_HEADER = "## Current program: fitness, features and evaluation"
+INFO_HEADER = "## Current program: metrics and evaluation results"
 TOP_HEADER = "## Top programs"
+DIVERSE_HEADER = "## Diverse programs"
+PREVIOUS_HEADER = "## Previous attempts"
 INSPIRATION_HEADER = "## Inspiration programs"
 CURRENT_HEADER = "## Current program"
+EFA_HEADER = ("The program failed to compile, failed the correctness check, or timed out. Its raw "
+              "evaluation artifacts:")
 NONE_YET = "(none yet)"
 
 Messages = list[dict[str, str]]
@@ -56,13 +71,14 @@ def mutation_messages(task: Task, current_code: str) -> Messages:
 
 
 def crossover_messages(task: Task, current: Shown, tops: Sequence[Shown], inspirations: Sequence[Shown], *,
-                       bins: int, tail_chars: int) -> Messages:
+                       bins: int, tail_chars: int, diverse: Sequence[Shown] = (),
+                       previous: Sequence[Shown] = ()) -> Messages:
     info = "\n".join([
         INFO_HEADER,
         f"- Fitness: {format_fitness(current.fitness)}",
         f"- Feature coordinates: {_coords(current.coords, bins)}",
-        "- Evaluation artifacts:",
-        _artifacts(current.result, tail_chars),
+        "- Evaluation results:",
+        raw_artifacts(current.result, tail_chars),
     ])
     parts = [
         prompting.problem_statement(task),
@@ -71,16 +87,52 @@ def crossover_messages(task: Task, current: Shown, tops: Sequence[Shown], inspir
         f"{CROSSOVER_MARKER}\n{FITNESS_RULE}",
         info,
         _programs(TOP_HEADER, "The fittest programs of this island so far.", "Top program", tops, bins),
+        _programs(DIVERSE_HEADER, "Other programs of this island.", "Diverse program", diverse, bins),
+        _previous(previous),
         _programs(INSPIRATION_HEADER, "Other programs of this island, with different approaches, for ideas.",
                   "Inspiration", inspirations, bins),
         f"{CURRENT_HEADER}\n{prompting.fence(current.code)}",
         "Write a new version of the current program that runs faster while keeping its outputs correct. "
-        "You may combine ideas from the top and inspiration programs. Rewrite the whole program; do not "
-        "answer with a diff.",
+        "You may combine ideas from the other programs. Rewrite the whole program; do not answer with a diff.",
         prompting.output_instruction("the complete new program"),
     ]
-    return [{"role": "system", "content": prompting.SYSTEM_PROMPT},
-            {"role": "user", "content": "\n\n".join(parts)}]
+    return [{"role": "system", "content": SYSTEM_MESSAGE}, {"role": "user", "content": "\n\n".join(parts)}]
+
+
+def efa_messages(task: Task, code: str, result: EvalResult, *, tail_chars: int) -> Messages:
+    """PIKE-O's error-fixing prompt: the failing program and its raw evaluation artifacts."""
+    parts = [
+        prompting.problem_statement(task),
+        prompting.reference_section(task),
+        f"{prompting.FIX_MARKER}\n{prompting.fence(code)}",
+        f"{EFA_HEADER}\n{raw_artifacts(result, tail_chars)}",
+        "Fix the program.",
+        prompting.output_instruction("the complete fixed program"),
+    ]
+    return [{"role": "system", "content": SYSTEM_MESSAGE}, {"role": "user", "content": "\n\n".join(parts)}]
+
+
+def raw_artifacts(result: EvalResult | None, tail_chars: int) -> str:
+    """Every evaluation artifact as ``key: value``, each value cut to its last ``tail_chars`` characters
+    (OpenEvolve passes artifacts through raw, up to 20 KB per key)."""
+    if result is None:
+        return "No evaluation."
+    values: dict[str, object] = {"category": result.category, "check": result.check, "reason": result.reason,
+                                 "runtime_ms": result.runtime_ms, "timed_out": result.category == "timeout"}
+    for check in result.outputs:
+        if check.max_abs_diff is not None or check.problem:
+            name = f"output{check.index}_input_set{check.input_set}"
+            values[name] = check.problem or f"max_abs_diff={check.max_abs_diff:.6g}"
+    values["stdout"] = result.stdout_tail
+    values["stderr"] = result.stderr_tail
+    lines = []
+    for key, value in values.items():
+        if value is None or value == "":
+            continue
+        text = str(value)
+        text = text[-tail_chars:] if tail_chars > 0 else ""
+        lines.append(f"{key}:\n{prompting.fence(text, 'text')}" if "\n" in text else f"{key}: {text}")
+    return "\n".join(lines)
 
 
 def _coords(coords: tuple[int, ...], bins: int) -> str:
@@ -88,12 +140,12 @@ def _coords(coords: tuple[int, ...], bins: int) -> str:
     return f"{shown} (bins 0 to {bins - 1})" if shown else "not computed"
 
 
-def _artifacts(result: EvalResult | None, tail_chars: int) -> str:
-    if result is None:
-        return "No evaluation."
-    if result.is_correct:
-        return "Evaluation result: correct."
-    return prompting.failure_report(result, tail_chars=tail_chars)
+def _verdict(program: Shown) -> str:
+    if program.result is None:
+        return "not evaluated"
+    if program.result.is_correct:
+        return f"correct, runtime_ms={program.result.runtime_ms:g}"
+    return program.result.category
 
 
 def _programs(header: str, blurb: str, title: str, programs: Sequence[Shown], bins: int) -> str:
@@ -101,11 +153,19 @@ def _programs(header: str, blurb: str, title: str, programs: Sequence[Shown], bi
         return f"{header}\n{NONE_YET}"
     lines = [header, blurb]
     for number, program in enumerate(programs, start=1):
-        verdict = "correct" if program.result is not None and program.result.is_correct else (
-            program.result.category if program.result is not None else "not evaluated")
-        lines.append(f"### {title} {number} (fitness {format_fitness(program.fitness)}, {verdict}, "
+        lines.append(f"### {title} {number} (fitness {format_fitness(program.fitness)}, {_verdict(program)}, "
                      f"{_coords(program.coords, bins)})")
         lines.append(prompting.fence(program.code))
+    return "\n".join(lines)
+
+
+def _previous(programs: Sequence[Shown]) -> str:
+    """The island's latest programs, oldest first, with their raw metrics (no code)."""
+    if not programs:
+        return f"{PREVIOUS_HEADER}\n{NONE_YET}"
+    lines = [PREVIOUS_HEADER]
+    for number, program in enumerate(programs, start=1):
+        lines.append(f"- Attempt {number}: fitness {format_fitness(program.fitness)}, {_verdict(program)}")
     return "\n".join(lines)
 
 
@@ -121,6 +181,9 @@ class CrossoverSections:
     inspirations: list[str]
     inspiration_fitness: list[str]
     current: str
+    diverse: list[str]
+    previous: list[str]  # one line per previous attempt, with its raw runtime
+    info: str  # the current program's metrics and raw evaluation results
 
 
 def is_crossover(messages: Sequence[dict[str, str]] | str) -> bool:
@@ -133,13 +196,17 @@ def crossover_sections(messages: Sequence[dict[str, str]] | str) -> CrossoverSec
         return None
     after = text.split(CROSSOVER_MARKER, 1)[1]
     info, _, rest = after.partition(f"\n\n{TOP_HEADER}\n")
-    tops_text, _, rest = rest.partition(f"\n\n{INSPIRATION_HEADER}\n")
+    tops_text, _, rest = rest.partition(f"\n\n{DIVERSE_HEADER}\n")
+    diverse_text, _, rest = rest.partition(f"\n\n{PREVIOUS_HEADER}\n")
+    previous_text, _, rest = rest.partition(f"\n\n{INSPIRATION_HEADER}\n")
     insp_text, _, rest = rest.partition(f"\n\n{CURRENT_HEADER}\n")
     current = prompting.code_blocks(rest)
     fitness = info.split("- Fitness: ", 1)[1].split("\n", 1)[0] if "- Fitness: " in info else ""
     return CrossoverSections(fitness=fitness, tops=_quoted(tops_text), top_fitness=_fitnesses(tops_text),
                              inspirations=_quoted(insp_text), inspiration_fitness=_fitnesses(insp_text),
-                             current=current[0] if current else "")
+                             current=current[0] if current else "", diverse=_quoted(diverse_text),
+                             previous=[line for line in previous_text.splitlines() if line.startswith("- Attempt")],
+                             info=info)
 
 
 def _quoted(section: str) -> list[str]:

@@ -11,7 +11,8 @@ Parent draw for an iteration on island ``k`` (OpenEvolve's explore / exploit / r
   whole archive; an empty archive (nothing but the reference so far) falls back to the exploration pool;
 - otherwise: uniformly from every program in the database.
 
-The reference is never in the archive, so it is never an exploitation parent (PIKE's change).
+With ``exclude_reference`` (the default) the reference is never in the archive, so it is never an
+exploitation parent (PIKE's change).
 """
 
 from __future__ import annotations
@@ -58,20 +59,32 @@ def _explore(db: ProgramDatabase, island: int, rng: random.Random, mode: str) ->
     return Draw(rng.choice(db.all()), mode, "all")
 
 
-def top_programs(db: ProgramDatabase, island: int, count: int, *, exclude: Collection[str] = ()) -> list[Program]:
-    """The island's ``count`` fittest programs, leaving out ``exclude`` (the current program)."""
-    return [p for p in ranked(db.island(island)) if p.id not in exclude][:count]
+def top_programs(db: ProgramDatabase, island: int, count: int) -> list[Program]:
+    """The island's ``count`` fittest programs. As in OpenEvolve, they may include the current program
+    and failed programs (fitness 0) when the island has few better ones."""
+    return ranked(db.island(island))[:count]
+
+
+def diverse_programs(db: ProgramDatabase, island: int, count: int, rng: random.Random, *,
+                     exclude: Collection[str] = ()) -> list[Program]:
+    """Up to ``count`` programs of the island beyond its top programs, drawn uniformly (OpenEvolve's
+    "diverse programs" of the evolution history), in rank order."""
+    rest = [p for p in ranked(db.island(island)) if p.id not in exclude]
+    if count <= 0 or not rest:
+        return []
+    picked = set(rng.sample(range(len(rest)), min(count, len(rest))))
+    return [p for i, p in enumerate(rest) if i in picked]
 
 
 def inspirations(db: ProgramDatabase, parent: Program, island: int, count: int, rng: random.Random, *,
                  elite_ratio: float, exclude: Collection[str] = ()) -> list[Program]:
     """Up to ``count`` programs of island ``island`` for the crossover prompt, none of them the parent
-    or in ``exclude`` (the top programs already shown), in OpenEvolve's order of preference:
+    or in ``exclude`` (the top and diverse programs already shown), in OpenEvolve's order of preference:
 
     1. the island's best program;
     2. the island's ``max(1, int(count * elite_ratio))`` fittest programs;
-    3. owners of grid cells near the parent's (each coordinate moved by -2..2), up to 3 tries per
-       missing program;
+    3. owners of grid cells near the parent's (each coordinate moved by -2..2) that live on the
+       island, up to 3 tries per missing program;
     4. programs of the island drawn uniformly.
     """
     if count <= 0:
@@ -81,7 +94,8 @@ def inspirations(db: ProgramDatabase, parent: Program, island: int, count: int, 
     chosen: list[Program] = []
 
     def take(program: Program | None) -> None:
-        if program is not None and program.id not in taken and len(chosen) < count:
+        if (program is not None and program.id not in taken and program.island == island
+                and len(chosen) < count):
             chosen.append(program)
             taken.add(program.id)
 
@@ -92,7 +106,7 @@ def inspirations(db: ProgramDatabase, parent: Program, island: int, count: int, 
         bins = db.config.feature_bins
         for _ in range(3 * (count - len(chosen))):
             cell = tuple(max(0, min(bins - 1, c + rng.randint(-2, 2))) for c in parent.coords)
-            take(db.owner(island, cell))
+            take(db.owner(cell))
             if len(chosen) >= count:
                 break
     if len(chosen) < count:

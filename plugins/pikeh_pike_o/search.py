@@ -1,16 +1,23 @@
-"""PIKE-O: OpenEvolve's island + MAP-Elites search with PIKE's changes, as waves of iterations.
+"""PIKE-O: OpenEvolve's island + MAP-Elites search with PIKE's changes, as PIKE's fork ran it.
 
 One iteration = one parent drawn from the database, one optimize query (crossover or mutation
 template, always a full rewrite), and, while its latest program fails, up to ``max_fix_attempts`` fix
-queries (PIKE-B's error-fixing agent). The iteration's last program (the fixed one when a fix was
-needed) enters the database on the iteration's island. Every query, fixes included, is counted.
+queries (PIKE-O's own error-fixing prompt). The iteration's last program (the fixed one when a fix was
+needed) joins its parent's island. Every query, fixes included, is counted.
 
-OpenEvolve keeps ``parallel_evaluations`` iterations in flight and adds each child as it completes.
-Here the search advances in waves of that many iterations: a wave's parents are all drawn from the
-database as it stood when the wave began (as in-flight iterations cannot see each other's children),
-its queries and fix rounds run concurrently, and its children are added in iteration order once the
-whole wave is in, so a resumed run (which replays answers) makes the same draws. With ``npar`` a wave
-is one iteration: OpenEvolve's sequential loop exactly.
+**Iterations in flight.** As OpenEvolve with ``parallel_evaluations`` = W, about 2W iterations run at
+once: ``max(1, 2W // islands)`` per island (W=20 and 3 islands: 13 each, 39 in all), each sampled from
+the database as it stood when it started. An iteration's optimize query is sent by the search loop;
+its fix queries follow in its own chain as soon as each verdict is in.
+
+**Where we cannot follow OpenEvolve: completion order.** OpenEvolve adds each child the moment it
+completes, so its runs are irreproducible. Here children are added in iteration order: when the oldest
+iteration in flight has finished, its child is added, migration is checked, and a new iteration starts
+on the first island with a free slot. A finished iteration whose predecessors are still running waits
+to be added. The database, and so every draw and prompt, is then a function of the answers alone, so a
+resumed run (which replays answers) rebuilds the same search, and one seed gives one run; only which
+fix queries fit under the budget at its very end depends on the evaluator's timing (fix chains charge
+as their verdicts arrive), so a deterministic evaluator order makes even that reproducible.
 
 Keys: ``it{iteration:04d}`` for an iteration's query and ``it{iteration:04d}/fix{n}`` for its fixes;
 ``initial`` for the evaluation of the reference program.
@@ -18,27 +25,28 @@ Keys: ``it{iteration:04d}`` for an iteration's query and ``it{iteration:04d}/fix
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import random
+from collections import deque
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
 from typing import Any
 
 from pike_harness.api import (
     FIX,
     OPTIMIZE,
     Attempt,
-    Order,
-    Sample,
+    BudgetExhausted,
     Strategy,
     TaskContext,
-    fix_rounds,
-    run_round,
 )
 
 from . import prompts
 from .config import PikeOConfig
 from .database import Program, ProgramDatabase
-from .sampling import Draw, inspirations, sample_parent, top_programs
+from .sampling import Draw, diverse_programs, inspirations, sample_parent, top_programs
 
 INITIAL_KEY = "initial"
+PREVIOUS_ATTEMPTS = 3  # OpenEvolve's "previous attempts" in the evolution history
 
 
 def iteration_key(iteration: int) -> str:
@@ -47,13 +55,15 @@ def iteration_key(iteration: int) -> str:
 
 @dataclass
 class Plan:
-    """One iteration of a wave: where it runs, what it builds on, and what it shows the model."""
+    """One iteration: where it was sampled, what it builds on, and what it shows the model."""
 
     iteration: int
     island: int
     draw: Draw
     tops: list[Program]
     inspirations: list[Program]
+    diverse: list[Program] = field(default_factory=list)
+    previous: list[Program] = field(default_factory=list)
 
 
 class PikeO(Strategy):
@@ -67,91 +77,125 @@ class PikeO(Strategy):
     config: PikeOConfig
 
     def overshoot(self) -> int:
-        return self.config.parallel_evaluations - 1
+        """None: an iteration starts, and a fix is sent, only while the task is below its budget."""
+        return 0
 
     def run_task(self, ctx: TaskContext) -> None:
         cfg = self.config
         overrides = cfg.overrides()
         ctx.log(f"{ctx.task.ref}: pike-o preset {cfg.preset}"
                 + (f" with {', '.join(f'{k}={v}' for k, v in overrides.items())}" if overrides else ""))
-        db = ProgramDatabase(cfg)
+        db = ProgramDatabase(cfg, rng=random.Random(ctx.rng.getrandbits(64)))
         ctx.set_status(phase=0, note="evaluating the reference")
         # The host already evaluated the reference for the eager baseline; reuse it when it is there.
         initial = getattr(ctx, "baseline", None) or ctx.evaluate(ctx.task.source, key=INITIAL_KEY)
         db.add_initial(ctx.task.source, initial)
-        iteration = wave = 0
-        while not ctx.budget.exhausted:
-            size = min(cfg.parallel_evaluations, ctx.budget.queries_left)  # >= 1 while not exhausted
-            ctx.set_status(phase=wave, note=f"iterations {iteration}-{iteration + size - 1}")
-            plans = [self._plan(ctx, db, iteration + j) for j in range(size)]
-            samples, orders = self._orders(ctx, wave, plans)
-            finished = run_round(ctx, orders) and fix_rounds(
-                ctx, samples, max_rounds=cfg.max_fix_attempts, tail_chars=cfg.log_tail_chars)
-            self._incorporate(ctx, db, wave, plans, samples)
-            if not finished:
-                return
-            iteration += size
-            wave += 1
+        per_island = cfg.in_flight_per_island
+        slots = per_island * cfg.num_islands
+        in_flight: deque[tuple[Plan, Future[list[Attempt]]]] = deque()
+        pending = [0] * cfg.num_islands
+        next_iteration = 0
+        stopped = False
+        chains = ThreadPoolExecutor(max_workers=slots, thread_name_prefix="pikeh-pike-o")
+        try:
 
-    # -- one wave ------------------------------------------------------------------------------
-    def _plan(self, ctx: TaskContext, db: ProgramDatabase, iteration: int) -> Plan:
-        """Draw the iteration's parent (and, for crossover, its top and inspiration programs)."""
+            def start(island: int) -> bool:
+                nonlocal next_iteration
+                if ctx.budget.exhausted:
+                    return False
+                plan = self._plan(ctx, db, next_iteration, island)
+                try:
+                    first = ctx.submit_attempt(OPTIMIZE, self._messages(ctx, plan), key=iteration_key(plan.iteration),
+                                               parent=plan.draw.parent.key, meta={**self._meta(plan), "fix": 0})
+                except BudgetExhausted:
+                    return False
+                in_flight.append((plan, chains.submit(self._chain, ctx, plan, first)))
+                pending[island] += 1
+                next_iteration += 1
+                return True
+
+            for _ in range(per_island):  # OpenEvolve's first batch: the slots of every island, in turn
+                for island in range(cfg.num_islands):
+                    stopped = stopped or not start(island)
+            ctx.set_status(phase=0, note=f"{len(in_flight)} iterations in flight")
+            while in_flight:
+                plan, chain = in_flight.popleft()
+                attempts = chain.result()
+                pending[plan.island] -= 1
+                self._incorporate(ctx, db, plan, attempts)
+                if not stopped:
+                    free = next((k for k in range(cfg.num_islands) if pending[k] < per_island), None)
+                    stopped = free is None or not start(free)
+                ctx.set_status(phase=plan.iteration + 1, note=f"{len(in_flight)} iterations in flight")
+        finally:  # every chain has finished unless the run is stopping: then do not wait for them
+            chains.shutdown(wait=False, cancel_futures=True)
+        ctx.log(f"{ctx.task.ref}: {next_iteration} iterations; {db.summary()}")
+
+    # -- one iteration -------------------------------------------------------------------------
+    def _plan(self, ctx: TaskContext, db: ProgramDatabase, iteration: int, island: int) -> Plan:
+        """Draw the iteration's parent (and, for crossover, what its prompt shows) from the database now."""
         cfg = self.config
-        island = iteration % cfg.num_islands
         draw = sample_parent(db, island, ctx.rng, exploration=cfg.exploration_ratio,
                              exploitation=cfg.exploitation_ratio)
-        tops: list[Program] = []
-        extra: list[Program] = []
+        plan = Plan(iteration, island, draw, [], [])
         if cfg.template == "crossover":
-            tops = top_programs(db, island, cfg.num_top_programs, exclude={draw.parent.id})
-            extra = inspirations(db, draw.parent, island, cfg.num_inspirations, ctx.rng,
-                                 elite_ratio=cfg.elite_selection_ratio, exclude={p.id for p in tops})
-        return Plan(iteration, island, draw, tops, extra)
+            plan.tops = top_programs(db, island, cfg.num_top_programs)
+            shown = {p.id for p in plan.tops}
+            plan.diverse = diverse_programs(db, island, cfg.num_diverse_programs, ctx.rng, exclude=shown)
+            shown |= {p.id for p in plan.diverse}
+            plan.previous = db.recent(island, PREVIOUS_ATTEMPTS)
+            plan.inspirations = inspirations(db, draw.parent, island, cfg.num_inspirations, ctx.rng,
+                                             elite_ratio=cfg.elite_selection_ratio, exclude=shown)
+        return plan
 
-    def _orders(self, ctx: TaskContext, wave: int, plans: list[Plan]) -> tuple[list[Sample], list[Order]]:
-        samples, orders = [], []
-        for plan in plans:
-            parent = plan.draw.parent
-            key = iteration_key(plan.iteration)
-            meta: dict[str, Any] = {
-                "phase": wave, "iteration": plan.iteration, "island": plan.island,
-                "template": self.config.template, "mode": plan.draw.mode, "pool": plan.draw.pool,
-                "parent_id": parent.id, "parent_island": parent.island,
-                "parent_is_reference": parent.is_reference,
-                "top": [p.id for p in plan.tops], "inspirations": [p.id for p in plan.inspirations],
-            }
-            sample = Sample(slot=plan.iteration, branch=plan.island, key=key, meta=meta)
-            samples.append(sample)
-            orders.append(Order(sample, OPTIMIZE, key, self._messages(ctx, plan), parent.key,
-                                {**meta, "fix": 0}))
-        return samples, orders
+    def _meta(self, plan: Plan) -> dict[str, Any]:
+        parent = plan.draw.parent
+        return {
+            "phase": plan.iteration, "iteration": plan.iteration, "island": plan.island,
+            "child_island": parent.island, "template": self.config.template, "mode": plan.draw.mode,
+            "pool": plan.draw.pool, "parent_id": parent.id, "parent_island": parent.island,
+            "parent_is_reference": parent.is_reference, "top": [p.id for p in plan.tops],
+            "diverse": [p.id for p in plan.diverse], "inspirations": [p.id for p in plan.inspirations],
+        }
 
     def _messages(self, ctx: TaskContext, plan: Plan) -> list[dict[str, str]]:
         parent = plan.draw.parent
         if self.config.template == "mutation":
             return prompts.mutation_messages(ctx.task, parent.code)
-        return prompts.crossover_messages(ctx.task, _shown(parent), [_shown(p) for p in plan.tops],
-                                          [_shown(p) for p in plan.inspirations],
-                                          bins=self.config.feature_bins, tail_chars=self.config.log_tail_chars)
+        return prompts.crossover_messages(
+            ctx.task, _shown(parent), [_shown(p) for p in plan.tops], [_shown(p) for p in plan.inspirations],
+            diverse=[_shown(p) for p in plan.diverse], previous=[_shown(p) for p in plan.previous],
+            bins=self.config.feature_bins, tail_chars=self.config.log_tail_chars)
 
-    def _incorporate(self, ctx: TaskContext, db: ProgramDatabase, wave: int, plans: list[Plan],
-                     samples: list[Sample]) -> None:
-        """Add each iteration's last program, in iteration order, migrating whenever it is due."""
-        correct = 0
-        for plan, sample in zip(plans, samples, strict=True):
-            final = _final_program(sample.attempts)
-            if final is None:
-                continue  # the query failed for good (or was never sent): no program
-            child = db.add_child(final.key, final.code or "", final.result, plan.island, plan.iteration)
-            correct += child.fitness > 0
-            if db.should_migrate():
-                migration = db.migrate()
-                ctx.log(f"{ctx.task.ref}: migration {migration.number} after iteration {plan.iteration}: "
-                        + (", ".join(f"{src}->island {target}" for src, _, target in migration.moves)
-                           or "nothing new to copy"))
-        first, last = plans[0].iteration, plans[-1].iteration
-        ctx.log(f"{ctx.task.ref}: wave {wave} (iterations {first}-{last}): {correct} correct of {len(plans)}; "
-                f"{db.summary()}")
+    def _chain(self, ctx: TaskContext, plan: Plan, first: Future[Attempt]) -> list[Attempt]:
+        """The iteration's attempts: its optimize query, then fixes while the latest program fails.
+
+        Each fix is sent only while the task is below its budget (the host refuses it otherwise)."""
+        attempts = [first.result()]
+        for number in range(1, self.config.max_fix_attempts + 1):
+            latest = attempts[-1]
+            if not latest.failed or latest.code is None or latest.result is None or ctx.budget.exhausted:
+                break
+            messages = prompts.efa_messages(ctx.task, latest.code, latest.result,
+                                            tail_chars=self.config.log_tail_chars)
+            try:
+                attempts.append(ctx.attempt(FIX, messages, key=f"{iteration_key(plan.iteration)}/fix{number}",
+                                            parent=latest.key, meta={**self._meta(plan), "fix": number}))
+            except BudgetExhausted:
+                break
+        return attempts
+
+    def _incorporate(self, ctx: TaskContext, db: ProgramDatabase, plan: Plan, attempts: list[Attempt]) -> None:
+        """Add the iteration's last program to its parent's island, migrating when it is due."""
+        final = _final_program(attempts)
+        if final is None:
+            return  # the query failed for good: no program
+        db.add_child(final.key, final.code or "", final.result, plan.draw.parent.island, plan.iteration)
+        if db.should_migrate():
+            migration = db.migrate()
+            ctx.log(f"{ctx.task.ref}: migration {migration.number} after iteration {plan.iteration}: "
+                    + (", ".join(f"{src}->island {target}" for src, _, target in migration.moves)
+                       or "nothing new to copy"))
 
 
 def _final_program(attempts: list[Attempt]) -> Attempt | None:

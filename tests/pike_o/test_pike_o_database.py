@@ -1,11 +1,14 @@
-"""PIKE-O's program database: features, MAP-Elites cells, archive, population limit, migration."""
+"""PIKE-O's program database, as PIKE's OpenEvolve fork keeps it: one MAP-Elites grid, displaced
+programs staying, archive, population limit, migration to the next island."""
 
 from __future__ import annotations
+
+import random
 
 import pytest
 from pike_o_helpers import REFERENCE_CODE, bad, code, database, ok
 from pikeh_pike_o.database import REFERENCE_ID, fitness_of
-from pikeh_pike_o.features import FeatureSpace, distance, tokens
+from pikeh_pike_o.features import FeatureSpace, code_difference
 
 # -- fitness and features ---------------------------------------------------------------------------
 
@@ -20,33 +23,38 @@ def test_fitness_is_one_over_runtime_and_zero_for_any_failure():
 
 def test_complexity_is_min_max_scaled_code_length_in_bins():
     space = FeatureSpace(bins=10)
-    assert space.coords("x" * 100)[0] == 5  # one value seen: the middle bin
-    assert space.coords("x" * 200)[0] == 9  # the new maximum
-    assert space.coords("x" * 100)[0] == 0  # now the minimum
-    assert space.coords("x" * 150)[0] == 5
-    assert space.coords("x" * 1100)[0] == 9
-    assert space.coords("x" * 200)[0] == 1  # the range stretched: 100/1000 of the way
+    assert space.coords("x" * 100, [])[0] == 5  # one value seen: the middle bin
+    assert space.coords("x" * 200, [])[0] == 9  # the new maximum
+    assert space.coords("x" * 100, [])[0] == 0  # now the minimum
+    assert space.coords("x" * 150, [])[0] == 5
+    assert space.coords("x" * 1100, [])[0] == 9
+    assert space.coords("x" * 200, [])[0] == 1  # the range stretched: 100/1000 of the way
 
 
-def test_diversity_is_mean_token_distance_to_a_fixed_reference_set():
-    assert distance(tokens("a b c"), tokens("a b c")) == 0.0
-    assert distance(tokens("a b"), tokens("c d")) == 1.0
-    assert distance(tokens("x = y + 1"), tokens("x = y")) == pytest.approx(1 - 3 / 5)
-    space = FeatureSpace(bins=4, reference_size=2)
-    assert space.coords("alpha beta")[1] == 0  # nothing to compare with yet
-    assert space.diversity("alpha beta") is None  # only itself in the reference set
-    space.coords("alpha gamma")
-    assert space.references == ["alpha beta", "alpha gamma"]
-    space.coords("delta epsilon")
-    assert space.references == ["alpha beta", "alpha gamma"]  # full: later programs do not join
-    assert space.diversity("alpha beta gamma") == pytest.approx((1 / 3 + 1 / 3) / 2)
-    assert space.diversity("delta") == 1.0
+def test_diversity_is_openevolves_length_line_and_character_set_heuristic():
+    assert code_difference("abc", "abc") == 0.0
+    # 10 characters longer (1.0), 1 more line (10.0), 2 new characters "\n" and "x" (1.0)
+    assert code_difference("abc", "abc\nxxxxxxxxx") == pytest.approx(1.0 + 10.0 + 1.0)
+    space = FeatureSpace(bins=4)
+    assert space.diversity("a", []) is None
+    assert space.coords("a", [])[1] == 0  # nothing to compare with yet
+    assert space.diversity("ab", ["a", "abc"]) == pytest.approx((0.6 + 0.6) / 2)
 
 
-# -- cells, islands, archive ------------------------------------------------------------------------
+def test_diversity_samples_up_to_20_other_programs_from_its_rng():
+    others = [f"x{'y' * i}" for i in range(50)]
+    draws = {FeatureSpace(bins=10, rng=random.Random(seed)).diversity("z", others) for seed in range(5)}
+    assert len(draws) > 1  # a fresh sample of 20 each time
+    same = [FeatureSpace(bins=10, rng=random.Random(3)).diversity("z", others) for _ in range(2)]
+    assert same[0] == same[1]  # a seed gives the same sample
+    small = FeatureSpace(bins=10, rng=random.Random(0))
+    assert small.diversity("z", others[:20]) == sum(code_difference("z", o) for o in others[:20]) / 20
 
 
-def test_the_reference_is_in_the_database_but_never_archived():
+# -- one grid, islands, archive ---------------------------------------------------------------------
+
+
+def test_the_reference_is_in_the_database_but_not_archived_unless_asked():
     db = database(archive_size=2, feature_bins=1)
     ref = db.add_initial(REFERENCE_CODE, ok(2.0))
     assert ref.id == REFERENCE_ID and ref.is_reference and ref.key is None and ref.island == 0
@@ -54,27 +62,31 @@ def test_the_reference_is_in_the_database_but_never_archived():
     child = db.add_child("it0000", code("a"), bad(), 0, 0)
     assert db.archive == ["it0000"]  # archived although it failed: the archive has room
     assert db.best() is ref and child.fitness == 0.0
+    with_reference = database(archive_size=2, feature_bins=1, exclude_reference=False)
+    with_reference.add_initial(REFERENCE_CODE, ok(2.0))
+    assert with_reference.archive == [REFERENCE_ID]
 
 
-def test_a_fitter_program_takes_the_cell_and_the_displaced_owner_leaves():
-    db = database(feature_bins=1, archive_size=5)  # one cell per island
+def test_one_grid_spans_every_island_and_a_displaced_owner_stays():
+    db = database(feature_bins=1, archive_size=5, num_islands=3)  # one cell for the whole database
     db.add_initial(REFERENCE_CODE, ok(2.0))
-    db.add_child("it0000", code("a"), ok(4.0), 0, 0)  # slower than the reference: joins, owns nothing
-    assert [p.id for p in db.island(0)] == [REFERENCE_ID, "it0000"]
-    assert db.owner(0, (0, 0)).id == REFERENCE_ID
-    db.add_child("it0001", code("b"), ok(1.0), 0, 1)  # faster: displaces the reference
-    assert db.owner(0, (0, 0)).id == "it0001"
-    assert REFERENCE_ID not in db.programs and [p.id for p in db.island(0)] == ["it0000", "it0001"]
-    db.add_child("it0002", code("c"), ok(0.5), 0, 2)  # displaces it0001, takes its archive slot
-    assert db.archive == ["it0000", "it0002"]
-    assert "it0001" not in db.programs
+    db.add_child("it0000", code("a"), ok(4.0), 1, 0)  # slower than the reference: joins island 1, owns nothing
+    assert [p.id for p in db.island(1)] == ["it0000"]
+    assert db.owner((0, 0)).id == REFERENCE_ID
+    db.add_child("it0001", code("b"), ok(1.0), 2, 1)  # faster, on island 2: takes the one cell
+    assert db.owner((0, 0)).id == "it0001"
+    assert REFERENCE_ID in db.programs and [p.id for p in db.island(0)] == [REFERENCE_ID]  # stays
+    db.add_child("it0002", code("c"), ok(0.5), 0, 2)  # displaces it0001 and takes its archive slot
+    assert db.owner((0, 0)).id == "it0002" and "it0001" in db.programs
+    assert db.archive == ["it0000", "it0002"]  # the archive slot moved with the cell
+    assert [p.id for p in db.island(2)] == ["it0001"]
 
 
 def test_equal_fitness_keeps_the_older_cell_owner():
     db = database(feature_bins=1)
     db.add_initial(REFERENCE_CODE, ok(2.0))
     db.add_child("it0000", code("a"), ok(2.0), 0, 0)
-    assert db.owner(0, (0, 0)).id == REFERENCE_ID
+    assert db.owner((0, 0)).id == REFERENCE_ID
     assert db.best().id == REFERENCE_ID  # ties go to the earlier program
 
 
@@ -91,16 +103,19 @@ def test_full_archive_replaces_its_least_fit_member_only_for_a_strictly_fitter_p
     assert all(not p.is_reference for p in db.archived())
 
 
-def test_population_limit_removes_the_least_fit_non_owners_first_and_keeps_best_and_newcomer():
+def test_population_limit_removes_the_lowest_fitness_first_and_never_the_best():
     db = database(population_size=3, feature_bins=1, archive_size=10)
-    db.add_initial(REFERENCE_CODE, ok(1.0))  # owns the only cell of island 0, and is the best
+    db.add_initial(REFERENCE_CODE, ok(1.0))  # the best
     db.add_child("it0000", code("a"), ok(5.0), 0, 0)
     db.add_child("it0001", code("b"), ok(3.0), 0, 1)
-    db.add_child("it0002", code("c"), bad(), 0, 2)  # 4 programs: remove the least fit non-owner
-    assert set(db.programs) == {REFERENCE_ID, "it0001", "it0002"}  # the newcomer stays although it failed
-    assert "it0000" not in db.archive
-    db.add_child("it0003", code("d"), ok(10.0), 0, 3)
-    assert set(db.programs) == {REFERENCE_ID, "it0001", "it0003"}
+    db.add_child("it0002", code("c"), bad(), 0, 2)  # 4 programs: the lowest fitness goes, the newcomer
+    assert set(db.programs) == {REFERENCE_ID, "it0000", "it0001"}
+    db.add_child("it0003", code("d"), ok(10.0), 0, 3)  # fitness 0.1 < it0000's 0.2: it goes at once
+    assert set(db.programs) == {REFERENCE_ID, "it0000", "it0001"}
+    db.add_child("it0004", code("e"), ok(0.5), 0, 4)  # the new best; it0000 (0.2) is now the lowest
+    assert set(db.programs) == {REFERENCE_ID, "it0001", "it0004"} and "it0000" not in db.archive
+    db.add_child("it0005", code("f"), ok(0.4), 0, 5)
+    assert set(db.programs) == {REFERENCE_ID, "it0004", "it0005"}  # it0001 (1/3) was the lowest
 
 
 # -- migration ----------------------------------------------------------------------------------------
@@ -108,7 +123,7 @@ def test_population_limit_removes_the_least_fit_non_owners_first_and_keeps_best_
 
 def filled(num_islands: int = 3, per_island: int = 4, **overrides):
     db = database(num_islands=num_islands, feature_bins=10, population_size=100, archive_size=50,
-                  migration_interval=per_island, migration_rate=0.5, **overrides)
+                  migration_interval=per_island * num_islands, migration_rate=0.5, **overrides)
     db.add_initial(REFERENCE_CODE, ok(50.0))
     iteration = 0
     for _ in range(per_island):
@@ -119,34 +134,35 @@ def filled(num_islands: int = 3, per_island: int = 4, **overrides):
     return db
 
 
-def test_migration_is_due_after_interval_generations_of_the_busiest_island():
-    db = database(num_islands=3, migration_interval=2, feature_bins=10)
+def test_migration_is_due_every_interval_added_iterations():
+    db = database(num_islands=3, migration_interval=3, feature_bins=10)
     db.add_initial(REFERENCE_CODE, ok(5.0))
     db.add_child("it0000", code("a", 1), ok(1.0), 0, 0)
-    db.add_child("it0001", code("b", 2), ok(1.0), 1, 1)
-    assert db.generations == [1, 1, 0] and not db.should_migrate()
-    db.add_child("it0003", code("c", 3), ok(1.0), 0, 3)
+    db.add_child("it0001", code("b", 2), ok(1.0), 0, 1)
+    assert db.added == 2 and not db.should_migrate()
+    db.add_child("it0002", code("c", 3), ok(1.0), 0, 2)
     assert db.should_migrate()
     db.migrate()
-    assert db.last_migration_generation == 2 and not db.should_migrate()
+    assert db.last_migration == 3 and not db.should_migrate()
     assert not database(num_islands=1, migration_interval=1).should_migrate()
 
 
-def test_migration_copies_each_islands_fittest_to_both_ring_neighbours():
+def test_migration_copies_each_islands_fittest_to_the_next_island_outside_the_grid_and_archive():
     db = filled()
+    grid, archive = dict(db.grid), list(db.archive)
     before = {k: [p.id for p in db.island(k)] for k in range(3)}
     migration = db.migrate()
-    # Island 0 holds the reference (fitness 0.02) and it0000/3/6/9 (fitnesses 1/1, 1/4, ...): 5 natives,
-    # int(5 * 0.5) = 2 migrate: it0000, it0003. Islands 1 and 2 have 4 natives: 2 migrate.
+    # Island 0 holds the reference and it0000/3/6/9: 5 natives, int(5 * 0.5) = 2 migrate (it0000,
+    # it0003); islands 1 and 2 have 4 natives: 2 migrate each.
     moved = sorted((src, target) for src, _, target in migration.moves)
-    assert moved == sorted([("it0000", 1), ("it0000", 2), ("it0003", 1), ("it0003", 2),
-                            ("it0001", 2), ("it0001", 0), ("it0004", 2), ("it0004", 0),
-                            ("it0002", 0), ("it0002", 1), ("it0005", 0), ("it0005", 1)])
+    assert moved == sorted([("it0000", 1), ("it0003", 1), ("it0001", 2), ("it0004", 2),
+                            ("it0002", 0), ("it0005", 0)])
     for source, copy_id, target in migration.moves:
         copy = db.programs[copy_id]
         assert copy.migrant and copy.island == target and copy.key == source
         assert copy.code == db.programs[source].code and copy.fitness == db.programs[source].fitness
         assert copy_id in [p.id for p in db.island(target)]
+    assert db.grid == grid and db.archive == archive  # copies enter neither
     for k in range(3):  # the natives stayed where they were
         assert [pid for pid in before[k] if pid in db.programs] == [
             p.id for p in db.island(k) if not p.migrant]
@@ -156,10 +172,10 @@ def test_migrants_never_migrate_again_and_same_code_is_not_copied_twice():
     db = filled()
     db.migrate()
     second = db.migrate()
-    assert second.moves == []  # every native top program's code is already on both neighbours
+    assert second.moves == []  # every native top program's code is already on the next island
 
 
-def test_two_islands_get_one_copy_each_way_and_the_reference_stays_unarchived_when_it_migrates():
+def test_a_migrating_reference_stays_unarchived():
     db = database(num_islands=2, migration_interval=1, migration_rate=0.1, feature_bins=10)
     db.add_initial(REFERENCE_CODE, ok(0.1))  # the fittest program of island 0
     db.add_child("it0001", code("b", 30), ok(3.0), 1, 1)

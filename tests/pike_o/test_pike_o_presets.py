@@ -20,8 +20,13 @@ CHAIN = {
     "mut,npar,1isl,EO": ("mutation", 1, 1, 1.0, 0.0, 12),
     "mut,npar,1isl,EO,SL": ("mutation", 1, 1, 1.0, 0.0, 4),
 }
-SHARED = {"num_top_programs": 3, "population_size": 25, "elite_selection_ratio": 0.2, "migration_interval": 50,
-          "migration_rate": 0.1, "feature_bins": 10, "log_tail_chars": 10_000}
+SHARED = {"num_top_programs": 3, "num_inspirations": 3, "num_diverse_programs": 2, "population_size": 25,
+          "elite_selection_ratio": 0.2, "migration_interval": 50, "migration_rate": 0.1, "feature_bins": 10,
+          "log_tail_chars": 20_000, "exclude_reference": True}
+# 2W iterations in flight, spread evenly over the islands (W=20, 3 islands: 13 each, 39 in all; W=1: at
+# least one per island).
+IN_FLIGHT = {"pike-o": 39, "mut": 39, "mut,npar": 3, "mut,npar,1isl": 2, "mut,npar,1isl,EO": 2,
+             "mut,npar,1isl,EO,SL": 2}
 
 
 def columns(cfg: PikeOConfig) -> tuple:
@@ -39,7 +44,8 @@ def test_each_preset_has_the_papers_parameters(name, efa):
     assert cfg.max_fix_attempts == (5 if efa else 0)
     assert {k: getattr(cfg, k) for k in SHARED} == SHARED
     assert cfg.random_ratio == pytest.approx(0.1 if "EO" not in name else 0.0)
-    assert PikeO(cfg).overshoot() == CHAIN[name][1] - 1
+    assert cfg.in_flight_per_island * cfg.num_islands == IN_FLIGHT[name]
+    assert PikeO(cfg).overshoot() == 0  # iterations and fixes start only below the budget
 
 
 def test_there_are_exactly_twelve_presets_and_the_default_is_the_paper_pike_o():
@@ -102,7 +108,7 @@ def test_every_field_is_a_cli_option_type_with_help():
     hints = typing.get_type_hints(PikeOConfig)
     for f in PikeO.config_fields():
         assert f.metadata.get("help"), f.name
-        assert hints[f.name] in (str, int | None, float | None, str | None), f.name
+        assert hints[f.name] in (str, int | None, float | None, bool | None, str | None), f.name
     assert [f.name for f in PikeO.config_fields()][0] == "preset"
     assert {f.name for f in PikeO.config_fields()} - {"preset"} == set(PRESETS["pike-o"])
 

@@ -8,7 +8,15 @@ from collections import Counter
 import pytest
 from pike_o_helpers import REFERENCE_CODE, bad, code, database, ok
 from pikeh_pike_o.database import REFERENCE_ID
-from pikeh_pike_o.sampling import EXPLOIT, EXPLORE, RANDOM, inspirations, sample_parent, top_programs
+from pikeh_pike_o.sampling import (
+    EXPLOIT,
+    EXPLORE,
+    RANDOM,
+    diverse_programs,
+    inspirations,
+    sample_parent,
+    top_programs,
+)
 
 DRAWS = 20_000
 
@@ -83,12 +91,23 @@ def test_an_empty_island_draws_from_every_program():
     assert (draw.parent.id, draw.mode, draw.pool) == (REFERENCE_ID, EXPLORE, "all")
 
 
-def test_top_programs_are_the_islands_fittest_without_the_current_program():
+def test_top_programs_are_the_islands_fittest_whatever_they_are():
     db = three_islands()
     assert [p.id for p in top_programs(db, 0, 3)] == [REFERENCE_ID, "it0000", "it0003"]
-    assert [p.id for p in top_programs(db, 0, 3, exclude={"it0000"})] == [REFERENCE_ID, "it0003", "it0006"]
     assert [p.id for p in top_programs(db, 2, 10)] == ["it0002", "it0005", "it0008", "it0011"]
     assert top_programs(database(num_islands=2), 1, 3) == []
+
+
+def test_diverse_programs_come_from_the_island_beyond_the_top_programs():
+    db = three_islands()
+    rng = random.Random(2)
+    seen = Counter()
+    for _ in range(200):
+        chosen = diverse_programs(db, 0, 2, rng, exclude={REFERENCE_ID, "it0000"})
+        assert len(chosen) == 2 and all(p.island == 0 and p.id not in (REFERENCE_ID, "it0000") for p in chosen)
+        seen.update(p.id for p in chosen)
+    assert set(seen) == {"it0003", "it0006", "it0009"}
+    assert diverse_programs(db, 0, 0, rng) == []
 
 
 def test_inspirations_come_from_the_island_and_never_repeat_the_parent_or_the_top_programs():
@@ -96,7 +115,7 @@ def test_inspirations_come_from_the_island_and_never_repeat_the_parent_or_the_to
     rng = random.Random(3)
     parent = db.programs["it0004"]
     for _ in range(300):
-        tops = top_programs(db, 1, 1, exclude={parent.id})
+        tops = [p for p in top_programs(db, 1, 2) if p.id != parent.id][:1]
         chosen = inspirations(db, parent, 1, 2, rng, elite_ratio=0.2, exclude={p.id for p in tops})
         ids = [p.id for p in chosen]
         assert len(ids) == 2 == len(set(ids))
