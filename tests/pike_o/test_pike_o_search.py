@@ -13,7 +13,7 @@ import re
 from collections import Counter
 
 import pytest
-from pikeh_pike_o import PikeO, PikeOConfig
+from pikeh_pike_o import PikeO, PikeOConfig, prompts
 from pikeh_pike_o.prompts import crossover_sections, format_fitness, is_crossover
 from strategies.scripted_host import (
     REFERENCE_SOURCE,
@@ -77,34 +77,60 @@ def firsts(ctx: ScriptedContext):
     return [q for q in ctx.counted if q.meta["fix"] == 0]
 
 
-# -- iterations, islands, waves -----------------------------------------------------------------------
+# -- iterations in flight, islands -------------------------------------------------------------------
 
 
-def test_iterations_run_in_waves_round_robin_over_islands_with_keys_by_iteration(tmp_path):
-    ctx = run(tmp_path, limit=40, config=small())
+def all_correct(key):
+    return correct(REFERENCE_MS if key == "initial" else runtime(key))
+
+
+def island_of_child(ctx: ScriptedContext) -> dict[str, int]:
+    """The island each iteration's child joined (its parent's), by attempt key."""
+    return {q.key: q.meta["child_island"] for q in ctx.counted}
+
+
+def test_2w_iterations_are_in_flight_spread_over_the_islands(tmp_path):
+    """W=4 and 2 islands: 8 iterations in flight, 4 per island, before any finishes; each later one
+    starts when the oldest finishes and sees exactly the children of the iterations before it."""
+    strategy = PikeO(small())
+    ctx = ScriptedContext(make_task(tmp_path), 30, strategy.overshoot(), default_outcome=all_correct,
+                          settle_on_read=False, grace_s=0.5)
+    strategy.run_task(ctx)
     queries = firsts(ctx)
-    assert [q.key for q in queries] == [f"it{i:04d}" for i in range(len(queries))]
-    assert all(re.fullmatch(r"it\d{4}(/fix[12])?", key) for key in ctx.issued_keys())
-    assert [q.meta["island"] for q in queries] == [i % 2 for i in range(len(queries))]
-    assert [q.meta["phase"] for q in queries] == [i // 4 for i in range(len(queries))]
-    assert all(q.role == "optimize" for q in queries) and {q.role for q in ctx.counted} == {"optimize", "fix"}
-    # A wave's parents exist before the wave starts: none comes from the same or a later wave.
-    for q in queries:
-        if q.parent is not None:
-            assert iteration_of(q.parent) < 4 * q.meta["phase"], (q.key, q.parent)
-    # Wave 0 can only build on the reference.
-    assert all(q.meta["parent_is_reference"] and q.parent is None for q in queries[:4])
+    assert ctx.max_pending == 8  # 2W evaluations in flight at once, never more
+    assert [q.key for q in queries] == [f"it{i:04d}" for i in range(30)]
+    assert [q.meta["island"] for q in queries[:8]] == [0, 1] * 4  # OpenEvolve's first batch
+    assert all(q.meta["parent_is_reference"] for q in queries[:8])  # nothing had finished yet
+    tight = 0
+    for q in queries[8:]:
+        visible = {f"it{i:04d}" for i in range(q.meta["iteration"] - 7)}  # iteration i sees 0..i-8
+        shown = {pid.split("@")[0] for pid in [q.meta["parent_id"], *q.meta["top"], *q.meta["diverse"],
+                                               *q.meta["inspirations"]]} - {"reference"}
+        assert shown <= visible, (q.key, shown - visible)
+        tight += f"it{q.meta['iteration'] - 8:04d}" in shown  # the newest child it can see
+    assert tight > 3
 
 
-def test_a_child_joins_its_iterations_island(tmp_path):
-    ctx = run(tmp_path, limit=120, config=small(migration_interval=1000))  # no migration
-    island_of = {q.key: q.meta["island"] for q in ctx.counted}
+def test_npar_keeps_two_iterations_in_flight_with_one_island_and_three_with_three():
+    assert PikeOConfig(preset="mut,npar,1isl").in_flight_per_island == 2
+    three = PikeOConfig(preset="mut,npar")
+    assert three.in_flight_per_island * three.num_islands == 3
+    paper = PikeOConfig()
+    assert paper.in_flight_per_island * paper.num_islands == 39
+
+
+def test_a_child_joins_its_parents_island(tmp_path):
+    ctx = run(tmp_path, limit=150, config=small(num_islands=3, migration_interval=1000, exploration_ratio=0.5,
+                                                 exploitation_ratio=0.3))  # no migration
+    child_island = island_of_child(ctx)
+    elsewhere = 0
     for q in firsts(ctx):
-        for shown in [q.parent] + q.meta["top"] + q.meta["inspirations"]:
-            if shown not in (None, "reference"):
-                assert island_of[shown] == q.meta["island"] or q.meta["pool"] in ("all", "archive"), q.key
+        parent_island = 0 if q.parent is None else child_island[q.parent]
+        assert q.meta["child_island"] == q.meta["parent_island"] == parent_island, q.key
+        elsewhere += q.meta["child_island"] != q.meta["island"]
         if q.meta["pool"] in ("island", "archive-island") and q.parent is not None:
-            assert island_of[q.parent] == q.meta["island"]
+            assert child_island[q.parent] == q.meta["island"]
+    assert elsewhere > 5  # random and archive draws from other islands send children there, not here
 
 
 def test_fixes_count_toward_the_budget_and_the_fixed_program_enters_the_database(tmp_path):
@@ -116,22 +142,23 @@ def test_fixes_count_toward_the_budget_and_the_fixed_program_enters_the_database
             return correct(REFERENCE_MS)
         return failure("runtime_error") if key.startswith("it0002") else correct(4.0)
 
-    ctx = run(tmp_path, limit=12, config=small(num_islands=1, exploitation_ratio=1.0, exploration_ratio=0.0),
-              outcomes=outcomes, outcome=outcome)
-    keys = [q.key for q in ctx.counted]
-    assert keys[:8] == ["it0000", "it0001", "it0002", "it0003",
-                        "it0001/fix1", "it0002/fix1", "it0001/fix2", "it0002/fix2"]
-    assert [q.index for q in ctx.counted] == list(range(1, len(keys) + 1))  # every fix was counted
+    ctx = run(tmp_path, limit=14, config=small(num_islands=1, parallel_evaluations=2, exploitation_ratio=1.0,
+                                                exploration_ratio=0.0), outcomes=outcomes, outcome=outcome)
+    keys = {q.key for q in ctx.counted}
+    assert {"it0001/fix1", "it0001/fix2", "it0002/fix1", "it0002/fix2"} <= keys
+    assert sorted(q.index for q in ctx.counted) == list(range(1, 15))  # every fix was counted
     fix2 = ctx.by_key("it0001/fix2")
     assert prompting.prompt_kind(fix2.messages) == "fix" and fix2.quoted == program_for("it0001/fix1")
     assert fix2.parent == "it0001/fix1" and fix2.meta["iteration"] == 1
-    # Wave 1 (4 queries left) exploits the archive: it0000, it0001/fix2, it0002/fix2 (failed) and it0003;
-    # the originals it0001, it0002 and fix1 never entered.
-    wave1 = [q for q in firsts(ctx) if q.meta["phase"] == 1]
-    assert len(wave1) == 4 and len(ctx.counted) == 12
-    parents = {q.parent for q in wave1}
-    assert parents <= {"it0000", "it0001/fix2", "it0002/fix2", "it0003"}
-    assert not parents & {"it0001", "it0002", "it0001/fix1", "it0002/fix1"}
+    # PIKE-O's own error-fixing prompt: generic words and raw artifacts, not PIKE-B's failure report.
+    assert "failed to compile, failed the correctness check, or timed out" in fix2.prompt
+    assert "category: incorrect" in fix2.prompt and "Evaluation result:" not in fix2.prompt
+    assert fix2.messages[0]["content"] == prompts.SYSTEM_MESSAGE
+    # Later iterations exploit the archive: the fixed programs entered, the originals never did.
+    later = firsts(ctx)[4:]
+    parents = {q.parent for q in later}
+    assert parents and not parents & {"it0001", "it0002", "it0001/fix1", "it0002/fix1"}
+    assert "it0001/fix2" in {k for q in later for k in [q.parent, *q.meta["top"]]}
 
 
 def test_without_error_fixing_failures_enter_the_database_as_they_are(tmp_path):
@@ -156,24 +183,18 @@ def test_a_query_that_produced_no_program_is_not_fixed_and_adds_nothing(tmp_path
 
 @pytest.mark.parametrize("limit", [1, 3, 4, 5, 9, 17, 31])
 @pytest.mark.parametrize("parallel", [1, 4])
-def test_waves_and_fix_rounds_start_below_the_budget_and_stay_within_the_overshoot(tmp_path, limit, parallel):
+def test_iterations_and_fixes_start_only_below_the_budget_so_it_is_never_exceeded(tmp_path, limit, parallel):
     strategy = PikeO(small(parallel_evaluations=parallel))
     ctx = ScriptedContext(make_task(tmp_path), limit, strategy.overshoot(), default_outcome=mixed)
     strategy.run_task(ctx)
-    used = len(ctx.counted)
-    assert strategy.overshoot() == parallel - 1
-    assert limit <= used <= limit + parallel - 1
-    rounds: dict[tuple[int, int], list] = {}
-    for q in ctx.counted:
-        rounds.setdefault((q.meta["phase"], q.meta["fix"]), []).append(q)
-    for (_, fix), group in rounds.items():
-        assert group[0].used_before < limit
-        if fix == 0:  # a wave never starts more iterations than queries are left
-            assert len(group) == min(parallel, limit - group[0].used_before)
-    assert [q.index for q in ctx.counted] == list(range(1, used + 1))
+    assert strategy.overshoot() == 0
+    assert len(ctx.counted) == limit
+    assert all(q.used_before < limit for q in ctx.counted)
+    assert sorted(q.index for q in ctx.counted) == list(range(1, limit + 1))
+    assert sorted(ctx.completed) == sorted(ctx.attempts)  # every submitted attempt was collected
 
 
-def test_a_host_refusal_mid_wave_ends_the_task_cleanly(tmp_path):
+def test_a_host_refusal_ends_the_task_cleanly(tmp_path):
     ctx = run(tmp_path, limit=40, config=small(), refuse_after=10)
     assert len(ctx.counted) == 10
     assert sorted(ctx.completed) == sorted(ctx.attempts)
@@ -199,35 +220,34 @@ def test_the_split_over_many_iterations_and_the_reference_is_never_an_exploitati
             assert q.meta["pool"] in ("island", "all")
     # Once the archive holds anything, an exploitation draw never falls back to the reference.
     fallbacks = [q for q in queries if q.meta["mode"] == "exploit" and not q.meta["pool"].startswith("archive")]
-    assert all(q.meta["phase"] == 0 for q in fallbacks)
+    assert all(q.meta["iteration"] < 39 for q in fallbacks)  # only the first batch, before any child
 
 
 def test_exploitation_only_builds_on_the_reference_only_until_a_program_is_archived(tmp_path):
     ctx = run(tmp_path, limit=60, config=PikeOConfig(preset="mut,npar,1isl,EO,SL"))
     queries = firsts(ctx)
-    assert queries[0].parent is None and queries[0].meta["pool"] == "island"
-    assert all(q.parent is not None and q.meta["pool"] == "archive-island" for q in queries[1:])
+    assert all(q.parent is None and q.meta["pool"] == "island" for q in queries[:2])  # 2 in flight at first
+    assert all(q.parent is not None and q.meta["pool"] == "archive-island" for q in queries[2:])
     assert {q.meta["mode"] for q in queries} == {"exploit"}
 
 
 # -- migration ------------------------------------------------------------------------------------
 
 
-def test_migrants_reach_the_other_islands_prompts(tmp_path):
+def test_migrants_reach_the_next_islands_prompts(tmp_path):
     ctx = run(tmp_path, limit=150, config=small(num_islands=3, parallel_evaluations=6, migration_interval=2,
                                                  migration_rate=0.3, max_fix_attempts=1))
-    island_of = {q.key: q.meta["island"] for q in ctx.counted}
+    child_island = island_of_child(ctx)
     seen_copies = 0
     for q in firsts(ctx):
-        shown = [q.meta["parent_id"], *q.meta["top"], *q.meta["inspirations"]]
-        for program_id in shown:
+        for program_id in [q.meta["parent_id"], *q.meta["top"], *q.meta["diverse"], *q.meta["inspirations"]]:
             if "@m" not in program_id:
                 continue
             source, target = re.fullmatch(r"(.+)@m\d+i(\d)", program_id).groups()
-            target = int(target)
-            assert target != (0 if source == "reference" else island_of[source])
+            source_island = 0 if source == "reference" else child_island[source]
+            assert int(target) == (source_island + 1) % 3  # copies go to the next island only
             if program_id != q.meta["parent_id"] or q.meta["pool"] in ("island", "archive-island"):
-                assert target == q.meta["island"]
+                assert int(target) == q.meta["island"]
             seen_copies += 1
     assert seen_copies > 10
 
@@ -235,41 +255,48 @@ def test_migrants_reach_the_other_islands_prompts(tmp_path):
 def test_without_migration_islands_stay_isolated(tmp_path):
     ctx = run(tmp_path, limit=80, config=small(num_islands=3, migration_interval=10_000, exploration_ratio=0.3,
                                                 exploitation_ratio=0.7))
-    island_of = {q.key: q.meta["island"] for q in ctx.counted}
+    child_island = island_of_child(ctx)
     for q in firsts(ctx):
         assert not any("@m" in pid for pid in [q.meta["parent_id"], *q.meta["top"], *q.meta["inspirations"]])
         if q.meta["pool"] in ("island", "archive-island") and q.parent is not None:
-            assert island_of[q.parent] == q.meta["island"]
+            assert child_island[q.parent] == q.meta["island"]
 
 
 # -- prompts --------------------------------------------------------------------------------------
 
 
-def test_crossover_prompts_show_fitness_top_and_inspiration_programs_then_the_current_one(tmp_path):
-    ctx = run(tmp_path, limit=60, config=small(num_islands=1, num_top_programs=3, num_inspirations=2))
+def test_crossover_prompts_carry_pikes_sections_then_the_current_program(tmp_path):
+    ctx = run(tmp_path, limit=60, config=small(num_islands=1))
     fitness = {k: 1.0 / a.result.runtime_ms if a.is_correct else 0.0 for k, a in ctx.attempts.items()}
     fitness["reference"] = 1.0 / REFERENCE_MS
-    rich = 0
+    rich = tops_with_current = 0
     for q in firsts(ctx):
         assert is_crossover(q.messages) and prompting.prompt_kind(q.messages) == "optimize"
+        assert q.messages[0]["content"] == prompts.SYSTEM_MESSAGE  # a performance engineering expert
         sections = crossover_sections(q.messages)
         current = key_of(sections.current)
         assert current == (q.parent or "reference")
         assert sections.fitness == format_fitness(fitness[current])
+        assert "category: " in sections.info  # raw evaluation results, also for a correct program
         tops = [key_of(p) for p in sections.tops]
         assert tops == [pid.split("@")[0] for pid in q.meta["top"]]
         assert sections.top_fitness == [format_fitness(fitness[k]) for k in tops]
         assert [fitness[k] for k in tops] == sorted((fitness[k] for k in tops), reverse=True)
+        tops_with_current += current in tops  # the island's top 3 may include the current program
+        diverse = [key_of(p) for p in sections.diverse]
+        assert diverse == [pid.split("@")[0] for pid in q.meta["diverse"]] and not set(diverse) & set(tops)
         insp = [key_of(p) for p in sections.inspirations]
         assert insp == q.meta["inspirations"]
-        assert current not in tops + insp and not set(tops) & set(insp)
-        assert len(tops) <= 3 and len(insp) <= 2
-        rich += len(tops) == 3 and len(insp) == 2
+        assert current not in insp and not set(tops + diverse) & set(insp)
+        assert len(tops) <= 3 and len(diverse) <= 2 and len(insp) <= 3 and len(sections.previous) <= 3
+        for line in sections.previous:  # previous attempts show raw runtimes
+            assert "runtime_ms=" in line or "correct" not in line
+        rich += len(tops) == 3 and len(diverse) == 2 and len(insp) == 3 and len(sections.previous) == 3
         assert REFERENCE_SOURCE in q.prompt and prompting.EXAMPLE_SOLUTION in q.prompt
-    assert rich > 5
+    assert rich > 5 and tops_with_current > 0
 
 
-def test_a_failed_current_program_shows_its_evaluation_artifacts(tmp_path):
+def test_a_failed_current_program_shows_its_raw_evaluation_artifacts(tmp_path):
     def outcome(key):
         if key == "initial":
             return correct(REFERENCE_MS)
@@ -280,8 +307,10 @@ def test_a_failed_current_program_shows_its_evaluation_artifacts(tmp_path):
     failing_parent = [q for q in firsts(ctx) if q.parent is not None]
     assert failing_parent
     for q in failing_parent:
-        assert crossover_sections(q.messages).fitness == "0.0000"
-        assert "CUDA-ILLEGAL-ADDRESS" in q.prompt and "Timed out: no" in q.prompt
+        sections = crossover_sections(q.messages)
+        assert sections.fitness == "0.0000"
+        assert "CUDA-ILLEGAL-ADDRESS" in sections.info and "category: runtime_error" in sections.info
+        assert "timed_out: False" in sections.info
 
 
 def test_mutation_prompts_carry_only_the_reference_and_the_current_program(tmp_path):
@@ -303,6 +332,9 @@ def test_mutation_prompts_carry_only_the_reference_and_the_current_program(tmp_p
 
 
 def test_same_answers_give_the_same_queries_whatever_the_completion_order(tmp_path):
+    """Children are added in iteration order, so every prompt is a function of the answers: completion
+    order changes at most which queries fit under the budget at its very end (fix chains charge as
+    their verdicts arrive)."""
     traces, completed = [], []
     for completion, seed in (("reverse", 0), ("shuffle", 3), ("shuffle", 4)):
         strategy = PikeO(small(num_islands=3, parallel_evaluations=5))
@@ -310,9 +342,15 @@ def test_same_answers_give_the_same_queries_whatever_the_completion_order(tmp_pa
                               completion=completion, seed=seed)
         ctx.rng = random.Random(7)  # the same task rng; only the completion order differs
         strategy.run_task(ctx)
-        traces.append([(q.key, q.parent, q.prompt, tuple(sorted(q.meta.items(), key=str))) for q in ctx.queries])
+        traces.append({q.key: (q.parent, q.prompt, tuple(sorted(q.meta.items(), key=str))) for q in ctx.queries})
         completed.append(ctx.completed)
-    assert traces[0] and traces[0] == traces[1] == traces[2]
+    common = set(traces[0]) & set(traces[1]) & set(traces[2])
+    assert len(common) >= 60
+    for key in common:
+        assert traces[0][key] == traces[1][key] == traces[2][key], key
+    optimize = [sorted(k for k in trace if "/fix" not in k) for trace in traces]
+    shortest = min(len(o) for o in optimize)
+    assert optimize[0][:shortest - 6] == optimize[1][:shortest - 6] == optimize[2][:shortest - 6]
     assert completed[0] != completed[1] != completed[2]  # the host really completed them differently
 
 

@@ -129,6 +129,8 @@ class ScriptedContext:
     completion: str = "reverse"  # order in which pending futures resolve: "reverse" or "shuffle"
     seed: int = 0
     refuse_after: int | None = None  # a hard wall below budget + overshoot (a money budget, say)
+    settle_on_read: bool = True  # False: pending futures resolve only after the grace period
+    grace_s: float = GRACE_S
 
     def __post_init__(self) -> None:
         self.rng = random.Random(self.seed)
@@ -142,6 +144,7 @@ class ScriptedContext:
         self._shuffler = random.Random(self.seed + 1)
         self._lock = threading.RLock()
         self._timer: threading.Timer | None = None
+        self.max_pending = 0  # the most attempts in flight (submitted, not yet resolved) at once
 
     # -- the TaskContext protocol ---------------------------------------------------------------
     @property
@@ -171,8 +174,9 @@ class ScriptedContext:
         future = _Deferred(self)
         with self._lock:
             self._pending.append((future, attempt))
+            self.max_pending = max(self.max_pending, len(self._pending))
             if self._timer is None:
-                self._timer = threading.Timer(GRACE_S, self._settle)
+                self._timer = threading.Timer(self.grace_s, self._settle)
                 self._timer.daemon = True
                 self._timer.start()
         return future
@@ -240,7 +244,8 @@ class _Deferred(Future):
         self._ctx = ctx
 
     def result(self, timeout: float | None = None) -> Attempt:
-        self._ctx._settle()
+        if self._ctx.settle_on_read:
+            self._ctx._settle()
         return super().result(timeout)
 
 
