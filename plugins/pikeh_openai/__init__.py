@@ -28,22 +28,31 @@ class Preset:
     token_param: str = "max_tokens"
     extra_body: dict[str, Any] = field(default_factory=dict)
     note: str = ""
+    # Whether the service takes a ``seed`` (documented per preset in docs/llm.md): sent only where it is
+    # documented, as an unknown parameter can be a 400.
+    seed: bool = False
+    # Sampling defaults sent unless the run sets them (not to reasoning models, which reject them);
+    # keys other than top_p go in the request body as extra fields (Gemini's top_k).
+    sampling: dict[str, Any] = field(default_factory=dict)
 
 
 PRESETS: dict[str, Preset] = {p.name: p for p in (
     Preset("openai", "https://api.openai.com/v1", ("OPENAI_API_KEY",), base_url_var="OPENAI_BASE_URL",
-           token_param="max_completion_tokens", note="OpenAI"),
+           token_param="max_completion_tokens", note="OpenAI", seed=True),
+    # PIKE sent Gemini top_p 1.0 and top_k 50.
     Preset("google", "https://generativelanguage.googleapis.com/v1beta/openai/",
-           ("GEMINI_API_KEY", "GOOGLE_API_KEY"), note="Gemini's OpenAI-compatible endpoint"),
+           ("GEMINI_API_KEY", "GOOGLE_API_KEY"), note="Gemini's OpenAI-compatible endpoint",
+           sampling={"top_p": 1.0, "top_k": 50}),
     # OpenRouter reports each answer's cost when asked; that beats any table for routed models.
     Preset("openrouter", "https://openrouter.ai/api/v1", ("OPENROUTER_API_KEY",),
-           extra_body={"usage": {"include": True}}, note="OpenRouter (model names like openai/gpt-oss-120b)"),
+           extra_body={"usage": {"include": True}}, note="OpenRouter (model names like openai/gpt-oss-120b)",
+           seed=True),
     Preset("deepseek", "https://api.deepseek.com/v1", ("DEEPSEEK_API_KEY",), note="DeepSeek"),
-    Preset("together", "https://api.together.xyz/v1", ("TOGETHER_API_KEY",), note="Together AI"),
+    Preset("together", "https://api.together.xyz/v1", ("TOGETHER_API_KEY",), note="Together AI", seed=True),
     Preset("fireworks", "https://api.fireworks.ai/inference/v1", ("FIREWORKS_API_KEY",), note="Fireworks AI"),
     Preset("local", "http://127.0.0.1:8000/v1", ("PIKEH_LOCAL_API_KEY",), key_required=False,
            base_url_var="PIKEH_LOCAL_BASE_URL",
-           note="vLLM / SGLang / Ollama / llama.cpp server (--llm-base-url or PIKEH_LOCAL_BASE_URL)"),
+           note="vLLM / SGLang / Ollama / llama.cpp server (--llm-base-url or PIKEH_LOCAL_BASE_URL)", seed=True),
 )}
 
 

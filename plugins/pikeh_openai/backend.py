@@ -41,22 +41,41 @@ def fixed_temperature(model: str) -> bool:
     return bool(major) and int(major.group(1)) >= 5 and "chat" not in base
 
 
-def sampling_args(preset: Preset, model: str, params: GenerationParams) -> dict[str, Any]:
-    """The generation parameters as this service wants them.
+# Models that PIKE ran at a reasoning effort the run did not name: "o3-mini-high" is o3-mini at "high".
+DEFAULT_EFFORT = {"o3-mini": "high"}
 
-    Reasoning models get ``reasoning_effort`` instead of temperature; other models get temperature
-    and, when the run asks for it, reasoning_effort too (gpt-oss, Gemini 2.5 and DeepSeek accept both).
+
+def default_effort(model: str) -> str | None:
+    """The reasoning effort a model gets when the run sets none (PIKE's o3-mini runs were "high")."""
+    base = model.rsplit("/", 1)[-1].lower()
+    return DEFAULT_EFFORT.get(re.sub(r"-\d{4}-\d{2}-\d{2}$", "", base))
+
+
+def sampling_args(preset: Preset, model: str, params: GenerationParams) -> dict[str, Any]:
+    """The generation parameters as this service wants them (``extra_body`` holds non-OpenAI ones).
+
+    Reasoning models get ``reasoning_effort`` instead of temperature (o3-mini "high" unless the run
+    says otherwise); other models get temperature, the preset's sampling defaults (Gemini: top_p 1.0,
+    top_k 50, as PIKE sent) and, when the run asks for it, reasoning_effort too (gpt-oss, Gemini 2.5
+    and DeepSeek accept both). The seed goes only to services whose preset says they take one.
     """
     args: dict[str, Any] = {preset.token_param: params.max_tokens}
+    extra: dict[str, Any] = {}
     if not fixed_temperature(model):
         if params.temperature is not None:
             args["temperature"] = params.temperature
+        sampling = dict(preset.sampling)
         if params.top_p is not None:
-            args["top_p"] = params.top_p
-    if params.reasoning_effort is not None:
-        args["reasoning_effort"] = params.reasoning_effort
-    if params.seed is not None:
+            sampling["top_p"] = params.top_p
+        for name, value in sampling.items():
+            (args if name == "top_p" else extra)[name] = value
+    effort = params.reasoning_effort or default_effort(model)
+    if effort is not None:
+        args["reasoning_effort"] = effort
+    if params.seed is not None and preset.seed:
         args["seed"] = params.seed
+    if extra:
+        args["extra_body"] = extra
     return args
 
 
@@ -80,7 +99,7 @@ class OpenAICompatBackend(LLMBackend):
     def complete(self, request: LLMRequest) -> LLMResponse:
         openai = self._openai
         args = sampling_args(self.preset, self.model, request.params)
-        extra_body = dict(self.preset.extra_body) or None
+        extra_body = {**self.preset.extra_body, **args.pop("extra_body", {})} or None
         started = time.monotonic()
         with sdk_errors(openai, spec=self.spec, base_url=self.base_url, timeout_s=request.params.timeout_s,
                         secrets=[self._key]):

@@ -100,6 +100,7 @@ class LLMClient:
         self.reasoning_effort = reasoning_effort
         self._sleep = sleep
         self._semaphore = threading.BoundedSemaphore(max_concurrency)
+        self.seed = seed
         self._rng = random.Random(seed)
         self._rng_lock = threading.Lock()
         self.max_concurrency = max_concurrency
@@ -148,13 +149,16 @@ class LLMClient:
 
     # -- requests ------------------------------------------------------------------------------
     def effective_request(self, request: LLMRequest) -> LLMRequest:
-        """The request as it is sent: the run's reasoning effort filled in, max_tokens lowered to the
-        model's known output limit (a larger value is a 400 from the API, not a longer answer)."""
+        """The request as it is sent: the run's reasoning effort and the query's seed filled in,
+        max_tokens lowered to the model's known output limit (a larger value is a 400 from the API,
+        not a longer answer)."""
         backend = self.backend_for(request.role)
         params = request.params
         changes: dict[str, Any] = {}
         if params.reasoning_effort is None and self.reasoning_effort is not None:
             changes["reasoning_effort"] = self.reasoning_effort
+        if params.seed is None and self.seed is not None:
+            changes["seed"] = query_seed(self.seed, request.key)
         price = self.prices.price(backend.provider, backend.model)
         if price and price.max_output_tokens and params.max_tokens > price.max_output_tokens:
             changes["max_tokens"] = price.max_output_tokens
@@ -238,6 +242,20 @@ class LLMClient:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def query_seed(run_seed: int, key: str | None) -> int:
+    """The seed one query is sent with: a function of the run's seed and the query's key.
+
+    Derived per query, not the run seed itself, so that a prompt asked several times (PIKE-B sends one
+    parent's prompt to 2-3 children) is several samples, not one answer repeated by a provider that
+    honours seeds; and a function of the run seed, so another seed asks other questions of the cache,
+    of offline:mutate and of the provider.
+    """
+    if key is None:
+        return run_seed
+    digest = hashlib.sha256(f"{run_seed}:{key}".encode()).hexdigest()
+    return int(digest[:8], 16) & 0x7FFFFFFF
 
 
 class ResponseCache:

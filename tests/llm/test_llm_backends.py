@@ -299,3 +299,44 @@ def test_an_answer_that_is_not_json_is_retried_then_reported(api: str, llm_serve
     llm_server.script(*[FakeReply(raw=b"<html>bad gateway</html>")] * 2)
     with pytest.raises(LLMError, match="not JSON: <html>bad gateway"):
         ask(client_for(llm_server, MODELS[api], retry=RetryPolicy(max_retries=1, base_delay_s=0.01)))
+
+
+def test_o3_mini_gets_high_reasoning_effort_unless_the_run_names_one(llm_server: FakeLLMServer, keys):
+    """PIKE's "o3-mini-high" runs: o3-mini at effort "high" without being asked; other models get none."""
+    ask(client_for(llm_server, "openai:o3-mini"), max_tokens=1000)
+    assert llm_server.requests[-1].body["reasoning_effort"] == "high"
+    ask(client_for(llm_server, "openai:o3-mini-2025-01-31"), max_tokens=1000)
+    assert llm_server.requests[-1].body["reasoning_effort"] == "high"
+    ask(client_for(llm_server, "openai:o3-mini"), reasoning_effort="low", max_tokens=1000)
+    assert llm_server.requests[-1].body["reasoning_effort"] == "low"
+    ask(client_for(llm_server, "openai:gpt-5"), max_tokens=1000)
+    assert "reasoning_effort" not in llm_server.requests[-1].body
+
+
+def test_gemini_gets_pikes_top_p_and_top_k(llm_server: FakeLLMServer, keys, monkeypatch):
+    monkeypatch.setenv("GEMINI_API_KEY", "AIzaFAKEFAKEFAKEFAKEFAKEFAKE")
+    ask(client_for(llm_server, "google:gemini-2.5-pro"), temperature=0.8, max_tokens=1000)
+    body = llm_server.requests[-1].body
+    assert body["top_p"] == 1.0 and body["top_k"] == 50 and body["temperature"] == 0.8
+    ask(client_for(llm_server, "google:gemini-2.5-pro"), temperature=0.8, top_p=0.5, max_tokens=1000)
+    assert llm_server.requests[-1].body["top_p"] == 0.5  # the run's value wins
+    ask(client_for(llm_server, "openai:gpt-4o"), temperature=0.8, max_tokens=1000)
+    assert "top_k" not in llm_server.requests[-1].body and "top_p" not in llm_server.requests[-1].body
+
+
+def test_the_run_seed_reaches_requests_per_query_where_the_service_takes_one(llm_server: FakeLLMServer, keys,
+                                                                            monkeypatch):
+    from pike_harness.llm_client import query_seed
+
+    monkeypatch.setenv("GEMINI_API_KEY", "AIzaFAKEFAKEFAKEFAKEFAKEFAKE")
+    messages = [{"role": "user", "content": "Write a fast kernel."}]
+    openai = client_for(llm_server, "openai:gpt-4o", seed=5)
+    for key in ("t/1#p000/s00", "t/1#p000/s01"):
+        openai.complete(LLMRequest(messages=messages, key=key))
+    first, second = (r.body["seed"] for r in llm_server.requests[-2:])
+    assert first == query_seed(5, "t/1#p000/s00") != second == query_seed(5, "t/1#p000/s01")
+    assert query_seed(6, "t/1#p000/s00") != first  # another run seed, other seeds
+    client_for(llm_server, "google:gemini-2.5-pro", seed=5).complete(LLMRequest(messages=messages, key="k"))
+    assert "seed" not in llm_server.requests[-1].body  # not documented for Gemini's endpoint: not sent
+    client_for(llm_server, "anthropic:claude-sonnet-4-5", seed=5).complete(LLMRequest(messages=messages, key="k"))
+    assert "seed" not in llm_server.requests[-1].body  # the Messages API has no seed

@@ -110,3 +110,15 @@ def test_describe_names_offline_backends_honestly():
     assert client.describe()["is_llm"] == {"offline:mutate": False}
     response = client.complete(LLMRequest(messages=MESSAGES))
     assert response.is_llm is False and response.cost_usd == 0.0 and response.cost_source == "free"
+
+
+def test_the_cache_key_and_offline_mutate_vary_with_the_run_seed(tmp_path: Path):
+    messages = [{"role": "user", "content": "x"}]
+    request = LLMRequest(messages=messages, key="smoke/1#p000/s00")
+    clients = [LLMClient("offline:mutate", host=host(), seed=s, cache_dir=tmp_path / "cache") for s in (0, 0, 1)]
+    hashes = [c.request_hash(request) for c in clients]
+    assert hashes[0] == hashes[1] != hashes[2]
+    assert [c.effective_request(request).params.seed for c in clients][:2] == [
+        clients[0].effective_request(request).params.seed] * 2
+    unseeded = LLMClient("offline:mutate", host=host())
+    assert unseeded.effective_request(request).params.seed is None
