@@ -48,12 +48,19 @@ class PikeBConfig:
     max_phases: int = field(default=0, metadata={
         "help": "stop after this many phases; 0 runs phases while the query budget lasts "
                 "(ceil(budget / num_branches) at most)"})
+    efa_context: str = field(default="pike", metadata={
+        "help": "error-fixing prompt: pike (PIKE's two prompts: the maximum output difference and the "
+                "worked example for wrong outputs, the log tails for other failures) or rich (ours: "
+                "category, reason, per-output differences and log tails for every failure)"})
     log_tail_chars: int = field(default=prompting.LOG_TAIL_CHARS, metadata={
         "help": "characters from the end of stdout and of stderr shown to the error-fixing agent"})
 
     def __post_init__(self) -> None:
         require_at_least(self, num_branches=1, max_parents=1, max_fix_attempts=0, max_ideas=1, max_phases=0,
                          log_tail_chars=0)
+        if self.efa_context not in prompting.EFA_CONTEXTS:
+            raise UserError(f"--efa-context must be one of {', '.join(prompting.EFA_CONTEXTS)} "
+                            f"(got {self.efa_context!r})")
         if self.parents not in PARENT_RULES:
             raise UserError(f"--parents must be one of {', '.join(PARENT_RULES)} (got {self.parents!r})")
 
@@ -83,7 +90,8 @@ class PikeB(Strategy):
             samples, orders = self._plan(ctx, phase, ideas, parents)
             if not run_round(ctx, orders):
                 return
-            if not fix_rounds(ctx, samples, max_rounds=cfg.max_fix_attempts, tail_chars=cfg.log_tail_chars):
+            if not fix_rounds(ctx, samples, max_rounds=cfg.max_fix_attempts, tail_chars=cfg.log_tail_chars,
+                              context=cfg.efa_context):
                 return
             solutions = _solutions(samples)
             parents = rank_parents(solutions, reference, cfg.max_parents, cfg.parents)

@@ -22,6 +22,7 @@ from pike_harness.model import INCORRECT, REJECTED, TIMEOUT, EvalResult, Task
 __all__ = [
     "BRAINSTORM_MARKER",
     "EXAMPLE_REFERENCE",
+    "EFA_CONTEXTS",
     "EXAMPLE_SOLUTION",
     "FIX_MARKER",
     "FOCUS_PREFIX",
@@ -253,29 +254,60 @@ def improve_messages(task: Task, parent_code: str) -> Messages:
     return _messages(parts)
 
 
-def fix_messages(task: Task, code: str, result: EvalResult, *, tail_chars: int = LOG_TAIL_CHARS) -> Messages:
-    """The error-fixing agent: the failing program and everything the evaluator said about it."""
-    parts = [
-        problem_statement(task),
-        reference_section(task),
-        f"{FIX_MARKER}\n{fence(code)}",
-        failure_report(result, tail_chars=tail_chars),
-        "Fix the program so that it builds, runs and produces correct outputs, keeping the custom "
-        "kernels fast.",
-        output_instruction("the complete fixed program"),
-    ]
+EFA_CONTEXTS = ("pike", "rich")
+
+
+def fix_messages(task: Task, code: str, result: EvalResult, *, tail_chars: int = LOG_TAIL_CHARS,
+                 context: str = "pike") -> Messages:
+    """The error-fixing agent: the failing program and what the evaluator said about it.
+
+    ``context="pike"`` (the default) is PIKE's two prompts. A wrong output: the problem statement, the
+    worked example, the reference, the failing code and the maximum absolute difference of the
+    outputs, no logs. Any other failure: the problem statement, the reference, the failing code,
+    whether it timed out and the last ``tail_chars`` characters of stdout and of stderr (and, for a
+    program our evaluator rejected, the rule it broke). ``context="rich"`` (ours) shows every failure
+    the same way: ``failure_report`` (category, reason, per-output differences and both log tails).
+    """
+    if context not in EFA_CONTEXTS:
+        raise ValueError(f"unknown error-fixing context {context!r}")
+    failing = f"{FIX_MARKER}\n{fence(code)}"
+    if context == "rich":
+        parts = [problem_statement(task), reference_section(task), failing,
+                 failure_report(result, tail_chars=tail_chars)]
+    elif result.category == INCORRECT:
+        parts = [problem_statement(task), worked_example(), reference_section(task), failing,
+                 "The program runs, but its outputs differ from the reference's. Maximum absolute "
+                 f"difference: {_max_difference(result)}."]
+    else:
+        report = [f"Timed out: {'yes' if result.category == TIMEOUT else 'no'}"]
+        if result.category == REJECTED and result.reason:
+            report.insert(0, f"The evaluator rejected it: {result.reason}")
+        report += _log_tails(result, tail_chars)
+        parts = [problem_statement(task), reference_section(task), failing,
+                 "It failed to compile or to run. " + "\n".join(report)]
+    parts += ["Fix the program so that it builds, runs and produces correct outputs, keeping the custom "
+              "kernels fast.", output_instruction("the complete fixed program")]
     return _messages(parts)
 
 
+def _max_difference(result: EvalResult) -> str:
+    diffs = [o.max_abs_diff for o in result.outputs if o.max_abs_diff is not None]
+    return f"{max(diffs):.6g}" if diffs else "not available"
+
+
 def brainstorm_messages(task: Task, max_ideas: int = 10) -> Messages:
-    """The brainstorming agent: ideas only, one bullet line each, so ``parse_ideas`` can split them."""
+    """The brainstorming agent (PIKE's IBA): framed as brainstorming with performance engineers, with
+    PIKE's short list of example low-level ideas; ideas only, one bullet line each, so ``parse_ideas``
+    can split them."""
     parts = [
         problem_statement(task),
         reference_section(task),
         BRAINSTORM_MARKER,
-        f"List up to {max_ideas} distinct ideas for making this program faster (which operators to fuse "
-        "or replace, algorithmic changes, memory access and layout, launch overhead). Write each idea "
-        "as one bullet line starting with \"- \", one idea per line, with no code and no other text.",
+        "You are brainstorming with a team of performance engineers who will write the kernels. Examples "
+        "of the low-level ideas they work with: memory coalescing, avoiding shared-memory bank conflicts, "
+        "tiling.",
+        f"List up to {max_ideas} distinct ideas for making this program faster. Write each idea as one "
+        "bullet line starting with \"- \", one idea per line, with no code and no other text.",
     ]
     return _messages(parts)
 
@@ -294,6 +326,13 @@ def failure_report(result: EvalResult, *, tail_chars: int = LOG_TAIL_CHARS) -> s
     lines.append(f"Timed out: {'yes' if result.category == TIMEOUT else 'no'}")
     if result.category == INCORRECT or any(o.max_abs_diff is not None or o.problem for o in result.outputs):
         lines.extend(_output_differences(result))
+    lines += _log_tails(result, tail_chars)
+    return "\n".join(lines)
+
+
+def _log_tails(result: EvalResult, tail_chars: int) -> list[str]:
+    """The last ``tail_chars`` characters of stdout and of stderr, each in a fenced block."""
+    lines = []
     for name, text in (("stdout", result.stdout_tail), ("stderr", result.stderr_tail)):
         tail = text[-tail_chars:] if tail_chars > 0 else ""
         if not tail.strip():
@@ -302,7 +341,7 @@ def failure_report(result: EvalResult, *, tail_chars: int = LOG_TAIL_CHARS) -> s
             lines.append(f"{name} (the last {len(tail)} of {len(text)} characters):\n{fence(tail, 'text')}")
         else:
             lines.append(f"{name}:\n{fence(tail, 'text')}")
-    return "\n".join(lines)
+    return lines
 
 
 _CATEGORY_WORDS = {

@@ -82,9 +82,11 @@ def run_round(ctx: TaskContext, orders: list[Order], *, overshoot: bool = True) 
     return not refused
 
 
-def fix_rounds(ctx: TaskContext, samples: list[Sample], *, max_rounds: int, tail_chars: int) -> bool:
+def fix_rounds(ctx: TaskContext, samples: list[Sample], *, max_rounds: int, tail_chars: int,
+               context: str = "pike") -> bool:
     """Up to ``max_rounds`` rounds in which every failing sample gets exactly one fix query.
 
+    ``context`` picks the error-fixing prompt (``prompting.fix_messages``: PIKE's two, or ``rich``).
     A round with nothing to fix ends early. Each fix query is sent only below the budget (samples in
     slot order), so fixes never overshoot. Returns False when the budget stopped the rounds.
     """
@@ -99,7 +101,8 @@ def fix_rounds(ctx: TaskContext, samples: list[Sample], *, max_rounds: int, tail
         for sample in failing:
             latest = sample.latest
             assert latest is not None and latest.code is not None and latest.result is not None
-            messages = prompting.fix_messages(ctx.task, latest.code, latest.result, tail_chars=tail_chars)
+            messages = prompting.fix_messages(ctx.task, latest.code, latest.result, tail_chars=tail_chars,
+                                              context=context)
             orders.append(Order(sample, FIX, f"{sample.key}/fix{number}", messages, latest.key,
                                 {**sample.meta, "fix": number}))
         if not run_round(ctx, orders, overshoot=False):

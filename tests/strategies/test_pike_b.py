@@ -229,12 +229,21 @@ def test_fix_prompts_carry_the_failure_but_never_a_runtime(tmp_path):
     assert "printed-line" in runtime_error and "Timed out: no" in runtime_error
     assert "Timed out: yes" in ctx.by_key("p000/s01/fix1").prompt
     wrong = ctx.by_key("p000/s02/fix1").prompt
-    assert "output 0: max abs diff 0.25" in wrong and "output 1: max abs diff 3.5" in wrong
+    assert "Maximum absolute difference: 3.5." in wrong and prompting.EXAMPLE_SOLUTION in wrong
     for q in ctx.queries:
         for rt in runtimes + [2.71828] + [r + s for s in range(10) for r in runtimes]:
             for text in (str(rt), f"{rt:.2f}", f"{rt:.3g}"):
                 assert text not in q.prompt, (q.key, text)
         assert "speedup" not in q.prompt.lower()
+
+
+def test_efa_context_rich_is_ours_and_shows_per_output_differences(tmp_path):
+    ctx = run(tmp_path, limit=11, outcomes={"p000/s00": incorrect(0.25, 3.5)}, default_outcome=all_correct,
+              config=PikeBConfig(efa_context="rich"))
+    wrong = ctx.by_key("p000/s00/fix1").prompt
+    assert "output 0: max abs diff 0.25" in wrong and "output 1: max abs diff 3.5" in wrong
+    with pytest.raises(UserError, match="--efa-context must be one of pike, rich"):
+        PikeBConfig(efa_context="full")
 
 
 def test_log_tail_length_is_a_parameter(tmp_path):

@@ -163,19 +163,43 @@ def test_improve_prompt_quotes_the_parent_verbatim(task):
     assert "significantly improve" in user and REFERENCE_SOURCE in prompting.code_blocks(user)
 
 
-def test_fix_prompt_reports_the_failure(task):
-    result = EvalResult(request_id="r", task="t", category="incorrect", reason="outputs differ",
-                        outputs=[OutputCheck(0, 0, max_abs_diff=0.1), OutputCheck(1, 0, max_abs_diff=0.7),
-                                 OutputCheck(0, 1, problem="shape (4,) != (4, 1)")],
-                        stdout_tail="", stderr_tail="warning: slow path")
-    messages = prompting.fix_messages(task, "broken = True\n", result)
+WRONG = EvalResult(request_id="r", task="t", category="incorrect", reason="outputs differ",
+                   outputs=[OutputCheck(0, 0, max_abs_diff=0.1), OutputCheck(1, 0, max_abs_diff=0.7),
+                            OutputCheck(0, 1, problem="shape (4,) != (4, 1)")],
+                   stdout_tail="", stderr_tail="warning: slow path")
+
+
+def test_pikes_wrong_output_fix_prompt_has_the_example_and_the_max_difference_but_no_logs(task):
+    messages = prompting.fix_messages(task, "broken = True\n", WRONG)
     user = messages[1]["content"]
     assert prompting.prompt_kind(messages) == "fix"
+    assert prompting.quoted_program(messages) == "broken = True\n"
+    blocks = prompting.code_blocks(user)
+    assert REFERENCE_SOURCE in blocks and prompting.EXAMPLE_SOLUTION in blocks
+    assert "Maximum absolute difference: 0.7." in user
+    assert "slow path" not in user and "stdout" not in user and "Timed out" not in user
+
+
+def test_pikes_error_fix_prompt_has_the_log_tails_and_the_timeout_but_no_example(task):
+    crash = failure("runtime_error", stdout_tail="printed", stderr_tail="e" * 50 + "LAST")
+    user = prompting.fix_messages(task, "broken = True\n", crash, tail_chars=10)[1]["content"]
+    assert prompting.EXAMPLE_SOLUTION not in prompting.code_blocks(user) and REFERENCE_SOURCE in user
+    assert "Timed out: no" in user and "printed" in user and "eeeeeeLAST" in user and "e" * 7 + "LAST" not in user
+    assert "Timed out: yes" in prompting.fix_messages(task, "x = 1\n", failure("timeout"))[1]["content"]
+    rejected = prompting.fix_messages(task, "x = 1\n", failure("rejected", reason="input 0 changed"))
+    assert "The evaluator rejected it: input 0 changed" in rejected[1]["content"]
+
+
+def test_rich_fix_prompt_reports_every_failure_detail(task):
+    messages = prompting.fix_messages(task, "broken = True\n", WRONG, context="rich")
+    user = messages[1]["content"]
     assert prompting.quoted_program(messages) == "broken = True\n"
     assert REFERENCE_SOURCE in prompting.code_blocks(user)
     assert "output 0: max abs diff 0.7" in user and "output 1: shape (4,) != (4, 1)" in user
     assert "Timed out: no" in user and "stdout: (empty)" in user and "warning: slow path" in user
     assert "incorrect output" in user and "Reason: outputs differ" in user
+    with pytest.raises(ValueError):
+        prompting.fix_messages(task, "x\n", WRONG, context="verbose")
 
 
 def test_failure_report_variants():
@@ -192,6 +216,9 @@ def test_brainstorm_prompt_asks_for_bullet_ideas(task):
     user = messages[1]["content"]
     assert prompting.prompt_kind(messages) == "brainstorm"
     assert "up to 7" in user and 'starting with "- "' in user and REFERENCE_SOURCE in user
+    assert "performance engineers" in user  # PIKE's framing and its example low-level ideas
+    for idea in ("memory coalescing", "shared-memory bank conflicts", "tiling"):
+        assert idea in user
 
 
 def test_prompt_kind_is_none_for_foreign_text():
