@@ -99,12 +99,14 @@ VIEWS: list[tuple[str, str]] = [
           AND a.hardware <> b.baseline_hardware
     """),
     # -- speedup vs queries -----------------------------------------------------------------------
+    # Curves number attempts as PIKE's analysis does (curve_idx: each sample's fixes follow it).
     ("best_so_far", """
         SELECT run, task, idx,
                min(best_here) OVER (PARTITION BY run, task ORDER BY idx
                                     ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS best_ms
-        FROM (SELECT run, task, idx, min(runtime_ms) FILTER (category = 'correct' AND runtime_ms > 0) AS best_here
-              FROM budget_attempts GROUP BY run, task, idx)
+        FROM (SELECT run, task, coalesce(curve_idx, idx) AS idx,
+                     min(runtime_ms) FILTER (category = 'correct' AND runtime_ms > 0) AS best_here
+              FROM budget_attempts GROUP BY run, task, coalesce(curve_idx, idx))
     """),
     ("query_grid", """
         SELECT t.run, t.task, t.baseline_ms, g.b

@@ -56,6 +56,8 @@ TABLES: dict[str, dict[str, str]] = {
         "time": "VARCHAR", "meta": "JSON",
         "hardware": "VARCHAR",  # what timed it (GPU name, else "cpu: " and the CPU model); see _hardware
         "dir": "VARCHAR",  # the attempt's mirror folder (prompt.md, response.md, code.py), relative to the run
+        # Its number on the speedup-vs-queries curve (see curve_positions): idx renumbered in PIKE's order.
+        "curve_idx": "INTEGER",
     },
     "baselines": {
         "run": "VARCHAR", "task": "VARCHAR", "mode": "VARCHAR", "device": "VARCHAR", "protocol": "VARCHAR",
@@ -122,6 +124,7 @@ def run_rows(run_dir: Path) -> dict[str, list[dict[str, Any]]]:
         elif kind == "task_end" and event["task"] in task_rows:
             task_rows[event["task"]].update(end_reason=event.get("reason"), queries_used=event.get("queries_used"),
                                             spend_usd=event.get("spend_usd"))
+    curve_positions(rows["attempts"])
     rows["tasks"] = list(task_rows.values())
     return rows
 
@@ -130,6 +133,36 @@ def config_key(config: dict[str, Any]) -> str:
     """A short hash of a run's configuration without its seed: seeds of one configuration share it."""
     identity = {k: v for k, v in config.items() if k != "seed"}
     return hashlib.sha256(json.dumps(identity, sort_keys=True, default=str).encode()).hexdigest()[:12]
+
+
+def curve_positions(attempts: list[dict[str, Any]]) -> None:
+    """Number each task's counted attempts for the curves as PIKE's analysis does: phase by phase
+    (``phase``, or ``round`` for best-of-n), sample by sample, each sample's original attempt followed by
+    its fixes. ``idx`` is the order queries were charged in (a phase's optimize queries, then each fix
+    round), so the two orders hold the same attempts per phase and differ only inside one; the budget
+    cut by ``idx`` keeps the same set. Attempts without those meta fields keep their ``idx``."""
+    by_task: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for row in attempts:
+        row["curve_idx"] = row["idx"]
+        if row["idx"] is not None:
+            by_task.setdefault((row["run"], row["task"]), []).append(row)
+    for rows in by_task.values():
+        keys = [_curve_key(row) for row in rows]
+        if any(key is None for key in keys):
+            continue
+        positions = sorted(row["idx"] for row in rows)
+        ordered = sorted(zip(keys, rows, strict=True), key=lambda pair: (pair[0], pair[1]["idx"]))
+        for position, (_, row) in zip(positions, ordered, strict=True):
+            row["curve_idx"] = position
+
+
+def _curve_key(row: dict[str, Any]) -> tuple[int, int, int] | None:
+    meta = json.loads(row["meta"]) if row.get("meta") else {}
+    group = meta.get("phase", meta.get("round"))
+    parts = (group, meta.get("sample"), meta.get("fix"))
+    if not all(isinstance(part, int) and not isinstance(part, bool) for part in parts):
+        return None
+    return parts  # type: ignore[return-value]
 
 
 def attempt_dir(task_ref: str, key: str, index: int | None) -> str:
