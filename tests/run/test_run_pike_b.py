@@ -117,6 +117,7 @@ def test_pike_b_at_the_papers_shape_splits_3_3_2_2(tmp_path):
     assert sorted(counted) == list(range(1, 23))  # 10 + 2 fixes, then a full phase of 10: overshoot 2 <= 9
 
 
+@pytest.mark.slow
 def test_phase_2_parents_are_the_four_fastest_of_phase_1_even_from_one_branch(tmp_path):
     """PIKE's parent rule through a real run: phase 1's two children of the fastest parent (branch 0)
     are its two fastest programs, and both become phase-2 parents beside the next two."""
