@@ -15,7 +15,7 @@ from rich.table import Table
 
 from pike_harness.errors import UserError
 from pike_harness.evaluation import EvaluatorOptions
-from pike_harness.llm import BackendOptions
+from pike_harness.llm import BackendOptions, parse_model_spec
 from pike_harness.progress import RunProgress
 from pike_harness.run import RunConfig, Runner
 from pike_harness.store import RunStore
@@ -64,6 +64,13 @@ def build_llm_client(config: RunConfig, host: Any) -> Any:
     return client
 
 
+def run_provenance(host: Any, config: RunConfig) -> dict[str, Any]:
+    """Which distribution and version provided each plugin this run uses, for run.json's ``plugins``."""
+    providers = list(dict.fromkeys(parse_model_spec(spec)[0] for spec in (config.llm, config.fix_llm) if spec))
+    return host.provenance(strategy=config.strategy, evaluator=config.evaluator, suite=config.suite,
+                           llm_backend=providers)
+
+
 def launch_run(app: Any, core: dict[str, Any], strategy_values: dict[str, Any], evaluator_values: dict[str, Any],
                *, console: Console | None = None, live: bool | None = None) -> str:
     """Validate, run (or resume) and summarise; returns the run's final status."""
@@ -89,8 +96,12 @@ def launch_run(app: Any, core: dict[str, Any], strategy_values: dict[str, Any], 
     console.print(f"run directory: {store.path}" + (" (resuming)" if store.exists else ""))
     fix_label = f"; fixes by {llm.label('fix')}" if config.fix_llm else ""
     console.print(f"{strategy_cls.name} on {len(tasks)} task(s) of {config.suite} with {llm.label()}{fix_label}")
+    plugins = run_provenance(host, config)
+    for line in plugins["third_party"]:
+        console.print(f"[yellow]third-party plugin[/yellow]: {line}")
     runner = Runner(config, store=store, tasks=tasks, strategy=strategy, llm=llm,
-                    evaluator_factory=lambda: spec.build(options), progress=progress, name=run_name)
+                    evaluator_factory=lambda: spec.build(options), progress=progress, name=run_name,
+                    plugins=plugins)
     status = runner.run()
     print_summary(runner, console)
     if status == "interrupted":

@@ -333,8 +333,9 @@ class Runner:
 
     def __init__(self, config: RunConfig, *, store: RunStore, tasks: list[Task], strategy: Strategy,
                  llm: Any, evaluator_factory: Callable[[], Evaluator], progress: RunProgress | None = None,
-                 name: str | None = None):
+                 name: str | None = None, plugins: dict[str, Any] | None = None):
         self.config = config
+        self.plugins = plugins or {}  # who provided each plugin (PluginHost.provenance), for run.json
         self.store = store
         self.tasks = tasks
         self.strategy = strategy
@@ -393,6 +394,7 @@ class Runner:
                        "rtol": t.meta.rtol, "precision": t.meta.precision} for t in self.tasks],
             "environment": environment_info(self.evaluator),
             "strategy": {"name": self.strategy.name, "overshoot": self.overshoot},
+            "plugins": self.plugins,
         }
         try:
             self.replay = self.store.open(metadata)
