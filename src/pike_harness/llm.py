@@ -152,9 +152,6 @@ class ProviderPrices:
     list_prices: bool = True
 
 
-BackendFactory = Callable[[str, "BackendOptions"], "LLMBackend"]
-
-
 class LLMBackend(ABC):
     """One provider + model. ``complete`` is called from many threads at once."""
 
@@ -183,6 +180,10 @@ class LLMBackend(ABC):
 
     def close(self) -> None:
         """Release connections."""
+
+
+# What ``register_llm_backends`` registers per provider: ``factory(model, options) -> LLMBackend``.
+BackendFactory = Callable[[str, BackendOptions], LLMBackend]
 
 
 def parse_model_spec(spec: str) -> tuple[str, str]:

@@ -10,6 +10,7 @@ name sorts later wins. ``PIKEH_BLOCK_PLUGINS=name,...`` keeps plugins from loadi
 from __future__ import annotations
 
 import importlib.metadata
+import inspect
 import os
 import sys
 from collections.abc import Callable, Iterable
@@ -25,15 +26,16 @@ GROUP = "pike_harness"
 BUILTIN_DISTRIBUTION = "pike-harness"
 BLOCK_ENV = "PIKEH_BLOCK_PLUGINS"
 
-# kind -> (hook name, how to read the registered name from register()'s arguments). The value kept
-# is the last positional argument; keyword arguments (a backend's ``prices``) are kept beside it.
-KINDS: dict[str, tuple[str, Callable[..., str]]] = {
-    "suites": ("register_suites", lambda suite: suite.name),
-    "strategies": ("register_strategies", lambda cls: cls.name),
-    "llm_backends": ("register_llm_backends", lambda provider, factory: provider),
-    "evaluators": ("register_evaluators", lambda spec: spec.name),
-    "reporters": ("register_reporters", lambda cls: cls.name),
-    "demos": ("register_demos", lambda demo: demo.name),
+# kind -> (hook name, the hook's typed ``register`` contract in hookspecs, how to read the registered
+# name from register()'s positional arguments). The value kept is the last positional argument;
+# keyword arguments (a backend's ``prices``) are kept beside it.
+KINDS: dict[str, tuple[str, type, Callable[..., str]]] = {
+    "suites": ("register_suites", hookspecs.RegisterSuite, lambda suite: suite.name),
+    "strategies": ("register_strategies", hookspecs.RegisterStrategy, lambda cls: cls.name),
+    "llm_backends": ("register_llm_backends", hookspecs.RegisterLLMBackend, lambda provider, factory: provider),
+    "evaluators": ("register_evaluators", hookspecs.RegisterEvaluator, lambda spec: spec.name),
+    "reporters": ("register_reporters", hookspecs.RegisterReporter, lambda cls: cls.name),
+    "demos": ("register_demos", hookspecs.RegisterDemo, lambda demo: demo.name),
 }
 SINGULAR = {"suites": "suite", "strategies": "strategy", "llm_backends": "LLM provider",
             "evaluators": "evaluator", "reporters": "reporter", "demos": "demo"}
@@ -158,13 +160,15 @@ class PluginHost:
     def _collect(self) -> None:
         for plugin_name in self._order():
             plugin = self.pm.get_plugin(plugin_name)
-            for kind, (hook_name, name_of) in KINDS.items():
+            for kind, (hook_name, contract, name_of) in KINDS.items():
                 impl = _impl_of(getattr(self.pm.hook, hook_name), plugin)
                 if impl is None:
                     continue
 
                 def register(*args: Any, _kind: str = kind, _name_of: Callable[..., str] = name_of,
-                             _plugin: str = plugin_name, **options: Any) -> None:
+                             _plugin: str = plugin_name, _call: Any = inspect.signature(contract.__call__),
+                             **options: Any) -> None:
+                    _call.bind(None, *args, **options)  # the hook's typed contract: a wrong call is a TypeError
                     self._record(_kind, _name_of(*args), _plugin, args[-1], options)
 
                 try:
