@@ -21,8 +21,6 @@ class PikehError(Exception):
 class UserError(PikehError):
     """A problem with the user's input (unknown task, bad file, missing key): one line, exit 1."""
 
-    exit_code = 1
-
 
 class BudgetExhausted(PikehError):
     """Raised to a strategy when a task's query or money budget is spent; the task ends cleanly."""
