@@ -6,6 +6,9 @@ registered what, so ``pikeh plugins`` can show it and name clashes follow one vi
 docs/plugins.md). Plugins are found through the entry-point group ``pike_harness``; built-in features
 use the same group. Import heavy packages (SDKs, duckdb, ray) inside the objects you register, not at
 module level: every ``pikeh`` invocation imports every plugin module.
+
+Each hook's ``register`` has its own typed signature (``RegisterSuite``, ``RegisterLLMBackend``, ...),
+so a plugin author's type checker knows what to pass, and the host checks every call against it.
 """
 
 from __future__ import annotations

@@ -71,6 +71,24 @@ def run_provenance(host: Any, config: RunConfig) -> dict[str, Any]:
                            llm_backend=providers)
 
 
+def check_same_plugins(recorded: dict[str, Any] | None, current: dict[str, Any]) -> None:
+    """Refuse to resume a run with a different plugin behind one of its roles (a third-party strategy
+    installed since it started, say): its results would mix two plugins while run.json names one."""
+    if not recorded:
+        return  # a run created before provenance was recorded
+
+    def who(entry: Any) -> Any:
+        if isinstance(entry, list):
+            return [who(e) for e in entry]
+        return (entry["plugin"], entry["distribution"]) if isinstance(entry, dict) else entry
+
+    changed = [role for role in current if role != "third_party" and role in recorded
+               and who(recorded[role]) != who(current[role])]
+    if changed:
+        raise UserError(f"this run was started with other plugins behind its {', '.join(changed)} "
+                        "(see `plugins` in its run.json); reinstall them to resume, or choose another --run-name")
+
+
 def launch_run(app: Any, core: dict[str, Any], strategy_values: dict[str, Any], evaluator_values: dict[str, Any],
                *, console: Console | None = None, live: bool | None = None) -> str:
     """Validate, run (or resume) and summarise; returns the run's final status."""
@@ -97,6 +115,8 @@ def launch_run(app: Any, core: dict[str, Any], strategy_values: dict[str, Any], 
     fix_label = f"; fixes by {llm.label('fix')}" if config.fix_llm else ""
     console.print(f"{strategy_cls.name} on {len(tasks)} task(s) of {config.suite} with {llm.label()}{fix_label}")
     plugins = run_provenance(host, config)
+    if store.exists:
+        check_same_plugins(store.metadata().get("plugins"), plugins)
     for line in plugins["third_party"]:
         console.print(f"[yellow]third-party plugin[/yellow]: {line}")
     runner = Runner(config, store=store, tasks=tasks, strategy=strategy, llm=llm,

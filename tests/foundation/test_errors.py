@@ -26,7 +26,9 @@ def _imports_click(path: Path) -> bool:
 
 
 def test_no_core_module_imports_click():
-    core = [p for p in SRC.rglob("*.py") if "cli" not in p.relative_to(SRC).parts]
+    # The CLI package, and the test helper that drives it, are the only modules that may.
+    core = [p for p in SRC.rglob("*.py") if "cli" not in p.relative_to(SRC).parts
+            and p.relative_to(SRC) != Path("testing/cli.py")]
     offenders = [str(p.relative_to(SRC)) for p in core if _imports_click(p)]
     assert offenders == [], f"core modules importing click (raise UserError instead): {offenders}"
 

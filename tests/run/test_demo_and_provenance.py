@@ -102,3 +102,17 @@ def test_a_replaced_builtin_is_visible_in_run_json_and_in_the_report(tmp_path: P
     con = duckdb.connect(str(tmp_path / "report" / "report.duckdb"), read_only=True)
     rows = dict(con.execute("SELECT run, third_party_plugins FROM runs").fetchall())
     assert line in rows["acme"] and "simple-strategies" not in rows["plain"]
+
+
+def test_a_run_does_not_resume_under_another_plugin(tmp_path: Path):
+    evaluator = fake_evaluator_plugin()
+    _run(tmp_path, "switch", {"fake-evaluator": evaluator})
+    acme = types.SimpleNamespace(register_strategies=register_strategies)
+    result = invoke("run", "--strategy", "best-of-n", "--suite", "smoke", "--tasks", "1", "--llm", "offline:mutate",
+                    "--evaluator", "fake", "--query-budget", "1", "--output-dir", str(tmp_path / "runs"),
+                    "--run-name", "switch", plugins={"acme": acme, "fake-evaluator": evaluator})
+    assert result.exit_code == 1 and "other plugins behind its strategy" in result.output, result.output
+    again = invoke("run", "--strategy", "best-of-n", "--suite", "smoke", "--tasks", "1", "--llm", "offline:mutate",
+                   "--evaluator", "fake", "--query-budget", "1", "--output-dir", str(tmp_path / "runs"),
+                   "--run-name", "switch", plugins={"fake-evaluator": evaluator})
+    assert again.exit_code == 0, again.output
