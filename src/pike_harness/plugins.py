@@ -221,7 +221,8 @@ class PluginHost:
         if reg is None:
             return None
         info = self.infos[reg.plugin]
-        replaced = [r.plugin for r in self.registrations if r.kind == kind and r.name == name and r is not reg]
+        replaced = list(dict.fromkeys(r.plugin for r in self.registrations
+                                      if r.kind == kind and r.name == name and r.plugin != reg.plugin))
         return {"name": name, "plugin": info.name, "distribution": info.distribution, "version": info.version,
                 "builtin": info.builtin, "replaces": replaced}
 
