@@ -25,10 +25,7 @@ def build_config(core: dict[str, Any], strategy_values: dict[str, Any], evaluato
                  strategy_cls: type) -> RunConfig:
     """``evaluator_values`` as ``pop_evaluator_values`` returns them: evaluator, device, protocol,
     timeout, workdir and the plugin's own options under ``extra``."""
-    try:
-        strategy_config = strategy_cls.Config(**{k: v for k, v in strategy_values.items() if v is not None})
-    except TypeError as exc:
-        raise UserError(f"bad options for strategy {strategy_cls.name!r}: {exc}") from None
+    strategy_config = strategy_cls.make_config(strategy_values)
     extra = {k: (str(v) if isinstance(v, Path) else v)
              for k, v in (evaluator_values.get("extra") or {}).items() if v is not None}
     if evaluator_values.get("workdir"):

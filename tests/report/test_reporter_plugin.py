@@ -99,3 +99,14 @@ def test_the_host_formats_no_reporter_metric():
     """report_cmd.py names no metric of the duckdb reporter: the reporter declares its columns."""
     strings = {n.value for n in ast.walk(ast.parse(REPORT_CMD.read_text())) if isinstance(n, ast.Constant)}
     assert not strings & {"efa_repaired", "money_score", "usd_per_task", "confirmed_score", "fast_1", "score_raw"}
+
+
+def test_one_config_mechanism_names_the_plugin_in_errors():
+    import pytest
+
+    from pike_harness.api import UserError
+
+    with pytest.raises(UserError, match=r"reporter 'tally' has no option\(s\) nope"):
+        Tally.make_config({"nope": 1})
+    assert Tally.make_config({"top": None, "label": "y"}) == TallyConfig(label="y")  # None keeps the default
+    assert Tally(Tally.make_config({"top": 5})).config.top == 5
