@@ -6,7 +6,11 @@ starts without it.
 
 from __future__ import annotations
 
-from pike_harness.api import BackendOptions, LLMBackend, hookimpl
+from pathlib import Path
+
+from pike_harness.api import BackendOptions, LLMBackend, ProviderPrices, RegisterLLMBackend, hookimpl
+
+PRICES = ProviderPrices(files=(Path(__file__).parent / "prices.toml",))
 
 
 def factory(model: str, options: BackendOptions) -> LLMBackend:
@@ -17,5 +21,5 @@ def factory(model: str, options: BackendOptions) -> LLMBackend:
 
 
 @hookimpl
-def register_llm_backends(register) -> None:
-    register("anthropic", factory)
+def register_llm_backends(register: RegisterLLMBackend) -> None:
+    register("anthropic", factory, prices=PRICES)

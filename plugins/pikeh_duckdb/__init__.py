@@ -6,11 +6,12 @@ vl-convert are imported only when a report is made.
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
-from pike_harness.api import Reporter, ReportOptions, ReportSummary, hookimpl
+from pike_harness.api import RegisterReporter, Reporter, ReportOptions, ReportSummary, hookimpl
 
-from .options import OPTIONS
+from .options import COLUMNS, LEGEND, DuckDBConfig
 
 
 class DuckDBReporter(Reporter):
@@ -20,16 +21,20 @@ class DuckDBReporter(Reporter):
     name = "duckdb"
     description = ("metrics in DuckDB SQL, paper figures (PNG/SVG via vl-convert), CSV/LaTeX tables and a "
                    "self-contained HTML report")
-    options = OPTIONS
+    Config = DuckDBConfig
+    columns = COLUMNS
+    legend = LEGEND
 
     def report(self, options: ReportOptions) -> ReportSummary:
         from .reporter import build_report
 
-        return build_report(options)
+        # build_report reads its options by name from ``extra``, next to what the host passes there.
+        extra = {**dataclasses.asdict(self.config), **options.extra}
+        return build_report(dataclasses.replace(options, extra=extra))
 
 
 @hookimpl
-def register_reporters(register: Any) -> None:
+def register_reporters(register: RegisterReporter) -> None:
     register(DuckDBReporter)
 
 

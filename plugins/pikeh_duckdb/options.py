@@ -1,31 +1,64 @@
-"""The ``duckdb`` reporter's own ``pikeh report`` options (kept apart so the CLI loads them without duckdb)."""
+"""The ``duckdb`` reporter's options and summary columns (kept apart so the CLI loads them without duckdb).
+
+``DuckDBConfig``'s fields become ``pikeh report`` options when this reporter is chosen (the ``Config``
+mechanism strategies and evaluators share); ``COLUMNS`` are the summary table the CLI prints.
+"""
 
 from __future__ import annotations
 
-from pathlib import Path
+from dataclasses import dataclass, field
+from typing import Any
 
-import click
+from pike_harness.api import Column
 
-OPTIONS = [
-    click.Option(["--budget"], type=click.IntRange(min=1),
-                 help="Query budget per task for curves and final scores (default: each run's own)."),
-    click.Option(["--money-step"], type=click.FloatRange(min=0.001), default=0.20, show_default=True,
-                 help="Spacing of the money curve in USD per task."),
-    click.Option(["--money-max"], type=click.FloatRange(min=0.001), default=25.0, show_default=True,
-                 help="Right end of the money curve in USD per task (PIKE: 25 for level 3-pike, 50 for level 5)."),
-    click.Option(["--money-budget"], type=click.FloatRange(min=0),
-                 help="USD per task for the marker on the final-score chart (default: the run's money budget, "
-                      "else --money-max)."),
-    click.Option(["--price-as"], metavar="PROVIDER:MODEL",
-                 help="Cost every run's token counts at this model's prices (e.g. google:gemini-2.5-pro), to "
-                      "compare runs of offline or self-hosted models in dollars."),
-    click.Option(["--prices", "prices"], multiple=True, type=click.Path(exists=True, dir_okay=False, path_type=Path),
-                 help="Extra price file(s) (TOML, the format of the shipped prices.toml); later ones win."),
-    click.Option(["--title"], default="pike-harness report", show_default=True, help="Title of the HTML report."),
-    click.Option(["--retime"], is_flag=True,
-                 help="Re-time each task's best solution side by side with its eager reference (interleaved) "
-                      "and report those confirmed speedups with 95% intervals."),
-    click.Option(["--repeats"], type=click.IntRange(min=2), default=10, show_default=True,
-                 help="With --retime: reference/candidate pairs per task (timed by the evaluator that "
-                      "--evaluator, --device, --protocol and the evaluator's own options describe)."),
-]
+
+@dataclass
+class DuckDBConfig:
+    budget: int | None = field(default=None, metadata={
+        "min": 1, "help": "Query budget per task for curves and final scores (default: each run's own)."})
+    money_step: float = field(default=0.20, metadata={
+        "min": 0.001, "help": "Spacing of the money curve in USD per task."})
+    money_max: float = field(default=25.0, metadata={
+        "min": 0.001, "help": "Right end of the money curve in USD per task (PIKE: 25 for level 3-pike, 50 for level 5)."})
+    money_budget: float | None = field(default=None, metadata={
+        "min": 0, "help": "USD per task for the marker on the final-score chart (default: the run's money budget, "
+                          "else --money-max)."})
+    price_as: str | None = field(default=None, metadata={
+        "metavar": "PROVIDER:MODEL",
+        "help": "Cost every run's token counts at this model's prices (e.g. google:gemini-2.5-pro), to "
+                "compare runs of offline or self-hosted models in dollars."})
+    prices: tuple[str, ...] = field(default=(), metadata={
+        "metavar": "FILE", "help": "Extra price file(s) (TOML, the price-file format of docs/llm.md); later ones win."})
+    title: str = field(default="pike-harness report", metadata={"help": "Title of the HTML report."})
+    retime: bool = field(default=False, metadata={
+        "help": "Re-time each task's best solution side by side with its eager reference (interleaved) "
+                "and report those confirmed speedups with 95% intervals."})
+    repeats: int = field(default=10, metadata={
+        "min": 2, "help": "With --retime: reference/candidate pairs per task (timed by the evaluator that "
+                          "--evaluator, --device, --protocol and the evaluator's own options describe)."})
+
+
+def _run(row: dict[str, Any]) -> str:
+    return f"{row.get('run')} ({row.get('status')})" if row.get("status") != "complete" else str(row.get("run"))
+
+
+def _unknown_cost(row: dict[str, Any]) -> str | None:
+    return "?" if row.get("unknown_cost_calls") else None
+
+
+COLUMNS = (
+    Column("run", "run", text=_run),
+    Column("n_with_baseline", "tasks", "int"),
+    Column("queries_done", "queries", text=lambda r: f"{r.get('queries_done')}/{r.get('budget')}"
+           if r.get("queries_done") is not None else None),
+    Column("score", "score", "ratio"),
+    Column("score_raw", "raw", "ratio"),
+    Column("n_solved", "solved", "int"),
+    Column("fast_1", "fast_1", "percent"),
+    Column("money_score", "@$", "ratio", text=_unknown_cost),
+    Column("usd_per_task", "$/task", "usd", text=_unknown_cost),
+    Column("efa_repaired", "EFA", text=lambda r: f"{r.get('efa_repaired') or 0}/{r.get('efa_failed') or 0}"),
+    Column("confirmed_score", "confirmed", "ratio", hide_when_empty=True),
+)
+LEGEND = ("score: geomean speedup over eager (clamped) at the full budget; raw: unclamped; "
+          "@$: score at the money budget; EFA: failed lineages the error-fixing agent repaired")

@@ -7,7 +7,15 @@ recorded run's journal (see replay.py). Both are selected like any provider: ``-
 
 from __future__ import annotations
 
-from pike_harness.api import BackendOptions, LLMBackend, UserError, hookimpl
+from pike_harness.api import (
+    BackendOptions,
+    Demo,
+    LLMBackend,
+    RegisterDemo,
+    RegisterLLMBackend,
+    UserError,
+    hookimpl,
+)
 
 MODELS = ("mutate", "replay")
 
@@ -27,5 +35,18 @@ def factory(model: str, options: BackendOptions) -> LLMBackend:
 
 
 @hookimpl
-def register_llm_backends(register) -> None:
+def register_llm_backends(register: RegisterLLMBackend) -> None:
     register("offline", factory)
+
+
+# `pikeh demo`: the whole pipeline in a few minutes on two CPU cores, with no network and no key.
+DEFAULT_DEMO = Demo(
+    name="default", strategy="pike-b", suite="smoke", llm="offline:mutate", evaluator="local", reporter="duckdb",
+    strategy_options={"num_branches": 4, "max_fix_attempts": 2, "max_ideas": 4}, query_budget=12,
+    llm_concurrency=4,
+    description="PIKE-B on the smoke suite with offline:mutate (an offline stand-in, not an LLM)")
+
+
+@hookimpl
+def register_demos(register: RegisterDemo) -> None:
+    register(DEFAULT_DEMO)

@@ -9,9 +9,13 @@ backend is built (see backend.py).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
-from pike_harness.api import BackendOptions, LLMBackend, hookimpl
+from pike_harness.api import BackendOptions, LLMBackend, ProviderPrices, RegisterLLMBackend, hookimpl
+
+# The list prices of the hosted presets' models; a self-hosted server's models have none.
+PRICE_FILE = Path(__file__).parent / "prices.toml"
 
 
 @dataclass(frozen=True)
@@ -22,6 +26,7 @@ class Preset:
     base_url: str
     key_vars: tuple[str, ...]  # the first one set is used
     key_required: bool = True
+    self_hosted: bool = False  # models you serve yourself: no list price applies (only "local:model" entries)
     base_url_var: str | None = None  # an environment variable that overrides base_url
     # OpenAI renamed max_tokens to max_completion_tokens (o-series models accept only the new name);
     # most compatible servers still document max_tokens.
@@ -50,7 +55,7 @@ PRESETS: dict[str, Preset] = {p.name: p for p in (
     Preset("deepseek", "https://api.deepseek.com/v1", ("DEEPSEEK_API_KEY",), note="DeepSeek"),
     Preset("together", "https://api.together.xyz/v1", ("TOGETHER_API_KEY",), note="Together AI", seed=True),
     Preset("fireworks", "https://api.fireworks.ai/inference/v1", ("FIREWORKS_API_KEY",), note="Fireworks AI"),
-    Preset("local", "http://127.0.0.1:8000/v1", ("PIKEH_LOCAL_API_KEY",), key_required=False,
+    Preset("local", "http://127.0.0.1:8000/v1", ("PIKEH_LOCAL_API_KEY",), key_required=False, self_hosted=True,
            base_url_var="PIKEH_LOCAL_BASE_URL",
            note="vLLM / SGLang / Ollama / llama.cpp server (--llm-base-url or PIKEH_LOCAL_BASE_URL)", seed=True),
 )}
@@ -67,6 +72,7 @@ def make_factory(preset: Preset):
 
 
 @hookimpl
-def register_llm_backends(register) -> None:
+def register_llm_backends(register: RegisterLLMBackend) -> None:
     for preset in PRESETS.values():
-        register(preset.name, make_factory(preset))
+        prices = ProviderPrices(list_prices=False) if preset.self_hosted else ProviderPrices(files=(PRICE_FILE,))
+        register(preset.name, make_factory(preset), prices=prices)

@@ -8,7 +8,9 @@ internals move.
 from __future__ import annotations
 
 from pike_harness import prompting, rounds
-from pike_harness.errors import BudgetExhausted, UserError
+from pike_harness.configurable import Configurable, EmptyConfig
+from pike_harness.demo import Demo
+from pike_harness.errors import BudgetExhausted, PikehError, UserError
 from pike_harness.evaluation import (
     Evaluator,
     EvaluatorError,
@@ -17,17 +19,27 @@ from pike_harness.evaluation import (
     apply_options,
     check_protocol,
 )
-from pike_harness.hookspecs import hookimpl
+from pike_harness.hookspecs import (
+    RegisterDemo,
+    RegisterEvaluator,
+    RegisterLLMBackend,
+    RegisterReporter,
+    RegisterStrategy,
+    RegisterSuite,
+    hookimpl,
+)
 from pike_harness.llm import (
     BRAINSTORM,
     FIX,
     OPTIMIZE,
+    BackendFactory,
     BackendOptions,
     GenerationParams,
     LLMBackend,
     LLMError,
     LLMRequest,
     LLMResponse,
+    ProviderPrices,
     RetryRecord,
     TransientLLMError,
     Usage,
@@ -47,7 +59,7 @@ from pike_harness.model import (
     TaskMeta,
 )
 from pike_harness.pricing import Price, PriceTable
-from pike_harness.reporting import Reporter, ReportOptions, ReportSummary
+from pike_harness.reporting import Column, Reporter, ReportOptions, ReportSummary
 from pike_harness.rounds import Order, Sample, fix_rounds, run_round
 from pike_harness.store import JOURNAL, RUN_FILE, RunStore, find_runs, read_journal, sha256
 from pike_harness.store_db import find_baseline_sets, materialize
@@ -55,6 +67,19 @@ from pike_harness.strategy import BudgetView, Strategy, TaskContext, require_at_
 from pike_harness.tasks import Suite
 
 __all__ = [
+    "BackendFactory",
+    "Column",
+    "Configurable",
+    "Demo",
+    "EmptyConfig",
+    "PikehError",
+    "ProviderPrices",
+    "RegisterDemo",
+    "RegisterEvaluator",
+    "RegisterLLMBackend",
+    "RegisterReporter",
+    "RegisterStrategy",
+    "RegisterSuite",
     "JOURNAL",
     "RUN_FILE",
     "read_journal",

@@ -1,19 +1,26 @@
-"""Errors a user can cause, kept apart from bugs.
+"""The errors pike-harness raises on purpose, kept apart from bugs.
 
-A ``UserError`` is printed as one line and exits non-zero; anything else is a bug and keeps its
-traceback. Deriving from ``click.ClickException`` lets click do the printing in every command.
+Every deliberate error derives from ``PikehError``. A ``UserError`` is a problem the user can fix
+(unknown task, bad file, missing key): the CLI prints it as one line and exits 1. Anything that is
+not a ``PikehError`` is a bug and keeps its traceback. Core modules never import click: only the CLI
+(``pike_harness.cli``) turns a ``UserError`` into a click error, so the host can be used as a library
+and tested without click.
 """
 
 from __future__ import annotations
 
-import click
+
+class PikehError(Exception):
+    """Base of every error pike-harness raises on purpose (catch this to catch them all)."""
+
+    @property
+    def message(self) -> str:
+        return str(self)
 
 
-class UserError(click.ClickException):
+class UserError(PikehError):
     """A problem with the user's input (unknown task, bad file, missing key): one line, exit 1."""
 
-    exit_code = 1
 
-
-class BudgetExhausted(Exception):
+class BudgetExhausted(PikehError):
     """Raised to a strategy when a task's query or money budget is spent; the task ends cleanly."""

@@ -16,10 +16,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pike_harness.errors import PikehError
 from pike_harness.model import EvalRequest, EvalResult
 
 
-class EvaluatorError(Exception):
+class EvaluatorError(PikehError):
     """The evaluator itself failed (no GPU, a worker vanished): never a verdict on the candidate."""
 
 

@@ -6,23 +6,57 @@ registered what, so ``pikeh plugins`` can show it and name clashes follow one vi
 docs/plugins.md). Plugins are found through the entry-point group ``pike_harness``; built-in features
 use the same group. Import heavy packages (SDKs, duckdb, ray) inside the objects you register, not at
 module level: every ``pikeh`` invocation imports every plugin module.
+
+Each hook's ``register`` has its own typed signature (``RegisterSuite``, ``RegisterLLMBackend``, ...),
+so a plugin author's type checker knows what to pass, and the host checks every call against it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import pluggy
+
+if TYPE_CHECKING:  # the contract's types, without importing them at CLI start
+    from pike_harness.demo import Demo
+    from pike_harness.evaluation import EvaluatorSpec
+    from pike_harness.llm import BackendFactory, ProviderPrices
+    from pike_harness.reporting import Reporter
+    from pike_harness.strategy import Strategy
+    from pike_harness.tasks import Suite
 
 hookspec = pluggy.HookspecMarker("pike_harness")
 hookimpl = pluggy.HookimplMarker("pike_harness")
 
-Register = Callable[..., None]
+
+# -- the ``register`` callback each hook receives: one typed signature per hook -------------------
+
+class RegisterSuite(Protocol):
+    def __call__(self, suite: Suite, /) -> None: ...
+
+
+class RegisterStrategy(Protocol):
+    def __call__(self, strategy: type[Strategy], /) -> None: ...
+
+
+class RegisterLLMBackend(Protocol):
+    def __call__(self, provider: str, factory: BackendFactory, /, *, prices: ProviderPrices | None = None) -> None: ...
+
+
+class RegisterEvaluator(Protocol):
+    def __call__(self, spec: EvaluatorSpec, /) -> None: ...
+
+
+class RegisterReporter(Protocol):
+    def __call__(self, reporter: type[Reporter], /) -> None: ...
+
+
+class RegisterDemo(Protocol):
+    def __call__(self, demo: Demo, /) -> None: ...
 
 
 @hookspec
-def register_suites(register: Register) -> None:
+def register_suites(register: RegisterSuite) -> None:
     """Provide task suites. Call ``register(suite)`` with a ``pike_harness.tasks.Suite`` per suite.
 
     Called when the CLI builds its task catalogue. A suite's ``name`` is what users type in
@@ -32,7 +66,7 @@ def register_suites(register: Register) -> None:
 
 
 @hookspec
-def register_strategies(register: Register) -> None:
+def register_strategies(register: RegisterStrategy) -> None:
     """Provide search strategies. Call ``register(cls)`` with a ``pike_harness.strategy.Strategy``
     subclass; its ``name`` attribute is what ``pikeh run --strategy`` takes.
 
@@ -42,17 +76,20 @@ def register_strategies(register: Register) -> None:
 
 
 @hookspec
-def register_llm_backends(register: Register) -> None:
-    """Provide LLM providers. Call ``register(provider, factory)`` per provider name.
+def register_llm_backends(register: RegisterLLMBackend) -> None:
+    """Provide LLM providers. Call ``register(provider, factory, prices=...)`` per provider name.
 
     ``factory(model: str, options: pike_harness.llm.BackendOptions)`` returns a
     ``pike_harness.llm.LLMBackend``; users select it as ``PROVIDER:MODEL``. A backend makes one attempt
-    per call; the host adds retries, concurrency limits, costing and caching.
+    per call; the host adds retries, concurrency limits, costing and caching. ``prices``
+    (``pike_harness.llm.ProviderPrices``) gives the price files of the provider's models and says
+    whether list prices apply (not for a server you host yourself); the host's price table knows no
+    model of its own.
     """
 
 
 @hookspec
-def register_evaluators(register: Register) -> None:
+def register_evaluators(register: RegisterEvaluator) -> None:
     """Provide evaluators. Call ``register(spec)`` with a ``pike_harness.evaluation.EvaluatorSpec``.
 
     The spec names the evaluator (``--evaluator NAME``), lists its extra click options (they are
@@ -61,9 +98,19 @@ def register_evaluators(register: Register) -> None:
 
 
 @hookspec
-def register_reporters(register: Register) -> None:
+def register_reporters(register: RegisterReporter) -> None:
     """Provide reporters. Call ``register(cls)`` with a ``pike_harness.reporting.Reporter`` subclass;
     its ``name`` attribute is what ``pikeh report --reporter`` takes.
+    """
+
+
+@hookspec
+def register_demos(register: RegisterDemo) -> None:
+    """Provide what ``pikeh demo`` runs. Call ``register(demo)`` with a ``pike_harness.demo.Demo``.
+
+    A demo names its strategy, suite, LLM, evaluator and reporter (plugins' names) and their options.
+    ``pikeh demo`` runs the one named ``default`` unless ``--demo NAME`` picks another; like every
+    other name, ``default`` goes to the last registration (a third-party plugin replaces the built-in).
     """
 
 

@@ -15,7 +15,7 @@ from rich.table import Table
 
 from pike_harness.errors import UserError
 from pike_harness.evaluation import EvaluatorOptions
-from pike_harness.llm import BackendOptions
+from pike_harness.llm import BackendOptions, parse_model_spec
 from pike_harness.model import Task
 from pike_harness.progress import RunProgress
 from pike_harness.run import RunConfig, Runner
@@ -26,10 +26,7 @@ def build_config(core: dict[str, Any], strategy_values: dict[str, Any], evaluato
                  strategy_cls: type) -> RunConfig:
     """``evaluator_values`` as ``pop_evaluator_values`` returns them: evaluator, device, protocol,
     timeout, workdir and the plugin's own options under ``extra``."""
-    try:
-        strategy_config = strategy_cls.Config(**{k: v for k, v in strategy_values.items() if v is not None})
-    except TypeError as exc:
-        raise UserError(f"bad options for strategy {strategy_cls.name!r}: {exc}") from None
+    strategy_config = strategy_cls.make_config(strategy_values)
     extra = {k: (str(v) if isinstance(v, Path) else v)
              for k, v in (evaluator_values.get("extra") or {}).items() if v is not None}
     if evaluator_values.get("workdir"):
@@ -73,6 +70,31 @@ def build_llm_client(config: RunConfig, host: Any) -> Any:
     return client
 
 
+def run_provenance(host: Any, config: RunConfig) -> dict[str, Any]:
+    """Which distribution and version provided each plugin this run uses, for run.json's ``plugins``."""
+    providers = list(dict.fromkeys(parse_model_spec(spec)[0] for spec in (config.llm, config.fix_llm) if spec))
+    return host.provenance(strategy=config.strategy, evaluator=config.evaluator, suite=config.suite,
+                           llm_backend=providers)
+
+
+def check_same_plugins(recorded: dict[str, Any] | None, current: dict[str, Any]) -> None:
+    """Refuse to resume a run with a different plugin behind one of its roles (a third-party strategy
+    installed since it started, say): its results would mix two plugins while run.json names one."""
+    if not recorded:
+        return  # a run created before provenance was recorded
+
+    def who(entry: Any) -> Any:
+        if isinstance(entry, list):
+            return [who(e) for e in entry]
+        return (entry["plugin"], entry["distribution"]) if isinstance(entry, dict) else entry
+
+    changed = [role for role in current if role != "third_party" and role in recorded
+               and who(recorded[role]) != who(current[role])]
+    if changed:
+        raise UserError(f"this run was started with other plugins behind its {', '.join(changed)} "
+                        "(see `plugins` in its run.json); reinstall them to resume, or choose another --run-name")
+
+
 def launch_run(app: Any, core: dict[str, Any], strategy_values: dict[str, Any], evaluator_values: dict[str, Any],
                *, console: Console | None = None, live: bool | None = None) -> str:
     """Validate, run (or resume) and summarise; returns the run's final status."""
@@ -98,8 +120,14 @@ def launch_run(app: Any, core: dict[str, Any], strategy_values: dict[str, Any], 
     console.print(f"run directory: {store.path}" + (" (resuming)" if store.exists else ""))
     fix_label = f"; fixes by {llm.label('fix')}" if config.fix_llm else ""
     console.print(f"{strategy_cls.name} on {len(tasks)} task(s) of {config.suite} with {llm.label()}{fix_label}")
+    plugins = run_provenance(host, config)
+    if store.exists:
+        check_same_plugins(store.metadata().get("plugins"), plugins)
+    for line in plugins["third_party"]:
+        console.print(f"[yellow]third-party plugin[/yellow]: {line}")
     runner = Runner(config, store=store, tasks=tasks, strategy=strategy, llm=llm,
-                    evaluator_factory=lambda: spec.build(options), progress=progress, name=run_name)
+                    evaluator_factory=lambda: spec.build(options), progress=progress, name=run_name,
+                    plugins=plugins)
     status = runner.run()
     print_summary(runner, console)
     if status == "interrupted":

@@ -14,11 +14,12 @@ import hashlib
 import json
 import re
 from abc import ABC, abstractmethod
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
-from pike_harness.errors import UserError
+from pike_harness.errors import PikehError, UserError
 
 # The roles PIKE's agents play; strategies may add their own.
 BRAINSTORM = "brainstorm"
@@ -106,7 +107,7 @@ def _known(cls: Any, data: dict[str, Any]) -> Any:
     return cls(**{k: v for k, v in data.items() if k in names})
 
 
-class LLMError(Exception):
+class LLMError(PikehError):
     """A request failed for good (bad request, auth, content refused, or retries exhausted).
 
     ``retries`` lists the failed tries before this one (filled by the host's client) so the run
@@ -134,6 +135,21 @@ class BackendOptions:
     base_url: str | None = None  # --llm-base-url: proxies, gateways, local servers
     timeout_s: float = 600.0
     extra: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class ProviderPrices:
+    """What a backend plugin tells the price table about its provider, when it registers it.
+
+    ``files``: price files (the TOML format of docs/llm.md) the plugin ships for the models its provider
+    serves; they are merged before the user's files, so a user's entry always wins. ``list_prices``:
+    False for a provider that serves models you host yourself (a vLLM or Ollama server): a bare model
+    name's list price does not apply, only ``provider:model`` entries do. The host's price table knows no
+    model and no provider of its own: everything it prices comes from these registrations and the user.
+    """
+
+    files: tuple[Path, ...] = ()
+    list_prices: bool = True
 
 
 class LLMBackend(ABC):
@@ -164,6 +180,10 @@ class LLMBackend(ABC):
 
     def close(self) -> None:
         """Release connections."""
+
+
+# What ``register_llm_backends`` registers per provider: ``factory(model, options) -> LLMBackend``.
+BackendFactory = Callable[[str, BackendOptions], LLMBackend]
 
 
 def parse_model_spec(spec: str) -> tuple[str, str]:

@@ -95,7 +95,6 @@ class LLMClient:
         self.role_specs = dict(role_models or {})
         self.options = options or BackendOptions()
         self.retry = retry or RetryPolicy()
-        self.prices = prices if prices is not None else PriceTable.load()
         self.cache = ResponseCache(cache_dir) if cache_dir is not None else None
         self.reasoning_effort = reasoning_effort
         self._sleep = sleep
@@ -108,6 +107,7 @@ class LLMClient:
             from pike_harness.plugins import PluginHost
 
             host = PluginHost()
+        self.prices = prices if prices is not None else PriceTable.load(providers=host.provider_prices())
         self._backends: dict[str, LLMBackend] = {}
         for spec in dict.fromkeys([model, *self.role_specs.values()]):
             provider, name = parse_model_spec(spec)

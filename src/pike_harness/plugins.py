@@ -10,6 +10,7 @@ name sorts later wins. ``PIKEH_BLOCK_PLUGINS=name,...`` keeps plugins from loadi
 from __future__ import annotations
 
 import importlib.metadata
+import inspect
 import os
 import sys
 from collections.abc import Callable, Iterable
@@ -25,16 +26,22 @@ GROUP = "pike_harness"
 BUILTIN_DISTRIBUTION = "pike-harness"
 BLOCK_ENV = "PIKEH_BLOCK_PLUGINS"
 
-# kind -> (hook name, how to read the registered name from register()'s arguments)
-KINDS: dict[str, tuple[str, Callable[..., str]]] = {
-    "suites": ("register_suites", lambda suite: suite.name),
-    "strategies": ("register_strategies", lambda cls: cls.name),
-    "llm_backends": ("register_llm_backends", lambda provider, factory: provider),
-    "evaluators": ("register_evaluators", lambda spec: spec.name),
-    "reporters": ("register_reporters", lambda cls: cls.name),
+# kind -> (hook name, the hook's typed ``register`` contract in hookspecs, how to read the registered
+# name from register()'s positional arguments). The value kept is the last positional argument;
+# keyword arguments (a backend's ``prices``) are kept beside it.
+KINDS: dict[str, tuple[str, type, Callable[..., str]]] = {
+    "suites": ("register_suites", hookspecs.RegisterSuite, lambda suite: suite.name),
+    "strategies": ("register_strategies", hookspecs.RegisterStrategy, lambda cls: cls.name),
+    "llm_backends": ("register_llm_backends", hookspecs.RegisterLLMBackend, lambda provider, factory: provider),
+    "evaluators": ("register_evaluators", hookspecs.RegisterEvaluator, lambda spec: spec.name),
+    "reporters": ("register_reporters", hookspecs.RegisterReporter, lambda cls: cls.name),
+    "demos": ("register_demos", hookspecs.RegisterDemo, lambda demo: demo.name),
 }
 SINGULAR = {"suites": "suite", "strategies": "strategy", "llm_backends": "LLM provider",
-             "evaluators": "evaluator", "reporters": "reporter"}
+            "evaluators": "evaluator", "reporters": "reporter", "demos": "demo"}
+# The kinds whose provider a run records in run.json (see ``PluginHost.provenance``).
+ROLE_KINDS = {"strategy": "strategies", "evaluator": "evaluators", "reporter": "reporters",
+              "suite": "suites", "llm_backend": "llm_backends"}
 
 
 @dataclass
@@ -46,6 +53,7 @@ class Registration:
     plugin: str
     value: Any
     replaced_by: str | None = None
+    options: dict[str, Any] = field(default_factory=dict)  # register()'s keyword arguments
 
 
 @dataclass
@@ -152,14 +160,16 @@ class PluginHost:
     def _collect(self) -> None:
         for plugin_name in self._order():
             plugin = self.pm.get_plugin(plugin_name)
-            for kind, (hook_name, name_of) in KINDS.items():
+            for kind, (hook_name, contract, name_of) in KINDS.items():
                 impl = _impl_of(getattr(self.pm.hook, hook_name), plugin)
                 if impl is None:
                     continue
 
                 def register(*args: Any, _kind: str = kind, _name_of: Callable[..., str] = name_of,
-                             _plugin: str = plugin_name) -> None:
-                    self._record(_kind, _name_of(*args), _plugin, args[-1])
+                             _plugin: str = plugin_name, _call: Any = inspect.signature(contract.__call__),
+                             **options: Any) -> None:
+                    _call.bind(None, *args, **options)  # the hook's typed contract: a wrong call is a TypeError
+                    self._record(_kind, _name_of(*args), _plugin, args[-1], options)
 
                 try:
                     impl.function(register=register)
@@ -170,11 +180,11 @@ class PluginHost:
         self.infos[plugin].error = f"{hook} failed: {type(exc).__name__}: {exc}"
         print(f"pikeh: warning: plugin {plugin!r}: {hook} failed: {exc}", file=sys.stderr)
 
-    def _record(self, kind: str, name: str, plugin: str, value: Any) -> None:
+    def _record(self, kind: str, name: str, plugin: str, value: Any, options: dict[str, Any]) -> None:
         for earlier in self.registrations:  # every loser points at the final winner
             if earlier.kind == kind and earlier.name == name:
                 earlier.replaced_by = plugin
-        reg = Registration(kind, name, plugin, value)
+        reg = Registration(kind, name, plugin, value, options=options)
         self.registrations.append(reg)
         self._active[kind][name] = reg
         provides = self.infos[plugin].provides.setdefault(kind, [])
@@ -198,15 +208,59 @@ class PluginHost:
         reg = self._active[kind].get(name)
         return reg.plugin if reg else None
 
+    def provider_prices(self) -> dict[str, Any]:
+        """Each LLM provider's ``ProviderPrices``, in registration order (what ``PriceTable.load`` merges)."""
+        from pike_harness.llm import ProviderPrices
+
+        regs = sorted(self._active["llm_backends"].values(), key=self.registrations.index)
+        return {reg.name: reg.options.get("prices") or ProviderPrices() for reg in regs}
+
+    def provenance_of(self, kind: str, name: str) -> dict[str, Any] | None:
+        """Who provides NAME of KIND: plugin, distribution and version, and the built-in it replaces."""
+        reg = self._active[kind].get(name)
+        if reg is None:
+            return None
+        info = self.infos[reg.plugin]
+        replaced = list(dict.fromkeys(r.plugin for r in self.registrations
+                                      if r.kind == kind and r.name == name and r.plugin != reg.plugin))
+        return {"name": name, "plugin": info.name, "distribution": info.distribution, "version": info.version,
+                "builtin": info.builtin, "replaces": replaced}
+
+    def provenance(self, **chosen: str | list[str] | None) -> dict[str, Any]:
+        """Provenance of the plugins a run or report uses, by role: ``provenance(strategy="pike-b",
+        llm_backend=["openai"], evaluator="local")``. Recorded in run.json so that a third-party plugin
+        replacing a built-in is visible in every result; ``third_party`` lists them in one line each."""
+        out: dict[str, Any] = {}
+        third_party = []
+        for role, names in chosen.items():
+            if names is None:
+                continue
+            kind = ROLE_KINDS[role]
+            entries = [self.provenance_of(kind, n) for n in ([names] if isinstance(names, str) else names)]
+            entries = [e for e in entries if e is not None]
+            for e in entries:
+                if not e["builtin"]:
+                    replaces = f", replacing {', '.join(e['replaces'])}" if e["replaces"] else ""
+                    third_party.append(f"{SINGULAR[kind]} {e['name']} from {e['distribution'] or e['plugin']} "
+                                       f"{e['version']}{replaces}")
+            if isinstance(names, str):
+                out[role] = entries[0] if entries else None  # e.g. a --tasks-dir suite: no plugin
+            else:
+                out[role] = entries
+        out["third_party"] = third_party
+        return out
+
     def values(self, kind: str) -> list[Any]:
         return [self._active[kind][name].value for name in self.names(kind)]
 
     commands_added = False
 
-    def add_commands(self, cli: Any) -> None:
-        """Let plugins add CLI commands, refusing names that already exist (once per host)."""
-        import click
+    def add_commands(self, cli: Any, new_group: Callable[[], Any]) -> None:
+        """Let plugins add CLI commands, refusing names that already exist (once per host).
 
+        ``new_group`` makes an empty ``click.Group``: each plugin adds its commands to one first, so
+        a clash is refused before it reaches ``cli``. The CLI passes it; the host never imports click.
+        """
         if self.commands_added:
             return
         self.commands_added = True
@@ -217,7 +271,7 @@ class PluginHost:
             impl = _impl_of(self.pm.hook.register_commands, plugin)
             if impl is None:
                 continue
-            staging = click.Group()
+            staging = new_group()
             try:
                 impl.function(cli=staging)
             except Exception as exc:

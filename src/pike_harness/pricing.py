@@ -1,13 +1,15 @@
-"""What a query costs: a table of $/million tokens per model, shipped as data and overridable by the user.
+"""What a query costs: a table of $/million tokens per model, overridable by the user.
 
 The LLM client prices every response with it, and the reporter prices token counts with it again (a
 money-budget curve must not depend on what the price table said on the day of the run, so reports can
 re-cost). A model that is not in the table is costed as unknown (None), never as zero: a free-looking
 run that was not free is worse than a visible gap.
 
-Files, later ones winning entry by entry: the shipped ``pike_harness/data/prices.toml``, then
+The host knows no model and no provider: backend plugins register their providers' prices
+(``pike_harness.llm.ProviderPrices``: price files and whether list prices apply at all). Files, later
+ones winning entry by entry: the plugins' files (in registration order), then
 ``$XDG_CONFIG_HOME/pikeh/prices.toml`` (default ``~/.config/pikeh/prices.toml``), then each file in
-``PIKEH_PRICES`` (``os.pathsep`` separated). The format is described in the shipped file and docs/llm.md.
+``PIKEH_PRICES`` (``os.pathsep`` separated). The format is described in docs/llm.md.
 """
 
 from __future__ import annotations
@@ -17,17 +19,14 @@ import re
 import tomllib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from importlib.resources import files
 from pathlib import Path
 from typing import Any
 
 from pike_harness.errors import UserError
-from pike_harness.llm import Usage
+from pike_harness.llm import ProviderPrices, Usage
 
 PRICES_ENV = "PIKEH_PRICES"
 PER_TOKENS = 1_000_000
-# Providers that serve models you host yourself: a bare model name's list price does not apply.
-SELF_HOSTED = frozenset({"local"})
 _DATE_SUFFIX = re.compile(r"-(?:\d{4}-\d{2}-\d{2}|\d{8})$")
 
 
@@ -70,20 +69,33 @@ class Price:
 
 
 class PriceTable:
-    """Lookup of ``Price`` by provider and model; build it with ``PriceTable.load()``."""
+    """Lookup of ``Price`` by provider and model; build it with ``PriceTable.load()``.
 
-    def __init__(self, entries: Mapping[str, Price] | None = None, sources: Iterable[str] = ()):
+    ``self_hosted`` names the providers whose models have no list price (only ``provider:model``
+    entries apply to them); backends declare it when they register (``ProviderPrices.list_prices``).
+    """
+
+    def __init__(self, entries: Mapping[str, Price] | None = None, sources: Iterable[str] = (),
+                 self_hosted: Iterable[str] = ()):
         self._entries: dict[str, Price] = dict(entries or {})
         self.sources = list(sources)
+        self.self_hosted = frozenset(self_hosted)
 
     # -- loading -------------------------------------------------------------------------------
     @classmethod
-    def load(cls, extra_files: Iterable[Path] = (), *, env: Mapping[str, str] | None = None) -> PriceTable:
-        """The shipped table, then the user's config file, then ``PIKEH_PRICES`` files, then ``extra_files``."""
+    def load(cls, extra_files: Iterable[Path] = (), *, env: Mapping[str, str] | None = None,
+             providers: Mapping[str, ProviderPrices] | None = None) -> PriceTable:
+        """The backends' price files, then the user's config file, then ``PIKEH_PRICES`` files, then
+        ``extra_files``. ``providers`` are the backends' registrations (``PluginHost.provider_prices()``);
+        None asks the installed plugins."""
         env = os.environ if env is None else env
-        table = cls()
-        table.merge_text(files("pike_harness").joinpath("data/prices.toml").read_text(encoding="utf-8"),
-                         source="pike_harness/data/prices.toml")
+        if providers is None:
+            from pike_harness.plugins import PluginHost
+
+            providers = PluginHost().provider_prices()
+        table = cls(self_hosted=[name for name, prices in providers.items() if not prices.list_prices])
+        for path in dict.fromkeys(p for prices in providers.values() for p in prices.files):
+            table.merge_file(Path(path), required=True)
         for path in user_price_files(env):
             table.merge_file(path)
         for path in extra_files:
@@ -93,7 +105,7 @@ class PriceTable:
     def merge_file(self, path: Path, *, required: bool = True) -> None:
         if not path.is_file():
             if required:
-                raise UserError(f"price file {path} does not exist (named by {PRICES_ENV} or an option)")
+                raise UserError(f"price file {path} does not exist (named by {PRICES_ENV}, an option or a plugin)")
             return
         self.merge_text(path.read_text(encoding="utf-8"), source=str(path))
 
@@ -116,7 +128,7 @@ class PriceTable:
     # -- queries -------------------------------------------------------------------------------
     def price(self, provider: str, model: str) -> Price | None:
         """The entry for ``provider:model``; None when the table has no price for it."""
-        for key in lookup_keys(provider, model):
+        for key in lookup_keys(provider, model, list_prices=provider not in self.self_hosted):
             if key in self._entries:
                 return self._entries[key]
         return None
@@ -129,10 +141,11 @@ class PriceTable:
         return dict(self._entries)
 
 
-def lookup_keys(provider: str, model: str) -> list[str]:
-    """The entry names tried, in order, for one model (see the shipped prices.toml)."""
+def lookup_keys(provider: str, model: str, *, list_prices: bool = True) -> list[str]:
+    """The entry names tried, in order, for one model (docs/llm.md); a self-hosted provider
+    (``list_prices=False``) matches only ``provider:model``."""
     keys = [f"{provider}:{model}"]
-    if provider not in SELF_HOSTED:
+    if list_prices:
         base = model.rsplit("/", 1)[-1]  # "openai/gpt-5", "models/gemini-2.5-pro"
         keys += [model, base, _DATE_SUFFIX.sub("", base)]
     return list(dict.fromkeys(keys))

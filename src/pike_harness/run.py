@@ -336,8 +336,9 @@ class Runner:
 
     def __init__(self, config: RunConfig, *, store: RunStore, tasks: list[Task], strategy: Strategy,
                  llm: Any, evaluator_factory: Callable[[], Evaluator], progress: RunProgress | None = None,
-                 name: str | None = None):
+                 name: str | None = None, plugins: dict[str, Any] | None = None):
         self.config = config
+        self.plugins = plugins or {}  # who provided each plugin (PluginHost.provenance), for run.json
         self.store = store
         self.tasks = tasks
         self.strategy = strategy
@@ -397,6 +398,7 @@ class Runner:
                        "precision_rule": t.meta.precision_rule} for t in self.tasks],
             "environment": environment_info(self.evaluator),
             "strategy": {"name": self.strategy.name, "overshoot": self.overshoot},
+            "plugins": self.plugins,
         }
         try:
             self.replay = self.store.open(metadata)

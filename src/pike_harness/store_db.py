@@ -34,6 +34,9 @@ TABLES: dict[str, dict[str, str]] = {
         "config": "JSON",
         # Runs that differ only in seed share it: reports group seeds of one configuration with it.
         "config_key": "VARCHAR",
+        # Who provided each plugin the run used (run.json's "plugins"), and the third-party ones in one
+        # line each ("strategy refine from acme-refine 1.0, replacing simple-strategies"), NULL if none.
+        "plugins": "JSON", "third_party_plugins": "VARCHAR",
     },
     "tasks": {
         "run": "VARCHAR", "task": "VARCHAR", "suite": "VARCHAR", "task_id": "INTEGER", "name": "VARCHAR",
@@ -94,6 +97,8 @@ def run_rows(run_dir: Path) -> dict[str, list[dict[str, Any]]]:
         "created": meta.get("created"), "status": status, "pikeh_version": env.get("pikeh"),
         "gpu": env.get("gpu"), "host": env.get("host"), "config": json.dumps(config),
         "config_key": config_key(config),
+        "plugins": json.dumps(meta.get("plugins") or {}),
+        "third_party_plugins": "; ".join((meta.get("plugins") or {}).get("third_party") or []) or None,
     })
     task_rows: dict[str, dict[str, Any]] = {}
     for task in meta.get("tasks", []):

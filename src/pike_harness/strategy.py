@@ -13,13 +13,13 @@ numbers only from ``ctx.rng``, and break ties by something stable (keys), never 
 
 from __future__ import annotations
 
-import dataclasses
 import random
 from abc import ABC, abstractmethod
 from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any, ClassVar, Protocol
 
+from pike_harness.configurable import Configurable, EmptyConfig
 from pike_harness.llm import GenerationParams, LLMResponse
 from pike_harness.model import Attempt, EvalResult, Task
 
@@ -92,33 +92,29 @@ class TaskContext(Protocol):
         """A line in the run's log file and, when not on a terminal, on stderr."""
 
 
-class Strategy(ABC):
+class Strategy(Configurable, ABC):
     """Subclass, set ``name``, ``description`` and ``Config``, implement ``run_task``, register it."""
 
     name: ClassVar[str] = ""
+    kind: ClassVar[str] = "strategy"
     description: ClassVar[str] = ""
-    # A dataclass whose fields are the strategy's options. Each field becomes a CLI option
+    # A dataclass whose fields are the strategy's options (pike_harness.configurable describes the
+    # mechanism strategies, evaluators and reporters share). Each field becomes a CLI option
     # (``--num-branches``) and a key in run.toml's [strategy] table; put help text in
-    # ``field(metadata={"help": "..."})``. Fields must be bool, int, float, str or str | None.
-    Config: ClassVar[type] = dataclass(type("EmptyConfig", (), {}))
-    # How far past the query budget a round that has started may go (PIKE-B: num_branches - 1).
-    # The host refuses queries beyond query_budget + overshoot(config).
+    # ``field(metadata={"help": "..."})``.
+    Config: ClassVar[type] = EmptyConfig
     roles: ClassVar[tuple[str, ...]] = ("optimize", "fix")
 
-    def __init__(self, config: Any | None = None):
-        self.config = config if config is not None else self.Config()
-
     def overshoot(self) -> int:
-        """Queries a started round may use past the budget; 0 means the budget is a hard wall."""
+        """Queries a started round may use past the budget; 0 means the budget is a hard wall.
+
+        How far past the query budget a round that has started may go (PIKE-B: num_branches - 1). The
+        host refuses queries beyond query_budget + overshoot."""
         return 0
 
     @abstractmethod
     def run_task(self, ctx: TaskContext) -> None:
         """Search for faster programs for ``ctx.task`` until the budget is spent or the search ends."""
-
-    @classmethod
-    def config_fields(cls) -> list[dataclasses.Field[Any]]:
-        return list(dataclasses.fields(cls.Config))
 
 
 def require_at_least(config: Any, **minimums: int) -> None:

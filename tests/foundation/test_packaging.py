@@ -52,6 +52,11 @@ def test_wheel_install_finds_plugins_and_suites(tmp_path):
     listing = json.loads(subprocess.run([str(pikeh), "plugins", "--json"], capture_output=True, text=True,
                                         check=True).stdout)
     assert {p["name"] for p in listing if p["builtin"]} >= {"suites", "local", "pike-b"}
+    # The backends' price files are package data of their plugins; the test helpers ship too.
+    prices = subprocess.run([str(pikeh), "llm", "prices", "google:gemini-2.5-pro"], capture_output=True, text=True,
+                            cwd=tmp_path)
+    assert prices.returncode == 0 and f"{installed}" in prices.stdout and "pikeh_openai" in prices.stdout, prices.stderr
+    subprocess.run([str(python), "-c", "import pike_harness.testing"], check=True, capture_output=True)
 
 
 def test_separately_installed_plugin_is_discovered(tmp_path):

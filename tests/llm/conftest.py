@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import pytest
-from fakes.llm_server import llm_server  # noqa: F401  (a fixture, used by name)
+
+from pike_harness.testing.fixtures import llm_server  # noqa: F401  (a fixture, used by name)
 
 FAKE_OPENAI_KEY = "sk-test-0123456789abcdefSECRET"
 FAKE_ANTHROPIC_KEY = "sk-ant-test-0123456789SECRET"

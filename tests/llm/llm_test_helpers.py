@@ -5,11 +5,11 @@ from __future__ import annotations
 import pikeh_anthropic
 import pikeh_offline
 import pikeh_openai
-from fakes.llm_server import FakeLLMServer
 
 from pike_harness.llm import BackendOptions, GenerationParams, LLMRequest, LLMResponse
 from pike_harness.llm_client import LLMClient, RetryPolicy
 from pike_harness.plugins import PluginHost
+from pike_harness.testing.llm_server import FakeLLMServer
 
 FAST = RetryPolicy(max_retries=3, base_delay_s=0.01, max_delay_s=0.05)
 MODELS = {"openai": "openai:gpt-5", "anthropic": "anthropic:claude-sonnet-4-5"}

@@ -12,12 +12,12 @@ import time
 from pathlib import Path
 
 import pytest
-from fakes.llm_server import FakeLLMServer, FakeReply
 from llm_test_helpers import FAST, MODELS, ask, client_for, host
 
 from pike_harness.errors import UserError
 from pike_harness.llm import BackendOptions, LLMError, LLMRequest
 from pike_harness.llm_client import LLMClient, RetryPolicy
+from pike_harness.testing.llm_server import FakeLLMServer, FakeReply
 
 APIS = ("openai", "anthropic")
 REPO = Path(__file__).resolve().parents[2]
@@ -277,10 +277,9 @@ def test_concurrency_is_limited_per_client(llm_server: FakeLLMServer, keys: dict
 
 def test_fake_server_can_answer_like_mutate(llm_server: FakeLLMServer, keys: dict[str, str]):
     """What whole-run tests use: real programs through a real SDK (the role is read from the prompt)."""
-    from fakes.llm_server import mutate_reply
-
     from pike_harness import prompting
     from pike_harness.tasks import Suite
+    from pike_harness.testing.llm_server import mutate_reply
 
     task = Suite.from_dir(REPO / "tasks" / "smoke", origin="test").task(4)
     llm_server.set_reply(mutate_reply)

@@ -5,7 +5,8 @@ from __future__ import annotations
 import json
 
 import pytest
-from fakes.llm_server import FakeLLMServer, FakeReply
+
+from pike_harness.testing.llm_server import FakeLLMServer, FakeReply
 
 
 def test_llm_test_offline_mutate_says_it_is_not_an_llm(cli):

@@ -6,12 +6,12 @@ import json
 from pathlib import Path
 
 import pytest
-from fakes.llm_server import FakeLLMServer, FakeReply
 from llm_test_helpers import FAST, host
 
 from pike_harness.errors import UserError
 from pike_harness.llm import BackendOptions, GenerationParams, LLMError, LLMRequest
 from pike_harness.llm_client import LLMClient
+from pike_harness.testing.llm_server import FakeLLMServer, FakeReply
 
 TASK = "smoke/1"
 

@@ -13,9 +13,8 @@ import re
 import threading
 from collections.abc import Callable, Collection
 
-from fakes.llm_server import FakeReply, ReceivedRequest
-
 from pike_harness import prompting
+from pike_harness.testing.llm_server import FakeReply, ReceivedRequest
 
 TAG = re.compile(r"# variant: (\S+) work=(\d+)")
 SERIAL = re.compile(r"<!-- serial (\d+) -->")

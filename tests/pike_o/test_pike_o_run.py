@@ -17,13 +17,13 @@ import time
 from pathlib import Path
 
 import pytest
-from fakes.llm_server import FakeLLMServer
 from pike_o_model import FakeCoder, serial_of, tag_of
 from pikeh_pike_o import PikeOConfig
 from pikeh_pike_o.prompts import crossover_sections, format_fitness, is_crossover
 
 from pike_harness import prompting
 from pike_harness.store import read_journal
+from pike_harness.testing.llm_server import FakeLLMServer
 
 KEY_ENV = {"OPENAI_API_KEY": "sk-test-pike-o-0123456789"}
 

@@ -15,7 +15,9 @@ from collections import Counter
 import pytest
 from pikeh_pike_o import PikeO, PikeOConfig, prompts
 from pikeh_pike_o.prompts import crossover_sections, format_fitness, is_crossover
-from strategies.scripted_host import (
+
+from pike_harness.api import prompting
+from pike_harness.testing.context import (
     REFERENCE_SOURCE,
     ScriptedContext,
     correct,
@@ -23,8 +25,6 @@ from strategies.scripted_host import (
     make_task,
     program_for,
 )
-
-from pike_harness.api import prompting
 
 KEY = re.compile(r"source_key = '([^']+)'")
 REFERENCE_MS = 8.0

@@ -1,1 +1,1 @@
-"""Whole-run tests use the loopback fake model from tests/fakes."""
+"""Whole-run tests use the loopback fake model from pike_harness.testing."""

@@ -14,11 +14,11 @@ from collections import Counter, defaultdict
 from pathlib import Path
 
 import pytest
-from fakes.llm_server import FakeLLMServer
 from scripted_programs import TAG, ScriptedModel, program, quoted_tag, serial_of
 
 from pike_harness import prompting
 from pike_harness.store import read_journal
+from pike_harness.testing.llm_server import FakeLLMServer
 
 # Phase-0 idea k sleeps this many ms per call; None is a broken program (a syntax error) to be fixed.
 WORKS = [0, None, 200, 300, 400]
@@ -334,7 +334,7 @@ def test_a_query_that_failed_for_good_is_replayed_as_failed_on_resume(tmp_path):
     """The first optimize request fails with a 400; the run is cut right after that attempt (a SIGKILL
     there leaves exactly this journal) and resumed: the failed query is not asked again, and the
     journal keeps one verdict for it."""
-    from fakes.llm_server import FakeReply
+    from pike_harness.testing.llm_server import FakeReply
 
     model = ScriptedModel(WORKS)
     state = {"failed": False}

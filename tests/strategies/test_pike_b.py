@@ -11,8 +11,7 @@ from pikeh_pike_b import PikeB, PikeBConfig
 from pikeh_pike_b.selection import Parent, Solution, rank_parents, split_evenly
 
 from pike_harness.api import UserError, prompting
-
-from .scripted_host import (
+from pike_harness.testing.context import (
     REFERENCE_SOURCE,
     ScriptedContext,
     correct,

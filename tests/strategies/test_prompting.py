@@ -9,8 +9,7 @@ import pytest
 
 from pike_harness.api import EvalResult, TaskMeta, prompting
 from pike_harness.model import OutputCheck
-
-from .scripted_host import REFERENCE_SOURCE, failure, make_task
+from pike_harness.testing.context import REFERENCE_SOURCE, failure, make_task
 
 # -- code extraction ------------------------------------------------------------------------------
 

@@ -8,8 +8,14 @@ import pytest
 from pikeh_simple_strategies import BestOfN, BestOfNConfig, Refine, RefineConfig
 
 from pike_harness.api import UserError, prompting
-
-from .scripted_host import REFERENCE_SOURCE, ScriptedContext, correct, failure, make_task, program_for
+from pike_harness.testing.context import (
+    REFERENCE_SOURCE,
+    ScriptedContext,
+    correct,
+    failure,
+    make_task,
+    program_for,
+)
 
 
 def run(tmp_path, strategy, *, limit: int, **ctx_args) -> ScriptedContext:

@@ -9,8 +9,7 @@ from pathlib import Path
 
 from pike_harness.api import prompting
 from pike_harness.plugins import PluginHost
-
-from .scripted_host import ScriptedContext, correct, failure, make_task
+from pike_harness.testing.context import ScriptedContext, correct, failure, make_task
 
 REPO = Path(__file__).resolve().parents[2]
 STRATEGY_PLUGINS = ("pikeh_pike_b", "pikeh_simple_strategies", "pikeh_pike_o")

@@ -16,6 +16,7 @@ from typing import Any
 import click
 
 from pike_harness import __version__
+from pike_harness.errors import UserError
 from pike_harness.plugins import PluginHost
 from pike_harness.tasks import TaskCatalog
 
@@ -95,11 +96,22 @@ def get_app(ctx: click.Context | None = None) -> App:
 
 
 class RootGroup(LazyGroup):
-    """Adds plugin commands the first time the command list is needed."""
+    """Adds plugin commands the first time the command list is needed, and prints user errors.
+
+    Core modules raise ``pike_harness.errors.UserError`` (they never import click); this is the one
+    place that turns it into a click error, so every command, built-in or a plugin's, prints it as
+    one line and exits 1 while any other exception keeps its traceback.
+    """
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except UserError as exc:
+            raise click.ClickException(str(exc)) from None
 
     def add_plugin_commands(self) -> None:
         """Idempotent per plugin host (`pikeh plugins` calls it to show the commands plugins add)."""
-        App.host().add_commands(_ClashGuard(self))
+        App.host().add_commands(_ClashGuard(self), click.Group)
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         self.add_plugin_commands()

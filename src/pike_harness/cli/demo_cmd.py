@@ -1,8 +1,9 @@
 """``pikeh demo``: the whole pipeline on the embedded defaults, in a few minutes on two CPU cores.
 
-PIKE-B with the offline:mutate stand-in (not an LLM: it rewrites the reference with a catalogue of
-transformations, some deliberately broken so the error-fixing agent has work) on the ``smoke`` suite,
-evaluated by the ``local`` evaluator on this machine's device, then the report.
+What runs is not decided here: plugins register demos (``register_demos``, pike_harness.demo) and this
+command runs the one named ``default`` (or ``--demo NAME``) with the ``local``-style evaluator options
+of this machine's device, then its reporter. The built-in ``default`` is PIKE-B with the offline:mutate
+stand-in on the ``smoke`` suite; a third-party plugin that registers ``default`` replaces it.
 """
 
 from __future__ import annotations
@@ -14,10 +15,10 @@ from pathlib import Path
 import click
 from rich.console import Console
 
-from pike_harness.cli import get_app
-
-DEMO_STRATEGY_OPTIONS = {"num_branches": 4, "max_fix_attempts": 2, "max_ideas": 4}
-DEMO_QUERY_BUDGET = 12
+from pike_harness.cli import App, get_app
+from pike_harness.demo import DEFAULT_DEMO, Demo
+from pike_harness.errors import UserError
+from pike_harness.plugins import SINGULAR
 
 
 def _cpu_protocol(device: str) -> str:
@@ -34,36 +35,52 @@ def _cpu_protocol(device: str) -> str:
     return "robust"
 
 
+def chosen_demo(name: str) -> Demo:
+    """The registered demo NAME, refusing one whose plugins are not all installed (one clear line)."""
+    host = App.host()
+    demo: Demo = host.get("demos", name)
+    missing = [f"{SINGULAR[kind]} {value!r}" for kind, value in demo.requirements() if value not in host.names(kind)]
+    if missing:
+        raise UserError(f"demo {name!r} (from plugin {host.provider_of('demos', name)}) needs "
+                        f"{', '.join(missing)}, which no installed plugin provides")
+    return demo
+
+
 @click.command()
+@click.option("--demo", "demo_name", default=DEFAULT_DEMO, show_default=True, metavar="NAME",
+              help="Which registered demo to run (`pikeh plugins` lists them).")
 @click.option("--output-dir", type=click.Path(path_type=Path), default=Path("pikeh-demo"), show_default=True,
               help="Where the demo's run and report go.")
 @click.option("--device", default="auto", show_default=True, help="auto (GPU if there is one), cpu or cuda.")
-@click.option("--query-budget", type=click.IntRange(min=1), default=DEMO_QUERY_BUDGET, show_default=True,
-              help="LLM queries per task.")
-def demo(output_dir: Path, device: str, query_budget: int) -> None:
-    """Run PIKE-B with offline:mutate on the smoke suite, then write the report (resumable, like any run)."""
+@click.option("--query-budget", type=click.IntRange(min=1), help="LLM queries per task (default: the demo's).")
+def demo(demo_name: str, output_dir: Path, device: str, query_budget: int | None) -> None:
+    """Run the default demo (PIKE-B with offline:mutate on the smoke suite), then write the report.
+
+    Resumable, like any run. Plugins register demos; a third-party `default` replaces the built-in one.
+    """
     from pike_harness.launch import launch_run
 
+    chosen = chosen_demo(demo_name)
     console = Console(stderr=True)
-    core = {"strategy": "pike-b", "suite": "smoke", "llm": "offline:mutate", "query_budget": query_budget,
-            "seed": 0, "run_name": "demo", "output_dir": output_dir / "runs", "llm_concurrency": 4}
-    evaluator = {"evaluator": "local", "device": device, "protocol": _cpu_protocol(device)}
-    console.print("[bold]pikeh demo[/bold]: PIKE-B on the smoke suite with offline:mutate "
-                  "(an offline stand-in, not an LLM)")
-    status = launch_run(get_app(), core, dict(DEMO_STRATEGY_OPTIONS), evaluator, console=console)
+    run_name = "demo" if chosen.name == DEFAULT_DEMO else f"demo-{chosen.name}"
+    core = {"strategy": chosen.strategy, "suite": chosen.suite, "tasks": chosen.tasks, "llm": chosen.llm,
+            "query_budget": query_budget or chosen.query_budget, "seed": 0, "run_name": run_name,
+            "output_dir": output_dir / "runs", "llm_concurrency": chosen.llm_concurrency}
+    evaluator = {"evaluator": chosen.evaluator, "device": device, "protocol": chosen.protocol or _cpu_protocol(device)}
+    console.print(f"[bold]pikeh demo[/bold] {chosen.name}: {chosen.description or chosen.strategy}")
+    status = launch_run(get_app(), core, dict(chosen.strategy_options), evaluator, console=console)
     if status == "interrupted":
         sys.stdout.flush()
         os._exit(130)
-    report_dir = output_dir / "report"
-    from pike_harness.cli import App
-    from pike_harness.reporting import ReportOptions
+    run_dir = output_dir / "runs" / run_name
+    if chosen.reporter is None:
+        console.print(f"run: {run_dir}")
+    else:
+        from pike_harness.reporting import ReportOptions
 
-    if "duckdb" not in App.host().names("reporters"):
-        console.print(f"run finished in {output_dir / 'runs' / 'demo'}; no reporter plugin is installed")
-        return
-    reporter = App.host().get("reporters", "duckdb")()
-    summary = reporter.report(ReportOptions(inputs=[output_dir / "runs"], output=report_dir))
-    index = summary.output / "index.html"
-    console.print(f"run: {output_dir / 'runs' / 'demo'}\nreport: {index if index.exists() else summary.output}")
+        reporter = App.host().get("reporters", chosen.reporter)()
+        summary = reporter.report(ReportOptions(inputs=[output_dir / "runs"], output=output_dir / "report"))
+        index = summary.output / "index.html"
+        console.print(f"run: {run_dir}\nreport: {index if index.exists() else summary.output}")
     if status != "complete":
         sys.exit(1)

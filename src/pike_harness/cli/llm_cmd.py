@@ -123,7 +123,7 @@ def prices_command(model: str | None) -> None:
     from pike_harness.llm import parse_model_spec
     from pike_harness.pricing import PriceTable
 
-    table = PriceTable.load()
+    table = PriceTable.load(providers=App.host().provider_prices())
     click.echo("price files: " + ", ".join(table.sources))
     if model:
         provider, name = parse_model_spec(model)

@@ -16,28 +16,28 @@ import click
 
 from pike_harness.cli import App, get_app
 from pike_harness.cli.evaluator_options import build_evaluator, evaluator_options, pop_evaluator_values
-from pike_harness.cli.run_cmd import _peek
+from pike_harness.cli.run_cmd import _peek, config_options
 from pike_harness.errors import UserError
-from pike_harness.reporting import FORMATS, ReportOptions, ReportSummary
+from pike_harness.reporting import FORMATS, Reporter, ReportOptions, ReportSummary, shown_columns
 
 DEFAULT_REPORTER = "duckdb"
+REPORTER_OPTION = "pikeh_reporter_option"
 
 
 class ReportCommand(click.Command):
-    """Adds the chosen reporter's options before parsing, so they parse and show in --help."""
+    """Adds the chosen reporter's options (its Config's fields) before parsing, so they parse and show in --help."""
 
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
         name = _peek(args, "--reporter") or DEFAULT_REPORTER
         host = App.host()
+        # The command object outlives one invocation (tests): drop an earlier reporter's options.
+        self.params = [p for p in self.params if not getattr(p, REPORTER_OPTION, False)]
         if name in host.names("reporters"):
             existing = {opt for p in self.params for opt in p.opts}
-            for option in getattr(host.get("reporters", name), "options", []) or []:
-                if any(option is p for p in self.params):
-                    continue  # added by an earlier invocation in this process
+            for option in config_options(host.get("reporters", name).Config, marker=REPORTER_OPTION):
                 if any(o in existing for o in option.opts):
                     raise UserError(f"reporter {name!r} defines option {option.opts[0]}, which `pikeh report` "
-                                    "already has; its author must rename it")
-                option.pikeh_reporter_option = True  # type: ignore[attr-defined]
+                                    "already has; its author must rename the Config field")
                 self.params.append(option)
         return super().parse_args(ctx, args)
 
@@ -76,7 +76,9 @@ def report(ctx: click.Context, inputs: tuple[Path, ...], output: Path, runs: str
       pikeh report --input runs/ --retime --repeats 10      # confirm the best solutions' speedups
     """
     host = App.host()
-    chosen = host.get("reporters", reporter)()
+    reporter_cls = host.get("reporters", reporter)
+    own = {p.name for p in ctx.command.params if getattr(p, REPORTER_OPTION, False)}
+    chosen = reporter_cls(reporter_cls.make_config({k: extra.pop(k) for k in own if k in extra}))
     app = get_app(ctx)
     def progress(message: str) -> None:
         click.echo(f"pikeh report: {message}", err=True)
@@ -95,10 +97,33 @@ def report(ctx: click.Context, inputs: tuple[Path, ...], output: Path, runs: str
 
         click.echo(json.dumps(summary.rows, indent=2, default=str))
     else:
-        print_summary(summary)
+        print_summary(summary, chosen)
+    for note in third_party_notes(host, reporter, list(inputs), summary):
+        click.echo(f"third-party plugin: {note}", err=as_json)
 
 
-def print_summary(summary: ReportSummary) -> None:
+def third_party_notes(host: Any, reporter: str, inputs: list[Path], summary: ReportSummary) -> list[str]:
+    """Every third-party plugin behind this report: its reporter, and each reported run's (from run.json),
+    so a plugin that replaced a built-in never goes unnoticed in a result."""
+    import json
+
+    from pike_harness.store import RUN_FILE, find_runs
+
+    notes = [f"this report: {line}" for line in host.provenance(reporter=reporter)["third_party"]]
+    reported = {row.get("run") for row in summary.rows}
+    for run_dir in dict.fromkeys(find_runs(inputs)):
+        try:
+            meta = json.loads((run_dir / RUN_FILE).read_text())
+        except (OSError, ValueError):
+            continue
+        name = meta.get("name") or run_dir.name
+        if summary.rows and name not in reported:
+            continue
+        notes += [f"run {name}: {line}" for line in (meta.get("plugins") or {}).get("third_party") or []]
+    return notes
+
+
+def print_summary(summary: ReportSummary, reporter: Reporter) -> None:
     """The headline numbers per run, as a rich table that fits 80 columns, and where the files went."""
     from rich import box
     from rich.console import Console
@@ -107,42 +132,17 @@ def print_summary(summary: ReportSummary) -> None:
     console = Console(file=sys.stdout)
     table = Table(title="pikeh report", title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False,
                   collapse_padding=True)
-    columns = [("run", "run", "l"), ("tasks", "n_with_baseline", "r"), ("queries", "queries_done", "r"),
-               ("score", "score", "x"), ("raw", "score_raw", "x"), ("solved", "n_solved", "r"),
-               ("fast_1", "fast_1", "%"), ("@$", "money_score", "x"), ("$/task", "usd_per_task", "$"),
-               ("EFA", "efa_repaired", "r"), ("confirmed", "confirmed_score", "x")]
-    shown = [c for c in columns if c[1] != "confirmed_score" or any(r.get("confirmed_score") for r in summary.rows)]
-    for title, _, kind in shown:
-        if kind == "l":
-            table.add_column(title, overflow="fold", ratio=1, min_width=8)
+    shown = shown_columns(reporter.columns, summary.rows)
+    for i, column in enumerate(shown):
+        if i == 0:
+            table.add_column(column.title, overflow="fold", ratio=1, min_width=8)
         else:
-            table.add_column(title, justify="right", no_wrap=True)
+            table.add_column(column.title, justify="right", no_wrap=True)
     for row in summary.rows:
-        table.add_row(*(_cell(row, key, kind) for _, key, kind in shown))
+        table.add_row(*(column.cell(row) for column in shown))
     console.print(table)
-    console.print("score: geomean speedup over eager (clamped) at the full budget; raw: unclamped; "
-                  "@$: score at the money budget; EFA: failed lineages the error-fixing agent repaired",
-                  style="dim")
+    if reporter.legend:
+        console.print(reporter.legend, style="dim")
     html = summary.output / "index.html"
     console.print(f"wrote {len(summary.files)} file(s) to {summary.output}" + (f"; open {html}" if html.exists() else ""))
 
-
-def _cell(row: dict[str, Any], key: str, kind: str) -> str:
-    value = row.get(key)
-    if key == "run":
-        return f"{value} ({row.get('status')})" if row.get("status") != "complete" else str(value)
-    if key in ("money_score", "usd_per_task") and row.get("unknown_cost_calls"):
-        return "?"
-    if key == "efa_repaired":
-        return f"{value or 0}/{row.get('efa_failed') or 0}"
-    if value is None:
-        return "-"
-    if kind == "x":
-        return f"{float(value):.3f}x"
-    if kind == "%":
-        return f"{float(value) * 100:.0f}%"
-    if kind == "$":
-        return f"${float(value):.2f}"
-    if key == "queries_done":
-        return f"{value}/{row.get('budget')}"
-    return str(value)

@@ -48,32 +48,51 @@ def _read_config_file(path: str | None) -> dict[str, Any]:
     return {k.replace("-", "_"): v for k, v in data.items()}
 
 
-def strategy_options(strategy_cls: type) -> list[click.Option]:
-    """One click option per field of the strategy's Config dataclass."""
+def config_options(config_cls: type, *, marker: str) -> list[click.Option]:
+    """One click option per field of a plugin's Config dataclass (pike_harness.configurable).
+
+    The one Config mechanism strategies, evaluators and reporters share: each option carries the
+    attribute ``marker`` (True), so a command can tell the plugin's options from its own.
+    """
     options = []
-    hints = typing.get_type_hints(strategy_cls.Config)
-    for f in dataclasses.fields(strategy_cls.Config):
+    hints = typing.get_type_hints(config_cls)
+    for f in dataclasses.fields(config_cls):
         kind = hints.get(f.name, str)
-        base = _base_type(kind)
+        base, multiple = _base_type(kind)
         default = f.default if f.default is not dataclasses.MISSING else (
             f.default_factory() if f.default_factory is not dataclasses.MISSING else None)  # type: ignore[misc]
-        help_text = f.metadata.get("help", "")
+        meta = f.metadata
         flag = "--" + f.name.replace("_", "-")
+        common: dict[str, Any] = {"default": default, "show_default": True, "help": meta.get("help", "")}
+        if meta.get("metavar"):
+            common["metavar"] = meta["metavar"]
         if base is bool:
-            option = click.Option([f"{flag}/--no-{f.name.replace('_', '-')}", f.name], default=default,
-                                  show_default=True, help=help_text)
+            option = click.Option([f"{flag}/--no-{f.name.replace('_', '-')}", f.name], **common)
         else:
-            option = click.Option([flag, f.name], type=base, default=default, show_default=True, help=help_text)
-        option.pikeh_strategy_option = True  # type: ignore[attr-defined]
+            click_type: Any = base
+            if base in (int, float) and ("min" in meta or "max" in meta):
+                ranged = click.IntRange if base is int else click.FloatRange
+                click_type = ranged(min=meta.get("min"), max=meta.get("max"))
+            option = click.Option([flag, f.name], type=click_type, multiple=multiple, **common)
+        setattr(option, marker, True)
         options.append(option)
     return options
 
 
-def _base_type(kind: Any) -> type:
+def strategy_options(strategy_cls: type) -> list[click.Option]:
+    """One click option per field of the strategy's Config dataclass."""
+    return config_options(strategy_cls.Config, marker="pikeh_strategy_option")
+
+
+def _base_type(kind: Any) -> tuple[type, bool]:
+    """(the click type of a Config field, whether the option repeats)."""
+    if typing.get_origin(kind) in (tuple, list):
+        args = [a for a in typing.get_args(kind) if a is not Ellipsis]
+        return (_base_type(args[0])[0] if args else str), True
     if isinstance(kind, types.UnionType) or typing.get_origin(kind) is typing.Union:
         args = [a for a in typing.get_args(kind) if a is not type(None)]
         kind = args[0] if args else str
-    return kind if kind in (bool, int, float, str) else str
+    return (kind if kind in (bool, int, float, str) else str), False
 
 
 class RunCommand(click.Command):

@@ -11,7 +11,16 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pike_harness.api import BudgetExhausted, Strategy, Suite, TaskContext, hookimpl, prompting
+from pike_harness.api import (
+    BudgetExhausted,
+    RegisterStrategy,
+    RegisterSuite,
+    Strategy,
+    Suite,
+    TaskContext,
+    hookimpl,
+    prompting,
+)
 
 
 @dataclass
@@ -41,10 +50,10 @@ class OneShot(Strategy):
 
 
 @hookimpl
-def register_strategies(register) -> None:
+def register_strategies(register: RegisterStrategy) -> None:
     register(OneShot)
 
 
 @hookimpl
-def register_suites(register) -> None:
+def register_suites(register: RegisterSuite) -> None:
     register(Suite.from_dir(Path(__file__).parent / "tasks", name="example", origin="example"))

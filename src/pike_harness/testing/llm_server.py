@@ -1,4 +1,4 @@
-"""A loopback fake of the OpenAI Chat Completions and Anthropic Messages APIs, for tests.
+"""A loopback fake of the OpenAI Chat Completions and Anthropic Messages APIs, for tests of plugins and the host.
 
 The real ``openai`` and ``anthropic`` SDKs talk to it over HTTP on 127.0.0.1 (these SDK versions use
 httpx2, which respx cannot intercept), so tests exercise the same code path as a real run: request
@@ -6,9 +6,10 @@ building, status handling, retries, usage parsing. Nothing leaves the machine.
 
 Use::
 
-    from fakes.llm_server import FakeLLMServer, FakeReply
+    from pike_harness.testing import FakeLLMServer, FakeReply
+    from pike_harness.testing.fixtures import llm_server   # the fixture: a started server
 
-    def test_something(llm_server, monkeypatch):            # fixture: a started server
+    def test_something(llm_server, monkeypatch):
         monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
         llm_server.script(FakeReply(status=429, headers={"Retry-After": "0"}), "second answer")
         ...  # point a client at llm_server.openai_base_url or llm_server.anthropic_base_url
@@ -28,18 +29,17 @@ thread-safe) with its headers and JSON body, before its reply is chosen.
 
 from __future__ import annotations
 
+import functools
 import json
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-import pytest
-
-__all__ = ["FakeLLMServer", "FakeReply", "ReceivedRequest", "llm_server", "mutate_reply"]
+__all__ = ["FakeLLMServer", "FakeReply", "ReceivedRequest", "mutate_reply"]
 
 
 @dataclass
@@ -322,22 +322,19 @@ def mutate_reply(request: ReceivedRequest) -> FakeReply:
     The role is inferred from the prompt (the fake sees only messages): PIKE's brainstorm prompt
     asks for ideas, the fix prompt quotes a failing program.
     """
-    from pikeh_offline.mutate import MutateBackend
-
-    from pike_harness.api import BackendOptions, LLMRequest, prompting
+    from pike_harness.api import LLMRequest, prompting
 
     messages = [{"role": m["role"], "content": _content_text(m.get("content"))} for m in request.messages]
     kind = prompting.prompt_kind(messages)
     role = {"brainstorm": "brainstorm", "fix": "fix"}.get(kind or "", "optimize")
-    answer = MutateBackend("mutate", BackendOptions()).complete(LLMRequest(messages=messages, role=role))
+    answer = _mutate_backend().complete(LLMRequest(messages=messages, role=role))
     return FakeReply(text=answer.text)
 
 
-@pytest.fixture
-def llm_server() -> Iterator[FakeLLMServer]:
-    """A started fake server, stopped after the test."""
-    server = FakeLLMServer().start()
-    try:
-        yield server
-    finally:
-        server.stop()
+@functools.cache
+def _mutate_backend() -> Any:
+    """The installed ``offline:mutate`` backend, found through the plugin host (the host imports no plugin)."""
+    from pike_harness.api import BackendOptions
+    from pike_harness.plugins import PluginHost
+
+    return PluginHost().get("llm_backends", "offline")("mutate", BackendOptions())
