@@ -15,12 +15,14 @@ from __future__ import annotations
 
 import hashlib
 import json
+import sys
 import tempfile
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from pike_harness.store import JOURNAL, RUN_FILE, read_journal, safe_name
+from pike_harness.journal import AttemptDone, attempt_dir, latest_attempts, read_journal, scan_journal
+from pike_harness.store import JOURNAL, RUN_FILE
 
 BASELINES_FILE = "baselines.jsonl"  # a baseline set written by `pikeh baselines`
 BASELINES_META = "meta.json"
@@ -75,7 +77,11 @@ def run_rows(run_dir: Path) -> dict[str, list[dict[str, Any]]]:
     meta = json.loads((run_dir / RUN_FILE).read_text())
     config = meta.get("config", {})
     run = meta.get("name", run_dir.name)
-    events = read_journal(run_dir / JOURNAL)
+    scan = scan_journal(run_dir / JOURNAL)
+    for bad in scan.bad:  # the rest of the journal still reads; `pikeh run --repair-journal` sets it aside
+        print(f"pikeh: warning: {run_dir / JOURNAL}: line {bad.number} skipped ({bad.why})", file=sys.stderr)
+    events = scan.events
+    latest = {id(e) for e in latest_attempts(events)}
     rows: dict[str, list[dict[str, Any]]] = {name: [] for name in TABLES}
     status = "running"
     for event in events:
@@ -105,7 +111,7 @@ def run_rows(run_dir: Path) -> dict[str, list[dict[str, Any]]]:
             hardware[(event["task"], event["key"])] = _hardware((event.get("result") or {}).get("environment"))
         elif kind in ("llm", "llm_error"):
             rows["llm_calls"].append(_llm_row(run, event))
-        elif kind == "attempt":
+        elif kind == AttemptDone.type and id(event) in latest:
             meta_field = event.get("meta") or {}
             rows["attempts"].append({
                 "run": run, "task": event["task"], "key": event["key"], "role": event.get("role"),
@@ -115,7 +121,7 @@ def run_rows(run_dir: Path) -> dict[str, list[dict[str, Any]]]:
                 "code_sha256": event.get("code_sha256"), "cost_usd": event.get("cost_usd"),
                 "time": event.get("time"), "meta": json.dumps(meta_field),
                 "hardware": hardware.get((event["task"], event["key"])),
-                "dir": attempt_dir(event["task"], event["key"], event.get("index")),
+                "dir": str(attempt_dir(event["task"], event["key"], event.get("index"))),
             })
         elif kind == "baseline":
             rows["baselines"].append(_baseline_row(event, run=run, baseline_set=None))
@@ -130,13 +136,6 @@ def config_key(config: dict[str, Any]) -> str:
     """A short hash of a run's configuration without its seed: seeds of one configuration share it."""
     identity = {k: v for k, v in config.items() if k != "seed"}
     return hashlib.sha256(json.dumps(identity, sort_keys=True, default=str).encode()).hexdigest()[:12]
-
-
-def attempt_dir(task_ref: str, key: str, index: int | None) -> str:
-    """The attempt's folder relative to its run directory (the layout of RunStore.attempt_dir)."""
-    suite, _, task_id = task_ref.rpartition("/")
-    prefix = f"{index:04d}" if index is not None else "free"
-    return f"tasks/{safe_name(suite)}/{safe_name(task_id)}/attempts/{prefix}_{safe_name(key)}"
 
 
 def _baseline_row(event: dict[str, Any], *, run: str | None, baseline_set: str | None) -> dict[str, Any]:

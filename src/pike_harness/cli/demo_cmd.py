@@ -8,6 +8,7 @@ evaluated by the ``local`` evaluator on this machine's device, then the report.
 from __future__ import annotations
 
 import os
+import shutil
 import sys
 from pathlib import Path
 
@@ -40,11 +41,16 @@ def _cpu_protocol(device: str) -> str:
 @click.option("--device", default="auto", show_default=True, help="auto (GPU if there is one), cpu or cuda.")
 @click.option("--query-budget", type=click.IntRange(min=1), default=DEMO_QUERY_BUDGET, show_default=True,
               help="LLM queries per task.")
-def demo(output_dir: Path, device: str, query_budget: int) -> None:
+@click.option("--fresh", is_flag=True, help="Delete this demo's earlier run and report first, and start over.")
+def demo(output_dir: Path, device: str, query_budget: int, fresh: bool) -> None:
     """Run PIKE-B with offline:mutate on the smoke suite, then write the report (resumable, like any run)."""
     from pike_harness.launch import launch_run
 
     console = Console(stderr=True)
+    if fresh:
+        for folder in (output_dir / "runs" / "demo", output_dir / "report"):
+            if folder.is_dir():
+                shutil.rmtree(folder)
     core = {"strategy": "pike-b", "suite": "smoke", "llm": "offline:mutate", "query_budget": query_budget,
             "seed": 0, "run_name": "demo", "output_dir": output_dir / "runs", "llm_concurrency": 4}
     evaluator = {"evaluator": "local", "device": device, "protocol": _cpu_protocol(device)}
@@ -66,4 +72,4 @@ def demo(output_dir: Path, device: str, query_budget: int) -> None:
     index = summary.output / "index.html"
     console.print(f"run: {output_dir / 'runs' / 'demo'}\nreport: {index if index.exists() else summary.output}")
     if status != "complete":
-        sys.exit(1)
+        sys.exit(1)  # the report is written either way: it shows what went wrong
