@@ -542,7 +542,8 @@ class Runner:
         except RunInterrupted:
             return
         except EvaluatorError as exc:
-            self.fail(f"the evaluator failed: {exc}; rerun the same command to resume")
+            if not self._stop.is_set():  # while stopping, closing the evaluator aborts what it was doing
+                self.fail(f"the evaluator failed: {exc}; rerun the same command to resume")
             return
         except Exception:
             reason = "error"
