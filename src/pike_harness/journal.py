@@ -37,10 +37,11 @@ def attempt_dir(task_ref: str, key: str, index: int | None) -> PurePosixPath:
     return task_dir(task_ref) / "attempts" / f"{prefix}_{safe_name(key)}"
 
 
-def within_budget(index: int | None, query_budget: int | None) -> bool:
-    """The one rule for "inside the budget": an uncounted query, or a counted one numbered up to the
-    budget. Attempts past it (a strategy's permitted overshoot) are shown, never chosen as the best."""
-    return index is None or query_budget is None or index <= query_budget
+def within_budget(index: int | None, query_budget: int) -> bool:
+    """The one rule for which attempts compete for "best": counted queries numbered 1..budget, as the
+    report's metrics count them (docs/report.md). Uncounted queries never compete, and attempts past the
+    budget (a strategy's permitted overshoot) are shown as such but never chosen as the best."""
+    return index is not None and 1 <= index <= query_budget
 
 
 # -- events -------------------------------------------------------------------------------------------

@@ -34,6 +34,7 @@ TABLES: dict[str, dict[str, str]] = {
         "device": "VARCHAR", "protocol": "VARCHAR", "seed": "INTEGER", "created": "VARCHAR",
         "status": "VARCHAR", "pikeh_version": "VARCHAR", "gpu": "VARCHAR", "host": "VARCHAR",
         "config": "JSON",
+        "environment": "JSON",  # run.json's environment: versions, host, CPU, GPU
         # Runs that differ only in seed share it: reports group seeds of one configuration with it.
         "config_key": "VARCHAR",
     },
@@ -97,6 +98,7 @@ def run_rows(run_dir: Path) -> dict[str, list[dict[str, Any]]]:
         "device": config.get("device"), "protocol": config.get("protocol"), "seed": config.get("seed"),
         "created": meta.get("created"), "status": status, "pikeh_version": env.get("pikeh"),
         "gpu": env.get("gpu"), "host": env.get("host"), "config": json.dumps(config),
+        "environment": json.dumps(env),
         "config_key": config_key(config),
     })
     task_rows: dict[str, dict[str, Any]] = {}

@@ -56,7 +56,11 @@ def test_report_writes_every_format(cli, inputs, tmp_path):
     html = (out / "index.html").read_text()
     # Nothing is loaded from elsewhere (test_html_chromium.py renders it with the network blocked).
     markup = re.sub(r"<script\b[^>]*>.*?</script>", "", html, flags=re.S)
-    assert not re.search(r"<(script|link|img|iframe)\b[^>]*\b(src|href)=", markup)
+    assert not re.search(r"<(script|link|img|iframe)\b[^>]*\b(src|href)=\"(?!data:)", markup)
+    # Without JavaScript the figures are still there (PNG data inside the page), and the configuration
+    # block and the not-a-GPU-benchmark banner say what was measured.
+    assert markup.count('<img src="data:image/png;base64,') >= 4 and "<noscript>" in markup
+    assert 'id="configuration"' in markup and 'id="not-a-benchmark"' in markup
     # Four page scripts and one attempt list per (run, task); no data string closes its element early.
     assert html.count("<script") == html.count("</script>") == 4 + 7
     assert "Content-Security-Policy" in html and "default-src 'none'" in html
