@@ -9,6 +9,8 @@ from fakes.llm_server import FakeLLMServer, FakeReply
 from scripted_programs import ScriptedModel
 from test_run_pike_b import WORKS, env, journal, pikeh_cmd
 
+from pike_harness import prompting
+
 
 def test_401_stops_at_once_charges_nothing_and_the_resume_gets_the_whole_budget(tmp_path):
     with FakeLLMServer(reply=lambda request: FakeReply(status=401, error_message="invalid api key")) as server:
@@ -30,7 +32,12 @@ def test_401_stops_at_once_charges_nothing_and_the_resume_gets_the_whole_budget(
 
 def test_a_failing_endpoint_stops_the_run_and_retry_llm_errors_asks_again(tmp_path):
     failing = FakeReply(status=503, error_message="overloaded", headers={"Retry-After": "0"})
-    with FakeLLMServer(reply=lambda request: failing) as server:
+    model = ScriptedModel(WORKS)
+
+    def reply(request):  # the brainstorm gets its ideas; then the endpoint keeps failing
+        return model(request) if prompting.prompt_kind(request.prompt_text) == "brainstorm" else failing
+
+    with FakeLLMServer(reply=reply) as server:
         proc = subprocess.run(pikeh_cmd(server, tmp_path, "--max-llm-failures", "3"), env=env(),
                               capture_output=True, text=True, timeout=600)
     assert proc.returncode == 1, proc.stderr[-3000:]
