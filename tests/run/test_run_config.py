@@ -74,3 +74,28 @@ def test_an_output_dir_that_is_a_file_is_one_line(tmp_path, cli):
     result = cli("run", "--strategy", "pike-b", "--suite", "smoke", "--llm", "offline:mutate",
                  "--output-dir", str(tmp_path / "file"))
     assert result.exit_code == 2 and "is a file" in result.output and "Traceback" not in result.output
+
+
+@pytest.mark.parametrize("args", [
+    ("report", "--input", "{tmp}", "--output", "{tmp}/file"),
+    ("demo", "--output-dir", "{tmp}/file"),
+    ("eval", "{tmp}/file", "--task", "smoke/1", "--workdir", "{tmp}/file/work"),
+])
+def test_paths_that_cannot_be_folders_are_one_line(tmp_path, cli, args):
+    (tmp_path / "file").write_text("x")
+    result = cli(*[a.format(tmp=tmp_path) for a in args])
+    assert result.exit_code == 2, result.output
+    assert ("is a file" in result.output or "cannot be created" in result.output) and "Traceback" not in result.output
+
+
+def test_a_command_that_leaves_options_out_gets_the_same_defaults_as_pikeh_run(tmp_path):
+    """`pikeh demo` builds its core options without temperature: it must send what `pikeh run` sends,
+    or offline:replay of the demo misses every request (temperature null vs 0.8)."""
+    App.reset()
+    strategy_cls = App.host().get("strategies", "pike-b")
+    demo_like = RunConfig.build({"strategy": "pike-b", "suite": "smoke", "llm": "offline:mutate", "query_budget": 12},
+                                {}, {"evaluator": "local"}, strategy_cls)
+    from_cli = _parse(tmp_path, 'strategy = "pike-b"\nsuite = "smoke"\nllm = "offline:mutate"\nquery_budget = 12\n')
+    assert demo_like.temperature == from_cli.temperature == 0.8
+    assert demo_like.generation_params() == from_cli.generation_params()
+    assert (demo_like.max_tokens, demo_like.llm_concurrency) == (from_cli.max_tokens, from_cli.llm_concurrency)

@@ -36,7 +36,8 @@ def _cpu_protocol(device: str) -> str:
 
 
 @click.command()
-@click.option("--output-dir", type=click.Path(path_type=Path), default=Path("pikeh-demo"), show_default=True,
+@click.option("--output-dir", type=click.Path(file_okay=False, path_type=Path), default=Path("pikeh-demo"),
+              show_default=True,
               help="Where the demo's run and report go.")
 @click.option("--device", default="auto", show_default=True, help="auto (GPU if there is one), cpu or cuda.")
 @click.option("--query-budget", type=click.IntRange(min=1), default=DEMO_QUERY_BUDGET, show_default=True,
