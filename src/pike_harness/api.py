@@ -18,6 +18,17 @@ from pike_harness.evaluation import (
     check_protocol,
 )
 from pike_harness.hookspecs import hookimpl
+from pike_harness.journal import (
+    AttemptDone,
+    Baseline,
+    EvalDone,
+    LLMAnswer,
+    LLMFailure,
+    RunEnd,
+    RunStart,
+    TaskEnd,
+    scan_journal,
+)
 from pike_harness.llm import (
     BRAINSTORM,
     FIX,
@@ -58,6 +69,15 @@ __all__ = [
     "JOURNAL",
     "RUN_FILE",
     "read_journal",
+    "scan_journal",
+    "AttemptDone",
+    "Baseline",
+    "EvalDone",
+    "LLMAnswer",
+    "LLMFailure",
+    "RunEnd",
+    "RunStart",
+    "TaskEnd",
     "apply_options",
     "check_protocol",
     "Price",
