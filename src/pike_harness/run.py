@@ -420,15 +420,18 @@ class Runner:
                 self._queries_in_flight -= 1
                 self._idle.notify_all()
 
-    def _drain(self, grace_s: float) -> None:
-        """Wait for answers being generated (they are paid for); a second Ctrl-C stops the wait."""
-        deadline = time.monotonic() + grace_s
+    def _announce_drain(self, grace_s: float) -> None:
+        """Say what the stop waits for, before anything slow, so the user knows a second Ctrl-C is an option."""
         with self._idle:
             waiting = self._queries_in_flight
         if waiting and grace_s > 0 and not self.signals.abandon:
             again = "; Ctrl-C again to abandon them" if self.signals.requested else ""
             self.progress.message(f"stopping: waiting up to {grace_s:.0f} s for {waiting} LLM "
                                   f"answer{'s' if waiting != 1 else ''}{again}")
+
+    def _drain(self, grace_s: float) -> None:
+        """Wait for answers being generated (they are paid for); a second Ctrl-C stops the wait."""
+        deadline = time.monotonic() + grace_s
         with self._idle:
             while self._queries_in_flight and time.monotonic() < deadline and not self.signals.abandon:
                 self._idle.wait(timeout=min(0.2, max(0.0, deadline - time.monotonic())))
@@ -483,6 +486,7 @@ class Runner:
             status, self.end_why = "failed", str(getattr(self._fatal, "message", self._fatal))
         elif status == "interrupted":
             self.end_why = self.signals.last or "stopped"
+        self._announce_drain(self.grace_s)
         try:
             if self.evaluator is not None:
                 self.evaluator.close()

@@ -134,3 +134,22 @@ def test_mismatched_hardware_is_warned_on_the_terminal_and_in_the_page(cli, tmp_
     assert "warning: run moved: 1 correct attempt(s) were timed on other hardware" in result.output
     page = (out / "index.html").read_text()
     assert 'class="warnings"' in page and "run moved: 1 correct attempt(s)" in page
+
+
+def test_a_run_that_cost_nothing_has_no_money_marker_and_says_what_was_measured(cli, tmp_path):
+    run = HandRun(tmp_path / "runs", "free", llm="offline:mutate").task(1, "1_One")
+    run.baseline(1, 6.0)
+    run.attempt(1, 1, "correct", 3.0, provider="offline", model="mutate", cost_usd=0.0, cost_source="free")
+    run.write()
+    out = tmp_path / "report"
+    result = cli("report", "--input", str(tmp_path / "runs"), "--output", str(out), "--format", "html")
+    assert result.exit_code == 0, result.output
+    page = (out / "index.html").read_text()
+    row = page[page.index("<td class=\"l\">free</td>"):]
+    row = row[:row.index("</tr>")]
+    assert "cost unknown" not in row  # the cost is known: nothing
+    assert " at $" not in row and "$0.00" not in row  # no money marker, no "$0.00 per task"
+    banner = page[page.index('id="not-a-benchmark"'):]
+    assert "timed on a CPU" in banner and "an offline stand-in wrote the programs" in banner
+    block = page[page.index('id="configuration"'):page.index('id="figures"')]
+    assert "offline:mutate" in block and "pike-b" in block and "no GPU" in block

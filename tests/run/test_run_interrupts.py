@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import signal
 import subprocess
+import threading
 import time
 from collections import Counter
 from pathlib import Path
@@ -52,6 +53,19 @@ def _categories(events: list[dict]) -> dict[str, str]:
     return {e["key"]: e["category"] for e in events if e["type"] == "attempt"}
 
 
+def _collect(proc: subprocess.Popen) -> dict:
+    """Read the process's output in a thread, so a test can wait for a line while it runs."""
+    said: dict = {"text": ""}
+
+    def read() -> None:
+        for line in proc.stdout:
+            said["text"] += line
+
+    said["thread"] = threading.Thread(target=read, daemon=True)
+    said["thread"].start()
+    return said
+
+
 def _wait_for(predicate, timeout: float = 300.0) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -76,7 +90,7 @@ def test_sigint_at_many_points_changes_no_category(tmp_path):
         if serial == holder.get("sigint_at"):
             holder["proc"].send_signal(signal.SIGINT)
         if holder["slow_from"] is not None and serial >= holder["slow_from"]:
-            time.sleep(3.0)  # answers still being generated when the stop comes
+            time.sleep(8.0)  # answers still being generated when the stop comes
 
     model = ScriptedModel(WORKS, fix_work=20, on_request=on_request)
     outputs = []
@@ -100,10 +114,17 @@ def test_sigint_at_many_points_changes_no_category(tmp_path):
         proc = start()
         _wait_for(lambda: len(server.requests) >= 3)
         proc.send_signal(signal.SIGINT)
-        time.sleep(1.0)
+        said = _collect(proc)
+        _wait_for(lambda: "Ctrl-C again to abandon them" in said["text"], timeout=60)
         proc.send_signal(signal.SIGINT)
-        output = finish(proc)
-        assert "Ctrl-C again to abandon them" in output and "waiting up to 15 s for" in output, output[-3000:]
+        proc.wait(timeout=120)
+        said["thread"].join(timeout=10)
+        output = said["text"]
+        outputs.append(output)
+        assert proc.returncode == 130, output[-3000:]
+        assert "waiting up to 15 s for" in output and "abandoned" in output, output[-3000:]
+        assert "Traceback" not in output and "Aborted!" not in output, output[-3000:]
+        assert _events(out)[-1] == {**_events(out)[-1], "type": "run_end", "status": "interrupted"}
         holder["slow_from"] = None
         # 2. One Ctrl-C while an evaluation runs (an eval_start with no verdict yet).
         proc = start()
