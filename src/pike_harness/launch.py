@@ -79,7 +79,8 @@ def launch_run(app: Any, core: dict[str, Any], strategy_values: dict[str, Any], 
     try:
         status = runner.run()
     except UserError:
-        print_summary(runner)
+        if runner.task_runs:  # the run started: show what it did before it stopped
+            print_summary(runner)
         raise
     print_summary(runner)
     failed_queries = sum(e.get("category") == "llm_error" for e in latest_attempts(read_journal(store.path / JOURNAL)))
