@@ -19,6 +19,7 @@ def test_401_stops_at_once_charges_nothing_and_the_resume_gets_the_whole_budget(
     assert proc.returncode == 1, proc.stderr[-3000:]
     assert "HTTP 401" in proc.stderr and "nothing was charged" in proc.stderr
     assert "Traceback" not in proc.stderr
+    assert "r: results" in proc.stdout and "results" not in proc.stderr  # results on stdout, progress on stderr
     assert refused <= 1 + 5  # the brainstorm, or at most one wave of concurrent queries; never the budget
     events = journal(tmp_path)
     assert not [e for e in events if e["type"] in ("llm", "llm_error", "attempt")]
