@@ -34,7 +34,7 @@ def test_report_writes_every_format(cli, inputs, tmp_path):
     assert result.exit_code == 0, result.output
     # The terminal table: both runs with their headline numbers.
     rows = {line.split()[0]: line.split() for line in result.output.splitlines() if line.startswith(" ") and line.split()}
-    assert rows["A"][1:6] == ["4", "4/4", "2.000x", "2.000x", "3"]  # tasks, queries, score, raw, solved
+    assert rows["A"][1:6] == ["4", "4/4+1", "2.000x", "2.000x", "3"]  # tasks, queries (+ past the budget), score, raw, solved
     assert rows["A"][-1] == "2/7"  # failed lineages the EFA repaired
     assert rows["B"][1:4] == ["2", "1/4", "1.581x"]
     for stem in ("suite_score", "final_scores", "fast_p", "outcomes", "per_task"):
@@ -61,6 +61,7 @@ def test_report_writes_every_format(cli, inputs, tmp_path):
     # block and the not-a-GPU-benchmark banner say what was measured.
     assert markup.count('<img src="data:image/png;base64,') >= 4 and "<noscript>" in markup
     assert 'id="configuration"' in markup and 'id="not-a-benchmark"' in markup
+    assert "<td>4/4 +1 past the budget</td>" in markup  # run A's q5 is past its budget of 4: shown, not scored
     # Four page scripts and one attempt list per (run, task); no data string closes its element early.
     assert html.count("<script") == html.count("</script>") == 4 + 7
     assert "Content-Security-Policy" in html and "default-src 'none'" in html

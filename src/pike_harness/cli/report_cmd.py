@@ -133,6 +133,8 @@ def _cell(row: dict[str, Any], key: str, kind: str) -> str:
         return f"{value} ({row.get('status')})" if row.get("status") != "complete" else str(value)
     if key in ("money_score", "usd_per_task") and row.get("unknown_cost_calls"):
         return "?"
+    if key in ("money_score", "usd_per_task") and not row.get("usd_per_task"):
+        return "-"  # it cost nothing (an offline stand-in): no money marker
     if key == "efa_repaired":
         return f"{value or 0}/{row.get('efa_failed') or 0}"
     if value is None:
@@ -143,6 +145,6 @@ def _cell(row: dict[str, Any], key: str, kind: str) -> str:
         return f"{float(value) * 100:.0f}%"
     if kind == "$":
         return f"${float(value):.2f}"
-    if key == "queries_done":
-        return f"{value}/{row.get('budget')}"
+    if key == "queries_done":  # queries past the budget (a strategy's overshoot) are shown, never scored
+        return f"{value}/{row.get('budget')}" + (f"+{row['past_budget']}" if row.get("past_budget") else "")
     return str(value)
