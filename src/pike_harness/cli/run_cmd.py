@@ -232,8 +232,24 @@ def run(ctx: click.Context, **values: Any) -> None:
             raise click.UsageError(f"--{required.replace('_', '-')} is required (or set it in --config)")
     from pike_harness.launch import launch_run
 
-    status = launch_run(get_app(), merged, strategy_values, evaluator_values)
+    try:
+        status = launch_run(get_app(), merged, strategy_values, evaluator_values)
+    except UserError as exc:
+        if _run_threads_left():
+            # The run stopped on an error while queries were still waiting (in a retry's back-off, say):
+            # the journal is closed, so do not wait for them at interpreter exit.
+            click.echo(f"Error: {exc.format_message()}", err=True)
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(exc.exit_code)
+        raise
     exit_for(status)
+
+
+def _run_threads_left() -> bool:
+    import threading
+
+    return any(t.name.startswith(("pikeh-attempt", "pikeh-task")) and t.is_alive() for t in threading.enumerate())
 
 
 def exit_for(status: str) -> None:
