@@ -24,10 +24,11 @@ COUNT_COLUMNS = (("ok", (CORRECT,)), ("wrong", (INCORRECT,)), ("err", (COMPILE_E
                  ("rej", (REJECTED,)), ("llm", ("llm_error",)))
 
 
-def queries_text(used: int, budget: int) -> str:
-    """Queries against the budget; a strategy's permitted overshoot is shown as such: 12/12 +3 past the budget."""
+def queries_text(used: int, budget: int, *, short: bool = False) -> str:
+    """Queries against the budget; a strategy's permitted overshoot is shown as such: 12/12 +3 past the
+    budget (``short``: 12/12 +3, for tables that explain the +N below)."""
     if used > budget:
-        return f"{budget}/{budget} +{used - budget} past the budget"
+        return f"{budget}/{budget} +{used - budget}" + ("" if short else " past the budget")
     return f"{used}/{budget}"
 
 
@@ -121,8 +122,7 @@ class RunProgress:
             best = f"{state.best_speedup:.2f}x" if state.best_speedup else "-"
             spend = [f"${state.spend_usd:.2f}" if state.spend_known else "?"] if show_spend else []
             phase = "done" if state.done else f"{state.phase} {state.note}".strip()
-            over = state.queries_used - state.query_limit
-            queries = f"{state.queries_used - max(0, over)}/{state.query_limit}" + (f"+{over}" if over > 0 else "")
+            queries = queries_text(state.queries_used, state.query_limit, short=True).replace(" +", "+")
             cells = [str(sum(state.counts.get(c, 0) for c in cats) or "") for _, cats in counts]
             table.add_row(state.ref, phase, queries, best, *spend, *cells)
         return table

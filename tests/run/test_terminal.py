@@ -42,6 +42,7 @@ def test_the_live_table_fits_80_columns_without_cutting_anything():
     assert "…" not in out.getvalue(), out.getvalue()
     assert "300/300+9" in out.getvalue() and "12.34x" in out.getvalue()
     assert queries_text(309, 300) == "300/300 +9 past the budget" and queries_text(12, 300) == "12/300"
+    assert queries_text(309, 300, short=True) == "300/300 +9"
 
 
 def test_eval_shows_its_stage_on_a_terminal(tmp_path):
