@@ -21,7 +21,20 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from pike_harness.journal import AttemptDone, attempt_dir, latest_attempts, read_journal, scan_journal
+from pike_harness.journal import (
+    AttemptDone,
+    Baseline,
+    EvalDone,
+    LLMAnswer,
+    LLMFailure,
+    RunEnd,
+    RunStart,
+    TaskEnd,
+    attempt_dir,
+    latest_attempts,
+    read_journal,
+    scan_journal,
+)
 from pike_harness.store import JOURNAL, RUN_FILE
 
 BASELINES_FILE = "baselines.jsonl"  # a baseline set written by `pikeh baselines`
@@ -86,9 +99,9 @@ def run_rows(run_dir: Path) -> dict[str, list[dict[str, Any]]]:
     rows: dict[str, list[dict[str, Any]]] = {name: [] for name in TABLES}
     status = "running"
     for event in events:
-        if event.get("type") == "run_end":
+        if event.get("type") == RunEnd.type:
             status = event.get("status", "complete")
-        elif event.get("type") == "run_start":
+        elif event.get("type") == RunStart.type:
             status = "running"
     env = meta.get("environment", {})
     rows["runs"].append({
@@ -109,9 +122,9 @@ def run_rows(run_dir: Path) -> dict[str, list[dict[str, Any]]]:
     hardware: dict[tuple[str, str], str | None] = {}  # (task, key) -> what timed its evaluation
     for event in events:
         kind = event.get("type")
-        if kind == "eval":
+        if kind == EvalDone.type:
             hardware[(event["task"], event["key"])] = _hardware((event.get("result") or {}).get("environment"))
-        elif kind in ("llm", "llm_error"):
+        elif kind in (LLMAnswer.type, LLMFailure.type):
             rows["llm_calls"].append(_llm_row(run, event))
         elif kind == AttemptDone.type and id(event) in latest:
             meta_field = event.get("meta") or {}
@@ -125,9 +138,9 @@ def run_rows(run_dir: Path) -> dict[str, list[dict[str, Any]]]:
                 "hardware": hardware.get((event["task"], event["key"])),
                 "dir": str(attempt_dir(event["task"], event["key"], event.get("index"))),
             })
-        elif kind == "baseline":
+        elif kind == Baseline.type:
             rows["baselines"].append(_baseline_row(event, run=run, baseline_set=None))
-        elif kind == "task_end" and event["task"] in task_rows:
+        elif kind == TaskEnd.type and event["task"] in task_rows:
             task_rows[event["task"]].update(end_reason=event.get("reason"), queries_used=event.get("queries_used"),
                                             spend_usd=event.get("spend_usd"))
     rows["tasks"] = list(task_rows.values())
@@ -181,7 +194,7 @@ def baseline_set_rows(folder: Path) -> dict[str, list[dict[str, Any]]]:
             meta = {}
     name = str(meta.get("name") or folder.name)
     environment = meta.get("environment") or meta
-    events = [e for e in read_journal(folder / BASELINES_FILE) if e.get("type", "baseline") == "baseline"]
+    events = [e for e in read_journal(folder / BASELINES_FILE) if e.get("type", Baseline.type) == Baseline.type]
     baselines = [_baseline_row(e, run=None, baseline_set=name) for e in events if e.get("task") and e.get("mode")]
     gpu = environment.get("gpu") or next((b["gpu"] for b in baselines if b["gpu"]), None)
     host = environment.get("host") or next((b["host"] for b in baselines if b["host"]), None)
@@ -216,7 +229,7 @@ def _llm_row(run: str, event: dict[str, Any]) -> dict[str, Any]:
         "cached_tokens": usage.get("cached_tokens"), "cost_usd": response.get("cost_usd"),
         "latency_s": response.get("latency_s"), "n_retries": len(response.get("retries") or event.get("retries") or []),
         "truncated": response.get("truncated"), "empty": response.get("empty"),
-        "from_cache": response.get("from_cache"), "ok": event.get("type") == "llm",
+        "from_cache": response.get("from_cache"), "ok": event.get("type") == LLMAnswer.type,
         "error": event.get("error"), "time": event.get("time"), "cost_source": response.get("cost_source"),
     }
 

@@ -129,7 +129,7 @@ def _finished(path: Path, protocol: str, retry_failed: bool) -> set[tuple[str, s
     """(task, mode, device kind) of the entries already measured with this protocol."""
     finished = set()
     for event in read_journal(path):
-        if event.get("type", "baseline") != "baseline" or event.get("protocol") != protocol:
+        if event.get("type", Baseline.type) != Baseline.type or event.get("protocol") != protocol:
             continue
         result = event.get("result") or {}
         if retry_failed and result.get("category") != "correct":
