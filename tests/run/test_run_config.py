@@ -99,3 +99,25 @@ def test_a_command_that_leaves_options_out_gets_the_same_defaults_as_pikeh_run(t
     assert demo_like.temperature == from_cli.temperature == 0.8
     assert demo_like.generation_params() == from_cli.generation_params()
     assert (demo_like.max_tokens, demo_like.llm_concurrency) == (from_cli.max_tokens, from_cli.llm_concurrency)
+
+
+def test_demo_fresh_deletes_only_its_own_run_and_report(tmp_path, cli, monkeypatch):
+    """--fresh starts over: the demo's run and report go before the run starts (the run itself is cut
+    short here: it is the same launch_run every other test drives)."""
+    import pike_harness.launch
+
+    out = tmp_path / "d"
+    for folder in (out / "runs" / "demo", out / "report", out / "runs" / "mine"):
+        folder.mkdir(parents=True)
+        (folder / "keep.txt").write_text("x")
+
+    def stop_here(*args, **kwargs):
+        assert not (out / "runs" / "demo").exists() and not (out / "report").exists()
+        raise UserError("stopped by the test")
+
+    from pike_harness.errors import UserError
+
+    monkeypatch.setattr(pike_harness.launch, "launch_run", stop_here)
+    result = cli("demo", "--output-dir", str(out), "--fresh", "--device", "cpu")
+    assert "stopped by the test" in result.output, result.output
+    assert (out / "runs" / "mine" / "keep.txt").exists()
