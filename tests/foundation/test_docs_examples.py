@@ -96,8 +96,8 @@ def test_the_commands_that_need_nothing_else_run(cli, command, tmp_path, monkeyp
 @pytest.mark.slow
 def test_the_slow_commands_run(run_pikeh, tmp_path):
     for command in sorted(SLOW):
-        proc = run_pikeh(*_argv(command), "--device", "cpu") if command.startswith("pikeh demo") else \
-            run_pikeh(*_argv(command), timeout=900)
+        extra = ("--device", "cpu") if command.startswith("pikeh demo") else ()
+        proc = run_pikeh(*_argv(command), *extra, timeout=1800)
         assert proc.returncode == 0, f"`{command}`:\n{proc.stderr[-3000:]}"
     # The report example of docs/report.md, on the demo's output.
     assert (tmp_path / "pikeh-demo" / "report" / "index.html").exists()
