@@ -104,7 +104,9 @@ def final_scores(summary: Sequence[dict[str, Any]], refs: Sequence[dict[str, Any
     for r in summary:
         if r.get("score") is None:
             continue
-        marker = r.get("money_score") if (r.get("unknown_cost_calls") or 0) == 0 else None
+        # No money marker for a run that cost nothing (offline stand-ins) or whose cost is unknown.
+        paid = (r.get("unknown_cost_calls") or 0) == 0 and (r.get("usd_per_task") or 0) > 0
+        marker = r.get("money_score") if paid else None
         rows.append({"label": r["run"], "run": r["run"], "kind": "run", "score": r["score"],
                      "money_score": marker, "money_budget": r.get("money_marker")})
     for ref in refs:

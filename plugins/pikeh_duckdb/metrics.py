@@ -65,6 +65,8 @@ VIEWS: list[tuple[str, str]] = [
         SELECT r.*,
                coalesce(p.budget, r.query_budget, m.max_idx, 0) AS budget,
                least(coalesce(p.budget, r.query_budget, m.max_idx, 0), coalesce(m.max_idx, 0)) AS queries_done,
+               -- queries a strategy issued past the budget (its overshoot): shown, never scored
+               greatest(0, coalesce(m.max_idx, 0) - coalesce(p.budget, r.query_budget, m.max_idx, 0)) AS past_budget,
                coalesce(p.money_budget, r.money_budget, p.money_max) AS money_marker
         FROM runs r
         CROSS JOIN params p
@@ -354,6 +356,7 @@ VIEWS: list[tuple[str, str]] = [
     # -- one row per run: what the terminal table and the HTML header show ------------------------
     ("run_summary", """
         SELECT r.run, r.strategy, r.llm, r.status, r.seed, r.config_key, r.gpu, r.budget, r.queries_done,
+               r.past_budget,
                (SELECT count(*) FROM report_tasks t WHERE t.run = r.run) AS n_tasks,
                s.n_tasks AS n_with_baseline, s.score, s.score_raw, s.n_solved,
                m.score AS money_score, r.money_marker,

@@ -42,21 +42,31 @@ def _run(row: dict[str, Any]) -> str:
     return f"{row.get('run')} ({row.get('status')})" if row.get("status") != "complete" else str(row.get("run"))
 
 
-def _unknown_cost(row: dict[str, Any]) -> str | None:
-    return "?" if row.get("unknown_cost_calls") else None
+def _money(row: dict[str, Any]) -> str | None:
+    """"?" when some calls had no known price; "-" when the run cost nothing (no money marker)."""
+    if row.get("unknown_cost_calls"):
+        return "?"
+    return None if row.get("usd_per_task") else "-"
+
+
+def _queries(row: dict[str, Any]) -> str | None:
+    """Queries counted against the budget; a strategy's overshoot is shown, never scored."""
+    if row.get("queries_done") is None:
+        return None
+    past = f"+{row['past_budget']}" if row.get("past_budget") else ""
+    return f"{row.get('queries_done')}/{row.get('budget')}{past}"
 
 
 COLUMNS = (
     Column("run", "run", text=_run),
     Column("n_with_baseline", "tasks", "int"),
-    Column("queries_done", "queries", text=lambda r: f"{r.get('queries_done')}/{r.get('budget')}"
-           if r.get("queries_done") is not None else None),
+    Column("queries_done", "queries", text=_queries),
     Column("score", "score", "ratio"),
     Column("score_raw", "raw", "ratio"),
     Column("n_solved", "solved", "int"),
     Column("fast_1", "fast_1", "percent"),
-    Column("money_score", "@$", "ratio", text=_unknown_cost),
-    Column("usd_per_task", "$/task", "usd", text=_unknown_cost),
+    Column("money_score", "@$", "ratio", text=_money),
+    Column("usd_per_task", "$/task", "usd", text=_money),
     Column("efa_repaired", "EFA", text=lambda r: f"{r.get('efa_repaired') or 0}/{r.get('efa_failed') or 0}"),
     Column("confirmed_score", "confirmed", "ratio", hide_when_empty=True),
 )

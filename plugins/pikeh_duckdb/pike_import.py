@@ -242,7 +242,7 @@ def import_pike(source: Path, *, output_dir: Path, name: str | None, suite: str,
                 task_names: dict[int, str] | None = None) -> Path:
     """Write ``source`` (a PIKE output tree) as a run directory; returns its path."""
     from pike_harness import __version__
-    from pike_harness.api import PriceTable, RunStore
+    from pike_harness.api import PriceTable, RunEnd, RunStart, RunStore
 
     tasks_root = source / "tasks"
     task_dirs = sorted((p for p in tasks_root.glob("task*") if p.is_dir() and _number(p)), key=_number) \
@@ -278,10 +278,10 @@ def import_pike(source: Path, *, output_dir: Path, name: str | None, suite: str,
                 "operational": {}, "tasks": task_list, "environment": environment,
                 "strategy": {"name": strategy, "overshoot": 0}})
     try:
-        store.append({"type": "run_start", "pid": 0, "resume": 0, "environment": environment})
+        store.append(RunStart(pid=0, resume=0, environment=environment))
         for task_id, items in attempts.items():
             _write_task(store, f"{suite}/{task_id}", items, baselines.items(), task_id, provider, model, price)
-        store.append({"type": "run_end", "status": "complete"})
+        store.append(RunEnd(status="complete"))
     finally:
         store.close()
     return target
@@ -289,7 +289,7 @@ def import_pike(source: Path, *, output_dir: Path, name: str | None, suite: str,
 
 def _write_task(store: Any, ref: str, items: list[PikeAttempt], baselines: Iterable[tuple[str, dict[int, Any]]],
                 task_id: int, provider: str, model: str, price: Any) -> None:
-    from pike_harness.api import sha256
+    from pike_harness.api import AttemptDone, Baseline, EvalDone, LLMAnswer, LLMFailure, TaskEnd, sha256
 
     baseline_ms = None
     for mode, by_task in baselines:
@@ -299,11 +299,11 @@ def _write_task(store: Any, ref: str, items: list[PikeAttempt], baselines: Itera
         mean = float(entry["stats"]["mean"])
         if mode == "eager":
             baseline_ms = mean
-        store.append({"type": "baseline", "task": ref, "mode": mode, "device": "cuda", "protocol": "pike",
-                      "result": {"request_id": "", "task": ref, "category": "correct", "runtime_ms": mean,
-                                 "runtime": _stats(entry["stats"], mean), "protocol": {"name": "pike"},
-                                 "environment": {"device_name": entry.get("hardware")},
-                                 "reason": f"imported from {entry['source']}", "schema": 1}})
+        store.append(Baseline(task=ref, mode=mode, device="cuda", protocol="pike",
+                              result={"request_id": "", "task": ref, "category": "correct", "runtime_ms": mean,
+                                      "runtime": _stats(entry["stats"], mean), "protocol": {"name": "pike"},
+                                      "environment": {"device_name": entry.get("hardware")},
+                                      "reason": f"imported from {entry['source']}", "schema": 1}))
     best: tuple[float, str] | None = None
     spend, spend_known = 0.0, True
     for index, item in enumerate(items, 1):
@@ -324,11 +324,11 @@ def _write_task(store: Any, ref: str, items: list[PikeAttempt], baselines: Itera
             files[f"raw_response{item.raw_file.suffix or '.txt'}"] = raw_text
         store.write_files(folder, files)
         if item.code is None and item.response is None:
-            store.append({"type": "llm_error", "task": ref, "key": item.key, "role": role, "index": index,
-                          "counted": True, "error": "no response recorded in the PIKE tree", "status": None})
-            store.append({"type": "attempt", "task": ref, "key": item.key, "role": role, "index": index,
-                          "parent": parent, "meta": meta, "category": "llm_error", "runtime_ms": None,
-                          "reason": "no response recorded", "check": None, "code_sha256": None, "cost_usd": None})
+            store.append(LLMFailure(task=ref, key=item.key, role=role, index=index, counted=True,
+                                    error="no response recorded in the PIKE tree", status=None))
+            store.append(AttemptDone(task=ref, key=item.key, role=role, index=index, parent=parent, meta=meta,
+                                     category="llm_error", runtime_ms=None, reason="no response recorded",
+                                     check=None, code_sha256=None, cost_usd=None))
             continue
         if cost is None:
             spend_known = False
@@ -338,26 +338,24 @@ def _write_task(store: Any, ref: str, items: list[PikeAttempt], baselines: Itera
                     "model": model, "model_id": None, "cost_usd": cost, "finish_reason": None, "truncated": False,
                     "empty": not item.response, "retries": [], "from_cache": False, "is_llm": True,
                     "cost_source": f"prices:{price.key}" if cost is not None else None, "replayed": False}
-        store.append({"type": "llm", "task": ref, "key": item.key, "role": role, "index": index, "counted": True,
-                      "request_sha256": sha256(item.prompt or ""), "response": response})
+        store.append(LLMAnswer(task=ref, key=item.key, role=role, index=index, counted=True,
+                               request_sha256=sha256(item.prompt or ""), response=response))
         code = item.code or ""
         result = verdict(item.metrics)
         record = {"request_id": "", "task": ref, "category": result["category"], "reason": result["reason"],
                   "runtime_ms": result["runtime_ms"], "runtime": result["stats"], "protocol": {"name": "pike"},
                   "environment": {}, "schema": 1}
         store.write_files(folder, {"code.py": code, "result.json": json.dumps(record, indent=2)})
-        store.append({"type": "eval", "task": ref, "key": item.key, "code_sha256": sha256(code), "result": record})
-        store.append({"type": "attempt", "task": ref, "key": item.key, "role": role, "index": index,
-                      "parent": parent, "meta": meta, "category": result["category"],
-                      "runtime_ms": result["runtime_ms"], "reason": result["reason"], "check": None,
-                      "code_sha256": sha256(code), "cost_usd": cost})
+        store.append(EvalDone(task=ref, key=item.key, code_sha256=sha256(code), result=record))
+        store.append(AttemptDone(task=ref, key=item.key, role=role, index=index, parent=parent, meta=meta,
+                                 category=result["category"], runtime_ms=result["runtime_ms"],
+                                 reason=result["reason"], check=None, code_sha256=sha256(code), cost_usd=cost))
         if result["category"] == "correct" and (best is None or result["runtime_ms"] < best[0]):
             best = (result["runtime_ms"], code)
     if best is not None:
         store.write_files(store.task_dir(ref), {"best.py": best[1]})
-    store.append({"type": "task_end", "task": ref, "reason": "budget", "queries_used": len(items),
-                  "spend_usd": spend, "spend_known": spend_known, "best_runtime_ms": best[0] if best else None,
-                  "baseline_ms": baseline_ms})
+    store.append(TaskEnd(task=ref, reason="budget", queries_used=len(items), spend_usd=spend,
+                         spend_known=spend_known, best_runtime_ms=best[0] if best else None, baseline_ms=baseline_ms))
 
 
 def _usage_dict(usage: Usage | None) -> dict[str, Any]:

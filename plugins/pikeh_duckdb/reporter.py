@@ -8,6 +8,7 @@ Nothing is written into a run directory, so a run that is still going can be rep
 
 from __future__ import annotations
 
+import base64
 import fnmatch
 import json
 import sys
@@ -189,6 +190,7 @@ def collect(con: Any) -> dict[str, Any]:
     """Everything the outputs need, read from the metric views."""
     return {
         "summary": rows(con, "FROM run_summary"),
+        "runs": rows(con, "FROM runs ORDER BY run"),
         "queries": rows(con, "FROM score_vs_queries ORDER BY run, queries"),
         "money": rows(con, "FROM score_vs_money ORDER BY run, usd"),
         "fast_p": rows(con, "FROM fast_p ORDER BY run, p"),
@@ -235,9 +237,52 @@ def write_outputs(data: dict[str, Any], output: Path, formats: Sequence[str], ex
             configs=data["configs"],
             figures=[(name, chart.to_dict(), FIGURE_CAPTIONS[name]) for name, chart in charts],
             matrix_header=header, matrix_body=body, tasks=task_views(data), trajectory_spec=fig.trajectory_spec(),
-            has_retime=bool(data["retime"]), warnings=mismatch_warnings(data["summary"]))
+            has_retime=bool(data["retime"]), warnings=mismatch_warnings(data["summary"]),
+            configuration=[configuration_row(r) for r in data["runs"]], banner=not_a_benchmark(data["runs"]),
+            static_figures={name: "data:image/png;base64," + base64.b64encode((output / f"{name}.png").read_bytes()).decode()
+                            for name, _ in charts if (output / f"{name}.png").exists()})
         written.append(html.write(output / html.HTML_FILE, page))
     return written
+
+
+def configuration_row(run: dict[str, Any]) -> dict[str, str]:
+    """What one run measured, for the report's configuration block (from run.json via the runs table)."""
+    config = _json(run.get("config"))
+    env = _json(run.get("environment"))
+    options = ", ".join(f"{k}={v}" for k, v in sorted((config.get("strategy_options") or {}).items()))
+    llms = str(run.get("llm") or "") + (f"; fixes: {run['fix_llm']}" if run.get("fix_llm") else "")
+    if config.get("temperature") is not None:
+        llms += f" (temperature {config['temperature']})"
+    gpu = run.get("gpu") or (f"no GPU; CPU: {env['cpu']}" if env.get("cpu") else "no GPU")
+    versions = ", ".join(f"{k} {env[k]}" for k in ("pikeh", "torch", "python") if env.get(k))
+    return {"run": run["run"], "strategy": f"{run.get('strategy')}" + (f" ({options})" if options else ""),
+            "llms": llms, "evaluator": str(run.get("evaluator") or ""), "device": f"{run.get('device')}: {gpu}",
+            "protocol": str(run.get("protocol") or ""), "host": str(run.get("host") or ""), "versions": versions}
+
+
+def not_a_benchmark(runs: Sequence[dict[str, Any]]) -> list[str]:
+    """Why the numbers cannot be read as a GPU benchmark (empty when they can)."""
+    reasons = []
+    cpu = [r["run"] for r in runs if r.get("device") == "cpu" or not r.get("gpu")]
+    if cpu:
+        reasons.append(f"timed on a CPU, not a GPU ({', '.join(cpu)})")
+    quick = [r["run"] for r in runs if r.get("protocol") == "quick"]
+    if quick:
+        reasons.append(f"the quick timing protocol (5 calls, for smoke checks) ({', '.join(quick)})")
+    offline = [r["run"] for r in runs if str(r.get("llm") or "").startswith("offline:")]
+    if offline:
+        reasons.append(f"an offline stand-in wrote the programs, not an LLM ({', '.join(offline)})")
+    return reasons
+
+
+def _json(value: Any) -> dict[str, Any]:
+    if isinstance(value, dict):
+        return value
+    try:
+        loaded = json.loads(value) if value else {}
+    except (TypeError, ValueError):
+        return {}
+    return loaded if isinstance(loaded, dict) else {}
 
 
 def build_figures(data: dict[str, Any], runs: list[str]) -> list[tuple[str, Any]]:

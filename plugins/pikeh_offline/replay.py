@@ -24,6 +24,7 @@ from typing import Any
 from pike_harness.api import (
     JOURNAL,
     BackendOptions,
+    LLMAnswer,
     LLMBackend,
     LLMError,
     LLMRequest,
@@ -57,7 +58,7 @@ class ReplayBackend(LLMBackend):
     def _load(self) -> None:
         pairs: dict[tuple[str, str], None] = {}
         for event in read_journal(self.journal):
-            if event.get("type") != "llm" or "request_sha256" not in event or "response" not in event:
+            if event.get("type") != LLMAnswer.type or "request_sha256" not in event or "response" not in event:
                 continue
             self._by_hash.setdefault(event["request_sha256"], []).append(event)
             response = event["response"]

@@ -28,6 +28,17 @@ from pike_harness.hookspecs import (
     RegisterSuite,
     hookimpl,
 )
+from pike_harness.journal import (
+    AttemptDone,
+    Baseline,
+    EvalDone,
+    LLMAnswer,
+    LLMFailure,
+    RunEnd,
+    RunStart,
+    TaskEnd,
+    scan_journal,
+)
 from pike_harness.llm import (
     BRAINSTORM,
     FIX,
@@ -83,6 +94,15 @@ __all__ = [
     "JOURNAL",
     "RUN_FILE",
     "read_journal",
+    "scan_journal",
+    "AttemptDone",
+    "Baseline",
+    "EvalDone",
+    "LLMAnswer",
+    "LLMFailure",
+    "RunEnd",
+    "RunStart",
+    "TaskEnd",
     "apply_options",
     "check_protocol",
     "Price",

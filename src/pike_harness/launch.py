@@ -7,43 +7,23 @@ money budget on an unpriced model; a changed configuration) is caught here, befo
 from __future__ import annotations
 
 import dataclasses
+import sys
 from pathlib import Path
 from typing import Any
 
+from rich import box
 from rich.console import Console
 from rich.table import Table
 
 from pike_harness.errors import UserError
 from pike_harness.evaluation import EvaluatorOptions
+from pike_harness.journal import latest_attempts, read_journal
 from pike_harness.llm import BackendOptions, parse_model_spec
 from pike_harness.model import Task
-from pike_harness.progress import RunProgress
-from pike_harness.run import RunConfig, Runner
-from pike_harness.store import RunStore
-
-
-def build_config(core: dict[str, Any], strategy_values: dict[str, Any], evaluator_values: dict[str, Any],
-                 strategy_cls: type) -> RunConfig:
-    """``evaluator_values`` as ``pop_evaluator_values`` returns them: evaluator, device, protocol,
-    timeout, workdir and the plugin's own options under ``extra``."""
-    strategy_config = strategy_cls.make_config(strategy_values)
-    extra = {k: (str(v) if isinstance(v, Path) else v)
-             for k, v in (evaluator_values.get("extra") or {}).items() if v is not None}
-    if evaluator_values.get("workdir"):
-        extra["workdir"] = str(evaluator_values["workdir"])
-    return RunConfig(
-        strategy=core["strategy"], suite=core["suite"], llm=core["llm"], tasks=core.get("tasks"),
-        fix_llm=core.get("fix_llm"), query_budget=int(core.get("query_budget") or 300),
-        money_budget=core.get("money_budget"), evaluator=evaluator_values.get("evaluator") or "local",
-        device=evaluator_values.get("device") or "auto", protocol=evaluator_values.get("protocol") or "robust",
-        seed=int(core.get("seed") or 0), temperature=core.get("temperature"),
-        max_tokens=int(core.get("max_tokens") or 32_000), reasoning_effort=core.get("reasoning_effort"),
-        timeout_s=evaluator_values.get("timeout"), strategy_options=dataclasses.asdict(strategy_config),
-        llm_base_url=core.get("llm_base_url"), llm_concurrency=int(core.get("llm_concurrency") or 10),
-        llm_cache=str(core["llm_cache"]) if core.get("llm_cache") else None,
-        replay_dir=str(core["replay_dir"]) if core.get("replay_dir") else None, evaluator_options=extra,
-        precision_rule=core.get("precision_rule"),
-    )
+from pike_harness.progress import RunProgress, queries_text
+from pike_harness.run import Runner
+from pike_harness.run_config import LLM_FAILURE_LIMIT, RunConfig
+from pike_harness.store import JOURNAL, RunStore
 
 
 def with_precision_rule(tasks: list[Task], rule: str | None) -> list[Task]:
@@ -97,16 +77,20 @@ def check_same_plugins(recorded: dict[str, Any] | None, current: dict[str, Any])
 
 def launch_run(app: Any, core: dict[str, Any], strategy_values: dict[str, Any], evaluator_values: dict[str, Any],
                *, console: Console | None = None, live: bool | None = None) -> str:
-    """Validate, run (or resume) and summarise; returns the run's final status."""
+    """Validate, run (or resume) and summarise; returns the run's final status ("complete",
+    "interrupted", "failed", or "llm_errors": complete, but some queries got no answer)."""
     console = console or Console(stderr=True)
     host = app.host()
     strategy_cls = host.get("strategies", core["strategy"])
-    config = build_config(core, strategy_values, evaluator_values, strategy_cls)
+    config = RunConfig.build(core, strategy_values, evaluator_values, strategy_cls)
     tasks = with_precision_rule(app.catalog.select(config.suite, config.tasks), config.precision_rule)
     spec = host.get("evaluators", config.evaluator)
     llm = build_llm_client(config, host)
     run_name = core.get("run_name") or config.default_run_name()
-    store = RunStore(Path(core.get("output_dir") or "runs") / run_name)
+    output_dir = Path(core.get("output_dir") or "runs")
+    if output_dir.exists() and not output_dir.is_dir():
+        raise UserError(f"--output-dir {output_dir} is a file; give a folder for run directories")
+    store = RunStore(output_dir / run_name)
     extra = dict(config.evaluator_options)
     workdir = extra.pop("workdir", None)
     own = {opt.name for opt in getattr(spec, "options", [])}
@@ -127,31 +111,57 @@ def launch_run(app: Any, core: dict[str, Any], strategy_values: dict[str, Any], 
         console.print(f"[yellow]third-party plugin[/yellow]: {line}")
     runner = Runner(config, store=store, tasks=tasks, strategy=strategy, llm=llm,
                     evaluator_factory=lambda: spec.build(options), progress=progress, name=run_name,
-                    plugins=plugins)
-    status = runner.run()
-    print_summary(runner, console)
+                    plugins=plugins,
+                    repair_journal=bool(core.get("repair_journal")),
+                    retry_llm_errors=bool(core.get("retry_llm_errors")),
+                    llm_failure_limit=int(core.get("max_llm_failures") if core.get("max_llm_failures") is not None
+                                          else LLM_FAILURE_LIMIT))
+    try:
+        status = runner.run()
+    except UserError:
+        if runner.task_runs:  # the run started: show what it did before it stopped
+            print_summary(runner)
+        raise
+    print_summary(runner)
+    failed_queries = sum(e.get("category") == "llm_error" for e in latest_attempts(read_journal(store.path / JOURNAL)))
     if status == "interrupted":
         console.print(f"[yellow]interrupted[/yellow]: rerun the same command to resume {store.path}")
     elif status == "failed":
         console.print(f"[red]some tasks failed[/red]: see {store.path / 'log.txt'}")
+    if failed_queries:
+        console.print(f"[red]{failed_queries} quer{'y' if failed_queries == 1 else 'ies'} ended with an LLM "
+                      "error[/red] (no answer after retries); rerun the same command with --retry-llm-errors "
+                      "to ask them again")
+        if status == "complete":
+            status = "llm_errors"
     return status
 
 
-def print_summary(runner: Runner, console: Console) -> None:
-    table = Table(title=f"{runner.name}: results")
-    for column in ("task", "baseline ms", "best ms", "speedup", "queries", "spend", "correct/attempts"):
-        table.add_column(column, justify="left" if column == "task" else "right")
+def print_summary(runner: Runner, console: Console | None = None) -> None:
+    """The results table, on stdout (progress goes to stderr), so `pikeh run > out.txt` keeps it."""
+    console = console or Console(file=sys.stdout, width=max(80, Console(file=sys.stdout).width))
+    table = Table(title=f"{runner.name}: results", box=box.SIMPLE_HEAD, title_justify="left", pad_edge=False,
+                  collapse_padding=True)
+    # A run that spent nothing (an offline stand-in) has no spend column: $0.00 would read as a price.
+    show_spend = any(t.spent_usd or not t.spend_known for t in runner.task_runs.values())
+    for column in ("task", "eager ms", "best ms", "speedup", "queries", *(["spend"] if show_spend else []),
+                   "correct"):
+        table.add_column(column, justify="left" if column == "task" else "right", no_wrap=True)
     for ref, task_run in runner.task_runs.items():
         counts = runner.progress.tasks[ref].counts
         attempts = sum(counts.values())
         speedup = task_run.best_speedup
+        spend = [f"${task_run.spent_usd:.2f}" if task_run.spend_known else "unknown"] if show_spend else []
         table.add_row(
             ref,
             f"{task_run.baseline_ms:.4f}" if task_run.baseline_ms else "-",
             f"{task_run.best_runtime_ms:.4f}" if task_run.best_runtime_ms else "-",
             f"{speedup:.2f}x" if speedup else "-",
-            f"{task_run.queries_used}/{runner.config.query_budget}",
-            f"${task_run.spent_usd:.2f}" if task_run.spend_known else "unknown",
+            queries_text(task_run.queries_used, runner.config.query_budget, short=True),
+            *spend,
             f"{counts.get('correct', 0)}/{attempts}",
         )
     console.print(table)
+    if any(t.queries_used > runner.config.query_budget for t in runner.task_runs.values()):
+        console.print("+N: queries past the budget (the strategy's permitted overshoot, e.g. 12/12 +3 past the "
+                      "budget); the best is chosen within the budget")

@@ -12,11 +12,24 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
+from rich import box
 from rich.console import Console
 from rich.live import Live
 from rich.table import Table
 
-from pike_harness.model import CATEGORIES
+from pike_harness.model import COMPILE_ERROR, CORRECT, INCORRECT, REJECTED, RUNTIME_ERROR, TIMEOUT
+
+# The live table's count columns: (header, categories counted). Narrow, so the table fits 80 columns.
+COUNT_COLUMNS = (("ok", (CORRECT,)), ("wrong", (INCORRECT,)), ("err", (COMPILE_ERROR, RUNTIME_ERROR, TIMEOUT)),
+                 ("rej", (REJECTED,)), ("llm", ("llm_error",)))
+
+
+def queries_text(used: int, budget: int, *, short: bool = False) -> str:
+    """Queries against the budget; a strategy's permitted overshoot is shown as such: 12/12 +3 past the
+    budget (``short``: 12/12 +3, for tables that explain the +N below)."""
+    if used > budget:
+        return f"{budget}/{budget} +{used - budget}" + ("" if short else " past the budget")
+    return f"{used}/{budget}"
 
 
 @dataclass
@@ -94,13 +107,22 @@ class RunProgress:
 
     def _table(self) -> Table:
         elapsed = time.monotonic() - self._started
-        table = Table(title=f"{self.title}  ({elapsed / 60:.1f} min)", expand=False)
-        for column in ("task", "phase", "queries", "best", "spend", *CATEGORIES, "llm_error"):
-            table.add_column(column.replace("_error", "_err"), justify="right" if column != "task" else "left")
-        for state in self.tasks.values():
+        table = Table(title=f"{self.title}  ({elapsed / 60:.1f} min)", expand=False, box=box.SIMPLE_HEAD,
+                      title_justify="left", pad_edge=False, collapse_padding=True)
+        table.add_column("task", justify="left", overflow="ellipsis", max_width=15, no_wrap=True)
+        table.add_column("phase", justify="left", overflow="ellipsis", max_width=12, no_wrap=True)
+        states = list(self.tasks.values())
+        # Columns that would be empty everywhere are left out, so the usual table fits 80 columns.
+        show_spend = any(s.spend_usd or not s.spend_known for s in states)
+        counts = [(name, cats) for name, cats in COUNT_COLUMNS
+                  if name in ("ok", "wrong", "err") or any(s.counts.get(c) for s in states for c in cats)]
+        for column in ("queries", "best", *(["spend"] if show_spend else []), *(name for name, _ in counts)):
+            table.add_column(column, justify="right", no_wrap=True)
+        for state in states:
             best = f"{state.best_speedup:.2f}x" if state.best_speedup else "-"
-            spend = f"${state.spend_usd:.2f}" if state.spend_known else "unknown"
+            spend = [f"${state.spend_usd:.2f}" if state.spend_known else "?"] if show_spend else []
             phase = "done" if state.done else f"{state.phase} {state.note}".strip()
-            table.add_row(state.ref, phase, f"{state.queries_used}/{state.query_limit}", best, spend,
-                          *[str(state.counts.get(c, 0) or "") for c in (*CATEGORIES, "llm_error")])
+            queries = queries_text(state.queries_used, state.query_limit, short=True).replace(" +", "+")
+            cells = [str(sum(state.counts.get(c, 0) for c in cats) or "") for _, cats in counts]
+            table.add_row(state.ref, phase, queries, best, *spend, *cells)
         return table

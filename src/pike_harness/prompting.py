@@ -291,7 +291,13 @@ def fix_messages(task: Task, code: str, result: EvalResult, *, tail_chars: int =
 
 
 def _max_difference(result: EvalResult) -> str:
-    diffs = [o.max_abs_diff for o in result.outputs if o.max_abs_diff is not None]
+    """On the first input set (the public one, as PIKE's one-input check saw it) when it was compared:
+    the hidden sets are drawn anew per evaluation, so their differences would make the same failure
+    give a different prompt each time (a replay or the response cache would then miss) and would tell
+    the model about inputs it must not see."""
+    compared = [o for o in result.outputs if o.max_abs_diff is not None]
+    first = min((o.input_set for o in compared), default=None)
+    diffs = [o.max_abs_diff for o in compared if o.input_set == first]
     return f"{max(diffs):.6g}" if diffs else "not available"
 
 

@@ -11,11 +11,9 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import json
 import os
 import platform
 import random
-import signal
 import sys
 import threading
 import time
@@ -23,23 +21,41 @@ import traceback
 from collections import Counter
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor, wait
-from dataclasses import dataclass, field
 from typing import Any
 
 from pike_harness import __version__
 from pike_harness.errors import BudgetExhausted, UserError
 from pike_harness.evaluation import Evaluator, EvaluatorError
+from pike_harness.journal import (
+    AttemptDone,
+    Baseline,
+    EvalAbort,
+    EvalDone,
+    EvalStart,
+    LLMAnswer,
+    LLMFailure,
+    Replay,
+    RunEnd,
+    RunStart,
+    TaskEnd,
+    within_budget,
+)
 from pike_harness.llm import GenerationParams, LLMError, LLMRequest, LLMResponse
 from pike_harness.model import RUNTIME_ERROR, Attempt, EvalResult, Task
 from pike_harness.progress import RunProgress
-from pike_harness.store import Replay, RunStore, now, safe_name, sha256
+from pike_harness.run_config import LLM_FAILURE_LIMIT, OPERATIONAL_OPTIONS, RunConfig
+from pike_harness.run_signals import StopSignals
+from pike_harness.store import RunStore, now, sha256
 from pike_harness.strategy import BudgetView, Strategy
 from pike_harness.worker.environment import cpu_model
 
-# Options that may change between a run and its resume without changing its results.
-OPERATIONAL_OPTIONS = ("llm_base_url", "llm_concurrency", "evaluator_options", "llm_cache", "replay_dir")
+__all__ = ["OPERATIONAL_OPTIONS", "RunConfig", "RunInterrupted", "Runner", "TaskRun"]
+
 EVAL_INFRA_RETRIES = 3
 STOP_GRACE_S = 15.0  # how long a stopping run waits for answers already being generated
+# The endpoint refused the request itself (bad key, no permission, unknown model or endpoint, a request
+# it will never accept): asking again cannot help, so the run stops at once and charges nothing.
+FATAL_LLM_STATUSES = frozenset({400, 401, 403, 404})
 
 
 class RunInterrupted(BaseException):
@@ -47,58 +63,6 @@ class RunInterrupted(BaseException):
 
     A BaseException so a strategy's ``except Exception`` cannot swallow it.
     """
-
-
-@dataclass
-class RunConfig:
-    """Everything that defines a run. All but OPERATIONAL_OPTIONS must match when a run is resumed."""
-
-    strategy: str
-    suite: str
-    llm: str
-    tasks: str | None = None
-    fix_llm: str | None = None
-    query_budget: int = 300
-    money_budget: float | None = None
-    evaluator: str = "local"
-    device: str = "auto"
-    protocol: str = "robust"
-    protocol_params: dict[str, Any] = field(default_factory=dict)
-    seed: int = 0
-    temperature: float | None = 0.8
-    max_tokens: int = 32_000
-    reasoning_effort: str | None = None
-    timeout_s: float | None = None
-    strategy_options: dict[str, Any] = field(default_factory=dict)
-    llm_base_url: str | None = None
-    llm_concurrency: int = 10
-    llm_cache: str | None = None
-    replay_dir: str | None = None
-    evaluator_options: dict[str, Any] = field(default_factory=dict)
-    precision_rule: str | None = None  # --precision-rule: overrides every task's suite rule when set
-
-    def identity(self) -> dict[str, Any]:
-        """The configuration that must match on resume."""
-        data = dataclasses.asdict(self)
-        for name in OPERATIONAL_OPTIONS:
-            data.pop(name, None)
-        if data.get("precision_rule") is None:
-            data.pop("precision_rule", None)  # unset: runs named before the option existed keep their names
-        return data
-
-    def default_run_name(self) -> str:
-        """Deterministic, so re-running the same command resumes the same run; the hash of the whole
-        configuration makes runs that differ in any option (a preset, a fix model) distinct runs."""
-        digest = sha256(json.dumps(self.identity(), sort_keys=True, default=str))[:8]
-        parts = [self.strategy, self.suite]
-        if self.tasks:
-            parts.append(f"t{self.tasks}")
-        parts += [self.llm, f"q{self.query_budget}", f"s{self.seed}", digest]
-        return safe_name("_".join(parts).replace(":", "-").replace("/", "-"), limit=140)
-
-    def generation_params(self) -> GenerationParams:
-        return GenerationParams(temperature=self.temperature, max_tokens=self.max_tokens,
-                                reasoning_effort=self.reasoning_effort)
 
 
 def environment_info(evaluator: Evaluator) -> dict[str, Any]:
@@ -194,14 +158,22 @@ class TaskRun:
             with self.runner.in_flight():
                 response = self.runner.llm.complete(request)
                 # Journal a paid answer even when the run is stopping: every dollar is accounted for.
-                store.append({"type": "llm", "task": self._ref, "key": key, "role": role, "index": index,
-                              "counted": counted, "request_sha256": self.runner.llm.request_hash(request),
-                              "response": response.to_dict()})
+                store.append(LLMAnswer(task=self._ref, key=key, role=role, index=index, counted=counted,
+                                       request_sha256=self.runner.llm.request_hash(request),
+                                       response=response.to_dict()))
         except LLMError as exc:
-            store.append({"type": "llm_error", "task": self._ref, "key": key, "role": role, "index": index,
-                          "counted": counted, "error": str(exc), "status": exc.status,
-                          "retries": [dataclasses.asdict(r) for r in getattr(exc, "retries", [])]})
+            if exc.status in FATAL_LLM_STATUSES:
+                # Not journaled, so nothing is charged: the resume asks this query again.
+                self.runner.fail(f"the LLM endpoint refused the request (HTTP {exc.status}: {exc}); nothing was "
+                                 "charged to the budget; fix the key, model or --llm-base-url and rerun the "
+                                 "same command to resume")
+                raise RunInterrupted() from None
+            store.append(LLMFailure(task=self._ref, key=key, role=role, index=index, counted=counted,
+                                    error=str(exc), status=exc.status,
+                                    retries=[dataclasses.asdict(r) for r in getattr(exc, "retries", [])]))
+            self.runner.llm_failed(str(exc))
             raise
+        self.runner.llm_answered()
         store.write_files(folder, {"response.md": response.text})
         self._add_cost(response)
         self.runner.check_running()
@@ -241,22 +213,20 @@ class TaskRun:
     def _finish(self, attempt: Attempt) -> None:
         key = (self._ref, attempt.key)
         result = attempt.result
-        if result is not None and result.is_correct and result.runtime_ms is not None:
+        if (result is not None and result.is_correct and result.runtime_ms is not None
+                and within_budget(attempt.index, self.runner.config.query_budget)):
             with self._lock:
                 if self.best_runtime_ms is None or result.runtime_ms < self.best_runtime_ms:
                     self.best_runtime_ms = result.runtime_ms
                     self._write_best(attempt)
         if key not in self.runner.replay.attempts:
             response = attempt.response
-            self.runner.store.append({
-                "type": "attempt", "task": self._ref, "key": attempt.key, "role": attempt.role,
-                "index": attempt.index, "parent": attempt.parent, "meta": attempt.meta,
-                "category": attempt.category, "runtime_ms": attempt.runtime_ms,
-                "reason": result.reason if result else attempt.llm_error,
-                "check": result.check if result else None,
-                "code_sha256": sha256(attempt.code) if attempt.code is not None else None,
-                "cost_usd": response.cost_usd if response else None,
-            })
+            self.runner.store.append(AttemptDone(
+                task=self._ref, key=attempt.key, role=attempt.role, index=attempt.index, parent=attempt.parent,
+                meta=attempt.meta, category=attempt.category, runtime_ms=attempt.runtime_ms,
+                reason=result.reason if result else attempt.llm_error, check=result.check if result else None,
+                code_sha256=sha256(attempt.code) if attempt.code is not None else None,
+                cost_usd=response.cost_usd if response else None))
         self.runner.attempt_finished(self, attempt)
 
     def _write_best(self, attempt: Attempt) -> None:
@@ -275,21 +245,27 @@ class TaskRun:
         folder = runner.store.attempt_dir(self._ref, key, index)
         runner.store.write_files(folder, {"code.py": code})
         if runner.replay.eval_starts.get((self._ref, key), 0) >= 2:
-            # It was started twice and the harness died both times: do not try a third time.
+            # Started twice with no verdict and no eval_abort: the harness itself died (SIGKILL, power)
+            # both times while this ran. A stop of any other kind writes eval_abort, which never counts.
             result = EvalResult(request_id="", task=self._ref, category=RUNTIME_ERROR, check="interrupted",
                                 reason="evaluation was interrupted twice (the harness died while it ran)")
+            runner.store.append(EvalDone(task=self._ref, key=key, code_sha256=sha256(code), result=result.to_dict()))
         else:
-            runner.store.append({"type": "eval_start", "task": self._ref, "key": key})
+            runner.begin_evaluation(self._ref, key)
             try:
                 result = runner.run_evaluation(self.task, code)
-            except (EvaluatorError, RunInterrupted) as exc:
-                # The evaluator or the user stopped it, not the candidate: this start does not count
-                # toward "interrupted twice" (only a harness that died mid-evaluation leaves a bare start).
-                runner.store.append({"type": "eval_abort", "task": self._ref, "key": key,
-                                     "why": type(exc).__name__})
+            except BaseException as exc:
+                # The evaluator, the user or a bug stopped it, not the candidate: the resume evaluates again.
+                runner.end_evaluation(EvalAbort(task=self._ref, key=key, why=type(exc).__name__))
                 raise
-        runner.store.append({"type": "eval", "task": self._ref, "key": key, "code_sha256": sha256(code),
-                             "result": result.to_dict()})
+            if runner.stopping:
+                # A verdict that arrives while the run stops may be the stop's doing (a killed worker):
+                # never the candidate's record. The resume evaluates it again.
+                runner.end_evaluation(EvalAbort(task=self._ref, key=key, why="run stopping"))
+                raise RunInterrupted()
+            done = EvalDone(task=self._ref, key=key, code_sha256=sha256(code), result=result.to_dict())
+            if not runner.end_evaluation(done):
+                raise RunInterrupted()  # the stopping run already closed it with an eval_abort
         runner.store.write_files(folder, {"result.json": result.to_json()})
         return result
 
@@ -302,9 +278,8 @@ class TaskRun:
             self.set_status(phase="baseline")
             result = self._evaluate(self.task.source, "baseline/eager", None)
             config = self.runner.config
-            self.runner.store.append({"type": "baseline", "task": self._ref, "mode": "eager",
-                                      "device": config.device, "protocol": config.protocol,
-                                      "result": result.to_dict()})
+            self.runner.store.append(Baseline(task=self._ref, mode="eager", device=config.device,
+                                              protocol=config.protocol, result=result.to_dict()))
         self.baseline = result
         if result.is_correct:
             self.baseline_ms = result.runtime_ms
@@ -336,7 +311,9 @@ class Runner:
 
     def __init__(self, config: RunConfig, *, store: RunStore, tasks: list[Task], strategy: Strategy,
                  llm: Any, evaluator_factory: Callable[[], Evaluator], progress: RunProgress | None = None,
-                 name: str | None = None, plugins: dict[str, Any] | None = None):
+                 name: str | None = None, plugins: dict[str, Any] | None = None,
+                 repair_journal: bool = False, retry_llm_errors: bool = False,
+                 llm_failure_limit: int = LLM_FAILURE_LIMIT, grace_s: float = STOP_GRACE_S):
         self.config = config
         self.plugins = plugins or {}  # who provided each plugin (PluginHost.provenance), for run.json
         self.store = store
@@ -348,18 +325,34 @@ class Runner:
         self.params = config.generation_params()
         self.overshoot = max(0, int(strategy.overshoot()))
         self.progress = progress or RunProgress(self.name, [t.ref for t in tasks], config.query_budget, live=False)
+        self.repair_journal = repair_journal
+        self.retry_llm_errors = retry_llm_errors
+        self.llm_failure_limit = llm_failure_limit
+        self.grace_s = grace_s
         self.replay = Replay()
+        self.signals = StopSignals()
         self._stop = threading.Event()
         self._idle = threading.Condition()
         self._queries_in_flight = 0
         self._fatal: BaseException | None = None
+        self._llm_streak = 0
+        self._llm_lock = threading.Lock()
+        # Evaluations that wrote eval_start and await their verdict or eval_abort (see begin_evaluation).
+        self._open_evals: set[tuple[str, str]] = set()
+        self._evals_lock = threading.Lock()
+        self._evals_sealed = False
         self.evaluator: Evaluator | None = None
         self.attempt_pool = ThreadPoolExecutor(max_workers=max(16, 4 * config.llm_concurrency),
                                                thread_name_prefix="pikeh-attempt")
         self.task_runs: dict[str, TaskRun] = {}
         self.failed_tasks: list[str] = []
+        self.end_why: str | None = None
 
     # -- lifecycle -----------------------------------------------------------------------------
+    @property
+    def stopping(self) -> bool:
+        return self._stop.is_set()
+
     def check_running(self) -> None:
         if self._stop.is_set():
             raise RunInterrupted()
@@ -367,6 +360,56 @@ class Runner:
     def stop(self) -> None:
         self._stop.set()
 
+    def fail(self, message: str) -> None:
+        """Stop the whole run with a one-line error (the first reason wins)."""
+        if self._fatal is None:
+            self._fatal = UserError(message)
+        self.stop()
+
+    # -- LLM health ----------------------------------------------------------------------------
+    def llm_answered(self) -> None:
+        with self._llm_lock:
+            self._llm_streak = 0
+
+    def llm_failed(self, error: str) -> None:
+        """A query failed after its retries: many in a row mean a dead endpoint, not bad luck."""
+        with self._llm_lock:
+            self._llm_streak += 1
+            streak = self._llm_streak
+        if self.llm_failure_limit and streak >= self.llm_failure_limit:
+            self.fail(f"{streak} LLM queries in a row failed (last: {error}); the run stopped rather than spend "
+                      "its budget on a failing endpoint; rerun the same command with --retry-llm-errors to ask "
+                      "the failed queries again")
+
+    # -- evaluations in flight -----------------------------------------------------------------
+    def begin_evaluation(self, task: str, key: str) -> None:
+        """Journal eval_start, and remember it until its verdict or eval_abort is journaled."""
+        with self._evals_lock:
+            if self._evals_sealed or self._stop.is_set():
+                raise RunInterrupted()
+            self._open_evals.add((task, key))
+            self.store.append(EvalStart(task=task, key=key))
+
+    def end_evaluation(self, event: EvalDone | EvalAbort) -> bool:
+        """Journal the evaluation's end, unless the stopping run already closed it; True if written."""
+        with self._evals_lock:
+            if (event.task, event.key) not in self._open_evals:
+                return False
+            self._open_evals.discard((event.task, event.key))
+            self.store.append(event)
+            return True
+
+    def _abort_open_evaluations(self, why: str) -> int:
+        """Close every evaluation still running with an eval_abort; none may start after this."""
+        with self._evals_lock:
+            self._evals_sealed = True
+            for task, key in sorted(self._open_evals):
+                self.store.append(EvalAbort(task=task, key=key, why=why))
+            count = len(self._open_evals)
+            self._open_evals.clear()
+            return count
+
+    # -- LLM queries in flight -----------------------------------------------------------------
     @contextlib.contextmanager
     def in_flight(self) -> Iterator[None]:
         """Marks an LLM query in flight, so a stopping run waits to journal answers it has paid for."""
@@ -379,14 +422,31 @@ class Runner:
                 self._queries_in_flight -= 1
                 self._idle.notify_all()
 
+    def _announce_drain(self, grace_s: float) -> None:
+        """Say what the stop waits for, before anything slow, so the user knows a second Ctrl-C is an option."""
+        with self._idle:
+            waiting = self._queries_in_flight
+        if waiting and grace_s > 0 and not self.signals.abandon:
+            again = "; Ctrl-C again to abandon them" if self.signals.requested else ""
+            self.progress.message(f"stopping: waiting up to {grace_s:.0f} s for {waiting} LLM "
+                                  f"answer{'s' if waiting != 1 else ''}{again}")
+
     def _drain(self, grace_s: float) -> None:
+        """Wait for answers being generated (they are paid for); a second Ctrl-C stops the wait."""
         deadline = time.monotonic() + grace_s
         with self._idle:
-            while self._queries_in_flight and time.monotonic() < deadline:
-                self._idle.wait(timeout=max(0.0, deadline - time.monotonic()))
+            while self._queries_in_flight and time.monotonic() < deadline and not self.signals.abandon:
+                self._idle.wait(timeout=min(0.2, max(0.0, deadline - time.monotonic())))
+            left = self._queries_in_flight
+        if left and self.signals.abandon:
+            self.progress.message(f"abandoned {left} LLM answer(s); the resume asks those queries again")
 
     def run(self) -> str:
         """Run (or resume) every task; returns "complete", "interrupted" or "failed"."""
+        with self.signals:
+            return self._run()
+
+    def _run(self) -> str:
         self.evaluator = self.evaluator_factory()
         metadata = {
             "name": self.name,
@@ -401,30 +461,45 @@ class Runner:
             "plugins": self.plugins,
         }
         try:
-            self.replay = self.store.open(metadata)
+            self.replay = self.store.open(metadata, repair=self.repair_journal)
         except BaseException:
             self.evaluator.close()
             raise
+        if self.retry_llm_errors:
+            retried = self.replay.forget_llm_errors()
+            if retried:
+                self.progress.message(f"--retry-llm-errors: asking failed queries again in {', '.join(retried)}")
         status = "interrupted"
-        self.store.append({"type": "run_start", "pid": os.getpid(), "resume": self.replay.starts,
-                           "environment": metadata["environment"]})
-        previous_sigterm = _raise_on_sigterm()
+        self.store.append(RunStart(pid=os.getpid(), resume=self.replay.starts, environment=metadata["environment"]))
         try:
             with self.progress:
                 status = self._run_tasks()
-        except KeyboardInterrupt:
-            self.stop()
-            self.progress.message("interrupted: journal is safe; rerun the same command to resume")
         finally:
-            _restore_sigterm(previous_sigterm)
-            self.stop()
-            self.evaluator.close()
-            self._drain(grace_s=STOP_GRACE_S)
-            self.store.append({"type": "run_end", "status": status})
-            self.store.close()
+            self._shutdown(status)
+        if self._fatal is not None:
+            raise self._fatal
+        return status
+
+    def _shutdown(self, status: str) -> None:
+        """Stop in an order that leaves an exact journal: no evaluation without its end, then run_end."""
+        if self.signals.requested:
+            self.progress.message(f"{self.signals.last}: stopping; the journal is safe; rerun the same command "
+                                  "to resume")
+        self.stop()
+        if self._fatal is not None:
+            status, self.end_why = "failed", str(getattr(self._fatal, "message", self._fatal))
+        elif status == "interrupted":
+            self.end_why = self.signals.last or "stopped"
+        self._announce_drain(self.grace_s)
+        try:
+            if self.evaluator is not None:
+                self.evaluator.close()
+        finally:
+            self._drain(grace_s=self.grace_s)
+            self._abort_open_evaluations(why=self.signals.last or ("error" if status != "complete" else "stopped"))
+            self.store.close(final=RunEnd(status=status, why=self.end_why))
             self._write_database()
             self.attempt_pool.shutdown(wait=False, cancel_futures=True)
-        return status
 
     def _run_tasks(self) -> str:
         pool = ThreadPoolExecutor(max_workers=max(1, len(self.tasks)), thread_name_prefix="pikeh-task")
@@ -439,12 +514,15 @@ class Runner:
             futures[pool.submit(self._run_task, task_run)] = task.ref
         try:
             pending = set(futures)
-            while pending:  # poll so Ctrl-C reaches this thread promptly
-                done, pending = wait(pending, timeout=0.5)
-                if self._fatal is not None:
-                    raise self._fatal
+            while pending:  # poll: a signal handler only counts, this loop acts on it
+                if self.signals.requested or self._fatal is not None:
+                    self.stop()
+                    return "interrupted"
+                done, pending = wait(pending, timeout=0.2)
         finally:
             pool.shutdown(wait=False, cancel_futures=True)
+        if self._fatal is not None:
+            return "interrupted"
         return "failed" if self.failed_tasks else "complete"
 
     def _restore_finished(self, task_run: TaskRun, ended: dict[str, Any]) -> None:
@@ -472,8 +550,8 @@ class Runner:
         except RunInterrupted:
             return
         except EvaluatorError as exc:
-            self._fatal = UserError(f"the evaluator failed: {exc}; rerun the same command to resume")
-            self.stop()
+            if not self._stop.is_set():  # while stopping, closing the evaluator aborts what it was doing
+                self.fail(f"the evaluator failed: {exc}; rerun the same command to resume")
             return
         except Exception:
             reason = "error"
@@ -485,10 +563,9 @@ class Runner:
             return
         if reason == "done" and task_run.budget.exhausted:
             reason = "budget"  # strategies catch BudgetExhausted and return; the budget says why they stopped
-        self.store.append({"type": "task_end", "task": ref, "reason": reason,
-                           "queries_used": task_run.queries_used, "spend_usd": task_run.spent_usd,
-                           "spend_known": task_run.spend_known, "best_runtime_ms": task_run.best_runtime_ms,
-                           "baseline_ms": task_run.baseline_ms})
+        self.store.append(TaskEnd(task=ref, reason=reason, queries_used=task_run.queries_used,
+                                  spend_usd=task_run.spent_usd, spend_known=task_run.spend_known,
+                                  best_runtime_ms=task_run.best_runtime_ms, baseline_ms=task_run.baseline_ms))
         self.progress.update(ref, done=True)
 
     def run_evaluation(self, task: Task, code: str) -> EvalResult:
@@ -542,19 +619,3 @@ class Runner:
 
 def render_messages(messages: list[dict[str, str]]) -> str:
     return "\n\n".join(f"## {m['role']}\n\n{m['content']}" for m in messages) + "\n"
-
-
-def _raise_on_sigterm() -> Any:
-    """Treat SIGTERM like Ctrl-C so a killed job still journals its end (kill -9 needs no help)."""
-    if threading.current_thread() is not threading.main_thread():
-        return None
-
-    def handler(signum: int, frame: Any) -> None:
-        raise KeyboardInterrupt
-
-    return signal.signal(signal.SIGTERM, handler)
-
-
-def _restore_sigterm(previous: Any) -> None:
-    if previous is not None:
-        signal.signal(signal.SIGTERM, previous)

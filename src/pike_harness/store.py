@@ -14,16 +14,17 @@ import fcntl
 import hashlib
 import json
 import os
-import re
 import threading
 import time
-from collections import defaultdict
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pike_harness import journal
 from pike_harness.errors import UserError
+from pike_harness.journal import Event, Replay, read_journal, safe_name, scan_journal
+
+__all__ = ["JOURNAL", "RUN_FILE", "RunStore", "Replay", "read_journal", "safe_name", "find_runs", "now", "sha256"]
 
 RUN_SCHEMA = 1
 JOURNAL = "journal.jsonl"
@@ -31,6 +32,7 @@ RUN_FILE = "run.json"
 LOCK_FILE = "run.lock"
 LOG_FILE = "log.txt"
 DB_FILE = "run.duckdb"
+BAD_LINES_FILE = "journal.bad.jsonl"  # where --repair-journal moves lines that are not events
 
 
 def now() -> str:
@@ -39,24 +41,6 @@ def now() -> str:
 
 def sha256(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
-
-
-def read_journal(path: Path) -> list[dict[str, Any]]:
-    """All complete events; a torn last line (the process died mid-write) is ignored."""
-    events: list[dict[str, Any]] = []
-    if not path.exists():
-        return events
-    with path.open("rb") as handle:
-        for raw in handle:
-            if not raw.endswith(b"\n"):
-                break  # torn write at the end: the event never completed
-            try:
-                event = json.loads(raw)
-            except json.JSONDecodeError:
-                continue
-            if isinstance(event, dict):
-                events.append(event)
-    return events
 
 
 def _trim_torn_tail(path: Path) -> None:
@@ -73,49 +57,28 @@ def _trim_torn_tail(path: Path) -> None:
         handle.truncate(cut)
 
 
-@dataclass
-class Replay:
-    """What a previous process of this run completed, indexed for resume."""
+def repair_journal(path: Path) -> int:
+    """Move every line that is not an event to journal.bad.jsonl (with its line number); returns how many.
 
-    llm: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
-    llm_errors: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
-    evals: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
-    eval_starts: dict[tuple[str, str], int] = field(default_factory=lambda: defaultdict(int))
-    attempts: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
-    baselines: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
-    task_ends: dict[str, dict[str, Any]] = field(default_factory=dict)
-    starts: int = 0
-
-    @classmethod
-    def from_events(cls, events: list[dict[str, Any]]) -> Replay:
-        replay = cls()
-        for event in events:
-            kind = event.get("type")
-            key = (event.get("task", ""), event.get("key", ""))
-            if kind == "llm":
-                replay.llm[key] = event
-            elif kind == "llm_error":
-                replay.llm_errors[key] = event
-            elif kind == "eval_start":
-                replay.eval_starts[key] += 1
-            elif kind == "eval_abort":  # stopped by the evaluator or the user: not the candidate's doing
-                replay.eval_starts[key] -= 1
-            elif kind == "eval":
-                replay.evals[key] = event
-            elif kind == "attempt":
-                replay.attempts[key] = event
-            elif kind == "baseline":
-                replay.baselines[(event["task"], event["mode"])] = event
-            elif kind == "task_end":
-                replay.task_ends[event["task"]] = event
-            elif kind == "run_start":
-                replay.starts += 1
-        return replay
-
-
-def safe_name(text: str, limit: int = 80) -> str:
-    """A file-system-safe rendering of a key or run name."""
-    return re.sub(r"[^A-Za-z0-9._-]+", "_", text).strip("_")[:limit] or "_"
+    The journal is rewritten atomically, so a crash during the repair leaves the old one in place.
+    """
+    scan = scan_journal(path)
+    if not scan.bad:
+        return 0
+    bad_numbers = {bad.number for bad in scan.bad}
+    with (path.parent / BAD_LINES_FILE).open("a", encoding="utf-8") as side:
+        for bad in scan.bad:
+            side.write(json.dumps({"line": bad.number, "why": bad.why, "repaired": now(),
+                                   "raw": bad.raw.decode("utf-8", errors="backslashreplace")}) + "\n")
+    tmp = path.with_name(f".{path.name}.repair{os.getpid()}")
+    with path.open("rb") as source, tmp.open("wb") as target:
+        for number, raw in enumerate(source, start=1):
+            if number not in bad_numbers:
+                target.write(raw)
+        target.flush()
+        os.fsync(target.fileno())
+    os.replace(tmp, path)
+    return len(scan.bad)
 
 
 class RunStore:
@@ -139,8 +102,12 @@ class RunStore:
         except (OSError, json.JSONDecodeError) as exc:
             raise UserError(f"{self.path / RUN_FILE} cannot be read: {exc}") from None
 
-    def open(self, metadata: dict[str, Any]) -> Replay:
-        """Create the run, or resume it when its configuration matches; returns what to replay."""
+    def open(self, metadata: dict[str, Any], *, repair: bool = False) -> Replay:
+        """Create the run, or resume it when its configuration matches; returns what to replay.
+
+        A journal with corrupt lines is refused (resuming past a lost event could redo or misjudge
+        work) unless ``repair``, which moves those lines to journal.bad.jsonl first.
+        """
         self.path.mkdir(parents=True, exist_ok=True)
         self._acquire_lock()
         try:
@@ -154,7 +121,17 @@ class RunStore:
             else:
                 _atomic_write(self.path / RUN_FILE, json.dumps({"schema": RUN_SCHEMA, **metadata}, indent=2))
             _trim_torn_tail(self.journal_path)
-            replay = Replay.from_events(read_journal(self.journal_path))
+            if repair:
+                moved = repair_journal(self.journal_path)
+                if moved:
+                    self.log(f"--repair-journal moved {moved} corrupt line(s) to {BAD_LINES_FILE}")
+            scan = scan_journal(self.journal_path)
+            if scan.bad:
+                lines = ", ".join(str(b.number) for b in scan.bad[:10]) + (" ..." if len(scan.bad) > 10 else "")
+                raise UserError(f"{self.journal_path} has {len(scan.bad)} corrupt line(s) (line {lines}: "
+                                f"{scan.bad[0].why}); rerun with --repair-journal to move them to "
+                                f"{BAD_LINES_FILE} and resume")
+            replay = Replay.from_events(scan.events)
             self._journal = self.journal_path.open("a", encoding="utf-8")
             return replay
         except BaseException:
@@ -177,10 +154,14 @@ class RunStore:
         handle.flush()
         self._lock_handle = handle
 
-    def close(self) -> None:
-        if self._journal is not None:
-            self._journal.close()
-            self._journal = None
+    def close(self, final: Event | None = None) -> None:
+        """Release the run; ``final`` (the run_end) is the journal's last line: nothing can follow it."""
+        with self._write_lock:
+            if self._journal is not None:
+                if final is not None:
+                    self._write(final.to_dict())
+                self._journal.close()
+                self._journal = None
         if self._lock_handle is not None:
             with contextlib.suppress(OSError):
                 fcntl.flock(self._lock_handle, fcntl.LOCK_UN)
@@ -188,29 +169,28 @@ class RunStore:
             self._lock_handle = None
 
     # -- writing -------------------------------------------------------------------------------
-    def append(self, event: dict[str, Any]) -> None:
+    def append(self, event: Event | dict[str, Any]) -> None:
         """Journal one completed event durably before anyone acts on it."""
-        line = json.dumps({"time": now(), **event}, sort_keys=True, default=str)
         with self._write_lock:
             if self._journal is None:
                 raise RuntimeError("run store is not open")
-            self._journal.write(line + "\n")
-            self._journal.flush()
-            os.fsync(self._journal.fileno())
+            self._write(event.to_dict() if isinstance(event, Event) else event)
+
+    def _write(self, fields: dict[str, Any]) -> None:
+        line = json.dumps({"time": now(), **fields}, sort_keys=True, default=str)
+        self._journal.write(line + "\n")
+        self._journal.flush()
+        os.fsync(self._journal.fileno())
 
     def log(self, message: str) -> None:
         with self._write_lock, (self.path / LOG_FILE).open("a", encoding="utf-8") as handle:
             handle.write(f"{now()} {message}\n")
 
     def task_dir(self, task_ref: str) -> Path:
-        suite, _, task_id = task_ref.rpartition("/")
-        return self.path / "tasks" / safe_name(suite) / safe_name(task_id)
+        return self.path / journal.task_dir(task_ref)
 
     def attempt_dir(self, task_ref: str, key: str, index: int | None) -> Path:
-        if key.startswith("baseline/"):  # the run's own reference timings sit beside the attempts
-            return self.task_dir(task_ref) / safe_name(key)
-        prefix = f"{index:04d}" if index is not None else "free"
-        return self.task_dir(task_ref) / "attempts" / f"{prefix}_{safe_name(key)}"
+        return self.path / journal.attempt_dir(task_ref, key, index)
 
     def write_files(self, folder: Path, files: dict[str, str]) -> None:
         """The human-readable mirror of an attempt; the journal, not these files, is authoritative."""

@@ -15,12 +15,27 @@ from __future__ import annotations
 
 import hashlib
 import json
+import sys
 import tempfile
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from pike_harness.store import JOURNAL, RUN_FILE, read_journal, safe_name
+from pike_harness.journal import (
+    AttemptDone,
+    Baseline,
+    EvalDone,
+    LLMAnswer,
+    LLMFailure,
+    RunEnd,
+    RunStart,
+    TaskEnd,
+    attempt_dir,
+    latest_attempts,
+    read_journal,
+    scan_journal,
+)
+from pike_harness.store import JOURNAL, RUN_FILE
 
 BASELINES_FILE = "baselines.jsonl"  # a baseline set written by `pikeh baselines`
 BASELINES_META = "meta.json"
@@ -32,6 +47,7 @@ TABLES: dict[str, dict[str, str]] = {
         "device": "VARCHAR", "protocol": "VARCHAR", "seed": "INTEGER", "created": "VARCHAR",
         "status": "VARCHAR", "pikeh_version": "VARCHAR", "gpu": "VARCHAR", "host": "VARCHAR",
         "config": "JSON",
+        "environment": "JSON",  # run.json's environment: versions, host, CPU, GPU
         # Runs that differ only in seed share it: reports group seeds of one configuration with it.
         "config_key": "VARCHAR",
         # Who provided each plugin the run used (run.json's "plugins"), and the third-party ones in one
@@ -80,13 +96,17 @@ def run_rows(run_dir: Path) -> dict[str, list[dict[str, Any]]]:
     meta = json.loads((run_dir / RUN_FILE).read_text())
     config = meta.get("config", {})
     run = meta.get("name", run_dir.name)
-    events = read_journal(run_dir / JOURNAL)
+    scan = scan_journal(run_dir / JOURNAL)
+    for bad in scan.bad:  # the rest of the journal still reads; `pikeh run --repair-journal` sets it aside
+        print(f"pikeh: warning: {run_dir / JOURNAL}: line {bad.number} skipped ({bad.why})", file=sys.stderr)
+    events = scan.events
+    latest = {id(e) for e in latest_attempts(events)}
     rows: dict[str, list[dict[str, Any]]] = {name: [] for name in TABLES}
     status = "running"
     for event in events:
-        if event.get("type") == "run_end":
+        if event.get("type") == RunEnd.type:
             status = event.get("status", "complete")
-        elif event.get("type") == "run_start":
+        elif event.get("type") == RunStart.type:
             status = "running"
     env = meta.get("environment", {})
     rows["runs"].append({
@@ -96,6 +116,7 @@ def run_rows(run_dir: Path) -> dict[str, list[dict[str, Any]]]:
         "device": config.get("device"), "protocol": config.get("protocol"), "seed": config.get("seed"),
         "created": meta.get("created"), "status": status, "pikeh_version": env.get("pikeh"),
         "gpu": env.get("gpu"), "host": env.get("host"), "config": json.dumps(config),
+        "environment": json.dumps(env),
         "config_key": config_key(config),
         "plugins": json.dumps(meta.get("plugins") or {}),
         "third_party_plugins": "; ".join((meta.get("plugins") or {}).get("third_party") or []) or None,
@@ -108,11 +129,11 @@ def run_rows(run_dir: Path) -> dict[str, list[dict[str, Any]]]:
     hardware: dict[tuple[str, str], str | None] = {}  # (task, key) -> what timed its evaluation
     for event in events:
         kind = event.get("type")
-        if kind == "eval":
+        if kind == EvalDone.type:
             hardware[(event["task"], event["key"])] = _hardware((event.get("result") or {}).get("environment"))
-        elif kind in ("llm", "llm_error"):
+        elif kind in (LLMAnswer.type, LLMFailure.type):
             rows["llm_calls"].append(_llm_row(run, event))
-        elif kind == "attempt":
+        elif kind == AttemptDone.type and id(event) in latest:
             meta_field = event.get("meta") or {}
             rows["attempts"].append({
                 "run": run, "task": event["task"], "key": event["key"], "role": event.get("role"),
@@ -122,11 +143,11 @@ def run_rows(run_dir: Path) -> dict[str, list[dict[str, Any]]]:
                 "code_sha256": event.get("code_sha256"), "cost_usd": event.get("cost_usd"),
                 "time": event.get("time"), "meta": json.dumps(meta_field),
                 "hardware": hardware.get((event["task"], event["key"])),
-                "dir": attempt_dir(event["task"], event["key"], event.get("index")),
+                "dir": str(attempt_dir(event["task"], event["key"], event.get("index"))),
             })
-        elif kind == "baseline":
+        elif kind == Baseline.type:
             rows["baselines"].append(_baseline_row(event, run=run, baseline_set=None))
-        elif kind == "task_end" and event["task"] in task_rows:
+        elif kind == TaskEnd.type and event["task"] in task_rows:
             task_rows[event["task"]].update(end_reason=event.get("reason"), queries_used=event.get("queries_used"),
                                             spend_usd=event.get("spend_usd"))
     curve_positions(rows["attempts"])
@@ -170,13 +191,6 @@ def _curve_key(row: dict[str, Any]) -> tuple[int, int, int] | None:
     return parts  # type: ignore[return-value]
 
 
-def attempt_dir(task_ref: str, key: str, index: int | None) -> str:
-    """The attempt's folder relative to its run directory (the layout of RunStore.attempt_dir)."""
-    suite, _, task_id = task_ref.rpartition("/")
-    prefix = f"{index:04d}" if index is not None else "free"
-    return f"tasks/{safe_name(suite)}/{safe_name(task_id)}/attempts/{prefix}_{safe_name(key)}"
-
-
 def _baseline_row(event: dict[str, Any], *, run: str | None, baseline_set: str | None) -> dict[str, Any]:
     result = event.get("result") or {}
     environment = result.get("environment") or {}
@@ -218,7 +232,7 @@ def baseline_set_rows(folder: Path) -> dict[str, list[dict[str, Any]]]:
             meta = {}
     name = str(meta.get("name") or folder.name)
     environment = meta.get("environment") or meta
-    events = [e for e in read_journal(folder / BASELINES_FILE) if e.get("type", "baseline") == "baseline"]
+    events = [e for e in read_journal(folder / BASELINES_FILE) if e.get("type", Baseline.type) == Baseline.type]
     baselines = [_baseline_row(e, run=None, baseline_set=name) for e in events if e.get("task") and e.get("mode")]
     gpu = environment.get("gpu") or next((b["gpu"] for b in baselines if b["gpu"]), None)
     host = environment.get("host") or next((b["host"] for b in baselines if b["host"]), None)
@@ -253,7 +267,7 @@ def _llm_row(run: str, event: dict[str, Any]) -> dict[str, Any]:
         "cached_tokens": usage.get("cached_tokens"), "cost_usd": response.get("cost_usd"),
         "latency_s": response.get("latency_s"), "n_retries": len(response.get("retries") or event.get("retries") or []),
         "truncated": response.get("truncated"), "empty": response.get("empty"),
-        "from_cache": response.get("from_cache"), "ok": event.get("type") == "llm",
+        "from_cache": response.get("from_cache"), "ok": event.get("type") == LLMAnswer.type,
         "error": event.get("error"), "time": event.get("time"), "cost_source": response.get("cost_source"),
     }
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 import sysconfig
@@ -61,7 +62,11 @@ def test_wheel_install_finds_plugins_and_suites(tmp_path):
 
 def test_separately_installed_plugin_is_discovered(tmp_path):
     python = _fresh_venv(tmp_path / "venv", f"import site; site.addsitedir({OUTER_SITE!r})")
-    _pip(python, str(REPO / "docs" / "examples" / "pikeh-example-plugin"))
+    # Built from a copy: pip writes build/ and *.egg-info into the source folder, and a stray egg-info
+    # there would register the example a second time in its own tests (test_example_plugin.py).
+    source = shutil.copytree(REPO / "docs" / "examples" / "pikeh-example-plugin", tmp_path / "example",
+                             ignore=shutil.ignore_patterns("build", "*.egg-info", "__pycache__"))
+    _pip(python, str(source))
     run = subprocess.run([str(python), "-m", "pike_harness", "plugins", "--json"], capture_output=True,
                          text=True, cwd=tmp_path)
     assert run.returncode == 0, run.stderr

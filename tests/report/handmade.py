@@ -49,7 +49,8 @@ class HandRun:
 
     def call(self, task_id: int, key: str, *, role: str, index: int | None, prompt_tokens: int = 40_000,
              output_tokens: int = 10_000, ok: bool = True, provider: str = "google",
-             model: str = "gemini-2.5-pro", cached_tokens: int | None = None) -> HandRun:
+             model: str = "gemini-2.5-pro", cached_tokens: int | None = None, cost_usd: float | None = None,
+             cost_source: str | None = None) -> HandRun:
         if not ok:
             self.events.append({"type": "llm_error", "task": self.ref(task_id), "key": key, "role": role,
                                 "index": index, "counted": index is not None, "error": "HTTP 500 five times",
@@ -58,8 +59,8 @@ class HandRun:
         response = {"text": f"reply for {key}", "usage": {"prompt_tokens": prompt_tokens, "output_tokens": output_tokens,
                                                          "reasoning_tokens": None, "cached_tokens": cached_tokens},
                     "latency_s": 1.0, "provider": provider, "model": model, "model_id": model,
-                    "cost_usd": None, "finish_reason": "stop", "truncated": False, "empty": False, "retries": [],
-                    "from_cache": False, "is_llm": True, "cost_source": None, "replayed": False}
+                    "cost_usd": cost_usd, "finish_reason": "stop", "truncated": False, "empty": False, "retries": [],
+                    "from_cache": False, "is_llm": True, "cost_source": cost_source, "replayed": False}
         self.events.append({"type": "llm", "task": self.ref(task_id), "key": key, "role": role, "index": index,
                             "counted": index is not None, "request_sha256": sha256(key), "response": response})
         return self

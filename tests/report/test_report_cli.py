@@ -34,7 +34,7 @@ def test_report_writes_every_format(cli, inputs, tmp_path):
     assert result.exit_code == 0, result.output
     # The terminal table: both runs with their headline numbers.
     rows = {line.split()[0]: line.split() for line in result.output.splitlines() if line.startswith(" ") and line.split()}
-    assert rows["A"][1:6] == ["4", "4/4", "2.000x", "2.000x", "3"]  # tasks, queries, score, raw, solved
+    assert rows["A"][1:6] == ["4", "4/4+1", "2.000x", "2.000x", "3"]  # tasks, queries (+ past the budget), score, raw, solved
     assert rows["A"][-1] == "2/7"  # failed lineages the EFA repaired
     assert rows["B"][1:4] == ["2", "1/4", "1.581x"]
     for stem in ("suite_score", "final_scores", "fast_p", "outcomes", "per_task"):
@@ -56,7 +56,12 @@ def test_report_writes_every_format(cli, inputs, tmp_path):
     html = (out / "index.html").read_text()
     # Nothing is loaded from elsewhere (test_html_chromium.py renders it with the network blocked).
     markup = re.sub(r"<script\b[^>]*>.*?</script>", "", html, flags=re.S)
-    assert not re.search(r"<(script|link|img|iframe)\b[^>]*\b(src|href)=", markup)
+    assert not re.search(r"<(script|link|img|iframe)\b[^>]*\b(src|href)=\"(?!data:)", markup)
+    # Without JavaScript the figures are still there (PNG data inside the page), and the configuration
+    # block and the not-a-GPU-benchmark banner say what was measured.
+    assert markup.count('<img src="data:image/png;base64,') >= 4 and "<noscript>" in markup
+    assert 'id="configuration"' in markup and 'id="not-a-benchmark"' in markup
+    assert "<td>4/4 +1 past the budget</td>" in markup  # run A's q5 is past its budget of 4: shown, not scored
     # Four page scripts and one attempt list per (run, task); no data string closes its element early.
     assert html.count("<script") == html.count("</script>") == 4 + 7
     assert "Content-Security-Policy" in html and "default-src 'none'" in html
@@ -130,3 +135,22 @@ def test_mismatched_hardware_is_warned_on_the_terminal_and_in_the_page(cli, tmp_
     assert "warning: run moved: 1 correct attempt(s) were timed on other hardware" in result.output
     page = (out / "index.html").read_text()
     assert 'class="warnings"' in page and "run moved: 1 correct attempt(s)" in page
+
+
+def test_a_run_that_cost_nothing_has_no_money_marker_and_says_what_was_measured(cli, tmp_path):
+    run = HandRun(tmp_path / "runs", "free", llm="offline:mutate").task(1, "1_One")
+    run.baseline(1, 6.0)
+    run.attempt(1, 1, "correct", 3.0, provider="offline", model="mutate", cost_usd=0.0, cost_source="free")
+    run.write()
+    out = tmp_path / "report"
+    result = cli("report", "--input", str(tmp_path / "runs"), "--output", str(out), "--format", "html")
+    assert result.exit_code == 0, result.output
+    page = (out / "index.html").read_text()
+    row = page[page.index("<td class=\"l\">free</td>"):]
+    row = row[:row.index("</tr>")]
+    assert "cost unknown" not in row  # the cost is known: nothing
+    assert " at $" not in row and "$0.00" not in row  # no money marker, no "$0.00 per task"
+    banner = page[page.index('id="not-a-benchmark"'):]
+    assert "timed on a CPU" in banner and "an offline stand-in wrote the programs" in banner
+    block = page[page.index('id="configuration"'):page.index('id="figures"')]
+    assert "offline:mutate" in block and "pike-b" in block and "no GPU" in block

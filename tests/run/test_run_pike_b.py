@@ -331,9 +331,9 @@ def test_an_evaluator_that_cannot_start_is_a_one_line_error_before_any_query(tmp
 
 
 def test_a_query_that_failed_for_good_is_replayed_as_failed_on_resume(tmp_path):
-    """The first optimize request fails with a 400; the run is cut right after that attempt (a SIGKILL
-    there leaves exactly this journal) and resumed: the failed query is not asked again, and the
-    journal keeps one verdict for it."""
+    """The first optimize request fails with a 422 (refused for good, but not a dead key or endpoint); the
+    run is cut right after that attempt (a SIGKILL there leaves exactly this journal) and resumed: the
+    failed query is not asked again, and the journal keeps one verdict for it."""
     from pike_harness.testing.llm_server import FakeReply
 
     model = ScriptedModel(WORKS)
@@ -342,12 +342,12 @@ def test_a_query_that_failed_for_good_is_replayed_as_failed_on_resume(tmp_path):
     def reply(request):
         if not state["failed"] and prompting.prompt_kind(request.prompt_text) == "optimize":
             state["failed"] = True
-            return FakeReply(status=400, error_message="this request is malformed")
+            return FakeReply(status=422, error_message="this request cannot be processed")
         return model(request)
 
     with FakeLLMServer(reply=reply) as server:
         first = subprocess.run(pikeh_cmd(server, tmp_path, budget=4), env=env(), capture_output=True, text=True, timeout=600)
-        assert first.returncode == 0, first.stderr
+        assert first.returncode == 3, first.stderr  # complete, with an LLM error: said in the exit status
         events = journal(tmp_path)
         failed = next(e for e in events if e["type"] == "llm_error")
         cut = next(i for i, e in enumerate(events) if e["type"] == "attempt" and e["key"] == failed["key"])
@@ -356,7 +356,7 @@ def test_a_query_that_failed_for_good_is_replayed_as_failed_on_resume(tmp_path):
         asked = server.count()
         dropped = sum(e["type"] in ("llm", "llm_error") for e in events[cut + 1:])  # answers the cut lost
         resumed = subprocess.run(pikeh_cmd(server, tmp_path, budget=4), env=env(), capture_output=True, text=True, timeout=600)
-        assert resumed.returncode == 0, resumed.stderr
+        assert resumed.returncode == 3, resumed.stderr
     events = journal(tmp_path)
     mine = [e for e in events if e.get("key") == failed["key"] and e["type"] in ("llm", "llm_error", "attempt")]
     assert [e["type"] for e in mine] == ["llm_error", "attempt"], "asked once, one verdict"

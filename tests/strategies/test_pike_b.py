@@ -392,7 +392,9 @@ def test_config_rejects_impossible_values_naming_the_option(bad):
 def test_the_demos_configuration_stays_within_the_budget_rule(tmp_path, seed):
     """`pikeh demo` (4 branches, 2 fix rounds, budget 12): fixes stop at 12, and only a phase started
     below 12 may send its optimize queries past it (at most 15 in all)."""
-    from pike_harness.cli.demo_cmd import DEMO_QUERY_BUDGET, DEMO_STRATEGY_OPTIONS
+    from pikeh_offline import DEFAULT_DEMO
+
+    DEMO_QUERY_BUDGET, DEMO_STRATEGY_OPTIONS = DEFAULT_DEMO.query_budget, dict(DEFAULT_DEMO.strategy_options)
 
     pattern = random.Random(seed)
     verdicts: dict[str, object] = {}

@@ -175,7 +175,9 @@ def test_pikes_wrong_output_fix_prompt_has_the_example_and_the_max_difference_bu
     assert prompting.quoted_program(messages) == "broken = True\n"
     blocks = prompting.code_blocks(user)
     assert REFERENCE_SOURCE in blocks and prompting.EXAMPLE_SOLUTION in blocks
-    assert "Maximum absolute difference: 0.7." in user
+    # The public input set's difference (as PIKE's one-input check saw it); a hidden set's (0.7) would
+    # differ at every evaluation and tell the model about inputs it must not see.
+    assert "Maximum absolute difference: 0.1." in user and "0.7" not in user
     assert "slow path" not in user and "stdout" not in user and "Timed out" not in user
 
 

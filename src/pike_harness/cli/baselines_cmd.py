@@ -30,6 +30,7 @@ from pike_harness.cli import get_app
 from pike_harness.cli.evaluator_options import build_evaluator, evaluator_options, pop_evaluator_values
 from pike_harness.errors import UserError
 from pike_harness.evaluation import Evaluator, EvaluatorError
+from pike_harness.journal import Baseline
 from pike_harness.model import Task
 from pike_harness.store import now, read_journal
 from pike_harness.store_db import BASELINES_FILE
@@ -128,7 +129,7 @@ def _finished(path: Path, protocol: str, retry_failed: bool) -> set[tuple[str, s
     """(task, mode, device kind) of the entries already measured with this protocol."""
     finished = set()
     for event in read_journal(path):
-        if event.get("type", "baseline") != "baseline" or event.get("protocol") != protocol:
+        if event.get("type", Baseline.type) != Baseline.type or event.get("protocol") != protocol:
             continue
         result = event.get("result") or {}
         if retry_failed and result.get("category") != "correct":
@@ -260,9 +261,8 @@ def _time_all(evaluator: Evaluator, todo: list[tuple[Task, str]], folder: Path, 
                     progress.advance(bar)
                     continue
                 device = str(result.environment.get("device") or "")
-                _append(folder / BASELINES_FILE, {"type": "baseline", "task": task.ref, "mode": mode,
-                                                  "device": device, "protocol": protocol,
-                                                  "result": result.to_dict(), "time": now()})
+                _append(folder / BASELINES_FILE, {**Baseline(task=task.ref, mode=mode, device=device, protocol=protocol,
+                                                             result=result.to_dict()).to_dict(), "time": now()})
                 if not wrote_meta and result.environment.get("torch"):
                     _write_meta(folder, task.suite, protocol, modes, evaluator, result.environment)
                     wrote_meta = True

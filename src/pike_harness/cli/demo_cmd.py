@@ -9,6 +9,7 @@ stand-in on the ``smoke`` suite; a third-party plugin that registers ``default``
 from __future__ import annotations
 
 import os
+import shutil
 import sys
 from pathlib import Path
 
@@ -49,11 +50,12 @@ def chosen_demo(name: str) -> Demo:
 @click.command()
 @click.option("--demo", "demo_name", default=DEFAULT_DEMO, show_default=True, metavar="NAME",
               help="Which registered demo to run (`pikeh plugins` lists them).")
-@click.option("--output-dir", type=click.Path(path_type=Path), default=Path("pikeh-demo"), show_default=True,
-              help="Where the demo's run and report go.")
+@click.option("--output-dir", type=click.Path(file_okay=False, path_type=Path), default=Path("pikeh-demo"),
+              show_default=True, help="Where the demo's run and report go.")
 @click.option("--device", default="auto", show_default=True, help="auto (GPU if there is one), cpu or cuda.")
 @click.option("--query-budget", type=click.IntRange(min=1), help="LLM queries per task (default: the demo's).")
-def demo(demo_name: str, output_dir: Path, device: str, query_budget: int | None) -> None:
+@click.option("--fresh", is_flag=True, help="Delete this demo's earlier run and report first, and start over.")
+def demo(demo_name: str, output_dir: Path, device: str, query_budget: int | None, fresh: bool) -> None:
     """Run the default demo (PIKE-B with offline:mutate on the smoke suite), then write the report.
 
     Resumable, like any run. Plugins register demos; a third-party `default` replaces the built-in one.
@@ -63,6 +65,10 @@ def demo(demo_name: str, output_dir: Path, device: str, query_budget: int | None
     chosen = chosen_demo(demo_name)
     console = Console(stderr=True)
     run_name = "demo" if chosen.name == DEFAULT_DEMO else f"demo-{chosen.name}"
+    if fresh:
+        for folder in (output_dir / "runs" / run_name, output_dir / "report"):
+            if folder.is_dir():
+                shutil.rmtree(folder)
     core = {"strategy": chosen.strategy, "suite": chosen.suite, "tasks": chosen.tasks, "llm": chosen.llm,
             "query_budget": query_budget or chosen.query_budget, "seed": 0, "run_name": run_name,
             "output_dir": output_dir / "runs", "llm_concurrency": chosen.llm_concurrency}
@@ -83,4 +89,4 @@ def demo(demo_name: str, output_dir: Path, device: str, query_budget: int | None
         index = summary.output / "index.html"
         console.print(f"run: {run_dir}\nreport: {index if index.exists() else summary.output}")
     if status != "complete":
-        sys.exit(1)
+        sys.exit(1)  # the report is written either way: it shows what went wrong

@@ -34,11 +34,20 @@ def eval_command(candidate: Path, task_ref: str, as_json: bool, **kwargs: Any) -
         source = candidate.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise UserError(f"{candidate}: cannot read the candidate: {exc}") from None
-    with build_evaluator(values) as evaluator:
+    from rich.console import Console
+
+    # A spinner on stderr (a terminal only: nothing in a pipe or with --json output captured) says which
+    # stage the command is in; the first evaluation on a machine can take a minute.
+    status = Console(stderr=True).status(f"starting the {values.get('evaluator') or 'local'} evaluator",
+                                         spinner="dots")
+    with status, build_evaluator(values) as evaluator:
+        status.update(f"evaluating {candidate.name} on {task.ref}: load, check against the reference, time "
+                      f"(protocol {values.get('protocol') or 'robust'}, device {values.get('device') or 'auto'})")
         try:
             result = evaluator.evaluate(task.eval_request(source))
         except EvaluatorError as exc:
             raise UserError(f"the evaluation could not run: {exc}") from None
+        status.update("closing the evaluator")
     if as_json:
         click.echo(json.dumps(result.to_dict(), sort_keys=True))
     else:

@@ -34,6 +34,16 @@ def _check_device(_ctx: click.Context, _param: click.Parameter, value: str) -> s
     return value.strip().lower()
 
 
+def _make_workdir(_ctx: click.Context, _param: click.Parameter, value: Path | None) -> Path | None:
+    """Create --workdir now, so a folder that cannot exist is this option's error, not the evaluator's."""
+    if value is not None:
+        try:
+            value.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise click.BadParameter(f"{value} cannot be created: {exc.strerror}") from None
+    return value
+
+
 def evaluator_options(command: Callable[..., Any]) -> Callable[..., Any]:
     """Decorator: the common evaluator options, then every registered evaluator's own options."""
     decorators = [
@@ -49,6 +59,7 @@ def evaluator_options(command: Callable[..., Any]) -> Callable[..., Any]:
                      help="Wall-clock limit per stage (load/compile, correctness, timing); the whole "
                           "process group is killed past it. Default: 900 s to load, 600 s otherwise."),
         click.option("--workdir", type=click.Path(file_okay=False, path_type=Path), default=None,
+                     callback=_make_workdir,
                      help="Where the evaluator keeps scratch and reference files (default: a temporary folder)."),
     ]
     seen = {"--" + name for name in COMMON}

@@ -53,7 +53,7 @@ def _formats(text: str) -> tuple[str, ...]:
 @click.command(cls=ReportCommand, context_settings={"max_content_width": 110})
 @click.option("--input", "inputs", multiple=True, required=True, type=click.Path(path_type=Path),
               help="A run directory, a folder of runs, or a `pikeh baselines` folder (repeatable).")
-@click.option("--output", type=click.Path(path_type=Path), default=Path("report"), show_default=True,
+@click.option("--output", type=click.Path(file_okay=False, path_type=Path), default=Path("report"), show_default=True,
               help="Folder for the report (created; files in it are replaced).")
 @click.option("--runs", help="Only these runs: names or glob patterns, comma separated.")
 @click.option("--format", "formats", default=",".join(FORMATS), show_default=True,

@@ -22,6 +22,7 @@ from click.core import ParameterSource
 from pike_harness.cli import App, get_app
 from pike_harness.cli.evaluator_options import evaluator_options, pop_evaluator_values
 from pike_harness.errors import UserError
+from pike_harness.run_config import EXIT_LLM_ERRORS, LLM_FAILURE_LIMIT, default
 
 DEFAULT_OUTPUT_DIR = Path("runs")
 
@@ -37,6 +38,7 @@ def _peek(args: list[str], name: str) -> str | None:
 
 
 def _read_config_file(path: str | None) -> dict[str, Any]:
+    """The file's options with ``-`` spelled ``_``; a ``[strategy]`` table stays a dict (see split_strategy)."""
     if not path:
         return {}
     try:
@@ -46,6 +48,41 @@ def _read_config_file(path: str | None) -> dict[str, Any]:
     except (OSError, tomllib.TOMLDecodeError) as exc:
         raise UserError(f"config file {path} cannot be read: {exc}") from None
     return {k.replace("-", "_"): v for k, v in data.items()}
+
+
+def split_strategy(file_values: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(run options, strategy options): a ``[strategy]`` table holds the strategy's options and may
+    name it (``name = "pike-b"``), as ``strategy = "pike-b"`` at the top level does."""
+    values = dict(file_values)
+    table = values.get("strategy")
+    if not isinstance(table, dict):
+        return values, {}
+    strategy = {k.replace("-", "_"): v for k, v in table.items()}
+    name = strategy.pop("name", None)
+    if name is None:
+        values.pop("strategy")
+    else:
+        values["strategy"] = name
+    return values, strategy
+
+
+def _config_strategy_name(path: str | None) -> str | None:
+    name = split_strategy(_read_config_file(path))[0].get("strategy")
+    return name if isinstance(name, str) else None
+
+
+def _check_file_value(ctx: click.Context, param: click.Parameter, value: Any, where: str) -> Any:
+    """A config-file value goes through the option's own type, bounds and checks, as on the command line."""
+    if isinstance(value, bool) and not (isinstance(param, click.Option) and param.is_flag):
+        raise UserError(f"{where}: {value!r} is not a valid value for {param.name}")
+    if isinstance(param.type, click.types.IntParamType) and isinstance(value, float):
+        raise UserError(f"{where}: {value!r} is not an integer")
+    if isinstance(value, (dict, list)):
+        raise UserError(f"{where}: expected one value, got {type(value).__name__}")
+    try:
+        return param.process_value(ctx, value)
+    except click.BadParameter as exc:
+        raise UserError(f"{where}: {exc.message}") from None
 
 
 def config_options(config_cls: type, *, marker: str) -> list[click.Option]:
@@ -108,7 +145,7 @@ class RunCommand(click.Command):
         # the options an earlier parse added for its strategy before adding this one's.
         self.params = [p for p in self.params if not getattr(p, "pikeh_strategy_option", False)]
         existing = {name for p in self.params for name in p.opts}
-        name = _peek(args, "--strategy") or _read_config_file(_peek(args, "--config")).get("strategy")
+        name = _peek(args, "--strategy") or _config_strategy_name(_peek(args, "--config"))
         if name and name in host.names("strategies"):
             for option in strategy_options(host.get("strategies", name)):
                 clash = [o for o in option.opts if o in existing]
@@ -125,16 +162,19 @@ RUN_OPTIONS = [
     click.Option(["--llm"], help="PROVIDER:MODEL, e.g. google:gemini-2.5-pro, openai:gpt-5, offline:mutate."),
     click.Option(["--llm-base-url"], help="Override the provider's endpoint (proxy, gateway, local server)."),
     click.Option(["--fix-llm"], help="PROVIDER:MODEL for the error-fixing agent (PIKE's cheap EFA)."),
-    click.Option(["--query-budget"], type=click.IntRange(min=1), default=300, show_default=True,
+    click.Option(["--query-budget"], type=click.IntRange(min=1), default=default("query_budget"), show_default=True,
                  help="LLM queries per task (brainstorming is not counted)."),
     click.Option(["--money-budget"], type=click.FloatRange(min=0), help="Stop a task once its spend reaches USD."),
     click.Option(["--run-name"], help="Name of the run directory (default: derived from the options, so "
                                       "re-running the same command resumes)."),
-    click.Option(["--output-dir"], type=click.Path(path_type=Path), default=DEFAULT_OUTPUT_DIR, show_default=True,
+    click.Option(["--output-dir"], type=click.Path(file_okay=False, path_type=Path), default=DEFAULT_OUTPUT_DIR,
+                 show_default=True,
                  help="Where run directories live."),
-    click.Option(["--seed"], type=int, default=0, show_default=True, help="Seed for the strategy's random choices."),
-    click.Option(["--temperature"], type=float, default=0.8, show_default=True, help="Sampling temperature (PIKE: 0.8)."),
-    click.Option(["--max-tokens"], type=click.IntRange(min=1), default=32_000, show_default=True,
+    click.Option(["--seed"], type=int, default=default("seed"), show_default=True,
+                 help="Seed for the strategy's random choices."),
+    click.Option(["--temperature"], type=click.FloatRange(min=0), default=default("temperature"), show_default=True,
+                 help="Sampling temperature (PIKE: 0.8)."),
+    click.Option(["--max-tokens"], type=click.IntRange(min=1), default=default("max_tokens"), show_default=True,
                  help="Output token limit per query (PIKE: 32,000)."),
     click.Option(["--reasoning-effort"], type=click.Choice(["low", "medium", "high"]),
                  help="For reasoning models (sent instead of temperature where the API requires it)."),
@@ -142,28 +182,45 @@ RUN_OPTIONS = [
                  help="tolerance (PIKE's rule): prompts say nothing about precision, the tolerance alone "
                       "judges; stated: prompts forbid computing below the task's precision (fp32 for "
                       "level3-pike). Default: each suite's own precision_rule."),
-    click.Option(["--llm-concurrency"], type=click.IntRange(min=1), default=10, show_default=True,
+    click.Option(["--llm-concurrency"], type=click.IntRange(min=1), default=default("llm_concurrency"), show_default=True,
                  help="Concurrent LLM requests for the whole run."),
     click.Option(["--llm-cache"], type=click.Path(), help="Opt-in response cache folder (identical requests "
                                                            "get the stored reply)."),
     click.Option(["--replay-dir"], type=click.Path(path_type=Path),
                  help="For --llm offline:replay: the recorded run to answer from."),
-    click.Option(["--config"], type=click.Path(), help="A run.toml with any of these options; [strategy] holds "
-                                                       "strategy options. Command-line values win."),
+    click.Option(["--config"], type=click.Path(dir_okay=False), help="A run.toml with any of these options; "
+                 "[strategy] holds the strategy's options (and may name it). Command-line values win."),
+    click.Option(["--retry-llm-errors"], is_flag=True, default=False,
+                 help="On resume, ask the queries that ended as llm_error again (their attempts are redone)."),
+    click.Option(["--max-llm-failures"], type=click.IntRange(min=0), default=LLM_FAILURE_LIMIT, show_default=True,
+                 help="Stop the run after this many failed queries in a row (0: never)."),
+    click.Option(["--repair-journal"], is_flag=True, default=False,
+                 help="Move corrupt journal lines to journal.bad.jsonl, then resume."),
 ]
 
 def merged_options(ctx: click.Context, values: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
-    """(all options, strategy options): command line over config file over defaults."""
-    file_values = _read_config_file(values.get("config"))
-    file_strategy: dict[str, Any] = {}
-    if isinstance(file_values.get("strategy"), dict):  # a [strategy] table holds the strategy's options
-        file_strategy = {k.replace("-", "_"): v for k, v in file_values.pop("strategy").items()}
-        if "name" in file_strategy:
-            file_values["strategy"] = file_strategy.pop("name")
-    known = {p.name for p in ctx.command.params}
-    unknown = set(file_values) - known
+    """(all options, strategy options): command line over config file over defaults.
+
+    A config file is checked exactly like the command line: the same option types and bounds, and a key
+    that names no option (of the run, the evaluators, or the chosen strategy) is refused by name.
+    """
+    path = values.get("config")
+    file_values, file_strategy = split_strategy(_read_config_file(path))
+    params = {p.name: p for p in ctx.command.params if p.name and p.name != "config"}
+    run_params = {n: p for n, p in params.items() if not getattr(p, "pikeh_strategy_option", False)}
+    strategy_params = {n: p for n, p in params.items() if getattr(p, "pikeh_strategy_option", False)}
+    unknown = sorted(set(file_values) - set(run_params))
     if unknown:
-        raise UserError(f"config file {values['config']}: unknown option(s) {', '.join(sorted(unknown))}")
+        raise UserError(f"config file {path}: unknown option(s) {', '.join(unknown)}")
+    unknown = sorted(set(file_strategy) - set(strategy_params))
+    if unknown:
+        name = file_values.get("strategy") or values.get("strategy")
+        raise UserError(f"config file {path}: [strategy] has unknown option(s) {', '.join(unknown)} "
+                        f"(strategy {name!r}; `pikeh run --strategy {name} --help` lists its options)")
+    file_values = {k: _check_file_value(ctx, run_params[k], v, f"config file {path}: {k}")
+                   for k, v in file_values.items()}
+    file_strategy = {k: _check_file_value(ctx, strategy_params[k], v, f"config file {path}: [strategy] {k}")
+                     for k, v in file_strategy.items()}
 
     def pick(name: str, source: dict[str, Any]) -> Any:
         if ctx.get_parameter_source(name) == ParameterSource.COMMANDLINE or name not in source:
@@ -198,12 +255,35 @@ def run(ctx: click.Context, **values: Any) -> None:
             raise click.UsageError(f"--{required.replace('_', '-')} is required (or set it in --config)")
     from pike_harness.launch import launch_run
 
-    status = launch_run(get_app(), merged, strategy_values, evaluator_values)
+    try:
+        status = launch_run(get_app(), merged, strategy_values, evaluator_values)
+    except UserError as exc:
+        if _run_threads_left():
+            # The run stopped on an error while queries were still waiting (in a retry's back-off, say):
+            # the journal is closed, so do not wait for them at interpreter exit.
+            click.echo(f"Error: {exc.format_message()}", err=True)
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(exc.exit_code)
+        raise
+    exit_for(status)
+
+
+def _run_threads_left() -> bool:
+    import threading
+
+    return any(t.name.startswith(("pikeh-attempt", "pikeh-task")) and t.is_alive() for t in threading.enumerate())
+
+
+def exit_for(status: str) -> None:
+    """130 for a stopped run (as for any Ctrl-C), 3 for a run whose queries partly failed, 1 for failures."""
     if status == "interrupted":
         # Threads still waiting on an LLM past the grace period are abandoned: the journal already holds
         # every answer that arrived, and a resume re-asks only what never did.
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(130)
+    if status == "llm_errors":
+        sys.exit(EXIT_LLM_ERRORS)
     if status != "complete":
         sys.exit(1)
