@@ -40,7 +40,8 @@ def register_evaluators(register) -> None:
                               "and resume agrees); spread: any GPU of the cluster (identical nodes only)."),
             click.Option(["--ray-retries"], type=click.IntRange(min=0), default=None,
                          help="[ray] Times an evaluation is re-run elsewhere after a node, worker or actor "
-                              "failure before the run stops with an infrastructure error. Default 2."),
+                              "failure (or a stuck evaluation) before the run stops with an infrastructure "
+                              "error. These are all the tries it gets: the run loop adds none. Default 2."),
             click.Option(["--ray-inflight"], type=click.IntRange(min=1), default=None,
                          help="[ray] Candidates per GPU at once (loading, waiting or being timed), across "
                               "all runs sharing the cluster. Default: the node's CPUs per GPU + 2."),

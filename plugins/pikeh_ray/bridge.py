@@ -21,9 +21,14 @@ What the bridge does:
 * runs it as a ``run_candidate`` task pinned to the device's node once the device actor has reserved
   it a place (the actor caps candidates bound to its device across all runs; this bridge also keeps
   at most ``inflight`` per device);
-* retries an evaluation whose task, worker, node or actor failed (``retries`` times, on whatever
-  device is live), then reports it as an infrastructure error; a verdict is never retried;
-* watches the head's GCS port and exits when it stays unreachable (about four seconds).
+* retries an evaluation whose task, worker, node or actor failed, on whatever device is live, under
+  the one ``RetryPolicy`` (``pike_harness.worker.retry``: at most ``max_attempts`` tries in all),
+  then reports it as an infrastructure error that says how many tries it spent, so the run loop
+  does not try it again on top; a verdict is never retried. An evaluation stuck past its deadline
+  (its stage limits plus a grace, ``liveness.HoldTimer``) has its supervisor killed by the device
+  actor, which fails its task: one more infrastructure failure;
+* watches the head's GCS port and exits when it stays unreachable for the window of the shared
+  worker-death rule (``liveness.BeatWatch``: no successful probe for about four seconds).
 
 Messages in: ``start`` (the configuration), ``submit`` (id, request), ``close``. Out: ``ready``,
 ``status`` (devices and queue), ``result`` (id, record), ``error`` (id, reason), ``fatal`` (reason).
@@ -50,12 +55,14 @@ import ray
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from pike_harness.worker.channel import Channel, ChannelClosed
+from pike_harness.worker.liveness import HOLD_GRACE_S, BeatWatch
 from pike_harness.worker.records import EvalRequest
+from pike_harness.worker.retry import RetryPolicy
 from pikeh_ray.node import DEVICE_RESOURCE, DeviceActor, run_candidate
 
 DISCOVER_EVERY_S = 2.0
 PROBE_EVERY_S = 1.0
-PROBE_FAILURES = 4  # consecutive failed connects to the head before the cluster counts as gone
+PROBE_FAILURES = 4  # probes without an answer from the head before the cluster counts as gone
 NO_DEVICE_GRACE_S = 120.0  # requests waiting this long while the cluster has no usable device fail
 ACTOR_THREADS = 256  # blocking calls a device actor serves at once (waiters of every run, lifelines)
 FULL_RETRY_S = 0.5
@@ -66,7 +73,8 @@ class Config:
     address: str = "auto"
     device: str = "auto"  # auto, cuda or cpu
     placement: str = "task"  # task or spread
-    retries: int = 2
+    retry: dict[str, Any] = field(default_factory=dict)  # a RetryPolicy's fields; empty: the default
+    hold_grace_s: float = HOLD_GRACE_S
     inflight: int | None = None  # per device; None: the node's CPUs per device + 2
     node_dir: str | None = None
     cache: str | None = "default"
@@ -152,6 +160,7 @@ def rendezvous(task: str, nodes: list[tuple[str, str]]) -> str | None:
 class Bridge:
     def __init__(self, config: Config, channel: Channel):
         self.config = config
+        self.retry = RetryPolicy.from_dict(config.retry)
         self.channel = channel
         self.inbox: queue.Queue[dict[str, Any]] = queue.Queue()
         self.pending: collections.deque[Job] = collections.deque()
@@ -311,7 +320,7 @@ class Bridge:
             job.attempts += 1
             request = replace(job.request, device=device.info["device"])
             node_config = {"node_dir": self.node_dir, "cache": self.config.cache, "prewarm": self.config.prewarm,
-                           "quiet": self.config.quiet}
+                           "quiet": self.config.quiet, "hold_grace_s": self.config.hold_grace_s}
             ref = self.remote_task.options(
                 num_cpus=1, max_retries=0, name=f"pikeh-eval:{request.task}",
                 scheduling_strategy=NodeAffinitySchedulingStrategy(device.node_id, soft=False),
@@ -336,10 +345,10 @@ class Bridge:
         with contextlib.suppress(Exception):
             device.actor.leave.remote(seq)  # free its place now (the actor would notice the dead worker too)
         job.errors.append(f"attempt {job.attempts} on {device.label}: {out['infra']}")
-        if job.attempts <= self.config.retries:
+        if self.retry.may_retry(job.attempts):
             self.pending.appendleft(job)
         else:
-            self.send({"op": "error", "id": job.id,
+            self.send({"op": "error", "id": job.id, "attempts": job.attempts,
                        "reason": f"{job.attempts} attempts failed for reasons not the candidate's: "
                                  + " | ".join(job.errors)})
 
@@ -388,13 +397,20 @@ class Bridge:
             self.no_device_since = None
 
     def probe_loop(self) -> None:
-        failures = 0
+        """The head is judged by the shared worker-death rule: each answered probe is a beat; the
+        cluster is gone once none came for the whole window (a probe lost now and then is no news)."""
+        head = BeatWatch(PROBE_FAILURES * PROBE_EVERY_S - PROBE_EVERY_S / 2)
+        probes = 0
         while not self.closing:
             time.sleep(PROBE_EVERY_S)
             if self.gcs is None:
                 continue
-            failures = 0 if reachable(self.gcs, timeout=2.0) else failures + 1
-            if failures >= PROBE_FAILURES:
+            probes += 1
+            if reachable(self.gcs, timeout=2.0):
+                head.saw("head", probes)
+            else:
+                head.looked("head")
+            if head.is_dead("head"):
                 # From this thread: the main loop may be stuck inside a Ray call that retries for a minute.
                 self.send({"op": "fatal", "reason": f"the Ray head at {self.gcs[0]}:{self.gcs[1]} stopped "
                                                     f"answering ({PROBE_FAILURES} checks, {PROBE_EVERY_S:g} s apart)"})

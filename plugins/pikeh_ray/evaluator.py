@@ -140,7 +140,9 @@ class _Link:
             if op == "result":
                 future.set_result(EvalResult.from_dict(message["result"]))
             else:
-                future.set_exception(EvaluatorError(f"ray: {message.get('reason')}"))
+                attempts = message.get("attempts")
+                future.set_exception(EvaluatorError(f"ray: {message.get('reason')}",
+                                                    attempts=attempts if isinstance(attempts, int) else 1))
         elif op == "fatal":
             self.reason, self.fatal = str(message.get("reason")), True
 
@@ -208,9 +210,11 @@ class RayEvaluator(Evaluator):
         placement = str(extra.get("ray_placement") or "task")
         if placement not in PLACEMENTS:
             raise EvaluatorError(f"--ray-placement must be one of {', '.join(PLACEMENTS)}")
+        if extra.get("ray_retries") is not None:  # retries after the first try: the policy's attempts - 1
+            self.retry_policy = dataclasses.replace(self.retry_policy, max_attempts=int(extra["ray_retries"]) + 1)
         self.bridge_config = {
             "address": self.address, "device": device, "placement": placement,
-            "retries": int(extra["ray_retries"]) if extra.get("ray_retries") is not None else 2,
+            "retry": self.retry_policy.to_dict(),
             "inflight": int(extra["ray_inflight"]) if extra.get("ray_inflight") else None,
             "node_dir": str(extra["ray_node_dir"]) if extra.get("ray_node_dir") else None,
             "cache": str(cache) if cache is not None else None,
@@ -297,7 +301,7 @@ class RayEvaluator(Evaluator):
                 "devices": [f"{d.get('host')}/{d.get('node_id', '')[:8]}/{d.get('device')}" for d in devices],
                 "nodes": sorted({d.get("node_id") for d in devices}),
                 "protocol": {**protocol.describe(), "params": dict(self.options.protocol_params)},
-                "placement": self.bridge_config["placement"], "retries": self.bridge_config["retries"],
+                "placement": self.bridge_config["placement"], "retries": self.retry_policy.max_attempts - 1,
                 "inflight_per_device": self.bridge_config["inflight"]}
 
     def close(self) -> None:

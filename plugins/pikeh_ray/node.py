@@ -30,6 +30,7 @@ import contextlib
 import heapq
 import os
 import shutil
+import signal
 import socket
 import threading
 import time
@@ -40,6 +41,7 @@ from typing import Any
 import ray
 
 from pike_harness.worker import sandbox
+from pike_harness.worker.liveness import HOLD_GRACE_S, STALE_AFTER_S, HoldTimer, hold_deadline_s, is_dead
 
 JIT_FLAGS = ("technique:triton", "technique:torch.compile")
 DEVICE_RESOURCE = "pikeh_device"  # the custom resource that stands for "one whole device" without GPUs
@@ -55,13 +57,23 @@ class _Member:
     """One admitted or waiting evaluation: its supervisor (a Ray worker on this node) and candidate."""
 
     pid: int
-    start: int | None
+    start: int | None  # the supervisor process's start time: its epoch (a reused pid has another)
+    timer: HoldTimer | None = None  # its working time against its deadline, from admission
     candidate: tuple[int, str] | None = None  # (pid, sandbox marker) once spawned
     quiet_token: int | None = None
 
     def alive(self) -> bool:
+        """The shared worker-death rule, for a supervisor on this node: dead once its process is."""
         start = sandbox.process_start(self.pid)
-        return start is not None and (self.start is None or start == self.start)
+        gone = start is None or (self.start is not None and start != self.start)
+        return not is_dead(0.0, STALE_AFTER_S, process_gone=gone)
+
+    def kill_supervisor(self) -> None:
+        """SIGKILL the supervisor (only if the pid is still that process): its Ray task fails, and the
+        bridge retries the request elsewhere under the retry policy."""
+        if sandbox.process_start(self.pid) == self.start and self.start is not None:
+            with contextlib.suppress(OSError):
+                os.kill(self.pid, signal.SIGKILL)
 
 
 class DeviceActor:
@@ -129,7 +141,10 @@ class DeviceActor:
             self._reserved[seq] = now
             return True
 
-    def admit(self, seq: int, pid: int, start: int | None, timeout: float) -> bool:
+    def admit(self, seq: int, pid: int, start: int | None, timeout: float, hold_deadline_s: float | None = None) -> bool:
+        """Admit the evaluation ``seq`` (its supervisor ``pid``); ``hold_deadline_s`` bounds how long it
+        may work once admitted, waits for the gate not counted (``liveness.HoldTimer``): the reaper
+        kills a supervisor past it, so a stuck evaluation cannot hold a place for ever."""
         deadline = time.monotonic() + max(0.0, timeout)
         with self._cond:
             self._last_activity = time.monotonic()
@@ -138,6 +153,7 @@ class DeviceActor:
             if self._reserved.pop(seq, None) is not None:
                 self._members[seq] = _Member(pid=pid, start=start)
                 self._admitted.add(seq)
+                self._start_timer(seq, hold_deadline_s)
                 return True
             if seq not in self._members:
                 self._members[seq] = _Member(pid=pid, start=start)
@@ -149,8 +165,14 @@ class DeviceActor:
                 self._cond.wait(remaining)
             heapq.heappop(self._waiting)
             self._admitted.add(seq)
+            self._start_timer(seq, hold_deadline_s)
             self._cond.notify_all()
             return True
+
+    def _start_timer(self, seq: int, hold_deadline_s: float | None) -> None:
+        member = self._members.get(seq)
+        if member is not None and hold_deadline_s is not None and member.timer is None:
+            member.timer = HoldTimer(float(hold_deadline_s))
 
     def leave(self, seq: int, sweep: bool = True) -> None:
         """The evaluation ``seq`` is over (or its supervisor died): free its place and the device,
@@ -185,6 +207,13 @@ class DeviceActor:
                 sandbox.sweep_orphans()
             with self._cond:
                 dead = [seq for seq, member in self._members.items() if not member.alive()]
+                overdue = [(seq, member) for seq, member in self._members.items()
+                           if seq not in dead and member.timer is not None and member.timer.overdue()]
+            for seq, member in overdue:
+                print(f"[pikeh-device {self.device}] evaluation {seq} ran past its deadline of "
+                      f"{member.timer.deadline_s:.0f} s: its supervisor is killed", flush=True)
+                member.kill_supervisor()
+                dead.append(seq)
                 idle = (not self._members and not self._reserved and self.gate.holder is None
                         and time.monotonic() - self._last_activity > self.idle_exit_s)
             for seq in dead:
@@ -195,7 +224,14 @@ class DeviceActor:
 
     # -- the gate ------------------------------------------------------------------------------
     def acquire(self, seq: int, timeout: float) -> bool:
-        return self.gate.ticket(seq).acquire(timeout=max(0.0, timeout))
+        member = self._members.get(seq)
+        timer = member.timer if member is not None else None
+        if timer is not None:
+            timer.waiting()  # waiting for the gate is the other evaluations' time, not this one's
+        granted = self.gate.ticket(seq).acquire(timeout=max(0.0, timeout))
+        if timer is not None and granted:
+            timer.working()
+        return granted
 
     def release(self, seq: int) -> None:
         self.gate.ticket(seq).release()
@@ -365,14 +401,16 @@ def run_candidate(request_json: str, actor: Any, seq: int, attempt: int, config:
                               "submitted": time.time()}
     evaluation = None
     try:
+        from pike_harness.worker.records import EvalRequest
+
+        request = EvalRequest.from_json(request_json)
+        hold_s = hold_deadline_s(request.limits, float(config.get("hold_grace_s") or HOLD_GRACE_S))
         while not call_actor(actor, "admit", seq, os.getpid(), sandbox.process_start(os.getpid()), ADMIT_POLL_S,
-                             timeout=ADMIT_POLL_S):
+                             hold_s, timeout=ADMIT_POLL_S):
             pass
-        from pike_harness.worker.records import EvalRequest  # torch comes with these: only once admitted
-        from pike_harness.worker.supervisor import Evaluation
+        from pike_harness.worker.supervisor import Evaluation  # torch comes with it: only once admitted
 
         settings = _settings(str(config["node_dir"]), cache)
-        request = EvalRequest.from_json(request_json)
         window["load_start"] = time.time()
         evaluation = Evaluation(request, ActorOracle(actor), settings)
 

@@ -14,7 +14,9 @@ from pike_harness.evaluation import (
     EvaluatorError,
     EvaluatorOptions,
     EvaluatorSpec,
+    RetryPolicy,
     apply_options,
+    attempts_of,
     check_protocol,
 )
 from pike_harness.hookspecs import hookimpl
@@ -59,6 +61,7 @@ __all__ = [
     "RUN_FILE",
     "read_journal",
     "apply_options",
+    "attempts_of",
     "check_protocol",
     "Price",
     "PriceTable",
@@ -90,6 +93,7 @@ __all__ = [
     "ReportOptions",
     "ReportSummary",
     "Reporter",
+    "RetryPolicy",
     "RetryRecord",
     "Strategy",
     "Suite",

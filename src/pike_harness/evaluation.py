@@ -17,10 +17,22 @@ from pathlib import Path
 from typing import Any
 
 from pike_harness.model import EvalRequest, EvalResult
+from pike_harness.worker.retry import DEFAULT as DEFAULT_RETRY
+from pike_harness.worker.retry import RetryPolicy as RetryPolicy  # re-exported: the evaluator interface
+from pike_harness.worker.retry import attempts_of as attempts_of
 
 
 class EvaluatorError(Exception):
-    """The evaluator itself failed (no GPU, a worker vanished): never a verdict on the candidate."""
+    """The evaluator itself failed (no GPU, a worker vanished): never a verdict on the candidate.
+
+    ``attempts``: how many tries of the request the evaluator spent before giving up (a transport
+    that retries on its own says so), so the run loop retries only what the one ``RetryPolicy``
+    (``pike_harness.worker.retry``) leaves.
+    """
+
+    def __init__(self, *args: object, attempts: int = 1):
+        super().__init__(*args)
+        self.attempts = attempts
 
 
 @dataclass
@@ -60,6 +72,9 @@ class Evaluator(ABC):
     """Checks and times candidates. Thread-safe: strategies submit from many threads."""
 
     name: str = "evaluator"
+    # How often a request is tried in all when the infrastructure fails it: this evaluator's own
+    # retries (if it has any) and the run loop's together. One policy; evaluators share the default.
+    retry_policy: RetryPolicy = DEFAULT_RETRY
 
     @abstractmethod
     def submit(self, request: EvalRequest) -> Future[EvalResult]:

@@ -38,7 +38,6 @@ from pike_harness.worker.environment import cpu_model
 
 # Options that may change between a run and its resume without changing its results.
 OPERATIONAL_OPTIONS = ("llm_base_url", "llm_concurrency", "evaluator_options", "llm_cache", "replay_dir")
-EVAL_INFRA_RETRIES = 3
 STOP_GRACE_S = 15.0  # how long a stopping run waits for answers already being generated
 
 
@@ -490,7 +489,8 @@ class Runner:
         assert self.evaluator is not None
         config = self.config
         overrides: dict[str, Any] = {"protocol": config.protocol, "protocol_params": dict(config.protocol_params)}
-        for attempt in range(1, EVAL_INFRA_RETRIES + 1):
+
+        def attempt() -> EvalResult:
             self.check_running()
             request = task.eval_request(code, **overrides)
             if config.timeout_s:
@@ -499,14 +499,14 @@ class Runner:
             try:
                 return self.evaluator.submit(request).result()
             except EvaluatorError:
-                if self._stop.is_set() or attempt == EVAL_INFRA_RETRIES:
-                    raise
-                time.sleep(2.0 * attempt)
+                raise
             except Exception as exc:  # a cancelled future while stopping
                 if self._stop.is_set():
                     raise RunInterrupted() from exc
                 raise
-        raise AssertionError("unreachable")
+
+        # One policy: the evaluator's own retries count against it (pike_harness.worker.retry).
+        return self.evaluator.retry_policy.call(attempt, retry_on=EvaluatorError, give_up=self._stop.is_set)
 
     def attempt_finished(self, task_run: TaskRun, attempt: Attempt) -> None:
         speedup = task_run.best_speedup

@@ -36,7 +36,9 @@ from typing import Any
 from pike_harness.worker import queue_channel as qc
 from pike_harness.worker.devices import resolve_devices
 from pike_harness.worker.errors import InfrastructureError
+from pike_harness.worker.liveness import HOLD_GRACE_S, STALE_AFTER_S, HoldTimer, hold_deadline_s
 from pike_harness.worker.records import EvalRequest, EvalResult
+from pike_harness.worker.retry import MAX_ATTEMPTS
 
 log = logging.getLogger("pikeh.worker")
 MEMORY_SHARE = 0.6  # of a container's memory limit, the most one candidate may use
@@ -56,8 +58,9 @@ class ServiceConfig:
     worker_id: str | None = None  # None: <host>-<pid>
     workdir: Path | None = None  # private files (reference outputs, scratch); None: a temporary folder
     heartbeat_s: float = 1.0
-    stale_after_s: float = 15.0  # a heartbeat that stands still this long is a dead worker's
-    max_attempts: int = 3  # workers that may die on one request before it is given up
+    stale_after_s: float = STALE_AFTER_S  # a heartbeat that stands still this long is a dead worker's
+    max_attempts: int = MAX_ATTEMPTS  # workers that may die on (or overrun) one request before it is given up
+    hold_grace_s: float = HOLD_GRACE_S  # added to a request's stage limits: its deadline while held here
     key: bytes | None = None  # shared HMAC key: requests must carry it, results are signed with it
     stdin_lifeline: bool = False  # exit when standard input reaches end-of-file
     replace: bool = False  # the previous worker with this id is known to be dead: take over at once
@@ -74,8 +77,10 @@ class _Job:
     claim: Path
     request: EvalRequest
     device: str
+    timer: HoldTimer
     evaluation: Any = None
     started: float = field(default_factory=time.monotonic)
+    overran: bool = False  # past its deadline and given back: its late outcome is not written
 
 
 def cgroup_memory_mb() -> int | None:
@@ -185,6 +190,7 @@ class WorkerService:
                 try:
                     if now >= next_check:
                         self._recover_others()
+                        self._give_back_overdue()
                         next_check = now + self.config.heartbeat_s
                     took = self._fill_slots()
                 except OSError as exc:  # a shared file system's hiccup must not end the worker
@@ -245,8 +251,27 @@ class WorkerService:
         while not self._stop.wait(self.config.heartbeat_s):
             with self._lock:
                 active, done = len(self.active), self.done
+                overdue = [job.claim.name for job in self.active.values() if not job.overran and job.timer.overdue()]
             with contextlib.suppress(OSError):
-                self.heartbeat.beat(active=active, done=done)
+                # Overdue requests are listed, so an observer gives them back should this worker's main
+                # loop be stuck while this thread still beats (queue_channel.release_overdue).
+                self.heartbeat.beat(active=active, done=done, overdue=overdue)
+
+    def _give_back_overdue(self) -> None:
+        """A request held past its own stage limits plus the grace goes back to the queue, counted as
+        an attempt (as if this worker had died on it); its evaluation is aborted. Its slot stays taken
+        until the evaluation's thread returns, so a stuck thread never lets the worker overcommit."""
+        with self._lock:
+            late = [job for job in self.active.values() if not job.overran and job.timer.overdue()]
+            for job in late:
+                job.overran = True
+        for job in late:
+            moved = qc.release_claim(self.qdir, job.claim, died=True, max_attempts=self.config.max_attempts)
+            log.warning("%s (%s) ran past its deadline of %.0f s here: given back as %s", job.ticket,
+                        job.request.task, job.timer.deadline_s, moved)
+            if job.evaluation is not None:
+                with contextlib.suppress(Exception):
+                    job.evaluation.abort()
 
     def _shutdown(self) -> None:
         """Kill what is in flight, give those requests back uncounted, stop the reference processes."""
@@ -335,7 +360,8 @@ class WorkerService:
         cap = self.memory_cap_mb
         if cap is not None and (request.limits.memory_mb is None or request.limits.memory_mb > cap):
             request = dataclasses.replace(request, limits=dataclasses.replace(request.limits, memory_mb=cap))
-        job = _Job(ticket, session, attempt, path, request, device)
+        job = _Job(ticket, session, attempt, path, request, device,
+                   HoldTimer(hold_deadline_s(request.limits, self.config.hold_grace_s)))
         with self._lock:
             self.active[ticket] = job
         log.info("took %s (%s, attempt %d) on %s", ticket, request.task, attempt + 1, device)
@@ -364,7 +390,11 @@ class WorkerService:
                 result = evaluation.load()
                 if result is None:
                     lock = self.locks[job.device]
-                    result = evaluation.wait_for(lock)
+                    job.timer.waiting()  # the wait for the device is the other requests' time
+                    try:
+                        result = evaluation.wait_for(lock)
+                    finally:
+                        job.timer.working()
                     if result is None:
                         try:
                             result = evaluation.finish()
@@ -387,6 +417,12 @@ class WorkerService:
                 self._finish(job, result, error)
 
     def _finish(self, job: _Job, result: EvalResult | None, error: str | None) -> None:
+        if job.overran:  # given back already: the request is the queue's again
+            with self._lock:
+                self.active.pop(job.ticket, None)
+                self.done += 1
+            log.info("%s finished after it was given back: outcome dropped", job.ticket)
+            return
         try:
             if result is not None:
                 result.environment["worker"] = {"id": self.worker_id, "epoch": self.heartbeat.epoch}
