@@ -215,6 +215,9 @@ class RayEvaluator(Evaluator):
         self.bridge_config = {
             "address": self.address, "device": device, "placement": placement,
             "retry": self.retry_policy.to_dict(),
+            # Added to a request's stage limits: how long it may be worked on before the device actor
+            # counts it stuck (liveness.HoldTimer). Not a CLI option: tests shrink it.
+            "hold_grace_s": float(extra["ray_hold_grace"]) if extra.get("ray_hold_grace") is not None else None,
             "inflight": int(extra["ray_inflight"]) if extra.get("ray_inflight") else None,
             "node_dir": str(extra["ray_node_dir"]) if extra.get("ray_node_dir") else None,
             "cache": str(cache) if cache is not None else None,

@@ -209,13 +209,13 @@ class DeviceActor:
                 dead = [seq for seq, member in self._members.items() if not member.alive()]
                 overdue = [(seq, member) for seq, member in self._members.items()
                            if seq not in dead and member.timer is not None and member.timer.overdue()]
+                idle = (not self._members and not self._reserved and self.gate.holder is None
+                        and time.monotonic() - self._last_activity > self.idle_exit_s)
             for seq, member in overdue:
                 print(f"[pikeh-device {self.device}] evaluation {seq} ran past its deadline of "
                       f"{member.timer.deadline_s:.0f} s: its supervisor is killed", flush=True)
                 member.kill_supervisor()
                 dead.append(seq)
-                idle = (not self._members and not self._reserved and self.gate.holder is None
-                        and time.monotonic() - self._last_activity > self.idle_exit_s)
             for seq in dead:
                 self.leave(seq)
             if idle:
@@ -404,7 +404,8 @@ def run_candidate(request_json: str, actor: Any, seq: int, attempt: int, config:
         from pike_harness.worker.records import EvalRequest
 
         request = EvalRequest.from_json(request_json)
-        hold_s = hold_deadline_s(request.limits, float(config.get("hold_grace_s") or HOLD_GRACE_S))
+        grace = config.get("hold_grace_s")
+        hold_s = hold_deadline_s(request.limits, HOLD_GRACE_S if grace is None else float(grace))
         while not call_actor(actor, "admit", seq, os.getpid(), sandbox.process_start(os.getpid()), ADMIT_POLL_S,
                              hold_s, timeout=ADMIT_POLL_S):
             pass
