@@ -77,9 +77,10 @@ def worker_env() -> dict[str, str]:
     return {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"}
 
 
-# The worker must run where only torch, triton and the standard library are installed: the worker
-# processes of these tests start with the harness's other dependencies made unimportable.
-NOT_ON_GPU_HOSTS = ("click", "rich", "pluggy", "duckdb", "altair", "openai", "anthropic", "pike_harness.api",
+# The worker must run where only torch, triton, click (its options: worker/command.py) and the
+# standard library are installed: the worker processes of these tests start with the harness's other
+# dependencies made unimportable.
+NOT_ON_GPU_HOSTS = ("rich", "pluggy", "duckdb", "altair", "openai", "anthropic", "pike_harness.api",
                     "pike_harness.cli", "pike_harness.plugins")
 RUN_SERVICE = ("import runpy, sys\n"
                f"for name in {NOT_ON_GPU_HOSTS!r}:\n    sys.modules[name] = None\n"

@@ -15,7 +15,6 @@ standard input closes) it kills what it is evaluating, gives those requests back
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import ctypes
 import dataclasses
@@ -502,63 +501,20 @@ def read_key_line(stream: Any) -> bytes:
     return key
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="python -m pike_harness.worker.service",
-        description="Serve evaluation requests from a queue folder shared with `pikeh eval/run --evaluator "
-                    "queue --io-dir DIR` (docs/containers.md, docs/cluster.md).")
-    parser.add_argument("--io-dir", required=True, type=Path, help="The queue folder (local or shared file system).")
-    parser.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:N or cuda:0,1 (default: auto).")
-    parser.add_argument("--max-active", type=int, default=None,
-                        help="Evaluations in flight (loading in parallel, checking and timing take turns per "
-                             "device). Default: 4 per device, at most the CPU count.")
-    parser.add_argument("--worker-id", default=None, help="Name in the queue folder (default: <host>-<pid>).")
-    parser.add_argument("--workdir", type=Path, default=None,
-                        help="Private folder for reference outputs and scratch (default: a temporary folder).")
-    parser.add_argument("--heartbeat", type=float, default=1.0, help="Seconds between heartbeats (default 1).")
-    parser.add_argument("--stale-after", type=float, default=15.0,
-                        help="Seconds a heartbeat may stand still before its worker counts as dead (default 15).")
-    parser.add_argument("--max-attempts", type=int, default=3,
-                        help="Workers that may die on one request before it is given up (default 3).")
-    keys = parser.add_mutually_exclusive_group()
-    keys.add_argument("--key-file", type=Path, default=None, help="Shared key: sign results, accept only signed requests.")
-    keys.add_argument("--key-stdin", action="store_true", help="Read the shared key from the first line of stdin.")
-    parser.add_argument("--stdin-lifeline", action="store_true", help="Exit when stdin reaches end-of-file.")
-    parser.add_argument("--replace", action="store_true",
-                        help="The previous worker with this --worker-id is known to be dead: take over at once.")
-    parser.add_argument("--idle-exit", type=float, default=None, help="Exit after this many seconds without work.")
-    parser.add_argument("--quiet", action="store_true", help="Log warnings and errors only.")
-    return parser
-
-
-def config_from_args(args: argparse.Namespace) -> ServiceConfig:
-    key = None
-    if args.key_file is not None:
-        try:
-            key = qc.read_key(args.key_file)
-        except qc.ChannelError as exc:
-            raise ServiceError(str(exc)) from None
-    elif args.key_stdin:
-        key = read_key_line(sys.stdin.buffer)
-    return ServiceConfig(io_dir=args.io_dir, device=args.device, max_active=args.max_active,
-                         worker_id=args.worker_id, workdir=args.workdir, heartbeat_s=args.heartbeat,
-                         stale_after_s=args.stale_after, max_attempts=args.max_attempts, key=key,
-                         stdin_lifeline=args.stdin_lifeline, replace=args.replace, idle_exit_s=args.idle_exit)
-
-
 def setup_logging(quiet: bool) -> None:
     logging.basicConfig(level=logging.WARNING if quiet else logging.INFO, stream=sys.stderr,
                         format="%(asctime)s pikeh-worker %(message)s", datefmt="%H:%M:%S")
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    setup_logging(args.quiet)
+    """``python -m pike_harness.worker.service``: the options are ``pikeh worker``'s (worker/command.py)."""
+    from pike_harness.worker.command import STANDALONE, standalone
+
     try:
-        return serve(config_from_args(args))
-    except ServiceError as exc:
-        print(f"pikeh worker: error: {exc}", file=sys.stderr)
-        return 2
+        standalone.main(args=argv, prog_name=STANDALONE, standalone_mode=True)
+    except SystemExit as exc:
+        return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+    return 0
 
 
 if __name__ == "__main__":
