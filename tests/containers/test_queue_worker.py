@@ -177,3 +177,23 @@ def test_a_request_held_past_its_deadline_is_given_back_counted(tmp_path):
     assert "deadline" in result.reason
     assert took < 30, "held until the candidate gave up waiting, not until its deadline"
     assert not thread.is_alive()
+
+
+def test_a_restart_waits_out_a_predecessors_unreadable_heartbeat(tmp_path):
+    """A worker restarted under an id whose heartbeat cannot be read (caught mid-write on a shared
+    file system) does not take the predecessor's claims at once: an unreadable heartbeat is no
+    news, so it waits for the whole --stale-after window first."""
+    io_dir = tmp_path / "io"
+    qdir = qc.QueueDir(io_dir).ensure()
+    ticket = qc.new_ticket("abcdef0123", 1)
+    qdir.claim_folder("flaky").mkdir()
+    qc.write_json(qdir.claimed / "flaky", qc.request_name(ticket, 0), {"ticket": ticket})
+    (qdir.workers / "flaky.json").write_text('{"protocol": "pikeh-queue/1", "worker_id": "fla')
+    worker = WorkerProcess(io_dir, tmp_path / "worker.log", worker_id="flaky")
+    try:
+        wait_until(lambda: "waiting up to 2 s for the earlier worker flaky" in worker.log(), 60, "the wait")
+        assert qc.names(qdir.claimed / "flaky") == [qc.request_name(ticket, 0)], "released at once"
+        wait_until(lambda: "gave back 1 request(s) an earlier worker flaky held" in worker.log(), 30,
+                   "the claim to be given back after the window")
+    finally:
+        worker.stop()

@@ -208,43 +208,53 @@ class WorkerService:
         return 0
 
     def _take_over_id(self) -> None:
-        """Refuse an id a live worker uses; give back what a dead predecessor with this id held."""
-        try:
-            previous = qc.read_json(self.heartbeat.path)
-        except (ValueError, OSError):
-            previous = None
-        if previous is not None and previous.get("state") != "stopped" and not self.config.replace:
-            observer = qc.Liveness(self.config.stale_after_s)
-            waited = False
-            while True:
-                beats = {self.worker_id: previous}
-                observer.update(beats)
-                if not observer.is_alive(self.worker_id, previous):
+        """Refuse an id a live worker uses; give back what a dead predecessor with this id held.
+
+        The predecessor is judged by the shared rule: its heartbeat must stand still (or stay
+        unreadable, or missing while it still holds claims) for the whole window before its claims
+        are taken; a heartbeat caught mid-write is no news, never a death."""
+        observer = qc.Liveness(self.config.stale_after_s)
+        first: tuple[Any, Any] | None = None  # the first readable beat's (epoch, seq)
+        waited = False
+        while not self.config.replace:
+            beats = self._own_heartbeat()
+            beat = beats.get(self.worker_id)
+            held = qc.names(self.qdir.claim_folder(self.worker_id))
+            if beat is None and not beats.unreadable and (not waited or not held):
+                break  # no heartbeat and nothing held (or a clean stop deleted it): nothing to wait for
+            if beat is not None:
+                if beat.get("state") == "stopped":
                     break
-                here = qc.machine_identity()
-                if all(previous.get(k) == v for k, v in here.items()):
-                    raise ServiceError(f"worker id {self.worker_id} is in use by process {previous.get('pid')} "
-                                       "on this machine: pick another --worker-id")
-                if not waited:
-                    log.info("waiting up to %.0f s for the earlier worker %s to fall silent",
-                             self.config.stale_after_s, self.worker_id)
-                    waited = True
-                if self._stop.wait(self.config.heartbeat_s):
-                    return
-                try:
-                    current = qc.read_json(self.heartbeat.path)
-                except (ValueError, OSError):
-                    current = previous
-                if current is None:
-                    break
-                if (current.get("epoch"), current.get("seq")) != (previous.get("epoch"), previous.get("seq")):
+                token = (beat.get("epoch"), beat.get("seq"))
+                if first is not None and token != first:
                     raise ServiceError(f"worker id {self.worker_id} is in use by a live worker on "
-                                       f"{current.get('host')}: pick another --worker-id")
-                previous = current
+                                       f"{beat.get('host')}: pick another --worker-id")
+                first = token
+            observer.update(beats)
+            if not observer.is_alive(self.worker_id, beat):
+                break
+            here = qc.machine_identity()
+            if beat is not None and all(beat.get(k) == v for k, v in here.items()):
+                raise ServiceError(f"worker id {self.worker_id} is in use by process {beat.get('pid')} "
+                                   "on this machine: pick another --worker-id")
+            if not waited:
+                log.info("waiting up to %.0f s for the earlier worker %s to fall silent",
+                         self.config.stale_after_s, self.worker_id)
+                waited = True
+            if self._stop.wait(self.config.heartbeat_s):
+                return
         moved = qc.release_claims(self.qdir, self.worker_id, died=True, max_attempts=self.config.max_attempts)
         if moved:
             log.info("gave back %d request(s) an earlier worker %s held when it died", len(moved),
                      self.worker_id)
+
+    def _own_heartbeat(self) -> qc.Heartbeats:
+        """The heartbeat under this worker's id, as an observer reads it (unreadable noted)."""
+        try:
+            beat = qc.read_json(self.heartbeat.path)
+        except (ValueError, OSError):
+            return qc.Heartbeats(unreadable={self.worker_id})
+        return qc.Heartbeats({self.worker_id: beat} if beat is not None else {})
 
     def _beat_loop(self) -> None:
         while not self._stop.wait(self.config.heartbeat_s):
