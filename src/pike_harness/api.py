@@ -16,6 +16,7 @@ from pike_harness.evaluation import (
     EvaluatorSpec,
     apply_options,
     check_protocol,
+    evaluator_config,
 )
 from pike_harness.hookspecs import hookimpl
 from pike_harness.llm import (
@@ -60,6 +61,7 @@ __all__ = [
     "read_journal",
     "apply_options",
     "check_protocol",
+    "evaluator_config",
     "Price",
     "PriceTable",
     "RunStore",
