@@ -18,6 +18,7 @@ from pike_harness.evaluation import (
     apply_options,
     attempts_of,
     check_protocol,
+    evaluator_config,
 )
 from pike_harness.hookspecs import hookimpl
 from pike_harness.llm import (
@@ -63,6 +64,7 @@ __all__ = [
     "apply_options",
     "attempts_of",
     "check_protocol",
+    "evaluator_config",
     "Price",
     "PriceTable",
     "RunStore",

@@ -15,7 +15,12 @@ from typing import Any
 import click
 
 from pike_harness.cli import App, get_app
-from pike_harness.cli.evaluator_options import build_evaluator, evaluator_options, pop_evaluator_values
+from pike_harness.cli.evaluator_options import (
+    EvaluatorCommand,
+    build_evaluator,
+    evaluator_options,
+    pop_evaluator_values,
+)
 from pike_harness.cli.run_cmd import _peek
 from pike_harness.errors import UserError
 from pike_harness.reporting import FORMATS, ReportOptions, ReportSummary
@@ -23,7 +28,7 @@ from pike_harness.reporting import FORMATS, ReportOptions, ReportSummary
 DEFAULT_REPORTER = "duckdb"
 
 
-class ReportCommand(click.Command):
+class ReportCommand(EvaluatorCommand):
     """Adds the chosen reporter's options before parsing, so they parse and show in --help."""
 
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:

@@ -7,12 +7,9 @@ Options come from the command line, then ``--config run.toml``, then defaults.
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import sys
 import tomllib
-import types
-import typing
 from pathlib import Path
 from typing import Any
 
@@ -20,20 +17,16 @@ import click
 from click.core import ParameterSource
 
 from pike_harness.cli import App, get_app
-from pike_harness.cli.evaluator_options import evaluator_options, pop_evaluator_values
+from pike_harness.cli.config_options import dataclass_options
+from pike_harness.cli.evaluator_options import (
+    EvaluatorCommand,
+    _peek,
+    evaluator_options,
+    pop_evaluator_values,
+)
 from pike_harness.errors import UserError
 
 DEFAULT_OUTPUT_DIR = Path("runs")
-
-
-def _peek(args: list[str], name: str) -> str | None:
-    """The value of ``--name VALUE`` / ``--name=VALUE`` in raw arguments, before click parses them."""
-    for i, arg in enumerate(args):
-        if arg == name and i + 1 < len(args):
-            return args[i + 1]
-        if arg.startswith(name + "="):
-            return arg.split("=", 1)[1]
-    return None
 
 
 def _read_config_file(path: str | None) -> dict[str, Any]:
@@ -50,40 +43,17 @@ def _read_config_file(path: str | None) -> dict[str, Any]:
 
 def strategy_options(strategy_cls: type) -> list[click.Option]:
     """One click option per field of the strategy's Config dataclass."""
-    options = []
-    hints = typing.get_type_hints(strategy_cls.Config)
-    for f in dataclasses.fields(strategy_cls.Config):
-        kind = hints.get(f.name, str)
-        base = _base_type(kind)
-        default = f.default if f.default is not dataclasses.MISSING else (
-            f.default_factory() if f.default_factory is not dataclasses.MISSING else None)  # type: ignore[misc]
-        help_text = f.metadata.get("help", "")
-        flag = "--" + f.name.replace("_", "-")
-        if base is bool:
-            option = click.Option([f"{flag}/--no-{f.name.replace('_', '-')}", f.name], default=default,
-                                  show_default=True, help=help_text)
-        else:
-            option = click.Option([flag, f.name], type=base, default=default, show_default=True, help=help_text)
-        option.pikeh_strategy_option = True  # type: ignore[attr-defined]
-        options.append(option)
-    return options
+    return dataclass_options(strategy_cls.Config, tag="pikeh_strategy_option")
 
 
-def _base_type(kind: Any) -> type:
-    if isinstance(kind, types.UnionType) or typing.get_origin(kind) is typing.Union:
-        args = [a for a in typing.get_args(kind) if a is not type(None)]
-        kind = args[0] if args else str
-    return kind if kind in (bool, int, float, str) else str
+class RunCommand(EvaluatorCommand):
+    """Adds the chosen strategy's and evaluator's options before parsing, so --help shows them."""
 
-
-class RunCommand(click.Command):
-    """Adds the chosen strategy's and evaluators' options before parsing, so --help shows them."""
-
-    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
-        self._add_dynamic_options(args)
-        return super().parse_args(ctx, args)
+    def evaluator_name(self, args: list[str]) -> str:
+        return _peek(args, "--evaluator") or _read_config_file(_peek(args, "--config")).get("evaluator") or "local"
 
     def _add_dynamic_options(self, args: list[str]) -> None:
+        super()._add_dynamic_options(args)
         host = App.host()
         # The command object outlives one invocation (several runs in one process, as in tests): drop
         # the options an earlier parse added for its strategy before adding this one's.

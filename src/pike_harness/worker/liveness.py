@@ -117,6 +117,14 @@ class HoldTimer:
         if self._since is None:
             self._since = self.clock()
 
+    def on_event(self, event: str, _evaluation: object = None) -> None:
+        """The engine's ``on_event`` hook: work runs from the candidate's start (``spawned``) to
+        ``loaded``, and from ``granted`` (the device is its) on; between, it waits for the device."""
+        if event in ("spawned", "granted"):
+            self.working()
+        elif event == "loaded":
+            self.waiting()
+
     def worked_s(self) -> float:
         return self._worked + (self.clock() - self._since if self._since is not None else 0.0)
 

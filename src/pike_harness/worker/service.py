@@ -1,8 +1,9 @@
 """``python -m pike_harness.worker.service --io-dir DIR``: the eval worker as a long-running service.
 
 It takes evaluation requests from a directory channel (``queue_channel``), evaluates each with the
-supervisor (loading in parallel, correctness and timing under one lock per device, as the ``local``
-evaluator does), and writes the results back. A request carries everything an evaluation needs, so
+evaluation engine (``engine.Engine``: the same object the ``local`` evaluator runs, with its build
+cache, pre-started processes, warm-up, quiet timing and first-in-first-out device gate), and writes
+the results back. After each result it writes the engine's figures to ``workers/<id>.engine-stats``. A request carries everything an evaluation needs, so
 a worker has no suites and no run store of its own, and needs only torch, triton (for candidates
 that use it) and the standard library: it runs by hand, under Slurm, in Apptainer, or in the
 container the ``docker`` evaluator starts. ``pikeh worker`` is this with the harness's CLI around it.
@@ -27,13 +28,13 @@ import tempfile
 import threading
 import time
 import traceback
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from pike_harness.worker import queue_channel as qc
 from pike_harness.worker.devices import resolve_devices
+from pike_harness.worker.engine import EngineConfig, EngineError
 from pike_harness.worker.errors import InfrastructureError
 from pike_harness.worker.liveness import HOLD_GRACE_S, STALE_AFTER_S, HoldTimer, hold_deadline_s
 from pike_harness.worker.records import EvalRequest, EvalResult
@@ -41,6 +42,7 @@ from pike_harness.worker.retry import MAX_ATTEMPTS
 
 log = logging.getLogger("pikeh.worker")
 MEMORY_SHARE = 0.6  # of a container's memory limit, the most one candidate may use
+ENGINE_STATS_SUFFIX = ".engine-stats"  # workers/<id><suffix>: the engine's figures, rewritten after each result
 
 
 class ServiceError(Exception):
@@ -53,7 +55,7 @@ class ServiceConfig:
 
     io_dir: Path
     device: str = "auto"  # auto, cpu, cuda, cuda:N or cuda:0,1
-    max_active: int | None = None  # evaluations in flight; None: 4 per device, within the CPU count
+    max_active: int | None = None  # requests claimed at once; None: the engine's capacity (as local admits)
     worker_id: str | None = None  # None: <host>-<pid>
     workdir: Path | None = None  # private files (reference outputs, scratch); None: a temporary folder
     heartbeat_s: float = 1.0
@@ -66,6 +68,9 @@ class ServiceConfig:
     idle_exit_s: float | None = None  # exit after this long without work (batch jobs)
     poll_low_s: float = 0.02
     poll_high_s: float = 0.25
+    # The evaluation engine's settings (build cache, pre-start, prewarm, quiet timing, CPU pinning):
+    # its device and workdir are the worker's own (``device``, ``workdir`` above).
+    engine: EngineConfig = field(default_factory=EngineConfig)
 
 
 @dataclass
@@ -75,9 +80,8 @@ class _Job:
     attempt: int
     claim: Path
     request: EvalRequest
-    device: str
     timer: HoldTimer
-    evaluation: Any = None
+    future: Any = None
     started: float = field(default_factory=time.monotonic)
     overran: bool = False  # past its deadline and given back: its late outcome is not written
 
@@ -134,8 +138,7 @@ class WorkerService:
         # (perhaps the worker itself).
         cgroup_mb = cgroup_memory_mb()
         self.memory_cap_mb = int(cgroup_mb * MEMORY_SHARE) if cgroup_mb else None
-        cpus = os.cpu_count() or 2
-        self.max_active = config.max_active or max(2, min(cpus, 4 * len(self.devices)))
+        self.max_active = config.max_active or sum(config.engine.slots(self.devices))
         self.heartbeat = qc.Heartbeat(self.qdir, self.worker_id, {
             "devices": self.devices, "max_active": self.max_active, "version": _version()})
         self.liveness = qc.Liveness(config.stale_after_s)
@@ -145,19 +148,22 @@ class WorkerService:
         self._stop = threading.Event()
         self._own_workdir = workdir is None
         self.workdir = workdir
+        self.engine: Any = None  # the evaluation engine, started by _prepare()
+        self._stats_lock = threading.Lock()
 
     def _prepare(self) -> None:
-        """The heavy part (the supervisor imports torch), once the worker id is known to be ours."""
-        from pike_harness.worker.reference import ReferenceOracle
-        from pike_harness.worker.supervisor import WorkerSettings
+        """The heavy part (the engine imports torch), once the worker id is known to be ours."""
+        from pike_harness.worker.engine import Engine
 
         if self.workdir is None:
             self.workdir = Path(tempfile.mkdtemp(prefix="pikeh-worker-"))
         self.workdir.mkdir(parents=True, exist_ok=True, mode=0o700)
-        self.settings = WorkerSettings(workdir=self.workdir)
-        self.oracles = {d: ReferenceOracle(d, self.workdir / "reference") for d in self.devices}
-        self.locks = {d: threading.Lock() for d in self.devices}
-        self._pool = ThreadPoolExecutor(max_workers=self.max_active, thread_name_prefix="pikeh-eval")
+        engine_config = dataclasses.replace(self.config.engine, device=self.config.device, workdir=self.workdir)
+        try:
+            self.engine = Engine(engine_config)
+        except EngineError as exc:
+            raise ServiceError(str(exc)) from None
+        self.stats_path = self.qdir.workers / f"{self.worker_id}{ENGINE_STATS_SUFFIX}"
 
     # -- life cycle --------------------------------------------------------------------------------
     def stop(self) -> None:
@@ -278,30 +284,25 @@ class WorkerService:
             moved = qc.release_claim(self.qdir, job.claim, died=True, max_attempts=self.config.max_attempts)
             log.warning("%s (%s) ran past its deadline of %.0f s here: given back as %s", job.ticket,
                         job.request.task, job.timer.deadline_s, moved)
-            if job.evaluation is not None:
+            if job.future is not None:
                 with contextlib.suppress(Exception):
-                    job.evaluation.abort()
+                    self.engine.abort([job.future])
 
     def _shutdown(self) -> None:
         """Kill what is in flight, give those requests back uncounted, stop the reference processes."""
         self._stop.set()
         with self._lock:
-            jobs = list(self.active.values())
-        for job in jobs:
-            if job.evaluation is not None:
-                # abort() (thread-safe) ends it at its next policing step; older supervisors: close().
-                stop_it = getattr(job.evaluation, "abort", None) or job.evaluation.close
-                with contextlib.suppress(Exception):
-                    stop_it()
-        self._pool.shutdown(wait=True, cancel_futures=True)
+            futures = [job.future for job in self.active.values() if job.future is not None]
+        if self.engine is not None:
+            self.engine.abort(futures)  # killed at their next policing step; their requests go back below
+            self.engine.close()
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(self.stats_path)  # a stopped worker leaves nothing in workers/
         moved = qc.release_claims(self.qdir, self.worker_id, died=False, max_attempts=self.config.max_attempts)
         if moved:
             log.info("gave back %d unfinished request(s)", len(moved))
         self.heartbeat.remove()
         qc.remove_claim_folder(self.qdir, self.worker_id)
-        for oracle in self.oracles.values():
-            with contextlib.suppress(Exception):
-                oracle.close()
         if self._own_workdir:
             shutil.rmtree(self.workdir, ignore_errors=True)
         log.info("worker %s stopped after %d evaluation(s)", self.worker_id, self.done)
@@ -364,66 +365,48 @@ class WorkerService:
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(path)
             return False
-        device = self._pick_device()
-        request = dataclasses.replace(request, device=device)
         cap = self.memory_cap_mb
         if cap is not None and (request.limits.memory_mb is None or request.limits.memory_mb > cap):
             request = dataclasses.replace(request, limits=dataclasses.replace(request.limits, memory_mb=cap))
-        job = _Job(ticket, session, attempt, path, request, device,
+        job = _Job(ticket, session, attempt, path, request,
                    HoldTimer(hold_deadline_s(request.limits, self.config.hold_grace_s)))
+        job.timer.waiting()  # until its candidate starts: queued behind other requests for a CPU slot
         with self._lock:
             self.active[ticket] = job
-        log.info("took %s (%s, attempt %d) on %s", ticket, request.task, attempt + 1, device)
-        self._pool.submit(self._evaluate, job)
+        log.info("took %s (%s, attempt %d)", ticket, request.task, attempt + 1)
+        # The engine picks the device (the least busy one), as it does for ``local``.
+        job.future = self.engine.submit(request, fixed_device=False, on_event=job.timer.on_event)
+        job.future.add_done_callback(lambda future: self._evaluated(job, future))
         return True
 
-    def _pick_device(self) -> str:
-        with self._lock:
-            load = {d: 0 for d in self.devices}
-            for job in self.active.values():
-                load[job.device] = load.get(job.device, 0) + 1
-        return min(self.devices, key=lambda d: load[d])
-
     # -- one evaluation ------------------------------------------------------------------------------
-    def _evaluate(self, job: _Job) -> None:
-        from pike_harness.worker.supervisor import Evaluation
-
+    def _evaluated(self, job: _Job, future: Any) -> None:
+        """The engine's verdict (or its failure) for ``job``: write it back, unless the worker is stopping."""
         result: EvalResult | None = None
         error: str | None = None
-        try:
-            if self.stopping:
-                return
-            evaluation = Evaluation(job.request, self.oracles[job.device], self.settings)
-            job.evaluation = evaluation
-            try:
-                result = evaluation.load()
-                if result is None:
-                    lock = self.locks[job.device]
-                    job.timer.waiting()  # the wait for the device is the other requests' time
-                    try:
-                        result = evaluation.wait_for(lock)
-                    finally:
-                        job.timer.working()
-                    if result is None:
-                        try:
-                            result = evaluation.finish()
-                        finally:
-                            lock.release()
-            finally:
-                evaluation.close()
-        except InfrastructureError as exc:
+        if self.stopping or future.cancelled():
+            # Not finished here: the request goes back to the queue (see _shutdown).
+            with self._lock:
+                self.active.pop(job.ticket, None)
+            return
+        exc = future.exception()
+        if exc is None:
+            result = future.result()
+        elif isinstance(exc, InfrastructureError):
             error = str(exc)
-        except Exception as exc:
-            if not self.stopping:
-                log.error("evaluating %s failed:\n%s", job.ticket, traceback.format_exc())
-                error = f"the worker failed: {type(exc).__name__}: {exc}"
-        finally:
-            if self.stopping:
-                # Not finished here: the request goes back to the queue (see _shutdown).
-                with self._lock:
-                    self.active.pop(job.ticket, None)
-            else:
-                self._finish(job, result, error)
+        else:
+            log.error("evaluating %s failed:\n%s", job.ticket,
+                      "".join(traceback.format_exception(type(exc), exc, exc.__traceback__)))
+            error = f"the worker failed: {type(exc).__name__}: {exc}"
+        self._write_stats()  # first: a host that sees this result finds figures that include it
+        self._finish(job, result, error)
+
+    def _write_stats(self) -> None:
+        """The engine's figures for hosts and benchmarks (``QueueEvaluator.stats()`` reads them)."""
+        with self._stats_lock, contextlib.suppress(OSError, TypeError, ValueError):
+            qc.write_json(self.qdir.workers, self.stats_path.name,
+                          {"worker_id": self.worker_id, "engine": self.engine.describe()["scheduling"],
+                           "stats": self.engine.stats()}, fsync=False)
 
     def _finish(self, job: _Job, result: EvalResult | None, error: str | None) -> None:
         if job.overran:  # given back already: the request is the queue's again
