@@ -1,9 +1,9 @@
 """The ``ray`` evaluator: candidates checked and timed on the GPUs of a Ray cluster, any number of nodes.
 
-Each candidate's load/compile stage runs in a Ray task holding one CPU; its correctness and timing
-stage runs under the exclusive gate of a device actor that holds one whole GPU (``num_gpus=1``) on the
-same node. The evaluation itself is the worker's (``pike_harness.worker.supervisor``), exactly as in
-the ``local`` evaluator, and so are the result records. Ray is an optional extra
+One device actor per whole GPU (``num_gpus=1``) runs the evaluation engine
+(``pike_harness.worker.engine``) for its device, the same object the ``local`` evaluator and the
+queue/docker workers run, so a verdict and the conditions of its timing do not depend on the
+transport; this plugin is the transport (placement, retries, node loss). Ray is an optional extra
 (``pip install 'pike-harness[ray]'``): nothing here imports it until the evaluator is built, and
 even then only a separate bridge process does (``bridge.py``). Design and cluster recipes:
 docs/cluster.md ("Ray").
@@ -34,8 +34,10 @@ class RayConfig:
                           "stuck evaluation) before the run stops with an infrastructure error. These are all the "
                           "tries it gets: the run loop adds none. Default 2."})
     ray_inflight: int | None = field(default=None, metadata={
-        "min": 1, "help": "Candidates per GPU at once (loading, waiting or being timed), across all runs sharing "
-                          "the cluster. Default: the node's CPUs per GPU + 2."})
+        "min": 1, "help": "Candidates this run keeps in flight per GPU (loading, waiting or being timed); the "
+                          "GPU's engine queues what every run sends first come, first served. Default: the "
+                          "engine's capacity (its CPU slots, the node's CPUs per GPU at most, plus the loaded "
+                          "candidates that may wait)."})
     ray_build_cache: str | None = field(default=None, metadata={
         "metavar": "DIR|off", "help": "The load_inline build cache on each node (a node-local path; a shared file "
                                       "system works too). Default: $PIKEH_CACHE_DIR or ~/.cache/pike-harness on "
@@ -56,6 +58,6 @@ def register_evaluators(register) -> None:
         name="ray",
         factory=_build,
         config=RayConfig,
-        description="a Ray cluster's GPUs, any number of nodes: compile in CPU tasks, check and time under "
-                    "one actor per whole GPU (needs pip install 'pike-harness[ray]')",
+        description="a Ray cluster's GPUs, any number of nodes: one actor per whole GPU runs the evaluation "
+                    "engine (needs pip install 'pike-harness[ray]')",
     ))

@@ -73,6 +73,7 @@ class _Link:
         self.fatal = False  # the bridge said why it stopped (its log adds nothing then)
         self.status: dict[str, Any] = {}
         self.info: dict[str, Any] = {}
+        self.stats_waiters: dict[str, tuple[threading.Event, dict[str, Any]]] = {}
         self._lock = threading.Lock()
         with open(self.log_path, "ab") as log:
             self.popen = subprocess.Popen([sys.executable, "-m", "pikeh_ray.bridge"], stdin=subprocess.PIPE,
@@ -105,6 +106,18 @@ class _Link:
             return False
         return True
 
+    def device_stats(self, timeout: float) -> dict[str, Any]:
+        """Ask the bridge for every live device actor's engine figures; {} if it does not answer."""
+        key = f"stats-{time.monotonic_ns()}"
+        waiter: tuple[threading.Event, dict[str, Any]] = (threading.Event(), {})
+        with self._lock:
+            self.stats_waiters[key] = waiter
+        if self.send({"op": "stats", "id": key}):
+            waiter[0].wait(timeout)
+        with self._lock:
+            self.stats_waiters.pop(key, None)
+        return dict(waiter[1])
+
     def _read(self) -> None:
         from pike_harness.worker.channel import ChannelClosed, ProtocolViolation
 
@@ -127,6 +140,12 @@ class _Link:
             self.ready.set()
         elif op == "status":
             self.status = message
+        elif op == "stats":
+            with self._lock:
+                waiter = self.stats_waiters.pop(str(message.get("id")), None)
+            if waiter is not None:
+                waiter[1].update(message.get("devices") or {})
+                waiter[0].set()
         elif op in ("result", "error"):
             job_id = str(message.get("id"))
             with self._lock:
@@ -220,7 +239,7 @@ class RayEvaluator(Evaluator):
             "hold_grace_s": float(extra["ray_hold_grace"]) if extra.get("ray_hold_grace") is not None else None,
             "inflight": int(extra["ray_inflight"]) if extra.get("ray_inflight") else None,
             "node_dir": str(extra["ray_node_dir"]) if extra.get("ray_node_dir") else None,
-            "cache": str(cache) if cache is not None else None,
+            "cache": str(cache) if cache is not None else "off",
         }
         self.connect_timeout_s = float(extra.get("ray_connect_timeout") or CONNECT_TIMEOUT_S)
         self._own_workdir = options.workdir is None
@@ -290,6 +309,14 @@ class RayEvaluator(Evaluator):
         """The bridge's latest view: devices (node, GPU, in flight, done), queue length."""
         link = self._link
         return dict(link.status) if link is not None else {}
+
+    def stats(self) -> dict[str, Any]:
+        """Each live device actor's engine: ``{"devices": {actor name: {"engine": its settings,
+        "stats": its figures, "device", "node_id", "served"}}}`` (the figures ``local`` reports)."""
+        link = self._link
+        if link is None or link.ended.is_set():
+            return {}
+        return {"devices": link.device_stats(timeout=60.0)}
 
     def describe(self) -> dict[str, Any]:
         from pike_harness.worker.protocols import get_protocol
