@@ -4,12 +4,14 @@ The same eight candidates (honest and hostile, from tests/eval/corpus) go throug
 engine in this process) and ``queue`` (the engine in a real worker subprocess on a temporary folder),
 and must get the same verdicts, and the engines' figures must show the same conditions: the same
 settings, the same build-cache hits and misses (one build, then a hit for the repeat), one quiet
-period per timing, the same warm-ups. ``ray`` is one more transport; see ``run_ray``.
+period per timing, the same warm-ups. ``ray`` runs the engine in its device actor on a real Ray
+head on loopback (skipped where Ray is not installed).
 """
 
 from __future__ import annotations
 
 import os
+import shutil
 import sys
 import time
 from pathlib import Path
@@ -80,10 +82,33 @@ def run_queue(tmp_path: Path) -> tuple[dict, dict, dict]:
 
 
 def run_ray(tmp_path: Path) -> tuple[dict, dict, dict]:
-    # >>> Ray's device actors through the engine: the i14-reliability helper fills this in (a real Ray
-    # head on loopback, as tests/ray_eval does; verdicts from RayEvaluator, the engine's describe()
-    # ["scheduling"] and stats() from the device actor's Engine). Until then it is skipped. <<<
-    pytest.skip("Ray's device actors do not run the evaluation engine yet (issue 14, item 2)")
+    """A real Ray head on loopback (as tests/ray_eval starts it) with one device: the verdicts come
+    through RayEvaluator, the settings and figures from the device actor's engine."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "ray_eval"))
+    from ray_cases import NO_RAY, kill_leftovers, ray_missing, ready_devices, wait_until
+
+    if ray_missing():
+        pytest.skip(NO_RAY)
+    from pikeh_ray.evaluator import RayEvaluator
+    from ray_cluster import LoopbackCluster
+
+    cluster = LoopbackCluster()
+    try:
+        cluster.start_head(cpus=2)
+        evaluator = RayEvaluator(EvaluatorOptions(device="cpu", protocol="quick", workdir=tmp_path / "ray", extra={
+            "ray_address": cluster.address, "ray_node_dir": str(cluster.root / "nodes"),
+            "ray_build_cache": str(tmp_path / "ray-cache")}))  # the actor's engine: a fresh build cache too
+        try:
+            wait_until(lambda: len(ready_devices(evaluator)) >= 1, 120, "the device actor")
+            verdicts = _evaluate(evaluator)
+            (device,) = evaluator.stats()["devices"].values()
+        finally:
+            evaluator.close()
+    finally:
+        cluster.stop()
+        kill_leftovers(cluster.root)
+        shutil.rmtree(cluster.root, ignore_errors=True)
+    return verdicts, device["engine"], device["stats"]
 
 
 TRANSPORTS = {"queue": run_queue, "ray": run_ray}
