@@ -462,7 +462,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:N or cuda:0,1 (default: auto).")
     parser.add_argument("--max-active", type=int, default=None,
                         help="Evaluations in flight (loading in parallel, checking and timing take turns per "
-                             "device). Default: 4 per device, at most the CPU count.")
+                             "device). Default: what the engine takes at once (CPU slots + 2 per device).")
     parser.add_argument("--worker-id", default=None, help="Name in the queue folder (default: <host>-<pid>).")
     parser.add_argument("--workdir", type=Path, default=None,
                         help="Private folder for reference outputs and scratch (default: a temporary folder).")
