@@ -16,6 +16,8 @@ from typing import Any
 
 import click
 
+from pike_harness.errors import UserError
+
 
 def dataclass_options(config_cls: type, *, tag: str, show_default: bool = True) -> list[click.Option]:
     """One click option per field of ``config_cls``; each carries attribute ``tag`` = True, so a
@@ -53,3 +55,17 @@ def _base_type(kind: Any) -> type:
         args = [a for a in typing.get_args(kind) if a is not type(None)]
         kind = args[0] if args else str
     return kind if kind in (bool, int, float, str) else str
+
+
+def attach_options(command: click.Command, options: list[click.Option], *, tag: str, owner: str) -> None:
+    """Give ``command`` these plugin options in place of those an earlier parse attached (tagged ``tag``;
+    a command object outlives one invocation, as in tests). An option the command already has is the
+    plugin author's mistake, said in one line naming ``owner`` (e.g. "strategy 'pike-b'")."""
+    command.params = [p for p in command.params if not getattr(p, tag, False)]
+    existing = {name for p in command.params for name in p.opts}
+    for option in options:
+        clash = [o for o in option.opts if o in existing]
+        if clash:
+            raise UserError(f"{owner} defines option {clash[0]}, which `pikeh {command.name}` already has; "
+                            "its author must rename the Config field")
+        command.params.append(option)

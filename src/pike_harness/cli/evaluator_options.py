@@ -18,12 +18,12 @@ from typing import Any
 import click
 
 from pike_harness.cli import App
-from pike_harness.cli.config_options import dataclass_options
-from pike_harness.errors import UserError
+from pike_harness.cli.config_options import attach_options, dataclass_options
 from pike_harness.evaluation import Evaluator, EvaluatorOptions, EvaluatorSpec
 
 DEVICE = re.compile(r"^(auto|cpu|cuda(:\d+(,\d+)*)?)$")
 COMMON = ("evaluator", "device", "protocol", "timeout", "workdir")
+EVALUATOR_TAG = "pikeh_evaluator_option"  # marks the options attached for the chosen evaluator
 
 
 def _protocol_names() -> list[str]:
@@ -52,7 +52,7 @@ def spec_options(spec: EvaluatorSpec) -> list[click.Option]:
     """The CLI options of one evaluator: a field of its Config each."""
     if spec.config is None:
         return []
-    return dataclass_options(spec.config, tag="pikeh_evaluator_option", show_default=False)
+    return dataclass_options(spec.config, tag=EVALUATOR_TAG, show_default=False)
 
 
 class EvaluatorCommand(click.Command):
@@ -67,20 +67,11 @@ class EvaluatorCommand(click.Command):
         return super().parse_args(ctx, args)
 
     def _add_dynamic_options(self, args: list[str]) -> None:
-        # The command object outlives one invocation (several in one process, as in tests): drop the
-        # options an earlier parse added for its evaluator before adding this one's.
-        self.params = [p for p in self.params if not getattr(p, "pikeh_evaluator_option", False)]
         name = self.evaluator_name(args)
         host = App.host()
-        if name not in host.names("evaluators"):
-            return  # build_evaluator names the unknown evaluator
-        existing = {opt for p in self.params for opt in p.opts}
-        for option in spec_options(host.get("evaluators", name)):
-            clash = [o for o in option.opts if o in existing]
-            if clash:
-                raise UserError(f"evaluator {name!r} defines option {clash[0]}, which `pikeh {self.name}` "
-                                "already has; its author must rename the Config field")
-            self.params.append(option)
+        # An unknown name attaches nothing: build_evaluator says it is unknown.
+        options = spec_options(host.get("evaluators", name)) if name in host.names("evaluators") else []
+        attach_options(self, options, tag=EVALUATOR_TAG, owner=f"evaluator {name!r}")
 
 
 def evaluator_options(command: Callable[..., Any]) -> Callable[..., Any]:

@@ -17,7 +17,7 @@ import click
 from click.core import ParameterSource
 
 from pike_harness.cli import App, get_app
-from pike_harness.cli.config_options import dataclass_options
+from pike_harness.cli.config_options import attach_options, dataclass_options
 from pike_harness.cli.evaluator_options import (
     EvaluatorCommand,
     _peek,
@@ -27,6 +27,7 @@ from pike_harness.cli.evaluator_options import (
 from pike_harness.errors import UserError
 
 DEFAULT_OUTPUT_DIR = Path("runs")
+STRATEGY_TAG = "pikeh_strategy_option"  # marks the options attached for the chosen strategy
 
 
 def _read_config_file(path: str | None) -> dict[str, Any]:
@@ -43,7 +44,7 @@ def _read_config_file(path: str | None) -> dict[str, Any]:
 
 def strategy_options(strategy_cls: type) -> list[click.Option]:
     """One click option per field of the strategy's Config dataclass."""
-    return dataclass_options(strategy_cls.Config, tag="pikeh_strategy_option")
+    return dataclass_options(strategy_cls.Config, tag=STRATEGY_TAG)
 
 
 class RunCommand(EvaluatorCommand):
@@ -55,18 +56,10 @@ class RunCommand(EvaluatorCommand):
     def _add_dynamic_options(self, args: list[str]) -> None:
         super()._add_dynamic_options(args)
         host = App.host()
-        # The command object outlives one invocation (several runs in one process, as in tests): drop
-        # the options an earlier parse added for its strategy before adding this one's.
-        self.params = [p for p in self.params if not getattr(p, "pikeh_strategy_option", False)]
-        existing = {name for p in self.params for name in p.opts}
         name = _peek(args, "--strategy") or _read_config_file(_peek(args, "--config")).get("strategy")
-        if name and name in host.names("strategies"):
-            for option in strategy_options(host.get("strategies", name)):
-                clash = [o for o in option.opts if o in existing]
-                if clash:
-                    raise UserError(f"strategy {name!r} defines option {clash[0]}, which `pikeh run` already has; "
-                                    "its author must rename the Config field")
-                self.params.append(option)
+        known = bool(name) and name in host.names("strategies")
+        attach_options(self, strategy_options(host.get("strategies", name)) if known else [],
+                       tag=STRATEGY_TAG, owner=f"strategy {name!r}")
 
 
 RUN_OPTIONS = [
@@ -120,7 +113,7 @@ def merged_options(ctx: click.Context, values: dict[str, Any]) -> tuple[dict[str
     merged, strategy = {}, {}
     for param in ctx.command.params:
         assert param.name is not None
-        if getattr(param, "pikeh_strategy_option", False):
+        if getattr(param, STRATEGY_TAG, False):
             strategy[param.name] = pick(param.name, file_strategy)
         else:
             merged[param.name] = pick(param.name, file_values)

@@ -28,8 +28,7 @@ _OPTIONS = [
     click.option("--device", default="auto", show_default=True, help="auto, cpu, cuda, cuda:N or cuda:0,1."),
     click.option("--max-active", type=click.IntRange(min=1), default=None,
                  help="Evaluations in flight (loading runs in parallel; checking and timing take turns per "
-                      "device). Default: the evaluation engine's capacity (its CPU slots plus the loaded "
-                      "candidates that may wait for a device)."),
+                      "device). Default: what the engine takes at once (CPU slots + 2 per device)."),
     click.option("--worker-id", default=None, help="This worker's name in the folder. Default: <host>-<pid>."),
     click.option("--workdir", type=click.Path(file_okay=False, path_type=Path), default=None,
                  help="Private folder for reference outputs and scratch (default: a temporary folder)."),

@@ -3,10 +3,10 @@
 It takes evaluation requests from a directory channel (``queue_channel``), evaluates each with the
 evaluation engine (``engine.Engine``: the same object the ``local`` evaluator runs, with its build
 cache, pre-started processes, warm-up, quiet timing and first-in-first-out device gate), and writes
-the results back. After each result it writes the engine's figures to ``workers/<id>.engine-stats``. A request carries everything an evaluation needs, so
-a worker has no suites and no run store of its own, and needs only torch, triton (for candidates
-that use it) and the standard library: it runs by hand, under Slurm, in Apptainer, or in the
-container the ``docker`` evaluator starts. ``pikeh worker`` is this with the harness's CLI around it.
+the results back, each after the engine's figures (``workers/<id>.engine-stats``). A request
+carries everything an evaluation needs, so a worker has no suites and no run store of its own, and
+needs only torch, triton (for candidates that use it) and the standard library: it runs by hand,
+under Slurm, in Apptainer, or in the container the ``docker`` evaluator starts. ``pikeh worker`` is this with the harness's CLI around it.
 
 A worker claims only as many requests as it has slots (``--max-active``), so several workers on one
 folder share the work. A restarted worker, or any worker that sees another one die, gives the dead
@@ -164,6 +164,7 @@ class WorkerService:
         except EngineError as exc:
             raise ServiceError(str(exc)) from None
         self.stats_path = self.qdir.workers / f"{self.worker_id}{ENGINE_STATS_SUFFIX}"
+        self.engine_settings = self.engine.describe()["scheduling"]
 
     # -- life cycle --------------------------------------------------------------------------------
     def stop(self) -> None:
@@ -405,7 +406,7 @@ class WorkerService:
         """The engine's figures for hosts and benchmarks (``QueueEvaluator.stats()`` reads them)."""
         with self._stats_lock, contextlib.suppress(OSError, TypeError, ValueError):
             qc.write_json(self.qdir.workers, self.stats_path.name,
-                          {"worker_id": self.worker_id, "engine": self.engine.describe()["scheduling"],
+                          {"worker_id": self.worker_id, "engine": self.engine_settings,
                            "stats": self.engine.stats()}, fsync=False)
 
     def _finish(self, job: _Job, result: EvalResult | None, error: str | None) -> None:
