@@ -5,12 +5,14 @@ evaluation engine (``engine.Engine``: the same object the ``local`` evaluator ru
 cache, pre-started processes, warm-up, quiet timing and first-in-first-out device gate), and writes
 the results back, each after the engine's figures (``workers/<id>.engine-stats``). A request
 carries everything an evaluation needs, so a worker has no suites and no run store of its own, and
-needs only torch, triton (for candidates that use it) and the standard library: it runs by hand,
-under Slurm, in Apptainer, or in the container the ``docker`` evaluator starts. ``pikeh worker`` is this with the harness's CLI around it.
+needs only torch, triton (for candidates that use it), click (its options, declared once in
+``worker/command.py`` for this and ``pikeh worker``) and the standard library: it runs by hand,
+under Slurm, in Apptainer, or in the container the ``docker`` evaluator starts.
 
 A worker claims only as many requests as it has slots (``--max-active``), so several workers on one
 folder share the work. A restarted worker, or any worker that sees another one die, gives the dead
-worker's requests back to the queue. On SIGTERM/SIGINT (or, with ``--stdin-lifeline``, when its
+worker's requests back to the queue (the death rule is ``liveness``'s: an unreadable heartbeat is
+no news). A request held past its deadline (its stage limits plus a grace) is given back too. On SIGTERM/SIGINT (or, with ``--stdin-lifeline``, when its
 standard input closes) it kills what it is evaluating, gives those requests back, and exits.
 """
 
