@@ -64,12 +64,12 @@ def timed_runs(evaluator, task_obj, source: str, reps: int, budget: Budget, labe
             print(f"[noise] budget spent during {label}", flush=True)
             break
         result = evaluator.evaluate(request(task_obj, source))
-        trace = next(t for t in reversed(evaluator.scheduler.traces) if t.category is not None
+        trace = next(t for t in reversed(evaluator.engine.traces) if t.category is not None
                      and t.task == task_obj.ref)
         row = {"category": result.category, "runtime_ms": result.runtime_ms,
                "within_run_cv": result.runtime.cv if result.runtime else None,
                "n": result.runtime.n if result.runtime else None,
-               "concurrent_loads": concurrent_loads(evaluator.scheduler.traces, trace),
+               "concurrent_loads": concurrent_loads(evaluator.engine.traces, trace),
                "reason": result.reason}
         rows.append(row)
         print(f"[noise] {label}: {fmt(result.runtime_ms, 4)} ms ({result.category}), "
@@ -95,7 +95,7 @@ def main() -> None:
     budget = Budget(args.budget_s)
     base = workdir(args, "noise")
     evaluator = make_evaluator("ours", device, protocol, base / "work", base / "cache", **extra_options(args))
-    builds = args.builds if args.builds is not None else max(1, evaluator.jobs - 1)
+    builds = args.builds if args.builds is not None else max(1, evaluator.engine.jobs - 1)
     gelu = task("smoke/5")
     half = max(1, args.reps // 2)
     try:

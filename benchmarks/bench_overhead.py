@@ -45,8 +45,8 @@ def measure(config: str, device: str, protocol: str, reps: int, base, budget: Bu
         for _ in range(reps):
             if budget.over(margin=15):
                 break
-            if evaluator.prestart is not None:
-                evaluator.prestart.wait_full(timeout=min(60.0, max(1.0, budget.left() - 15)))
+            if evaluator.engine.prestart is not None:
+                evaluator.engine.prestart.wait_full(timeout=min(60.0, max(1.0, budget.left() - 15)))
             submitted = time.monotonic()
             result = evaluator.evaluate(request(smoke1, TRIVIAL))
             wall = time.monotonic() - submitted

@@ -42,7 +42,7 @@ def measure(prewarm: str, device: str, protocol: str, reps: int, base, budget: B
                 break
             began = time.monotonic()
             result = evaluator.evaluate(request(gelu, inline_source("compile", fresh_nonce())))
-            trace = evaluator.scheduler.traces[-1]
+            trace = evaluator.engine.traces[-1]
             results.append(result)
             rows.append({"category": result.category, "wall_s": time.monotonic() - began,
                          "device_s": (trace.released or 0) - (trace.granted or 0) if trace.granted else None,

@@ -52,7 +52,7 @@ def mix(count: int, kind: str, nonces: list[str]) -> list:
 
 def batch(evaluator, items: list, budget: Budget) -> dict:
     """Submit everything at once; wait (within the budget) for all of it."""
-    first_seq = len(evaluator.scheduler.traces)
+    first_seq = len(evaluator.engine.traces)
     began = time.monotonic()
     futures = [(kind, evaluator.submit(req)) for kind, req in items]
     results, failures = [], 0
@@ -68,7 +68,7 @@ def batch(evaluator, items: list, budget: Budget) -> dict:
             continue
         results.append((kind, result))
     wall = time.monotonic() - began
-    traces = evaluator.scheduler.traces[first_seq:]
+    traces = evaluator.engine.traces[first_seq:]
     held = sum((t.released - t.granted) for t in traces if t.granted is not None and t.released is not None)
     out = summarize(results, wall, held)
     out["infrastructure_failures"] = failures
@@ -101,7 +101,7 @@ def serial(evaluator, items: list, budget: Budget, share_s: float) -> dict:
         except Exception as exc:
             print(f"[throughput] pike-like stopped: {type(exc).__name__}: {exc}", flush=True)
             break
-        trace = evaluator.scheduler.traces[-1]
+        trace = evaluator.engine.traces[-1]
         if trace.granted is not None and trace.released is not None:
             held += trace.released - trace.granted
         results.append((kind, result))

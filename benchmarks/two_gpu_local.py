@@ -9,7 +9,7 @@ references. It then checks, from what the evaluator recorded:
 * which GPU ran each evaluation: ``EvalResult.environment["device"]`` (the evaluator's label), and
   the UUID the candidate's own process saw (each candidate prints it at import; the line comes back
   in ``stdout_tail``), matched against ``nvidia-smi``'s index-to-UUID table;
-* when each evaluation held its GPU: the scheduler's trace of every job (``granted`` / ``released``,
+* when each evaluation held its GPU: the engine's trace of every job (``granted`` / ``released``,
   ``timing_start`` / ``timing_end``, one clock), since result records keep durations only;
 * that both GPUs were held at the same time (overlap of the per-GPU busy intervals > 0), and that on
   each GPU no two holds overlapped;
@@ -227,7 +227,7 @@ def main() -> int:
     started = time.monotonic()
     limits = Limits(compile_timeout_s=600, run_timeout_s=300)
     futures = [evaluator.submit(task.eval_request(source, limits=limits)) for _, task, source, _ in items]
-    traces = list(getattr(getattr(evaluator, "scheduler", None), "traces", []))  # submission order
+    traces = list(getattr(getattr(evaluator, "engine", None), "traces", []))  # submission order
     results: list[Any] = []
     for (label, _, _, _), future in zip(items, futures, strict=True):
         left = args.budget_s - (time.monotonic() - started)

@@ -10,10 +10,9 @@ between them. A clear error names the folder when no worker answers. docs/cluste
 from __future__ import annotations
 
 from concurrent.futures import Future
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-
-import click
 
 from pike_harness.api import (
     EvalRequest,
@@ -24,25 +23,39 @@ from pike_harness.api import (
     EvaluatorSpec,
     apply_options,
     check_protocol,
+    evaluator_config,
     hookimpl,
 )
 
-IO_DIR_OPTION = dict(type=click.Path(file_okay=False, path_type=Path), default=None,
-                     help="[queue, docker] The queue folder shared with the workers (local disk or a shared "
-                          "file system). Required for queue; docker uses a private temporary one by default.")
+IO_DIR_HELP = ("The queue folder shared with the workers (local disk or a shared file system). Required for "
+               "queue; docker uses a private temporary one by default.")
+
+
+@dataclass
+class QueueConfig:
+    """The queue evaluator's options (``pikeh eval --evaluator queue --help``)."""
+
+    io_dir: str | None = field(default=None, metadata={"metavar": "DIR", "help": IO_DIR_HELP})
+    queue_wait: float | None = field(default=None, metadata={
+        "min": 0.0, "metavar": "SECONDS", "help": "How long submitted requests wait for a live worker before "
+                                                  "the run fails with an error naming the folder. Default: 60."})
+    queue_key_file: str | None = field(default=None, metadata={
+        "metavar": "FILE", "help": "Shared key file (give the workers the same with --key-file): requests and "
+                                   "results are signed, so nothing else writing to the folder can forge a verdict."})
 
 
 class QueueEvaluator(Evaluator):
     """Submits to whatever workers serve ``--io-dir``; the workers' ``--device`` decides where they run."""
 
     name = "queue"
+    Config = QueueConfig
 
     def __init__(self, options: EvaluatorOptions):
         from pike_harness.worker import queue_channel as qc
         from pike_harness.worker.queue_client import QueueClient
 
-        extra = options.extra
-        if not extra.get("io_dir"):
+        config = evaluator_config(options, self.Config)
+        if not config.io_dir:
             raise EvaluatorError("the queue evaluator needs --io-dir DIR, the folder its workers serve "
                                  "(start one with `pikeh worker --io-dir DIR`)")
         if options.device not in ("auto", None):
@@ -50,15 +63,14 @@ class QueueEvaluator(Evaluator):
                                  "devices; give --device to `pikeh worker`")
         check_protocol(options)
         key = None
-        if extra.get("queue_key_file"):
+        if config.queue_key_file:
             try:
-                key = qc.read_key(extra["queue_key_file"])
+                key = qc.read_key(Path(config.queue_key_file))
             except qc.ChannelError as exc:
                 raise EvaluatorError(str(exc)) from None
         self.options = options
-        wait = extra.get("queue_wait")
-        self.client = QueueClient(Path(extra["io_dir"]), key=key, error_type=EvaluatorError,
-                                  wait_for_worker_s=60.0 if wait is None else float(wait))
+        self.client = QueueClient(Path(config.io_dir), key=key, error_type=EvaluatorError,
+                                  wait_for_worker_s=60.0 if config.queue_wait is None else float(config.queue_wait))
 
     def submit(self, request: EvalRequest) -> Future[EvalResult]:
         return self.client.submit(apply_options(request, self.options))
@@ -73,6 +85,25 @@ class QueueEvaluator(Evaluator):
                 "hosts": sorted({str(beat.get("host")) for beat in workers.values()}),
                 "protocol": {**protocol.describe(), "params": dict(self.options.protocol_params)}}
 
+    def stats(self) -> dict[str, Any]:
+        """Each live worker's engine figures (``workers/<id>.engine-stats``, rewritten before each
+        result is written): the build-cache, quiet-timing and scheduling figures ``local`` reports."""
+        from pike_harness.worker import queue_channel as qc
+        from pike_harness.worker.service import ENGINE_STATS_SUFFIX
+
+        folder = self.client.qdir.workers
+        live = qc.read_heartbeats(self.client.qdir)
+        workers = {}
+        for name in qc.names(folder):
+            if name.endswith(ENGINE_STATS_SUFFIX) and name[:-len(ENGINE_STATS_SUFFIX)] in live:
+                try:
+                    data = qc.read_json(folder / name)
+                except (ValueError, OSError):
+                    continue
+                if data is not None:
+                    workers[name[:-len(ENGINE_STATS_SUFFIX)]] = data
+        return {"workers": workers}
+
     def close(self) -> None:
         self.client.close()
 
@@ -82,16 +113,7 @@ def register_evaluators(register) -> None:
     register(EvaluatorSpec(
         name="queue",
         factory=QueueEvaluator,
+        config=QueueConfig,
         description="workers anywhere that share a folder (--io-dir): started by hand, by Slurm or in a "
                     "container with `pikeh worker --io-dir DIR`",
-        options=[
-            click.Option(["--io-dir"], **IO_DIR_OPTION),
-            click.Option(["--queue-wait"], type=click.FloatRange(min=0), default=None, metavar="SECONDS",
-                         help="[queue] How long submitted requests wait for a live worker before the run "
-                              "fails with an error naming the folder. Default: 60."),
-            click.Option(["--queue-key-file"], type=click.Path(dir_okay=False, exists=True, path_type=Path),
-                         default=None,
-                         help="[queue] Shared key file (give the workers the same with --key-file): requests "
-                              "and results are signed, so nothing else writing to the folder can forge a verdict."),
-        ],
     ))

@@ -1,9 +1,9 @@
 """The ``ray`` evaluator: candidates checked and timed on the GPUs of a Ray cluster, any number of nodes.
 
-Each candidate's load/compile stage runs in a Ray task holding one CPU; its correctness and timing
-stage runs under the exclusive gate of a device actor that holds one whole GPU (``num_gpus=1``) on the
-same node. The evaluation itself is the worker's (``pike_harness.worker.supervisor``), exactly as in
-the ``local`` evaluator, and so are the result records. Ray is an optional extra
+One device actor per whole GPU (``num_gpus=1``) runs the evaluation engine
+(``pike_harness.worker.engine``) for its device, the same object the ``local`` evaluator and the
+queue/docker workers run, so a verdict and the conditions of its timing do not depend on the
+transport; this plugin is the transport (placement, retries, node loss). Ray is an optional extra
 (``pip install 'pike-harness[ray]'``): nothing here imports it until the evaluator is built, and
 even then only a separate bridge process does (``bridge.py``). Design and cluster recipes:
 docs/cluster.md ("Ray").
@@ -11,9 +11,39 @@ docs/cluster.md ("Ray").
 
 from __future__ import annotations
 
-import click
+from dataclasses import dataclass, field
 
 from pike_harness.api import EvaluatorOptions, EvaluatorSpec, hookimpl
+
+
+@dataclass
+class RayConfig:
+    """The ray evaluator's options (``pikeh eval --evaluator ray --help``)."""
+
+    ray_address: str | None = field(default=None, metadata={
+        "metavar": "ADDR", "help": "The cluster: HOST:PORT of its head (as `ray start --head` prints), "
+                                   "ray://HOST:10001 from outside the cluster, or auto (default: $RAY_ADDRESS, "
+                                   "else the cluster this machine belongs to)."})
+    ray_placement: str | None = field(default=None, metadata={
+        "choices": ("task", "spread"), "help": "task (default): all evaluations of a task on one node, so its "
+                                               "baseline and candidates share a host (the node is a hash of the "
+                                               "task and the host: every run and resume agrees); spread: any GPU "
+                                               "of the cluster (identical nodes only)."})
+    ray_retries: int | None = field(default=None, metadata={
+        "min": 0, "help": "Times an evaluation is re-run elsewhere after a node, worker or actor failure (or a "
+                          "stuck evaluation) before the run stops with an infrastructure error. These are all the "
+                          "tries it gets: the run loop adds none. Default 2."})
+    ray_inflight: int | None = field(default=None, metadata={
+        "min": 1, "help": "Candidates this run keeps in flight per GPU (loading, waiting or being timed); the "
+                          "GPU's engine queues what every run sends first come, first served. Default: the "
+                          "engine's capacity (its CPU slots, the node's CPUs per GPU at most, plus the loaded "
+                          "candidates that may wait)."})
+    ray_build_cache: str | None = field(default=None, metadata={
+        "metavar": "DIR|off", "help": "The load_inline build cache on each node (a node-local path; a shared file "
+                                      "system works too). Default: $PIKEH_CACHE_DIR or ~/.cache/pike-harness on "
+                                      "the node; 'off' builds every candidate from scratch."})
+    ray_node_dir: str | None = field(default=None, metadata={
+        "metavar": "DIR", "help": "Node-local folder for scratch and reference files (default /tmp/pikeh-ray)."})
 
 
 def _build(options: EvaluatorOptions):
@@ -27,28 +57,7 @@ def register_evaluators(register) -> None:
     register(EvaluatorSpec(
         name="ray",
         factory=_build,
-        description="a Ray cluster's GPUs, any number of nodes: compile in CPU tasks, check and time under "
-                    "one actor per whole GPU (needs pip install 'pike-harness[ray]')",
-        options=[
-            click.Option(["--ray-address"], default=None, metavar="ADDR",
-                         help="[ray] The cluster: HOST:PORT of its head (as `ray start --head` prints), "
-                              "ray://HOST:10001 from outside the cluster, or auto (default: $RAY_ADDRESS, "
-                              "else the cluster this machine belongs to)."),
-            click.Option(["--ray-placement"], type=click.Choice(["task", "spread"]), default=None,
-                         help="[ray] task (default): all evaluations of a task on one node, so its baseline and "
-                              "candidates share a host (the node is a hash of the task and the host: every run "
-                              "and resume agrees); spread: any GPU of the cluster (identical nodes only)."),
-            click.Option(["--ray-retries"], type=click.IntRange(min=0), default=None,
-                         help="[ray] Times an evaluation is re-run elsewhere after a node, worker or actor "
-                              "failure before the run stops with an infrastructure error. Default 2."),
-            click.Option(["--ray-inflight"], type=click.IntRange(min=1), default=None,
-                         help="[ray] Candidates per GPU at once (loading, waiting or being timed), across "
-                              "all runs sharing the cluster. Default: the node's CPUs per GPU + 2."),
-            click.Option(["--ray-build-cache"], default=None, metavar="DIR|off",
-                         help="[ray] The load_inline build cache on each node (a node-local path; a shared "
-                              "file system works too). Default: $PIKEH_CACHE_DIR or ~/.cache/pike-harness "
-                              "on the node; 'off' builds every candidate from scratch."),
-            click.Option(["--ray-node-dir"], default=None, metavar="DIR",
-                         help="[ray] Node-local folder for scratch and reference files (default /tmp/pikeh-ray)."),
-        ],
+        config=RayConfig,
+        description="a Ray cluster's GPUs, any number of nodes: one actor per whole GPU runs the evaluation "
+                    "engine (needs pip install 'pike-harness[ray]')",
     ))

@@ -18,12 +18,18 @@ What the bridge does:
   task to one node, chosen by rendezvous hashing of the task and the node's address, so the task's
   baseline and its candidates are timed on the same host, and every run and every resume agrees on
   that host while it is up; ``spread`` placement takes the least busy device anywhere;
-* runs it as a ``run_candidate`` task pinned to the device's node once the device actor has reserved
-  it a place (the actor caps candidates bound to its device across all runs; this bridge also keeps
-  at most ``inflight`` per device);
-* retries an evaluation whose task, worker, node or actor failed (``retries`` times, on whatever
-  device is live), then reports it as an infrastructure error; a verdict is never retried;
-* watches the head's GCS port and exits when it stays unreachable (about four seconds).
+* sends it to the device's actor (``DeviceActor.evaluate``), which runs it through the device's
+  evaluation engine (``pike_harness.worker.engine``, as ``local`` and the queue workers do); this
+  bridge keeps at most ``inflight`` per device in flight (default: the engine's capacity), and the
+  engine queues what every run sends it first come, first served;
+* retries an evaluation whose node or actor failed, on whatever device is live, under
+  the one ``RetryPolicy`` (``pike_harness.worker.retry``: at most ``max_attempts`` tries in all),
+  then reports it as an infrastructure error that says how many tries it spent, so the run loop
+  does not try it again on top; a verdict is never retried. An evaluation stuck past its deadline
+  (its stage limits plus a grace, ``liveness.HoldTimer``) is aborted by the device actor and comes
+  back as one more infrastructure failure;
+* watches the head's GCS port and exits when it stays unreachable for the window of the shared
+  worker-death rule (``liveness.BeatWatch``: no successful probe for about four seconds).
 
 Messages in: ``start`` (the configuration), ``submit`` (id, request), ``close``. Out: ``ready``,
 ``status`` (devices and queue), ``result`` (id, record), ``error`` (id, reason), ``fatal`` (reason).
@@ -37,28 +43,29 @@ import hashlib
 import json
 import os
 import queue
-import secrets
 import socket
 import sys
 import threading
 import time
 import traceback
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 import ray
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from pike_harness.worker.channel import Channel, ChannelClosed
+from pike_harness.worker.liveness import HOLD_GRACE_S, BeatWatch
 from pike_harness.worker.records import EvalRequest
-from pikeh_ray.node import DEVICE_RESOURCE, DeviceActor, run_candidate
+from pike_harness.worker.retry import RetryPolicy
+from pikeh_ray.node import DEVICE_RESOURCE, DeviceActor, engine_options
 
 DISCOVER_EVERY_S = 2.0
 PROBE_EVERY_S = 1.0
-PROBE_FAILURES = 4  # consecutive failed connects to the head before the cluster counts as gone
+PROBE_FAILURES = 4  # probes without an answer from the head before the cluster counts as gone
 NO_DEVICE_GRACE_S = 120.0  # requests waiting this long while the cluster has no usable device fail
-ACTOR_THREADS = 256  # blocking calls a device actor serves at once (waiters of every run, lifelines)
-FULL_RETRY_S = 0.5
+ACTOR_THREADS = 256  # blocking calls a device actor serves at once (evaluations of every run, lifelines)
+STATS_TIMEOUT_S = 30.0
 
 
 @dataclass
@@ -66,12 +73,14 @@ class Config:
     address: str = "auto"
     device: str = "auto"  # auto, cuda or cpu
     placement: str = "task"  # task or spread
-    retries: int = 2
-    inflight: int | None = None  # per device; None: the node's CPUs per device + 2
+    retry: dict[str, Any] = field(default_factory=dict)  # a RetryPolicy's fields; empty: the default
+    hold_grace_s: float = HOLD_GRACE_S
+    inflight: int | None = None  # per device, this bridge's; None: the device engine's capacity
     node_dir: str | None = None
-    cache: str | None = "default"
-    prewarm: str = "jit"
-    quiet: bool = True
+    cache: str = "default"  # "default" (the node's cache folder), "off", or a folder
+    prewarm: str | None = None  # None: the engine's default (as for local)
+    quiet: bool | None = None
+    jobs: int | None = None  # the device engines' CPU slots; None: the node's share (node.py)
     idle_exit_s: float = 300.0
     no_device_grace_s: float = NO_DEVICE_GRACE_S
 
@@ -94,7 +103,6 @@ class Device:
     inflight: int = 0
     limit: int = 2
     last_dispatch: float = 0.0
-    full_until: float = 0.0  # the actor said it had no place left: ask again after this
     done: int = 0
 
     @property
@@ -152,19 +160,18 @@ def rendezvous(task: str, nodes: list[tuple[str, str]]) -> str | None:
 class Bridge:
     def __init__(self, config: Config, channel: Channel):
         self.config = config
+        self.retry = RetryPolicy.from_dict(config.retry)
         self.channel = channel
         self.inbox: queue.Queue[dict[str, Any]] = queue.Queue()
         self.pending: collections.deque[Job] = collections.deque()
         self.devices: dict[str, Device] = {}  # by actor name (live or dead)
-        self.running: dict[Any, tuple[Job, Device, int]] = {}  # task ref -> (job, device, seq)
+        self.running: dict[Any, tuple[Job, Device]] = {}  # evaluate call ref -> (job, device)
         self.watch: dict[Any, tuple[str, Device]] = {}  # actor ref -> ("ready" | "lifeline", device)
         self.kind = "cpu"
         self.gcs: tuple[str, int] | None = None
         self.closing = False
         self.no_device_since: float | None = None
         self.last_work = time.monotonic()
-        self._last_seq = 0
-        self._seq_salt = secrets.randbelow(1000)
         self._send_lock = threading.Lock()
         self._status_sent = ""
 
@@ -201,7 +208,6 @@ class Bridge:
         ray.init(address=self.config.address or "auto", namespace="pikeh", logging_level="ERROR",
                  log_to_driver=False)
         self.remote_actor = ray.remote(DeviceActor)  # wrapped once: each wrapping is exported to the cluster
-        self.remote_task = ray.remote(run_candidate)
         self.gcs = endpoint  # what the head answers on; for "auto", the GCS address Ray found
         if self.gcs is None:
             with contextlib.suppress(Exception):
@@ -237,25 +243,27 @@ class Bridge:
             resources = node.get("Resources") or {}
             count = int(resources.get(self.resource, 0))
             cpus = max(1, int(resources.get("CPU", 1)))
-            limit = self.config.inflight or (max(1, cpus // max(1, count)) + 2)
+            options = engine_options(self.config.cache, self.config.prewarm, self.config.quiet, self.config.jobs,
+                                     max(1, cpus // max(1, count)))
             for slot in range(count):
                 name = f"pikeh-device-{node['NodeID']}-{slot}"
                 known = self.devices.get(name)
                 if known is not None and not known.dead:
                     continue
-                options: dict[str, Any] = {
+                actor_options: dict[str, Any] = {
                     "name": name, "namespace": "pikeh", "lifetime": "detached", "get_if_exists": True,
                     "num_cpus": 0, "max_restarts": 0, "max_concurrency": ACTOR_THREADS,
                     "scheduling_strategy": NodeAffinitySchedulingStrategy(node["NodeID"], soft=False)}
                 if self.kind == "cuda":
-                    options["num_gpus"] = 1
+                    actor_options["num_gpus"] = 1
                 else:
-                    options["resources"] = {DEVICE_RESOURCE: 1}
-                actor = self.remote_actor.options(**options).remote(self.kind, self.node_dir, limit,
-                                                                    self.config.idle_exit_s)
+                    actor_options["resources"] = {DEVICE_RESOURCE: 1}
+                actor = self.remote_actor.options(**actor_options).remote(self.kind, self.node_dir, options,
+                                                                          self.config.idle_exit_s, count)
                 device = Device(actor=actor, name=name, node_id=node["NodeID"],
                                 node_address=str(node.get("NodeManagerAddress") or node["NodeID"]),
-                                head="node:__internal_head__" in resources, limit=limit)
+                                head="node:__internal_head__" in resources,
+                                limit=self.config.inflight or Device.limit)
                 self.devices[name] = device
                 self.watch[actor.info.remote()] = ("ready", device)
                 self.watch[actor.lifeline.remote()] = ("lifeline", device)
@@ -278,68 +286,42 @@ class Bridge:
         home = rendezvous(job.request.task, nodes)
         return [d for d in live if d.node_id == home]
 
-    def next_seq(self) -> int:
-        """Gate tickets ordered by dispatch time across every run sharing the devices (oldest first)."""
-        seq = max(self._last_seq + 1000, time.time_ns() // 1000 * 1000 + self._seq_salt)
-        self._last_seq = seq
-        return seq
-
-    def reserve(self, device: Device, seq: int) -> bool:
-        """Ask the (shared) device actor for a place; a full device is not asked again for a moment."""
-        try:
-            if ray.get(device.actor.reserve.remote(seq), timeout=30):
-                return True
-        except ray.exceptions.RayError as exc:
-            self._device_died(device, f"{type(exc).__name__}: {_first_lines(str(exc), 1)}")
-            return False
-        device.full_until = time.monotonic() + FULL_RETRY_S
-        return False
-
     def dispatch(self) -> None:
         live = self.live_devices()
         if not live:
             return
-        now = time.monotonic()
         for job in list(self.pending):
-            free = sorted((d for d in self.devices_for(job, live) if d.inflight < d.limit and d.full_until <= now),
+            free = sorted((d for d in self.devices_for(job, live) if d.inflight < d.limit),
                           key=lambda d: (d.inflight, d.last_dispatch))
-            seq = self.next_seq()
-            device = next((d for d in free if self.reserve(d, seq)), None)
-            if device is None:
-                continue  # its devices are full (this run's or all runs' places): later jobs may still go
+            if not free:
+                continue  # its devices are full (this run's share): later jobs may still go
+            device = free[0]
             self.pending.remove(job)
             job.attempts += 1
-            request = replace(job.request, device=device.info["device"])
-            node_config = {"node_dir": self.node_dir, "cache": self.config.cache, "prewarm": self.config.prewarm,
-                           "quiet": self.config.quiet}
-            ref = self.remote_task.options(
-                num_cpus=1, max_retries=0, name=f"pikeh-eval:{request.task}",
-                scheduling_strategy=NodeAffinitySchedulingStrategy(device.node_id, soft=False),
-            ).remote(request.to_json(), device.actor, seq, job.attempts, node_config)
+            ref = device.actor.evaluate.remote(job.request.to_json(), job.attempts, self.config.hold_grace_s)
             device.inflight += 1
             device.last_dispatch = time.monotonic()
-            self.running[ref] = (job, device, seq)
+            self.running[ref] = (job, device)
 
     def finished(self, ref: Any) -> None:
-        job, device, seq = self.running.pop(ref)
+        job, device = self.running.pop(ref)
         device.inflight -= 1
         try:
             out = ray.get(ref)
         except ray.exceptions.RayError as exc:
             out = {"infra": f"{type(exc).__name__}: {_first_lines(str(exc))}"}
-            if isinstance(exc, ray.exceptions.NodeDiedError | ray.exceptions.TaskUnschedulableError):
+            if isinstance(exc, ray.exceptions.RayActorError | ray.exceptions.NodeDiedError
+                          | ray.exceptions.TaskUnschedulableError):
                 self._device_died(device, type(exc).__name__)
         if "result" in out:
             device.done += 1
             self.send({"op": "result", "id": job.id, "result": out["result"]})
             return
-        with contextlib.suppress(Exception):
-            device.actor.leave.remote(seq)  # free its place now (the actor would notice the dead worker too)
         job.errors.append(f"attempt {job.attempts} on {device.label}: {out['infra']}")
-        if job.attempts <= self.config.retries:
+        if self.retry.may_retry(job.attempts):
             self.pending.appendleft(job)
         else:
-            self.send({"op": "error", "id": job.id,
+            self.send({"op": "error", "id": job.id, "attempts": job.attempts,
                        "reason": f"{job.attempts} attempts failed for reasons not the candidate's: "
                                  + " | ".join(job.errors)})
 
@@ -352,7 +334,7 @@ class Bridge:
             return
         if what == "ready" and not device.dead:
             device.ready, device.info = True, value
-            device.limit = self.config.inflight or int(value.get("admit_limit") or device.limit)
+            device.limit = self.config.inflight or int(value.get("capacity") or device.limit)
             self.status()
         elif what == "lifeline":
             self._device_died(device, "the actor ended")
@@ -367,8 +349,22 @@ class Bridge:
                 self.send({"op": "error", "id": message.get("id"), "reason": f"unreadable request: {exc}"})
                 return
             self.pending.append(Job(id=str(message["id"]), request=request))
+        elif op == "stats":
+            self.send({"op": "stats", "id": message.get("id"), "devices": self.device_stats()})
         elif op == "close":
             self.closing = True
+
+    def device_stats(self) -> dict[str, Any]:
+        """Each live device actor's engine settings and figures, by actor name."""
+        live = self.live_devices()
+        refs = {d.name: d.actor.stats.remote() for d in live}
+        out = {}
+        for name, ref in refs.items():
+            try:
+                out[name] = ray.get(ref, timeout=STATS_TIMEOUT_S)
+            except ray.exceptions.RayError as exc:
+                out[name] = {"error": f"{type(exc).__name__}: {_first_lines(str(exc), 1)}"}
+        return out
 
     def check_starvation(self) -> None:
         """Requests cannot wait forever for a device that never comes (all GPUs taken, none left)."""
@@ -388,13 +384,20 @@ class Bridge:
             self.no_device_since = None
 
     def probe_loop(self) -> None:
-        failures = 0
+        """The head is judged by the shared worker-death rule: each answered probe is a beat; the
+        cluster is gone once none came for the whole window (a probe lost now and then is no news)."""
+        head = BeatWatch(PROBE_FAILURES * PROBE_EVERY_S - PROBE_EVERY_S / 2)
+        probes = 0
         while not self.closing:
             time.sleep(PROBE_EVERY_S)
             if self.gcs is None:
                 continue
-            failures = 0 if reachable(self.gcs, timeout=2.0) else failures + 1
-            if failures >= PROBE_FAILURES:
+            probes += 1
+            if reachable(self.gcs, timeout=2.0):
+                head.saw("head", probes)
+            else:
+                head.looked("head")
+            if head.is_dead("head"):
                 # From this thread: the main loop may be stuck inside a Ray call that retries for a minute.
                 self.send({"op": "fatal", "reason": f"the Ray head at {self.gcs[0]}:{self.gcs[1]} stopped "
                                                     f"answering ({PROBE_FAILURES} checks, {PROBE_EVERY_S:g} s apart)"})
@@ -403,7 +406,8 @@ class Bridge:
     def status(self) -> None:
         devices = [{"name": d.name, "node_id": d.node_id, "head": d.head, "node_ip": d.info.get("node_ip"),
                     "host": d.info.get("host"), "device": d.info.get("device"), "ready": d.ready, "dead": d.dead,
-                    "inflight": d.inflight, "limit": d.limit, "done": d.done} for d in self.devices.values()]
+                    "inflight": d.inflight, "limit": d.limit, "capacity": d.info.get("capacity"), "done": d.done}
+                   for d in self.devices.values()]
         message = {"op": "status", "kind": self.kind, "placement": self.config.placement, "devices": devices,
                    "pending": len(self.pending), "running": len(self.running)}
         text = json.dumps(message, sort_keys=True)

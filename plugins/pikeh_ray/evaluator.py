@@ -73,6 +73,7 @@ class _Link:
         self.fatal = False  # the bridge said why it stopped (its log adds nothing then)
         self.status: dict[str, Any] = {}
         self.info: dict[str, Any] = {}
+        self.stats_waiters: dict[str, tuple[threading.Event, dict[str, Any]]] = {}
         self._lock = threading.Lock()
         with open(self.log_path, "ab") as log:
             self.popen = subprocess.Popen([sys.executable, "-m", "pikeh_ray.bridge"], stdin=subprocess.PIPE,
@@ -105,6 +106,18 @@ class _Link:
             return False
         return True
 
+    def device_stats(self, timeout: float) -> dict[str, Any]:
+        """Ask the bridge for every live device actor's engine figures; {} if it does not answer."""
+        key = f"stats-{time.monotonic_ns()}"
+        waiter: tuple[threading.Event, dict[str, Any]] = (threading.Event(), {})
+        with self._lock:
+            self.stats_waiters[key] = waiter
+        if self.send({"op": "stats", "id": key}):
+            waiter[0].wait(timeout)
+        with self._lock:
+            self.stats_waiters.pop(key, None)
+        return dict(waiter[1])
+
     def _read(self) -> None:
         from pike_harness.worker.channel import ChannelClosed, ProtocolViolation
 
@@ -127,6 +140,12 @@ class _Link:
             self.ready.set()
         elif op == "status":
             self.status = message
+        elif op == "stats":
+            with self._lock:
+                waiter = self.stats_waiters.pop(str(message.get("id")), None)
+            if waiter is not None:
+                waiter[1].update(message.get("devices") or {})
+                waiter[0].set()
         elif op in ("result", "error"):
             job_id = str(message.get("id"))
             with self._lock:
@@ -140,7 +159,9 @@ class _Link:
             if op == "result":
                 future.set_result(EvalResult.from_dict(message["result"]))
             else:
-                future.set_exception(EvaluatorError(f"ray: {message.get('reason')}"))
+                attempts = message.get("attempts")
+                future.set_exception(EvaluatorError(f"ray: {message.get('reason')}",
+                                                    attempts=attempts if isinstance(attempts, int) else 1))
         elif op == "fatal":
             self.reason, self.fatal = str(message.get("reason")), True
 
@@ -208,12 +229,17 @@ class RayEvaluator(Evaluator):
         placement = str(extra.get("ray_placement") or "task")
         if placement not in PLACEMENTS:
             raise EvaluatorError(f"--ray-placement must be one of {', '.join(PLACEMENTS)}")
+        if extra.get("ray_retries") is not None:  # retries after the first try: the policy's attempts - 1
+            self.retry_policy = dataclasses.replace(self.retry_policy, max_attempts=int(extra["ray_retries"]) + 1)
         self.bridge_config = {
             "address": self.address, "device": device, "placement": placement,
-            "retries": int(extra["ray_retries"]) if extra.get("ray_retries") is not None else 2,
+            "retry": self.retry_policy.to_dict(),
+            # Added to a request's stage limits: how long it may be worked on before the device actor
+            # counts it stuck (liveness.HoldTimer). Not a CLI option: tests shrink it.
+            "hold_grace_s": float(extra["ray_hold_grace"]) if extra.get("ray_hold_grace") is not None else None,
             "inflight": int(extra["ray_inflight"]) if extra.get("ray_inflight") else None,
             "node_dir": str(extra["ray_node_dir"]) if extra.get("ray_node_dir") else None,
-            "cache": str(cache) if cache is not None else None,
+            "cache": str(cache) if cache is not None else "off",
         }
         self.connect_timeout_s = float(extra.get("ray_connect_timeout") or CONNECT_TIMEOUT_S)
         self._own_workdir = options.workdir is None
@@ -284,6 +310,14 @@ class RayEvaluator(Evaluator):
         link = self._link
         return dict(link.status) if link is not None else {}
 
+    def stats(self) -> dict[str, Any]:
+        """Each live device actor's engine: ``{"devices": {actor name: {"engine": its settings,
+        "stats": its figures, "device", "node_id", "served"}}}`` (the figures ``local`` reports)."""
+        link = self._link
+        if link is None or link.ended.is_set():
+            return {}
+        return {"devices": link.device_stats(timeout=60.0)}
+
     def describe(self) -> dict[str, Any]:
         from pike_harness.worker.protocols import get_protocol
 
@@ -297,7 +331,7 @@ class RayEvaluator(Evaluator):
                 "devices": [f"{d.get('host')}/{d.get('node_id', '')[:8]}/{d.get('device')}" for d in devices],
                 "nodes": sorted({d.get("node_id") for d in devices}),
                 "protocol": {**protocol.describe(), "params": dict(self.options.protocol_params)},
-                "placement": self.bridge_config["placement"], "retries": self.bridge_config["retries"],
+                "placement": self.bridge_config["placement"], "retries": self.retry_policy.max_attempts - 1,
                 "inflight_per_device": self.bridge_config["inflight"]}
 
     def close(self) -> None:

@@ -1,7 +1,7 @@
 """One ``Config`` mechanism for every configurable plugin: strategies, evaluators and reporters.
 
 A plugin class declares its options as a dataclass ``Config``; each field becomes a command-line option
-(``--num-branches``; the CLI builds them with ``pike_harness.cli.run_cmd.config_options``) and, for a
+(``--num-branches``; the CLI builds them with ``pike_harness.cli.config_options.dataclass_options``) and, for a
 run, a key in run.toml. The host builds the instance with ``make_config`` (unknown or ill-typed values
 are a one-line ``UserError`` naming the plugin) and hands it to the constructor, so a plugin reads
 typed values from ``self.config`` and never from a dict of strings.

@@ -18,10 +18,22 @@ from typing import Any
 
 from pike_harness.errors import PikehError
 from pike_harness.model import EvalRequest, EvalResult
+from pike_harness.worker.retry import DEFAULT as DEFAULT_RETRY
+from pike_harness.worker.retry import RetryPolicy as RetryPolicy  # re-exported: the evaluator interface
+from pike_harness.worker.retry import attempts_of as attempts_of
 
 
 class EvaluatorError(PikehError):
-    """The evaluator itself failed (no GPU, a worker vanished): never a verdict on the candidate."""
+    """The evaluator itself failed (no GPU, a worker vanished): never a verdict on the candidate.
+
+    ``attempts``: how many tries of the request the evaluator spent before giving up (a transport
+    that retries on its own says so), so the run loop retries only what the one ``RetryPolicy``
+    (``pike_harness.worker.retry``) leaves.
+    """
+
+    def __init__(self, *args: object, attempts: int = 1):
+        super().__init__(*args)
+        self.attempts = attempts
 
 
 @dataclass
@@ -34,17 +46,28 @@ class EvaluatorOptions:
     timeout_s: float | None = None  # per-stage wall-clock limit; None keeps the request's
     workdir: Path | None = None  # scratch and cache root; None: a temporary folder
     extra: dict[str, Any] = field(default_factory=dict)  # the evaluator's own CLI options, by name
+    config: Any = None  # the same values as the evaluator's Config dataclass (``EvaluatorSpec.build`` fills it)
 
 
 @dataclass
 class EvaluatorSpec:
-    """How a plugin registers an evaluator: a name, a factory and the CLI options it adds."""
+    """How a plugin registers an evaluator: a name, a factory and its ``Config``.
+
+    ``config`` is a dataclass whose fields are the evaluator's own options, as a strategy's ``Config``
+    is: each field becomes a CLI option (``ray_address`` -> ``--ray-address``) that commands attach
+    only when this evaluator is chosen (``pikeh eval --evaluator ray --help`` lists Ray's). Put the
+    help text in ``field(metadata={"help": ...})``; ``"choices"``, ``"min"`` and ``"metavar"`` refine
+    the option. Fields must be bool, int, float or str (or those | None; None means "default").
+    The parsed values reach the factory as ``options.config`` (and by name in ``options.extra``).
+    """
 
     name: str
     factory: Callable[[EvaluatorOptions], Evaluator]
     description: str = ""
-    # click.Option objects added to `pikeh eval` and `pikeh run`; values arrive in options.extra.
-    options: list[Any] = field(default_factory=list)
+    config: type | None = None
+
+    def option_names(self) -> list[str]:
+        return [f.name for f in dataclasses.fields(self.config)] if self.config is not None else []
 
     def build(self, options: EvaluatorOptions) -> Evaluator:
         """The evaluator, for a command: a setup the user got wrong (no such device, no image) is a
@@ -52,6 +75,8 @@ class EvaluatorSpec:
         from pike_harness.errors import UserError
 
         try:
+            if self.config is not None and options.config is None:
+                options = dataclasses.replace(options, config=evaluator_config(options, self.config))
             return self.factory(options)
         except EvaluatorError as exc:
             raise UserError(f"evaluator {self.name!r}: {exc}") from None
@@ -61,6 +86,9 @@ class Evaluator(ABC):
     """Checks and times candidates. Thread-safe: strategies submit from many threads."""
 
     name: str = "evaluator"
+    # How often a request is tried in all when the infrastructure fails it: this evaluator's own
+    # retries (if it has any) and the run loop's together. One policy; evaluators share the default.
+    retry_policy: RetryPolicy = DEFAULT_RETRY
 
     @abstractmethod
     def submit(self, request: EvalRequest) -> Future[EvalResult]:
@@ -79,6 +107,18 @@ class Evaluator(ABC):
         """Where evaluations run (devices, host, protocol), recorded in a run's metadata."""
         return {"evaluator": self.name}
 
+    def precompile(self, requests: list[EvalRequest], *, jobs: int | None = None,
+                   on_done: Callable[[EvalRequest, bool], None] | None = None) -> int | None:
+        """Compile ``requests`` ahead (load and warm up, no timing) so their JIT caches are warm when
+        they are timed; returns how many warmed up, or None when this evaluator cannot (the default:
+        ``pikeh baselines`` then times without a precompile pass)."""
+        return None
+
+    def stats(self) -> dict[str, Any]:
+        """Figures about the evaluations so far (the engine's scheduling, quiet timing, build cache);
+        empty when the evaluator keeps none."""
+        return {}
+
     def close(self) -> None:
         """Stop workers and release devices; pending futures are cancelled."""
 
@@ -87,6 +127,18 @@ class Evaluator(ABC):
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def evaluator_config(options: EvaluatorOptions, config_class: type) -> Any:
+    """``options.config`` when it is a ``config_class``, else one built from ``options.extra`` (values
+    that are None keep the field's default; names the class does not have are ignored)."""
+    if isinstance(options.config, config_class):
+        return options.config
+    names = {f.name for f in dataclasses.fields(config_class)}
+    try:
+        return config_class(**{k: v for k, v in options.extra.items() if k in names and v is not None})
+    except (TypeError, ValueError) as exc:
+        raise EvaluatorError(str(exc)) from None
 
 
 def check_protocol(options: EvaluatorOptions) -> None:

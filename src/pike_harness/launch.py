@@ -93,7 +93,7 @@ def launch_run(app: Any, core: dict[str, Any], strategy_values: dict[str, Any], 
     store = RunStore(output_dir / run_name)
     extra = dict(config.evaluator_options)
     workdir = extra.pop("workdir", None)
-    own = {opt.name for opt in getattr(spec, "options", [])}
+    own = set(spec.option_names())
     options = EvaluatorOptions(device=config.device, protocol=config.protocol,
                                protocol_params=dict(config.protocol_params), timeout_s=config.timeout_s,
                                workdir=Path(workdir) if workdir else None,

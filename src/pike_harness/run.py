@@ -50,8 +50,6 @@ from pike_harness.strategy import BudgetView, Strategy
 from pike_harness.worker.environment import cpu_model
 
 __all__ = ["OPERATIONAL_OPTIONS", "RunConfig", "RunInterrupted", "Runner", "TaskRun"]
-
-EVAL_INFRA_RETRIES = 3
 STOP_GRACE_S = 15.0  # how long a stopping run waits for answers already being generated
 # The endpoint refused the request itself (bad key, no permission, unknown model or endpoint, a request
 # it will never accept): asking again cannot help, so the run stops at once and charges nothing.
@@ -573,7 +571,8 @@ class Runner:
         assert self.evaluator is not None
         config = self.config
         overrides: dict[str, Any] = {"protocol": config.protocol, "protocol_params": dict(config.protocol_params)}
-        for attempt in range(1, EVAL_INFRA_RETRIES + 1):
+
+        def attempt() -> EvalResult:
             self.check_running()
             request = task.eval_request(code, **overrides)
             if config.timeout_s:
@@ -582,14 +581,14 @@ class Runner:
             try:
                 return self.evaluator.submit(request).result()
             except EvaluatorError:
-                if self._stop.is_set() or attempt == EVAL_INFRA_RETRIES:
-                    raise
-                time.sleep(2.0 * attempt)
+                raise
             except Exception as exc:  # a cancelled future while stopping
                 if self._stop.is_set():
                     raise RunInterrupted() from exc
                 raise
-        raise AssertionError("unreachable")
+
+        # One policy: the evaluator's own retries count against it (pike_harness.worker.retry).
+        return self.evaluator.retry_policy.call(attempt, retry_on=EvaluatorError, give_up=self._stop.is_set)
 
     def attempt_finished(self, task_run: TaskRun, attempt: Attempt) -> None:
         speedup = task_run.best_speedup

@@ -77,9 +77,10 @@ def worker_env() -> dict[str, str]:
     return {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"}
 
 
-# The worker must run where only torch, triton and the standard library are installed: the worker
-# processes of these tests start with the harness's other dependencies made unimportable.
-NOT_ON_GPU_HOSTS = ("click", "rich", "pluggy", "duckdb", "altair", "openai", "anthropic", "pike_harness.api",
+# The worker must run where only torch, triton, click (its options: worker/command.py) and the
+# standard library are installed: the worker processes of these tests start with the harness's other
+# dependencies made unimportable.
+NOT_ON_GPU_HOSTS = ("rich", "pluggy", "duckdb", "altair", "openai", "anthropic", "pike_harness.api",
                     "pike_harness.cli", "pike_harness.plugins")
 RUN_SERVICE = ("import runpy, sys\n"
                f"for name in {NOT_ON_GPU_HOSTS!r}:\n    sys.modules[name] = None\n"
@@ -91,7 +92,8 @@ class WorkerProcess:
     """The worker service (``python -m pike_harness.worker.service``) as a real subprocess, with fast
     heartbeats, and the harness's host-side dependencies unimportable."""
 
-    def __init__(self, io_dir: Path, log_path: Path, *args: str, worker_id: str | None = None):
+    def __init__(self, io_dir: Path, log_path: Path, *args: str, worker_id: str | None = None,
+                 env: dict[str, str] | None = None):
         self.io_dir = io_dir
         self.log_path = log_path
         self.worker_id = worker_id
@@ -100,7 +102,8 @@ class WorkerProcess:
         if worker_id:
             command += ["--worker-id", worker_id]
         with open(log_path, "ab") as log:  # the child keeps its own copy of the descriptor
-            self.popen = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=worker_env())
+            self.popen = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT,
+                                          env={**worker_env(), **(env or {})})
         if worker_id is None:
             self.worker_id = f"{os.uname().nodename}-{self.popen.pid}"
 

@@ -141,14 +141,103 @@ def test_a_dead_workers_requests_come_back_counted_then_fail(tmp_path):
         moved = qc.recover_dead_workers(qdir, liveness, beats, max_attempts=3)
         assert moved == [f"{expected}/{qc.request_name(ticket, attempt + 1)}"]
 
-    # A claim folder with no heartbeat at all is an orphan; a clean stop gives back without counting.
+    # A claim folder that stays without a heartbeat for the whole window is an orphan; a clean stop
+    # gives back without counting.
     qdir.claim_folder("orphan").mkdir()
     other = qc.new_ticket("abcdef0123", 2)
     qc.write_json(qdir.claimed / "orphan", qc.request_name(other, 0), {"ticket": other})
-    assert qc.recover_dead_workers(qdir, liveness, {}, max_attempts=3) == [f"requests/{qc.request_name(other, 1)}"]
+    now = [0.0]
+    observer = qc.Liveness(stale_after_s=60, clock=lambda: now[0])
+    assert qc.recover_dead_workers(qdir, observer, {}, max_attempts=3) == [], "no heartbeat yet: no news"
+    now[0] += 61
+    assert qc.recover_dead_workers(qdir, observer, {}, max_attempts=3) == [f"requests/{qc.request_name(other, 1)}"]
     qdir.claim_folder("polite").mkdir()
     os.rename(qdir.requests / qc.request_name(other, 1), qdir.claimed / "polite" / qc.request_name(other, 1))
     assert qc.release_claims(qdir, "polite", died=False, max_attempts=3) == [f"requests/{qc.request_name(other, 1)}"]
+
+
+def test_an_unreadable_heartbeat_does_not_release_a_live_workers_claims(tmp_path):
+    """A heartbeat caught mid-write, or missing for a moment (an NFS hiccup), is no news: the claims
+    stay with their worker until its heartbeat has stood still for the whole window."""
+    qdir = qc.QueueDir(tmp_path / "io").ensure()
+    ticket = qc.new_ticket("abcdef0123", 1)
+    qdir.claim_folder("remote").mkdir()
+    claim = qdir.claimed / "remote" / qc.request_name(ticket, 0)
+    qc.write_json(claim.parent, claim.name, {"ticket": ticket})
+    now = [0.0]
+    liveness = qc.Liveness(stale_after_s=10, clock=lambda: now[0])
+    beat = fake_heartbeat(qdir, "remote", pid=1, host="elsewhere")  # another machine: no pid check
+
+    def recover() -> list[str]:
+        beats = qc.read_heartbeats(qdir)
+        liveness.update(beats)
+        return qc.recover_dead_workers(qdir, liveness, beats, max_attempts=3)
+
+    assert recover() == []
+    for transient in ("partial", "missing", "not-an-object"):
+        now[0] += 4
+        path = qdir.workers / "remote.json"
+        if transient == "partial":
+            path.write_text(json.dumps(beat)[:25])
+        elif transient == "missing":
+            path.unlink()
+        else:
+            path.write_text("[1, 2]")
+        assert recover() == [], f"a {transient} heartbeat released a live worker's claim"
+        assert claim.exists()
+        now[0] += 4
+        beat = fake_heartbeat(qdir, "remote", pid=1, host="elsewhere", seq=beat["seq"] + 1)  # it beats again
+        assert recover() == [] and claim.exists()
+
+    # Unreadable for good: once no beat was read for the whole window, the worker is dead.
+    (qdir.workers / "remote.json").write_text("{")
+    now[0] += 9
+    assert recover() == [] and claim.exists()
+    now[0] += 2
+    assert recover() == [f"requests/{qc.request_name(ticket, 1)}"]
+
+
+def test_a_live_workers_overdue_requests_are_given_back_counted(tmp_path):
+    """A worker that still beats but lists a request as past its deadline loses it (counted), so a
+    worker whose main loop is stuck cannot hold a request for ever; its other claims stay."""
+    qdir = qc.QueueDir(tmp_path / "io").ensure()
+    late, fine = qc.new_ticket("abcdef0123", 1), qc.new_ticket("abcdef0123", 2)
+    qdir.claim_folder("busy").mkdir()
+    for ticket in (late, fine):
+        qc.write_json(qdir.claimed / "busy", qc.request_name(ticket, 2), {"ticket": ticket})
+    beats = {"busy": fake_heartbeat(qdir, "busy", pid=os.getpid(), overdue=[qc.request_name(late, 2)])}
+    liveness = qc.Liveness(stale_after_s=60)
+    liveness.update(beats)
+    assert qc.recover_dead_workers(qdir, liveness, beats, max_attempts=3) == [f"failed/{qc.request_name(late, 3)}"]
+    assert qc.names(qdir.claimed / "busy") == [qc.request_name(fine, 2)]
+
+
+def test_the_death_rule_and_the_hold_timer():
+    from pike_harness.worker.liveness import BeatWatch, HoldTimer, hold_deadline_s, is_dead
+    from pike_harness.worker.records import Limits
+
+    now = [0.0]
+    watch = BeatWatch(5, clock=lambda: now[0])
+    watch.looked("w")
+    now[0] += 4
+    watch.looked("w")  # failed reads neither restart nor cut short the window
+    assert not watch.is_dead("w")
+    watch.saw("w", ("e", 1))
+    now[0] += 4
+    watch.saw("w", ("e", 1))  # the same beat again is no sign of life
+    assert not watch.is_dead("w")
+    now[0] += 2
+    assert watch.is_dead("w") and is_dead(0.0, 5, process_gone=True) and is_dead(0.0, 5, said_stopped=True)
+    assert hold_deadline_s(Limits(compile_timeout_s=10, run_timeout_s=2), grace_s=1) == 19
+    assert hold_deadline_s({"compile_timeout_s": 10, "run_timeout_s": 2}, grace_s=1) == 19
+    timer = HoldTimer(3, clock=lambda: now[0])
+    now[0] += 2
+    timer.waiting()
+    now[0] += 100  # waiting for the device is not this request's time
+    timer.working()
+    assert not timer.overdue()
+    now[0] += 1.5
+    assert timer.overdue() and timer.worked_s() == 3.5
 
 
 def test_liveness_uses_the_observers_clock_not_the_workers():

@@ -105,3 +105,29 @@ def test_image_build_stages_only_the_worker_and_maps_gpu_generations(cli):
     assert "containers/pikeh-worker.def" in apptainer.output
     misuse = cli("worker", "image", "build", "--kind", "cuda", "--no-torch", "--dry-run")
     assert misuse.exit_code == 2 and "--no-torch is for --kind cpu only" in misuse.output
+
+
+def test_the_worker_options_are_declared_once(cli):
+    """`pikeh worker` and `python -m pike_harness.worker.service` (what the images run) take their
+    options from one click declaration; the service keeps no parser of its own."""
+    import sys
+
+    import pike_harness.worker.service as service
+    from pike_harness.cli.worker_cmd import worker
+    from pike_harness.worker.command import standalone
+
+    def options(command) -> list[tuple[str, ...]]:
+        return sorted(tuple(p.opts) for p in command.params if p.name != "help")
+
+    assert options(worker) == options(standalone) and ("--stale-after",) in options(worker)
+    source = Path(service.__file__).read_text()
+    assert "argparse" not in source and "add_argument" not in source
+    shown = subprocess.run([sys.executable, "-m", "pike_harness.worker.service", "--help"], capture_output=True,
+                           text=True, timeout=60, env=worker_env())
+    assert shown.returncode == 0 and "python -m pike_harness.worker.service" in shown.stdout
+    assert all(opt in shown.stdout for (opt,) in options(worker) if opt != "--help"), shown.stdout
+    misuse = subprocess.run([sys.executable, "-m", "pike_harness.worker.service", "--key-stdin", "--key-file",
+                             __file__, "--io-dir", "/tmp/x"], capture_output=True, text=True, timeout=60,
+                            env=worker_env())
+    assert misuse.returncode == 2 and "give --key-file or --key-stdin, not both" in misuse.stderr
+    assert "Traceback" not in misuse.stderr

@@ -141,3 +141,59 @@ def test_a_deleted_host_file_is_written_again(tmp_path):
     finally:
         client.close()
     assert not host_file.exists(), "closing still says goodbye"
+
+
+def test_a_request_held_past_its_deadline_is_given_back_counted(tmp_path):
+    """A live worker may hold a request only for its stage limits plus a grace; past that the worker
+    gives it back as an attempt (here the last one, so it is given up) and kills the evaluation.
+
+    The worker runs in this process with its grace set far below zero, so the deadline (2 s) falls
+    inside the load stage's own 60 s limit: the candidate, blocked in loading, is what overruns it."""
+    import threading
+
+    from pike_harness.worker.liveness import hold_deadline_s
+    from pike_harness.worker.service import ServiceConfig, WorkerService
+
+    io_dir = tmp_path / "io"
+    limits = request(CORRECT).limits
+    service = WorkerService(ServiceConfig(io_dir=io_dir, device="cpu", worker_id="slow", heartbeat_s=0.2,
+                                          stale_after_s=5, max_attempts=1,
+                                          hold_grace_s=2.0 - hold_deadline_s(limits, grace_s=0.0)))
+    thread = threading.Thread(target=service.run, daemon=True)
+    thread.start()
+    client = QueueClient(io_dir, stale_after_s=5, wait_for_worker_s=60, max_attempts=1)
+    gate = tmp_path / "gate"
+    gate.touch()
+    try:
+        started = time.monotonic()
+        result = client.submit(request(gated(CORRECT, gate))).result(timeout=40)
+        took = time.monotonic() - started
+    finally:
+        gate.unlink()
+        client.close()
+        service.stop()
+        thread.join(timeout=30)
+    assert (result.category, result.check) == ("runtime_error", "worker_lost"), result
+    assert "deadline" in result.reason
+    assert took < 30, "held until the candidate gave up waiting, not until its deadline"
+    assert not thread.is_alive()
+
+
+def test_a_restart_waits_out_a_predecessors_unreadable_heartbeat(tmp_path):
+    """A worker restarted under an id whose heartbeat cannot be read (caught mid-write on a shared
+    file system) does not take the predecessor's claims at once: an unreadable heartbeat is no
+    news, so it waits for the whole --stale-after window first."""
+    io_dir = tmp_path / "io"
+    qdir = qc.QueueDir(io_dir).ensure()
+    ticket = qc.new_ticket("abcdef0123", 1)
+    qdir.claim_folder("flaky").mkdir()
+    qc.write_json(qdir.claimed / "flaky", qc.request_name(ticket, 0), {"ticket": ticket})
+    (qdir.workers / "flaky.json").write_text('{"protocol": "pikeh-queue/1", "worker_id": "fla')
+    worker = WorkerProcess(io_dir, tmp_path / "worker.log", worker_id="flaky")
+    try:
+        wait_until(lambda: "waiting up to 2 s for the earlier worker flaky" in worker.log(), 60, "the wait")
+        assert qc.names(qdir.claimed / "flaky") == [qc.request_name(ticket, 0)], "released at once"
+        wait_until(lambda: "gave back 1 request(s) an earlier worker flaky held" in worker.log(), 30,
+                   "the claim to be given back after the window")
+    finally:
+        worker.stop()

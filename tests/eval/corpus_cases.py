@@ -96,7 +96,9 @@ def sandbox_leftovers(workdir: Path, evaluator=None) -> list[int]:
         if state != b"Z" and any(i.startswith(b"PIKEH_SANDBOX=") for i in items) and \
                 any(i.startswith(home) for i in items):
             found.append(int(name))
-    pool = getattr(evaluator, "prestart", None)
+    engine = getattr(evaluator, "engine", evaluator)  # an evaluator that runs an Engine, or the Engine
+    pool = getattr(engine, "prestart", None)
     idle = set(pool.idle_pids()) if pool is not None else set()
-    idle |= {oracle.pid for oracle in getattr(evaluator, "oracles", {}).values()}
+    provider = getattr(engine, "provider", None)
+    idle |= {oracle.pid for oracle in getattr(provider, "oracles", {}).values()}
     return [pid for pid in found if pid not in idle]

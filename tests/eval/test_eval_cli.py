@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 import torch
 
 CORPUS = Path(__file__).resolve().parent / "corpus"
@@ -52,6 +53,25 @@ def test_cuda_requested_without_a_gpu_is_a_clear_error(cli):
 def test_help_lists_the_local_evaluator_options(cli):
     result = cli("eval", "--help")
     assert result.exit_code == 0 and "--jobs" in result.output and "--protocol" in result.output
+    assert "--ray-address" not in result.output and "--io-dir" not in result.output
+
+
+@pytest.mark.parametrize("command", [("eval",), ("run", "--strategy", "best-of-n"), ("baselines",), ("report",)])
+def test_each_command_attaches_only_the_chosen_evaluators_options(cli, command):
+    ray = cli(*command, "--evaluator", "ray", "--help")
+    assert ray.exit_code == 0, ray.output
+    assert "--ray-address" in ray.output and "--ray-placement" in ray.output
+    assert "--jobs" not in ray.output and "--prestart" not in ray.output and "--docker-image" not in ray.output
+    queue = cli(*command, "--evaluator=queue", "--help")
+    assert "--io-dir" in queue.output and "--queue-key-file" in queue.output and "--jobs" not in queue.output
+
+
+def test_another_evaluators_option_is_refused_and_a_config_value_is_checked(cli):
+    candidate = str(CORPUS / "ok_plain.py")
+    foreign = cli("eval", candidate, "--task", "smoke/1", "--evaluator", "queue", "--jobs", "2")
+    assert foreign.exit_code == 2 and "No such option '--jobs'" in foreign.output
+    bad = cli("eval", candidate, "--task", "smoke/1", "--evaluator", "docker", "--docker-memory", "lots")
+    assert bad.exit_code == 1 and "--docker-memory 'lots': write a number" in bad.output, bad.output
 
 
 def test_secrets_read_from_the_harness_environment_are_masked(run_pikeh):

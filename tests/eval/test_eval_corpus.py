@@ -46,5 +46,5 @@ def test_evaluator_is_healthy_after_the_corpus(corpus_results, cpu_evaluator):
     assert result.category == "correct", result.reason
     assert sandbox_leftovers(cpu_evaluator.workdir, cpu_evaluator) == []
     scratch = cpu_evaluator.workdir / "scratch"
-    idle = set(cpu_evaluator.prestart.idle_scratch()) if cpu_evaluator.prestart is not None else set()
+    idle = set(cpu_evaluator.engine.prestart.idle_scratch()) if cpu_evaluator.engine.prestart is not None else set()
     assert not scratch.exists() or [p for p in scratch.iterdir() if p not in idle] == []

@@ -71,3 +71,39 @@ def test_compile_mode_is_precompiled_then_timed(cli, tmp_path):
     assert by_mode["compile"]["category"] == "correct", by_mode["compile"]["reason"]
     assert "warmup" in by_mode["compile"]["stage_seconds"]  # compiled outside the device lock
     assert any((tmp_path / "cache" / "jit").iterdir())  # the per-source Inductor cache it filled
+
+
+def test_precompile_goes_through_the_evaluator_interface():
+    """`pikeh baselines` asks any evaluator to precompile (Evaluator.precompile); one that cannot
+    (the interface's default) is timed without the pass, and nothing reaches into its internals."""
+    from rich.console import Console
+
+    from pike_harness.cli.baselines_cmd import _precompile
+    from pike_harness.evaluation import Evaluator
+    from pike_harness.tasks import Suite
+
+    class Asked(Evaluator):
+        name = "asked"
+
+        def __init__(self, answer):
+            self.answer, self.calls = answer, []
+
+        def submit(self, request):
+            raise AssertionError("precompiling must not evaluate")
+
+        def describe(self):
+            return {"evaluator": self.name, "jobs": 12}
+
+        def precompile(self, requests, *, jobs=None, on_done=None):
+            self.calls.append((len(requests), jobs))
+            return self.answer
+
+    task = Suite.from_dir(Path(__file__).resolve().parents[2] / "tasks" / "smoke", origin="tests").task(1)
+    todo = [(task, "eager"), (task, "compile"), (task, "compile-max-autotune")]
+    for answer, expected in ((None, "precompile skipped: this evaluator has no shared JIT cache"),
+                             (2, "precompiled 2 of 2 entries")):
+        console = Console(record=True, width=200)
+        evaluator = Asked(answer)
+        _precompile(evaluator, todo, None, console)
+        assert evaluator.calls == [(2, 8)], "the JIT modes only, at most 8 at a time"
+        assert expected in console.export_text()

@@ -67,12 +67,12 @@ while time.monotonic() - _t0 < 8.0:
     (_x @ _x).sum().item()
     print(f"tick {time.monotonic():.4f}", flush=True)
 """)
-    first = len(gpu_local.scheduler.traces)
+    first = len(gpu_local.engine.traces)
     timed = gpu_local.submit(request(candidate(forward_extra="import time; time.sleep(0.1)")))
     loud = gpu_local.submit(request(busy))
     t, b = timed.result(timeout=300), loud.result(timeout=300)
     assert t.category == "correct" and b.category == "correct", (t.reason, b.reason)
-    trace = gpu_local.scheduler.traces[first]
+    trace = gpu_local.engine.traces[first]
     ticks = [float(v) for v in re.findall(r"tick (\d+\.\d+)", b.stdout_tail)]
     if not (ticks and min(ticks) < trace.timing_start and max(ticks) > trace.timing_end):
         pytest.skip("the busy import did not span the timing window")

@@ -21,7 +21,7 @@ def test_a_pause_longer_than_the_stage_limit_is_not_a_timeout(make_local):
     evaluator = make_local(prestart=0, jobs=1)
     limits = Limits(compile_timeout_s=COMPILE_LIMIT_S, run_timeout_s=60, memory_mb=6000)
     future = evaluator.submit(smoke(1).eval_request(PLAIN, limits=limits))
-    registry = evaluator.quiet
+    registry = evaluator.engine.quiet
     deadline = time.monotonic() + 30
     while not registry._members and time.monotonic() < deadline:  # the candidate's process has started
         time.sleep(0.01)

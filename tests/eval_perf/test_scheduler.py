@@ -32,13 +32,13 @@ def test_a_loaded_candidate_frees_its_slot_and_the_device_passes_straight_to_the
     hands the device to the next ready candidate at once."""
     # (quiet timing off: it would pause Y's loading during X's timing, which is not what this tests)
     evaluator = make_local(jobs=1, max_ready=4, prestart=3, quiet_timing=False)
-    assert evaluator.prestart.wait_full(timeout=180)
+    assert evaluator.engine.prestart.wait_full(timeout=180)
     x = evaluator.submit(request(candidate(forward_extra=SLOW_FORWARD)))
     y = evaluator.submit(request(candidate()))
     z = evaluator.submit(request(candidate(prelude="import time\ntime.sleep(0.5)\n")))
     results = [f.result(timeout=300) for f in (x, y, z)]
     assert [r.category for r in results] == ["correct"] * 3, [r.reason for r in results]
-    traces = {t.seq: t for t in evaluator.scheduler.traces[-3:]}
+    traces = {t.seq: t for t in evaluator.engine.traces[-3:]}
     tx, ty, tz = (traces[min(traces) + i] for i in range(3))
     assert tz.load_start < tx.released, "Z could not load while Y waited: Y kept its CPU slot"
     assert ty.loaded < tx.released  # Y was ready while X still held the device...
@@ -47,7 +47,7 @@ def test_a_loaded_candidate_frees_its_slot_and_the_device_passes_straight_to_the
     for i, first in enumerate(windows):
         for second in windows[i + 1:]:
             assert not _overlaps(first, second), "two candidates held the device at once"
-    gate = evaluator.scheduler.gates["cpu"].stats
+    gate = evaluator.engine.gates["cpu"].stats
     assert gate.max_idle_with_waiters_s < 1.0, gate  # lenient: thread wake-up on a loaded runner
     assert evaluator.stats()["devices"]["cpu"]["busy_fraction"] > 0
 
@@ -57,7 +57,7 @@ def test_loads_run_in_parallel_on_cpu_slots(make_local):
     slow_import = candidate(prelude="import time\ntime.sleep(1.5)\n")
     futures = [evaluator.submit(request(slow_import)) for _ in range(2)]
     assert all(f.result(timeout=300).category == "correct" for f in futures)
-    a, b = evaluator.scheduler.traces[-2:]
+    a, b = evaluator.engine.traces[-2:]
     assert _overlaps((a.load_start, a.loaded), (b.load_start, b.loaded))
 
 
@@ -79,7 +79,7 @@ def test_quiet_timing_pauses_a_loading_neighbour_on_the_cpu_device(make_local):
     loud = evaluator.submit(request(candidate(prelude=LOUD_IMPORT)))
     result_t, result_l = timed.result(timeout=300), loud.result(timeout=300)
     assert result_t.category == "correct" and result_l.category == "correct", (result_t.reason, result_l.reason)
-    trace = evaluator.scheduler.traces[-2]
+    trace = evaluator.engine.traces[-2]
     ticks = [float(v) for v in re.findall(r"tick (\d+\.\d+)", result_l.stdout_tail)]
     start, end = trace.timing_start, trace.timing_end
     if not (ticks and min(ticks) < start and max(ticks) > end):
@@ -94,20 +94,20 @@ def test_prestarted_processes_serve_one_candidate_each(make_local):
     import os
 
     evaluator = make_local(jobs=1, prestart=1)
-    assert evaluator.prestart.wait_full(timeout=120)
+    assert evaluator.engine.prestart.wait_full(timeout=120)
     source = candidate(prelude="import os\nprint('pid', os.getpid(), 'inductor', os.environ['TORCHINDUCTOR_CACHE_DIR'], "
                                "flush=True)\n")
     pids = []
     for _ in range(2):
-        assert evaluator.prestart.wait_full(timeout=120)
-        idle = set(evaluator.prestart.idle_pids())
+        assert evaluator.engine.prestart.wait_full(timeout=120)
+        idle = set(evaluator.engine.prestart.idle_pids())
         result = evaluator.evaluate(request(source))
         assert result.category == "correct", result.reason
         assert result.environment["prestarted"] is True
         pid = int(re.search(r"pid (\d+)", result.stdout_tail).group(1))
         assert pid in idle, "the candidate ran in a process the pool had started before it arrived"
         assert not os.path.exists(f"/proc/{pid}") or _zombie(pid), "the process outlived its one candidate"
-        expected = evaluator.cache_root / "jit" / jit_cache_key(source, None) / "inductor"
+        expected = evaluator.engine.cache_root / "jit" / jit_cache_key(source, None) / "inductor"
         assert f"inductor {expected}" in result.stdout_tail
         pids.append(pid)
     assert pids[0] != pids[1]
@@ -156,7 +156,7 @@ def test_an_aborted_evaluation_ends_at_once_and_leaves_no_process(make_local):
     stuck = evaluator.submit(request(candidate(prelude="import time\ntime.sleep(60)\n")))
     queued = evaluator.submit(request(candidate()))
     deadline = time.monotonic() + 60
-    while evaluator.scheduler.traces[-2].load_start is None and time.monotonic() < deadline:
+    while evaluator.engine.traces[-2].load_start is None and time.monotonic() < deadline:
         time.sleep(0.05)
     time.sleep(0.5)  # it is importing now
     began = time.monotonic()

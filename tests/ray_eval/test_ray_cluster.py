@@ -63,8 +63,8 @@ def test_runs_share_devices_and_each_task_stays_on_one_host(make_cluster, tmp_pa
     from ray_cases import SMOKE
 
     cluster = make_cluster(head_cpus=2, nodes={"n2": 1})
-    # Each run keeps up to 2 candidates per device, and the first run sets the devices' shared cap to 2:
-    # together the runs would bind 4 to a device, the actors admit 2.
+    # Each run keeps up to 2 candidates per device: together they send 4 to a device, whose engine
+    # binds at most its capacity (CPU slots + loaded candidates that may wait) at once, across runs.
     first = ray_evaluator(cluster, tmp_path / "a", devices=2, ray_inflight=2)
     second = ray_evaluator(cluster, tmp_path / "b", devices=2, ray_inflight=2)
     try:
@@ -89,8 +89,9 @@ def test_runs_share_devices_and_each_task_stays_on_one_host(make_cluster, tmp_pa
     for (node_a, start_a, end_a), (node_b, start_b, end_b) in combinations(windows, 2):
         if node_a == node_b:
             assert end_a <= start_b or end_b <= start_a, "two runs held one device at once"
-    # The device actor's cap holds across both runs: never more candidates bound to a device than it admits.
-    limits = {d["node_id"]: d["limit"] for d in devices}
+    # The device engine's cap holds across both runs: never more candidates bound to a device than it admits.
+    limits = {d["node_id"]: d["capacity"] for d in devices}
+    assert all(limit < 4 for limit in limits.values()), limits
     for node, limit in limits.items():
         spans = [(r.environment["ray"]["load_start"], r.environment["ray"]["released"]) for _, r in results
                  if r.environment["ray"]["node_id"] == node]

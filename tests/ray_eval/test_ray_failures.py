@@ -3,6 +3,8 @@ and comes back. Every submitted evaluation ends exactly once, as a verdict or as
 
 from __future__ import annotations
 
+import contextlib
+import os
 import time
 
 import pytest
@@ -20,6 +22,13 @@ def _orphan(pid: int) -> bool:
     except OSError:
         return False
     return raw[raw.rfind(")") + 2:].split()[1] == "1"
+
+
+def _zombie(pid: int) -> bool:
+    with contextlib.suppress(OSError), open(f"/proc/{pid}/stat", "rb") as handle:
+        raw = handle.read().decode("ascii", errors="replace")
+        return raw[raw.rfind(")") + 2:].split()[0] in ("Z", "X")
+    return True
 
 
 def test_node_killed_mid_run_loses_and_duplicates_nothing(make_cluster, tmp_path):
@@ -140,3 +149,49 @@ def test_run_stops_when_the_cluster_goes_and_resumes_when_it_is_back(make_cluste
     evals = events("eval")
     assert len({e["key"] for e in evals}) == len(evals) > judged_before
     assert [e["status"] for e in events("run_end")][-1] == "complete"
+
+
+def test_an_evaluation_stuck_past_its_deadline_is_retried_then_failed(make_cluster, tmp_path):
+    """A live node's evaluation may run only for its stage limits plus a grace: past that the device
+    actor aborts it in its engine, and the bridge retries it under the one retry policy, then reports
+    an infrastructure error that says how many tries were spent (so the run loop adds none).
+
+    The grace is set far below zero, so the deadline (4 s) falls inside the load stage's own limit:
+    the candidate, blocked in loading while a gate file exists, is what overruns it; the device
+    actor's engine aborts it (its process is killed)."""
+    import dataclasses
+
+    from pike_harness.evaluation import RetryPolicy
+    from pike_harness.worker.liveness import hold_deadline_s
+
+    gate = tmp_path / "gate"
+    gate.touch()
+    pids = tmp_path / "pids"  # each candidate process writes its pid here, then waits at the gate
+    stuck = case("ok")
+    wait = (f"import os\nimport time\n\nwith open({str(pids)!r}, 'a') as _f:\n    _f.write(f'{{os.getpid()}}\\n')\n"
+            f"_deadline = time.time() + 120\nwhile os.path.exists({str(gate)!r}) "
+            f"and time.time() < _deadline:\n    time.sleep(0.05)\n")
+    stuck_request = dataclasses.replace(stuck.request, candidate_source=wait + stuck.request.candidate_source)
+    cluster = make_cluster(head_cpus=2)
+    evaluator = ray_evaluator(cluster, tmp_path / "ev", devices=1, ray_retries=1,
+                              ray_hold_grace=4.0 - hold_deadline_s(stuck.request.limits, grace_s=0.0))
+    try:
+        assert evaluator.retry_policy == RetryPolicy(max_attempts=2)
+        started = time.monotonic()
+        with pytest.raises(EvaluatorError) as caught:
+            evaluator.submit(stuck_request).result(timeout=110)
+        took = time.monotonic() - started
+    finally:
+        gate.unlink()
+        evaluator.close()
+    assert caught.value.attempts == 2, str(caught.value)
+    assert "2 attempts failed" in str(caught.value)
+    assert took < 100, "held until the candidate gave up waiting, not until its deadline"
+
+    started_pids = [int(line) for line in pids.read_text().split()]
+    assert len(started_pids) == 2, "one candidate process per attempt"
+
+    def candidates() -> list[int]:
+        return [pid for pid in started_pids if os.path.exists(f"/proc/{pid}") and not _zombie(pid)]
+
+    wait_until(lambda: not candidates(), 30, "the stuck candidates to be killed")

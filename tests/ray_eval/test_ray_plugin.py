@@ -51,13 +51,14 @@ def test_missing_ray_names_the_extra(tmp_path):
     assert "Traceback" not in proc.stderr
 
 
-def test_ray_options_are_on_eval_and_run(cli):
+def test_ray_options_are_on_eval_and_run_when_ray_is_chosen(cli):
     for command in ("eval", "run"):
-        result = cli(command, "--help")
+        result = cli(command, "--evaluator", "ray", "--help")
         assert result.exit_code == 0
         for option in ("--ray-address", "--ray-placement", "--ray-retries", "--ray-inflight", "--ray-build-cache",
                        "--ray-node-dir"):
             assert option in result.output, (command, option)
+        assert "--ray-address" not in cli(command, "--help").output, "only the chosen evaluator's options"
 
 
 def test_a_gpu_index_is_refused_with_the_reason(tmp_path):

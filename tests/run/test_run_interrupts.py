@@ -13,11 +13,11 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from pike_harness.testing.llm_server import FakeLLMServer
 from scripted_programs import ScriptedModel
 from test_run_pike_b import WORKS, env, pikeh_cmd
 
 from pike_harness.journal import read_journal
+from pike_harness.testing.llm_server import FakeLLMServer
 
 
 def _events(out: Path) -> list[dict]:

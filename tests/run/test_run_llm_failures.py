@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import subprocess
 
-from pike_harness.testing.llm_server import FakeLLMServer, FakeReply
 from scripted_programs import ScriptedModel
 from test_run_pike_b import WORKS, env, journal, pikeh_cmd
 
 from pike_harness import prompting
+from pike_harness.testing.llm_server import FakeLLMServer, FakeReply
 
 
 def test_401_stops_at_once_charges_nothing_and_the_resume_gets_the_whole_budget(tmp_path):

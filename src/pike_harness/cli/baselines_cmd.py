@@ -27,7 +27,12 @@ from typing import Any
 import click
 
 from pike_harness.cli import get_app
-from pike_harness.cli.evaluator_options import build_evaluator, evaluator_options, pop_evaluator_values
+from pike_harness.cli.evaluator_options import (
+    EvaluatorCommand,
+    build_evaluator,
+    evaluator_options,
+    pop_evaluator_values,
+)
 from pike_harness.errors import UserError
 from pike_harness.evaluation import Evaluator, EvaluatorError
 from pike_harness.journal import Baseline
@@ -41,7 +46,7 @@ ENVIRONMENT_KEYS = ("host", "cpu", "cpu_count", "platform", "python", "gpu", "gp
                     "gpu_multiprocessors", "driver", "torch", "cuda", "triton", "cudnn")
 
 
-@click.command("baselines")
+@click.command("baselines", cls=EvaluatorCommand)
 @click.option("--suite", required=True, help="The suite whose references to time, e.g. level3-pike.")
 @click.option("--tasks", "tasks_spec", metavar="IDS", help="Only these task ids, e.g. 1-5,9 (default: all).")
 @click.option("--modes", default=DEFAULT_MODES, show_default=True,
@@ -105,8 +110,13 @@ def baselines(suite: str, tasks_spec: str | None, modes: str, output_dir: Path, 
                       "command again to continue[/yellow]")
 
 
+def _devices(evaluator: Evaluator) -> list[str]:
+    """The devices the evaluator says it times on (``describe()``); empty when it cannot tell."""
+    return [str(d) for d in evaluator.describe().get("devices") or []]
+
+
 def _device_kind(evaluator: Evaluator, device: str) -> str:
-    devices = getattr(evaluator, "devices", None) or [device]
+    devices = _devices(evaluator) or [device]
     return "cuda" if str(devices[0]).startswith("cuda") else "cpu"
 
 
@@ -212,10 +222,7 @@ def _precompile(evaluator: Evaluator, todo: list[tuple[Task, str]], jobs: int | 
     jit = [(task, mode) for task, mode in todo if mode in JIT_MODES]
     if not jit:
         return
-    if not hasattr(evaluator, "precompile") or getattr(evaluator, "jit_mode", "shared") != "shared":
-        console.print("precompile skipped: this evaluator has no shared JIT cache")
-        return
-    jobs = jobs or min(8, int(getattr(evaluator, "jobs", 1) or 1))
+    jobs = jobs or min(8, int(evaluator.describe().get("jobs") or 1))
     began = time.monotonic()
     with _progress(console) as progress:
         bar = progress.add_task(f"compiling {len(jit)} entries ({jobs} at a time)", total=len(jit))
@@ -223,8 +230,10 @@ def _precompile(evaluator: Evaluator, todo: list[tuple[Task, str]], jobs: int | 
         def on_done(_request: Any, ok: bool) -> None:
             progress.advance(bar)
 
-        warmed = evaluator.precompile([_request(task, mode) for task, mode in jit], jobs=jobs,  # type: ignore[attr-defined]
-                                      on_done=on_done)
+        warmed = evaluator.precompile([_request(task, mode) for task, mode in jit], jobs=jobs, on_done=on_done)
+    if warmed is None:
+        console.print("precompile skipped: this evaluator has no shared JIT cache")
+        return
     console.print(f"precompiled {warmed} of {len(jit)} entries in {time.monotonic() - began:.0f} s")
 
 
@@ -234,7 +243,7 @@ def _time_all(evaluator: Evaluator, todo: list[tuple[Task, str]], folder: Path, 
     each as it ends; past ``deadline`` no new entry starts."""
     from concurrent.futures import FIRST_COMPLETED, wait
 
-    window = 2 * len(getattr(evaluator, "devices", None) or [1]) + 2
+    window = 2 * len(_devices(evaluator) or [1]) + 2
     pending = list(todo)
     in_flight: dict[Any, tuple[Task, str]] = {}
     finished = 0

@@ -9,13 +9,18 @@ from typing import Any
 import click
 
 from pike_harness.cli import get_app
-from pike_harness.cli.evaluator_options import build_evaluator, evaluator_options, pop_evaluator_values
+from pike_harness.cli.evaluator_options import (
+    EvaluatorCommand,
+    build_evaluator,
+    evaluator_options,
+    pop_evaluator_values,
+)
 from pike_harness.errors import UserError
 from pike_harness.evaluation import EvaluatorError
 from pike_harness.model import EvalResult
 
 
-@click.command("eval")
+@click.command("eval", cls=EvaluatorCommand)
 @click.argument("candidate", type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @click.option("--task", "task_ref", required=True, metavar="SUITE/ID", help="The task, e.g. smoke/1.")
 @click.option("--json", "as_json", is_flag=True, help="Print the result record as one JSON object.")

@@ -1,9 +1,11 @@
-"""Shared by every command that builds an evaluator (`pikeh eval`, `pikeh run`): the common options,
-each registered evaluator's own options, and turning parsed values into an Evaluator.
+"""Shared by every command that builds an evaluator (`pikeh eval`, `run`, `baselines`, `report`): the
+common options, the chosen evaluator's own options, and turning parsed values into an Evaluator.
 
-Evaluator plugins declare click options on their ``EvaluatorSpec``; this module adds all of them to
-a command (first registration of an option name wins, clashes are skipped) and hands each evaluator
-the values of its own options in ``EvaluatorOptions.extra``.
+Evaluator plugins declare their options as a ``Config`` dataclass on their ``EvaluatorSpec``. A
+command built with ``cls=EvaluatorCommand`` (and ``@evaluator_options``) attaches the options of the
+evaluator named by ``--evaluator`` (default ``local``) before it parses, so
+``pikeh eval --evaluator ray --help`` lists Ray's options and not local's; the values reach the
+evaluator as its Config (``EvaluatorOptions.config``) and by name in ``EvaluatorOptions.extra``.
 """
 
 from __future__ import annotations
@@ -16,10 +18,12 @@ from typing import Any
 import click
 
 from pike_harness.cli import App
+from pike_harness.cli.config_options import attach_options, dataclass_options
 from pike_harness.evaluation import Evaluator, EvaluatorOptions, EvaluatorSpec
 
 DEVICE = re.compile(r"^(auto|cpu|cuda(:\d+(,\d+)*)?)$")
 COMMON = ("evaluator", "device", "protocol", "timeout", "workdir")
+EVALUATOR_TAG = "pikeh_evaluator_option"  # marks the options attached for the chosen evaluator
 
 
 def _protocol_names() -> list[str]:
@@ -44,11 +48,49 @@ def _make_workdir(_ctx: click.Context, _param: click.Parameter, value: Path | No
     return value
 
 
+def _peek(args: list[str], name: str) -> str | None:
+    """The value of ``--name VALUE`` / ``--name=VALUE`` in raw arguments, before click parses them."""
+    for i, arg in enumerate(args):
+        if arg == name and i + 1 < len(args):
+            return args[i + 1]
+        if arg.startswith(name + "="):
+            return arg.split("=", 1)[1]
+    return None
+
+
+def spec_options(spec: EvaluatorSpec) -> list[click.Option]:
+    """The CLI options of one evaluator: a field of its Config each."""
+    if spec.config is None:
+        return []
+    return dataclass_options(spec.config, tag=EVALUATOR_TAG, show_default=False)
+
+
+class EvaluatorCommand(click.Command):
+    """A command that builds an evaluator: adds the chosen evaluator's options before parsing, so they
+    parse and show in ``--help``."""
+
+    def evaluator_name(self, args: list[str]) -> str:
+        return _peek(args, "--evaluator") or "local"
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        self._add_dynamic_options(args)
+        return super().parse_args(ctx, args)
+
+    def _add_dynamic_options(self, args: list[str]) -> None:
+        name = self.evaluator_name(args)
+        host = App.host()
+        # An unknown name attaches nothing: build_evaluator says it is unknown.
+        options = spec_options(host.get("evaluators", name)) if name in host.names("evaluators") else []
+        attach_options(self, options, tag=EVALUATOR_TAG, owner=f"evaluator {name!r}")
+
+
 def evaluator_options(command: Callable[..., Any]) -> Callable[..., Any]:
-    """Decorator: the common evaluator options, then every registered evaluator's own options."""
+    """Decorator: the common evaluator options. The chosen evaluator's own come from the command's
+    class, ``EvaluatorCommand``, when it parses."""
     decorators = [
         click.option("--evaluator", default="local", show_default=True, metavar="NAME",
-                     help="Which evaluator plugin runs the evaluation (see `pikeh plugins`)."),
+                     help="Which evaluator plugin runs the evaluation (see `pikeh plugins`); its own options "
+                          "are listed by `--evaluator NAME --help`."),
         click.option("--device", default="auto", show_default=True, callback=_check_device,
                      help="auto (GPUs if any, else CPU), cpu (host-clock timing, same checks), cuda, "
                           "cuda:N or cuda:0,1."),
@@ -62,40 +104,25 @@ def evaluator_options(command: Callable[..., Any]) -> Callable[..., Any]:
                      callback=_make_workdir,
                      help="Where the evaluator keeps scratch and reference files (default: a temporary folder)."),
     ]
-    seen = {"--" + name for name in COMMON}
-    for spec in App.host().values("evaluators"):
-        for option in getattr(spec, "options", []):
-            if any(opt in seen for opt in option.opts):
-                continue
-            seen.update(option.opts)
-            decorators.append(_attach(option))
     for decorator in reversed(decorators):
         command = decorator(command)
     return command
 
 
-def _attach(option: click.Option) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-    def decorator(function: Callable[..., Any]) -> Callable[..., Any]:
-        if not hasattr(function, "__click_params__"):
-            function.__click_params__ = []  # type: ignore[attr-defined]
-        function.__click_params__.append(option)  # type: ignore[attr-defined]
-        return function
-
-    return decorator
-
-
 def pop_evaluator_values(kwargs: dict[str, Any]) -> dict[str, Any]:
-    """Remove the common options and every plugin option from ``kwargs``; return them by name."""
+    """Remove the common options and the chosen evaluator's options from ``kwargs``; return them by name."""
     values = {name: kwargs.pop(name) for name in COMMON if name in kwargs}
-    plugin_names = {opt.name for spec in App.host().values("evaluators") for opt in getattr(spec, "options", [])}
-    values["extra"] = {name: kwargs.pop(name) for name in list(kwargs) if name in plugin_names}
+    host = App.host()
+    name = values.get("evaluator") or "local"
+    own = host.get("evaluators", name).option_names() if name in host.names("evaluators") else []
+    values["extra"] = {option: kwargs.pop(option) for option in own if option in kwargs}
     return values
 
 
 def build_evaluator(values: dict[str, Any]) -> Evaluator:
     """The named evaluator built from parsed option values; user mistakes become one-line errors."""
     spec: EvaluatorSpec = App.host().get("evaluators", values.get("evaluator") or "local")
-    own = {opt.name for opt in getattr(spec, "options", [])}
+    own = set(spec.option_names())
     options = EvaluatorOptions(
         device=values.get("device") or "auto",
         protocol=values.get("protocol") or "robust",

@@ -15,31 +15,31 @@ from typing import Any
 import click
 
 from pike_harness.cli import App, get_app
-from pike_harness.cli.evaluator_options import build_evaluator, evaluator_options, pop_evaluator_values
-from pike_harness.cli.run_cmd import _peek, config_options
-from pike_harness.errors import UserError
+from pike_harness.cli.config_options import attach_options, dataclass_options
+from pike_harness.cli.evaluator_options import (
+    EvaluatorCommand,
+    _peek,
+    build_evaluator,
+    evaluator_options,
+    pop_evaluator_values,
+)
 from pike_harness.reporting import FORMATS, Reporter, ReportOptions, ReportSummary, shown_columns
 
 DEFAULT_REPORTER = "duckdb"
 REPORTER_OPTION = "pikeh_reporter_option"
 
 
-class ReportCommand(click.Command):
-    """Adds the chosen reporter's options (its Config's fields) before parsing, so they parse and show in --help."""
+class ReportCommand(EvaluatorCommand):
+    """Adds the chosen evaluator's (for --retime) and reporter's options (its Config's fields) before
+    parsing, so they parse and show in --help."""
 
-    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+    def _add_dynamic_options(self, args: list[str]) -> None:
+        super()._add_dynamic_options(args)
         name = _peek(args, "--reporter") or DEFAULT_REPORTER
         host = App.host()
-        # The command object outlives one invocation (tests): drop an earlier reporter's options.
-        self.params = [p for p in self.params if not getattr(p, REPORTER_OPTION, False)]
-        if name in host.names("reporters"):
-            existing = {opt for p in self.params for opt in p.opts}
-            for option in config_options(host.get("reporters", name).Config, marker=REPORTER_OPTION):
-                if any(o in existing for o in option.opts):
-                    raise UserError(f"reporter {name!r} defines option {option.opts[0]}, which `pikeh report` "
-                                    "already has; its author must rename the Config field")
-                self.params.append(option)
-        return super().parse_args(ctx, args)
+        known = name in host.names("reporters")
+        attach_options(self, dataclass_options(host.get("reporters", name).Config, tag=REPORTER_OPTION) if known else [],
+                       tag=REPORTER_OPTION, owner=f"reporter {name!r}")
 
 
 def _formats(text: str) -> tuple[str, ...]:

@@ -7,12 +7,9 @@ Options come from the command line, then ``--config run.toml``, then defaults.
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import sys
 import tomllib
-import types
-import typing
 from pathlib import Path
 from typing import Any
 
@@ -20,21 +17,18 @@ import click
 from click.core import ParameterSource
 
 from pike_harness.cli import App, get_app
-from pike_harness.cli.evaluator_options import evaluator_options, pop_evaluator_values
+from pike_harness.cli.config_options import attach_options, dataclass_options
+from pike_harness.cli.evaluator_options import (
+    EvaluatorCommand,
+    _peek,
+    evaluator_options,
+    pop_evaluator_values,
+)
 from pike_harness.errors import UserError
 from pike_harness.run_config import EXIT_LLM_ERRORS, LLM_FAILURE_LIMIT, default
 
 DEFAULT_OUTPUT_DIR = Path("runs")
-
-
-def _peek(args: list[str], name: str) -> str | None:
-    """The value of ``--name VALUE`` / ``--name=VALUE`` in raw arguments, before click parses them."""
-    for i, arg in enumerate(args):
-        if arg == name and i + 1 < len(args):
-            return args[i + 1]
-        if arg.startswith(name + "="):
-            return arg.split("=", 1)[1]
-    return None
+STRATEGY_TAG = "pikeh_strategy_option"  # marks the options attached for the chosen strategy
 
 
 def _read_config_file(path: str | None) -> dict[str, Any]:
@@ -85,74 +79,24 @@ def _check_file_value(ctx: click.Context, param: click.Parameter, value: Any, wh
         raise UserError(f"{where}: {exc.message}") from None
 
 
-def config_options(config_cls: type, *, marker: str) -> list[click.Option]:
-    """One click option per field of a plugin's Config dataclass (pike_harness.configurable).
-
-    The one Config mechanism strategies, evaluators and reporters share: each option carries the
-    attribute ``marker`` (True), so a command can tell the plugin's options from its own.
-    """
-    options = []
-    hints = typing.get_type_hints(config_cls)
-    for f in dataclasses.fields(config_cls):
-        kind = hints.get(f.name, str)
-        base, multiple = _base_type(kind)
-        default = f.default if f.default is not dataclasses.MISSING else (
-            f.default_factory() if f.default_factory is not dataclasses.MISSING else None)  # type: ignore[misc]
-        meta = f.metadata
-        flag = "--" + f.name.replace("_", "-")
-        common: dict[str, Any] = {"default": default, "show_default": True, "help": meta.get("help", "")}
-        if meta.get("metavar"):
-            common["metavar"] = meta["metavar"]
-        if base is bool:
-            option = click.Option([f"{flag}/--no-{f.name.replace('_', '-')}", f.name], **common)
-        else:
-            click_type: Any = base
-            if base in (int, float) and ("min" in meta or "max" in meta):
-                ranged = click.IntRange if base is int else click.FloatRange
-                click_type = ranged(min=meta.get("min"), max=meta.get("max"))
-            option = click.Option([flag, f.name], type=click_type, multiple=multiple, **common)
-        setattr(option, marker, True)
-        options.append(option)
-    return options
-
-
 def strategy_options(strategy_cls: type) -> list[click.Option]:
     """One click option per field of the strategy's Config dataclass."""
-    return config_options(strategy_cls.Config, marker="pikeh_strategy_option")
+    return dataclass_options(strategy_cls.Config, tag=STRATEGY_TAG)
 
 
-def _base_type(kind: Any) -> tuple[type, bool]:
-    """(the click type of a Config field, whether the option repeats)."""
-    if typing.get_origin(kind) in (tuple, list):
-        args = [a for a in typing.get_args(kind) if a is not Ellipsis]
-        return (_base_type(args[0])[0] if args else str), True
-    if isinstance(kind, types.UnionType) or typing.get_origin(kind) is typing.Union:
-        args = [a for a in typing.get_args(kind) if a is not type(None)]
-        kind = args[0] if args else str
-    return (kind if kind in (bool, int, float, str) else str), False
+class RunCommand(EvaluatorCommand):
+    """Adds the chosen strategy's and evaluator's options before parsing, so --help shows them."""
 
-
-class RunCommand(click.Command):
-    """Adds the chosen strategy's and evaluators' options before parsing, so --help shows them."""
-
-    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
-        self._add_dynamic_options(args)
-        return super().parse_args(ctx, args)
+    def evaluator_name(self, args: list[str]) -> str:
+        return _peek(args, "--evaluator") or _read_config_file(_peek(args, "--config")).get("evaluator") or "local"
 
     def _add_dynamic_options(self, args: list[str]) -> None:
+        super()._add_dynamic_options(args)
         host = App.host()
-        # The command object outlives one invocation (several runs in one process, as in tests): drop
-        # the options an earlier parse added for its strategy before adding this one's.
-        self.params = [p for p in self.params if not getattr(p, "pikeh_strategy_option", False)]
-        existing = {name for p in self.params for name in p.opts}
         name = _peek(args, "--strategy") or _config_strategy_name(_peek(args, "--config"))
-        if name and name in host.names("strategies"):
-            for option in strategy_options(host.get("strategies", name)):
-                clash = [o for o in option.opts if o in existing]
-                if clash:
-                    raise UserError(f"strategy {name!r} defines option {clash[0]}, which `pikeh run` already has; "
-                                    "its author must rename the Config field")
-                self.params.append(option)
+        known = bool(name) and name in host.names("strategies")
+        attach_options(self, strategy_options(host.get("strategies", name)) if known else [],
+                       tag=STRATEGY_TAG, owner=f"strategy {name!r}")
 
 
 RUN_OPTIONS = [
@@ -230,7 +174,7 @@ def merged_options(ctx: click.Context, values: dict[str, Any]) -> tuple[dict[str
     merged, strategy = {}, {}
     for param in ctx.command.params:
         assert param.name is not None
-        if getattr(param, "pikeh_strategy_option", False):
+        if getattr(param, STRATEGY_TAG, False):
             strategy[param.name] = pick(param.name, file_strategy)
         else:
             merged[param.name] = pick(param.name, file_values)

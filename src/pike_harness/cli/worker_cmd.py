@@ -1,8 +1,9 @@
 """``pikeh worker --io-dir DIR``: run an eval worker; ``pikeh worker image build``: build its images.
 
-The worker itself is ``pike_harness.worker.service`` (torch, triton and the standard library only, so
-it also runs as ``python -m pike_harness.worker.service`` where the harness's CLI is not installed);
-this module is the CLI around it and the image builder, which needs a container engine but no torch.
+The worker itself is ``pike_harness.worker.service`` (torch, triton, click and the standard library
+only, so it also runs as ``python -m pike_harness.worker.service`` where the harness's CLI is not
+installed); its options are declared once, in ``pike_harness.worker.command``, for both. This module
+is the CLI around it and the image builder, which needs a container engine but no torch.
 """
 
 from __future__ import annotations
@@ -10,13 +11,14 @@ from __future__ import annotations
 import shlex
 import shutil
 import subprocess
-import sys
 import tempfile
 from pathlib import Path
+from typing import Any
 
 import click
 
 from pike_harness.errors import UserError
+from pike_harness.worker.command import run_service, service_options
 
 # TORCH_CUDA_ARCH_LIST per GPU generation: what `load_inline` builds candidates' kernels for.
 GPU_ARCHES = {"ampere": "8.0;8.6", "hopper": "9.0", "blackwell": "10.0;12.0", "all": "8.0;8.6;9.0;10.0;12.0"}
@@ -24,36 +26,9 @@ DEFINITIONS = {"cuda": "Dockerfile.cuda", "cpu": "Dockerfile.cpu", "apptainer": 
 
 
 @click.group("worker", invoke_without_command=True)
-@click.option("--io-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
-              help="The queue folder shared with `pikeh eval/run --evaluator queue --io-dir DIR` "
-                   "(local disk or a shared file system).")
-@click.option("--device", default="auto", show_default=True, help="auto, cpu, cuda, cuda:N or cuda:0,1.")
-@click.option("--max-active", type=click.IntRange(min=1), default=None,
-              help="Evaluations in flight (loading runs in parallel; checking and timing take turns per "
-                   "device). Default: 4 per device, at most the CPU count.")
-@click.option("--worker-id", default=None, help="This worker's name in the folder. Default: <host>-<pid>.")
-@click.option("--workdir", type=click.Path(file_okay=False, path_type=Path), default=None,
-              help="Private folder for reference outputs and scratch (default: a temporary folder).")
-@click.option("--heartbeat", type=click.FloatRange(min=0.05), default=1.0, show_default=True,
-              help="Seconds between heartbeats.")
-@click.option("--stale-after", type=click.FloatRange(min=0.1), default=15.0, show_default=True,
-              help="Seconds a heartbeat may stand still before its worker counts as dead.")
-@click.option("--max-attempts", type=click.IntRange(min=1), default=3, show_default=True,
-              help="Workers that may die on one request before it is given up (reported as worker_lost).")
-@click.option("--key-file", type=click.Path(dir_okay=False, exists=True, path_type=Path), default=None,
-              help="Shared key (also given to the host with --queue-key-file): accept only signed requests, "
-                   "sign results.")
-@click.option("--key-stdin", is_flag=True, help="Read the shared key from the first line of standard input.")
-@click.option("--stdin-lifeline", is_flag=True, help="Exit when standard input reaches end-of-file.")
-@click.option("--replace", is_flag=True,
-              help="The previous worker with this --worker-id is known to be dead: take its requests at once.")
-@click.option("--idle-exit", type=click.FloatRange(min=0), default=None, metavar="SECONDS",
-              help="Exit after this long without work (batch jobs).")
-@click.option("--quiet", is_flag=True, help="Log warnings and errors only.")
+@service_options
 @click.pass_context
-def worker(ctx: click.Context, io_dir: Path | None, device: str, max_active: int | None, worker_id: str | None,
-           workdir: Path | None, heartbeat: float, stale_after: float, max_attempts: int, key_file: Path | None,
-           key_stdin: bool, stdin_lifeline: bool, replace: bool, idle_exit: float | None, quiet: bool) -> None:
+def worker(ctx: click.Context, **options: Any) -> None:
     """Run an eval worker: take evaluation requests from a queue folder, evaluate each in a sandboxed
     process, write the results back.
 
@@ -65,26 +40,11 @@ def worker(ctx: click.Context, io_dir: Path | None, device: str, max_active: int
     """
     if ctx.invoked_subcommand is not None:
         return
-    if io_dir is None:
-        raise click.UsageError("--io-dir DIR is required: the folder shared with "
-                               "`pikeh eval/run --evaluator queue --io-dir DIR`")
-    if key_file and key_stdin:
-        raise click.UsageError("give --key-file or --key-stdin, not both")
-    from pike_harness.worker import queue_channel as qc
-    from pike_harness.worker import service
+    from pike_harness.worker.service import ServiceError
 
     try:
-        key = qc.read_key(key_file) if key_file else (service.read_key_line(sys.stdin.buffer) if key_stdin else None)
-    except (qc.ChannelError, service.ServiceError) as exc:
-        raise UserError(str(exc)) from None
-    config = service.ServiceConfig(io_dir=io_dir, device=device, max_active=max_active, worker_id=worker_id,
-                                   workdir=workdir, heartbeat_s=heartbeat, stale_after_s=stale_after,
-                                   max_attempts=max_attempts, key=key, stdin_lifeline=stdin_lifeline,
-                                   replace=replace, idle_exit_s=idle_exit)
-    service.setup_logging(quiet)
-    try:
-        code = service.serve(config)
-    except service.ServiceError as exc:
+        code = run_service(**options)
+    except ServiceError as exc:
         raise UserError(str(exc)) from None
     ctx.exit(code)
 

@@ -17,7 +17,12 @@ system with the login node can all serve evaluations through them. The rules tha
   was presumed dead, a leftover from an earlier run) is recognised and dropped, never mistaken for
   a new one.
 * Liveness comes from heartbeats whose counter must keep changing, judged by the observer's own
-  clock, so clocks of different nodes never need to agree.
+  clock, so clocks of different nodes never need to agree (the rule is ``liveness``'s, shared with
+  Ray). A heartbeat that cannot be read for a moment (a partial write, an NFS hiccup) is no news,
+  never a death: only one that stands still for the whole window is.
+* A live worker cannot hold a request for ever either: past the request's own stage limits plus a
+  grace (``liveness.HoldTimer``) the worker lists it as overdue in its heartbeat and gives it back,
+  counted as an attempt; an observer that sees the list gives it back if the worker does not.
 * With a shared key, requests and results carry an HMAC, so a candidate that can write into the
   folder (inside a container it can) still cannot forge a verdict.
 
@@ -51,12 +56,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from pike_harness.worker.liveness import BeatWatch
+
 PROTOCOL = "pikeh-queue/1"
 FOLDERS = ("requests", "claimed", "results", "failed", "workers", "hosts", "bad")
-# A heartbeat whose own time stamp is this much older than the staleness limit is dead whatever the
-# observer saw (a leftover of an earlier run is recognised at once instead of after ``stale_after``).
-# An hour: no working cluster's clocks disagree by that much, so a live worker is never misjudged.
-CLOCK_SKEW_S = 3600.0
 _TICKET = re.compile(r"^(\d{13}-[0-9a-f]{10}-\d{6})$")
 _REQUEST = re.compile(r"^(\d{13}-[0-9a-f]{10}-\d{6})\.a(\d+)\.json$")
 _RESULT = re.compile(r"^(\d{13}-[0-9a-f]{10}-\d{6})\.json$")
@@ -420,17 +423,27 @@ class Heartbeat:
             os.unlink(self.path)
 
 
-def read_heartbeats(qdir: QueueDir) -> dict[str, dict[str, Any]]:
-    """Worker id -> its latest heartbeat (unreadable ones skipped: they are rewritten each second)."""
-    beats = {}
+class Heartbeats(dict):
+    """Worker id -> its latest readable heartbeat; ``unreadable`` holds the ids whose file was there
+    but could not be read this time (mid-rewrite on a network file system, garbled by a candidate)."""
+
+    def __init__(self, beats: dict[str, dict[str, Any]] | None = None, unreadable: set[str] | None = None):
+        super().__init__(beats or {})
+        self.unreadable = set(unreadable or ())
+
+
+def read_heartbeats(qdir: QueueDir) -> Heartbeats:
+    """Every worker's latest heartbeat; unreadable ones are noted, not dropped (see ``Liveness``)."""
+    beats = Heartbeats()
     for name in names(qdir.workers):
         if not name.endswith(".json"):
             continue
+        worker_id = name[:-5]
         try:
             beat = read_json(qdir.workers / name)
         except (ValueError, OSError):
+            beats.unreadable.add(worker_id)
             continue
-        worker_id = name[:-5]
         if beat is not None and beat.get("worker_id") == worker_id:
             beats[worker_id] = beat
     return beats
@@ -449,44 +462,50 @@ def remove_heartbeat(qdir: QueueDir, worker_id: str, epoch: Any) -> None:
 
 
 class Liveness:
-    """Judges heartbeats by whether they keep changing, on this process's own monotonic clock.
+    """Judges heartbeat files with the shared worker-death rule (``liveness.is_dead``).
 
     A worker is dead when it said so (``state: stopped``), when it ran on this machine in this PID
     namespace and its pid is gone, when its own clock says it last beat long ago (beyond any
     plausible clock skew), or when this observer has seen its counter stand still for
-    ``stale_after_s``. A worker seen for the first time is presumed alive until then.
+    ``stale_after_s``. A heartbeat that is unreadable or missing for a while is no news: the window
+    runs on from the last beat seen, and a worker seen for the first time is presumed alive until
+    a full window has passed.
     """
 
     def __init__(self, stale_after_s: float, *, clock: Callable[[], float] = time.monotonic):
         self.stale_after_s = stale_after_s
-        self.clock = clock
-        self._seen: dict[str, tuple[Any, float]] = {}
+        self.watch = BeatWatch(stale_after_s, clock=clock)
         self._here = machine_identity()
 
+    @property
+    def clock(self) -> Callable[[], float]:
+        return self.watch.clock
+
     def update(self, beats: dict[str, dict[str, Any]]) -> None:
-        now = self.clock()
         for worker_id, beat in beats.items():
-            key = (beat.get("epoch"), beat.get("seq"))
-            seen = self._seen.get(worker_id)
-            if seen is None or seen[0] != key:
-                self._seen[worker_id] = (key, now)
-        for worker_id in set(self._seen) - set(beats):
-            del self._seen[worker_id]
+            self.watch.saw(worker_id, (beat.get("epoch"), beat.get("seq")))
+        for worker_id in getattr(beats, "unreadable", ()):
+            self.watch.looked(worker_id)
+
+    def looked(self, worker_id: str) -> None:
+        """A sign that ``worker_id`` exists (its claim folder) without a readable heartbeat."""
+        self.watch.looked(worker_id)
+
+    def forget(self, worker_id: str) -> None:
+        self.watch.forget(worker_id)
 
     def quiet_for(self, worker_id: str) -> float:
-        seen = self._seen.get(worker_id)
-        return 0.0 if seen is None else self.clock() - seen[1]
+        return self.watch.quiet_for(worker_id)
 
-    def is_alive(self, worker_id: str, beat: dict[str, Any]) -> bool:
-        if beat.get("state") == "stopped":
-            return False
+    def is_alive(self, worker_id: str, beat: dict[str, Any] | None) -> bool:
+        if beat is None:
+            return not self.watch.is_dead(worker_id)
         same_machine = bool(self._here["pidns"]) and all(beat.get(k) == v for k, v in self._here.items())
-        if same_machine and isinstance(beat.get("pid"), int) and not pid_running(beat["pid"]):
-            return False
+        gone = same_machine and isinstance(beat.get("pid"), int) and not pid_running(beat["pid"])
         stamp = beat.get("time")
-        if isinstance(stamp, int | float) and time.time() - stamp > self.stale_after_s + CLOCK_SKEW_S:
-            return False
-        return self.quiet_for(worker_id) <= self.stale_after_s
+        age = time.time() - stamp if isinstance(stamp, int | float) else None
+        return not self.watch.is_dead(worker_id, said_stopped=beat.get("state") == "stopped",
+                                      process_gone=gone, beat_age_s=age)
 
     def split(self, beats: dict[str, dict[str, Any]]) -> tuple[dict[str, dict], dict[str, dict]]:
         """``(alive, dead)`` among ``beats`` (call ``update`` first)."""
@@ -498,13 +517,15 @@ class Liveness:
 
 def recover_dead_workers(qdir: QueueDir, liveness: Liveness, beats: dict[str, dict[str, Any]], *,
                          max_attempts: int, skip: str | None = None) -> list[str]:
-    """Give back what dead workers held and forget them; return what moved.
+    """Give back what dead workers held, and what live ones list as overdue; return what moved.
 
     Both workers and hosts call this, so a worker's death is repaired by whoever sees it first. A
-    claim folder without any heartbeat belongs to a worker that is gone too (a worker writes its
-    heartbeat before it claims anything).
+    claim folder whose worker has no readable heartbeat counts as a dead worker's only once the
+    shared rule says so (no beat seen for the whole window): a worker writes its heartbeat before it
+    claims anything, so a folder that stays without one belongs to a worker that is gone, while a
+    heartbeat unreadable for a moment belongs to a live one.
     """
-    _alive, dead = liveness.split(beats)
+    alive, dead = liveness.split(beats)
     moved: list[str] = []
     for worker_id, beat in dead.items():
         if worker_id == skip:
@@ -512,11 +533,36 @@ def recover_dead_workers(qdir: QueueDir, liveness: Liveness, beats: dict[str, di
         moved += release_claims(qdir, worker_id, died=True, max_attempts=max_attempts)
         remove_heartbeat(qdir, worker_id, beat.get("epoch"))
         remove_claim_folder(qdir, worker_id)
-    for worker_id in names(qdir.claimed):
-        if worker_id not in beats and worker_id != skip and _WORKER_ID.match(worker_id):
-            moved += release_claims(qdir, worker_id, died=True, max_attempts=max_attempts)
-            remove_claim_folder(qdir, worker_id)
+        liveness.forget(worker_id)
+    for worker_id, beat in alive.items():
+        if worker_id != skip:
+            moved += release_overdue(qdir, worker_id, beat, max_attempts=max_attempts)
+    unread = getattr(beats, "unreadable", set())
+    for worker_id in set(names(qdir.claimed)) | set(unread):
+        if worker_id in beats or worker_id == skip or not _WORKER_ID.match(worker_id):
+            continue
+        liveness.looked(worker_id)
+        if liveness.is_alive(worker_id, None):
+            continue
+        moved += release_claims(qdir, worker_id, died=True, max_attempts=max_attempts)
+        remove_claim_folder(qdir, worker_id)
+        liveness.forget(worker_id)
+    present = set(beats) | set(unread) | set(names(qdir.claimed))
+    for worker_id in liveness.watch.known() - present:
+        liveness.forget(worker_id)  # gone without a trace (stopped cleanly): nothing left to judge
     return moved
+
+
+def release_overdue(qdir: QueueDir, worker_id: str, beat: dict[str, Any], *, max_attempts: int) -> list[str]:
+    """Give back the requests a live worker's heartbeat lists as past their deadline (``overdue``):
+    the worker does so itself, this is for a worker whose main loop is stuck while it still beats."""
+    overdue = beat.get("overdue")
+    if not isinstance(overdue, list):
+        return []
+    folder = qdir.claimed / worker_id
+    moved = [release_claim(qdir, folder / name, died=True, max_attempts=max_attempts)
+             for name in overdue if isinstance(name, str) and parse_request_name(name) is not None]
+    return [m for m in moved if m is not None]
 
 
 # -- polling -------------------------------------------------------------------------------------------

@@ -26,7 +26,9 @@ from pathlib import Path
 from typing import Any
 
 from pike_harness.worker import queue_channel as qc
+from pike_harness.worker.liveness import STALE_AFTER_S
 from pike_harness.worker.records import RUNTIME_ERROR, EvalRequest, EvalResult
+from pike_harness.worker.retry import MAX_ATTEMPTS
 
 log = logging.getLogger("pikeh.queue")
 CHECK_WORKERS_S = 0.5
@@ -53,7 +55,8 @@ class QueueClient:
     """Sends requests into ``io_dir`` and resolves their futures from the results workers write."""
 
     def __init__(self, io_dir: Path, *, key: bytes | None = None, wait_for_worker_s: float = 60.0,
-                 stale_after_s: float = 15.0, max_attempts: int = 3, error_type: type[Exception] = QueueError,
+                 stale_after_s: float = STALE_AFTER_S, max_attempts: int = MAX_ATTEMPTS,
+                 error_type: type[Exception] = QueueError,
                  poll_low_s: float = 0.02, poll_high_s: float = 0.25):
         self.qdir = qc.QueueDir(io_dir)
         try:
@@ -227,6 +230,9 @@ class QueueClient:
                 self.stats["errors"] += 1
                 error = self.error_type(f"worker {worker.get('id')} could not evaluate {pending.request.task}: "
                                         f"{message['error']}")
+                # Tries spent on this request: the workers that died on it, and this one.
+                attempt = message.get("attempt")
+                error.attempts = (attempt if isinstance(attempt, int) and attempt >= 0 else 0) + 1  # type: ignore[attr-defined]
                 _settle(pending.future, exception=error)
                 return True
             try:
@@ -259,8 +265,8 @@ class QueueClient:
             request = pending.request
             _settle(pending.future, result=EvalResult(
                 request_id=request.request_id, task=request.task, category=RUNTIME_ERROR, check="worker_lost",
-                reason=f"{attempts} worker(s) died while evaluating this candidate (it may kill the process "
-                       "that evaluates it); given up",
+                reason=f"{attempts} worker(s) died, or held it past its deadline, while evaluating this "
+                       "candidate (it may kill or stall the process that evaluates it); given up",
                 protocol={"name": request.protocol, "params": dict(request.protocol_params)},
                 environment={"queue": str(self.qdir.root)}))
             count += 1

@@ -1,21 +1,23 @@
 """``python -m pike_harness.worker.service --io-dir DIR``: the eval worker as a long-running service.
 
 It takes evaluation requests from a directory channel (``queue_channel``), evaluates each with the
-supervisor (loading in parallel, correctness and timing under one lock per device, as the ``local``
-evaluator does), and writes the results back. A request carries everything an evaluation needs, so
-a worker has no suites and no run store of its own, and needs only torch, triton (for candidates
-that use it) and the standard library: it runs by hand, under Slurm, in Apptainer, or in the
-container the ``docker`` evaluator starts. ``pikeh worker`` is this with the harness's CLI around it.
+evaluation engine (``engine.Engine``: the same object the ``local`` evaluator runs, with its build
+cache, pre-started processes, warm-up, quiet timing and first-in-first-out device gate), and writes
+the results back, each after the engine's figures (``workers/<id>.engine-stats``). A request
+carries everything an evaluation needs, so a worker has no suites and no run store of its own, and
+needs only torch, triton (for candidates that use it), click (its options, declared once in
+``worker/command.py`` for this and ``pikeh worker``) and the standard library: it runs by hand,
+under Slurm, in Apptainer, or in the container the ``docker`` evaluator starts.
 
 A worker claims only as many requests as it has slots (``--max-active``), so several workers on one
 folder share the work. A restarted worker, or any worker that sees another one die, gives the dead
-worker's requests back to the queue. On SIGTERM/SIGINT (or, with ``--stdin-lifeline``, when its
+worker's requests back to the queue (the death rule is ``liveness``'s: an unreadable heartbeat is
+no news). A request held past its deadline (its stage limits plus a grace) is given back too. On SIGTERM/SIGINT (or, with ``--stdin-lifeline``, when its
 standard input closes) it kills what it is evaluating, gives those requests back, and exits.
 """
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import ctypes
 import dataclasses
@@ -28,18 +30,21 @@ import tempfile
 import threading
 import time
 import traceback
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from pike_harness.worker import queue_channel as qc
 from pike_harness.worker.devices import resolve_devices
+from pike_harness.worker.engine import EngineConfig, EngineError
 from pike_harness.worker.errors import InfrastructureError
+from pike_harness.worker.liveness import HOLD_GRACE_S, STALE_AFTER_S, HoldTimer, hold_deadline_s
 from pike_harness.worker.records import EvalRequest, EvalResult
+from pike_harness.worker.retry import MAX_ATTEMPTS
 
 log = logging.getLogger("pikeh.worker")
 MEMORY_SHARE = 0.6  # of a container's memory limit, the most one candidate may use
+ENGINE_STATS_SUFFIX = ".engine-stats"  # workers/<id><suffix>: the engine's figures, rewritten after each result
 
 
 class ServiceError(Exception):
@@ -52,18 +57,22 @@ class ServiceConfig:
 
     io_dir: Path
     device: str = "auto"  # auto, cpu, cuda, cuda:N or cuda:0,1
-    max_active: int | None = None  # evaluations in flight; None: 4 per device, within the CPU count
+    max_active: int | None = None  # requests claimed at once; None: the engine's capacity (as local admits)
     worker_id: str | None = None  # None: <host>-<pid>
     workdir: Path | None = None  # private files (reference outputs, scratch); None: a temporary folder
     heartbeat_s: float = 1.0
-    stale_after_s: float = 15.0  # a heartbeat that stands still this long is a dead worker's
-    max_attempts: int = 3  # workers that may die on one request before it is given up
+    stale_after_s: float = STALE_AFTER_S  # a heartbeat that stands still this long is a dead worker's
+    max_attempts: int = MAX_ATTEMPTS  # workers that may die on (or overrun) one request before it is given up
+    hold_grace_s: float = HOLD_GRACE_S  # added to a request's stage limits: its deadline while held here
     key: bytes | None = None  # shared HMAC key: requests must carry it, results are signed with it
     stdin_lifeline: bool = False  # exit when standard input reaches end-of-file
     replace: bool = False  # the previous worker with this id is known to be dead: take over at once
     idle_exit_s: float | None = None  # exit after this long without work (batch jobs)
     poll_low_s: float = 0.02
     poll_high_s: float = 0.25
+    # The evaluation engine's settings (build cache, pre-start, prewarm, quiet timing, CPU pinning):
+    # its device and workdir are the worker's own (``device``, ``workdir`` above).
+    engine: EngineConfig = field(default_factory=EngineConfig)
 
 
 @dataclass
@@ -73,9 +82,10 @@ class _Job:
     attempt: int
     claim: Path
     request: EvalRequest
-    device: str
-    evaluation: Any = None
+    timer: HoldTimer
+    future: Any = None
     started: float = field(default_factory=time.monotonic)
+    overran: bool = False  # past its deadline and given back: its late outcome is not written
 
 
 def cgroup_memory_mb() -> int | None:
@@ -130,8 +140,7 @@ class WorkerService:
         # (perhaps the worker itself).
         cgroup_mb = cgroup_memory_mb()
         self.memory_cap_mb = int(cgroup_mb * MEMORY_SHARE) if cgroup_mb else None
-        cpus = os.cpu_count() or 2
-        self.max_active = config.max_active or max(2, min(cpus, 4 * len(self.devices)))
+        self.max_active = config.max_active or sum(config.engine.slots(self.devices))
         self.heartbeat = qc.Heartbeat(self.qdir, self.worker_id, {
             "devices": self.devices, "max_active": self.max_active, "version": _version()})
         self.liveness = qc.Liveness(config.stale_after_s)
@@ -141,19 +150,23 @@ class WorkerService:
         self._stop = threading.Event()
         self._own_workdir = workdir is None
         self.workdir = workdir
+        self.engine: Any = None  # the evaluation engine, started by _prepare()
+        self._stats_lock = threading.Lock()
 
     def _prepare(self) -> None:
-        """The heavy part (the supervisor imports torch), once the worker id is known to be ours."""
-        from pike_harness.worker.reference import ReferenceOracle
-        from pike_harness.worker.supervisor import WorkerSettings
+        """The heavy part (the engine imports torch), once the worker id is known to be ours."""
+        from pike_harness.worker.engine import Engine
 
         if self.workdir is None:
             self.workdir = Path(tempfile.mkdtemp(prefix="pikeh-worker-"))
         self.workdir.mkdir(parents=True, exist_ok=True, mode=0o700)
-        self.settings = WorkerSettings(workdir=self.workdir)
-        self.oracles = {d: ReferenceOracle(d, self.workdir / "reference") for d in self.devices}
-        self.locks = {d: threading.Lock() for d in self.devices}
-        self._pool = ThreadPoolExecutor(max_workers=self.max_active, thread_name_prefix="pikeh-eval")
+        engine_config = dataclasses.replace(self.config.engine, device=self.config.device, workdir=self.workdir)
+        try:
+            self.engine = Engine(engine_config)
+        except EngineError as exc:
+            raise ServiceError(str(exc)) from None
+        self.stats_path = self.qdir.workers / f"{self.worker_id}{ENGINE_STATS_SUFFIX}"
+        self.engine_settings = self.engine.describe()["scheduling"]
 
     # -- life cycle --------------------------------------------------------------------------------
     def stop(self) -> None:
@@ -185,6 +198,7 @@ class WorkerService:
                 try:
                     if now >= next_check:
                         self._recover_others()
+                        self._give_back_overdue()
                         next_check = now + self.config.heartbeat_s
                     took = self._fill_slots()
                 except OSError as exc:  # a shared file system's hiccup must not end the worker
@@ -203,71 +217,95 @@ class WorkerService:
         return 0
 
     def _take_over_id(self) -> None:
-        """Refuse an id a live worker uses; give back what a dead predecessor with this id held."""
-        try:
-            previous = qc.read_json(self.heartbeat.path)
-        except (ValueError, OSError):
-            previous = None
-        if previous is not None and previous.get("state") != "stopped" and not self.config.replace:
-            observer = qc.Liveness(self.config.stale_after_s)
-            waited = False
-            while True:
-                beats = {self.worker_id: previous}
-                observer.update(beats)
-                if not observer.is_alive(self.worker_id, previous):
+        """Refuse an id a live worker uses; give back what a dead predecessor with this id held.
+
+        The predecessor is judged by the shared rule: its heartbeat must stand still (or stay
+        unreadable, or missing while it still holds claims) for the whole window before its claims
+        are taken; a heartbeat caught mid-write is no news, never a death."""
+        observer = qc.Liveness(self.config.stale_after_s)
+        first: tuple[Any, Any] | None = None  # the first readable beat's (epoch, seq)
+        waited = False
+        while not self.config.replace:
+            beats = self._own_heartbeat()
+            beat = beats.get(self.worker_id)
+            held = qc.names(self.qdir.claim_folder(self.worker_id))
+            if beat is None and not beats.unreadable and (not waited or not held):
+                break  # no heartbeat and nothing held (or a clean stop deleted it): nothing to wait for
+            if beat is not None:
+                if beat.get("state") == "stopped":
                     break
-                here = qc.machine_identity()
-                if all(previous.get(k) == v for k, v in here.items()):
-                    raise ServiceError(f"worker id {self.worker_id} is in use by process {previous.get('pid')} "
-                                       "on this machine: pick another --worker-id")
-                if not waited:
-                    log.info("waiting up to %.0f s for the earlier worker %s to fall silent",
-                             self.config.stale_after_s, self.worker_id)
-                    waited = True
-                if self._stop.wait(self.config.heartbeat_s):
-                    return
-                try:
-                    current = qc.read_json(self.heartbeat.path)
-                except (ValueError, OSError):
-                    current = previous
-                if current is None:
-                    break
-                if (current.get("epoch"), current.get("seq")) != (previous.get("epoch"), previous.get("seq")):
+                token = (beat.get("epoch"), beat.get("seq"))
+                if first is not None and token != first:
                     raise ServiceError(f"worker id {self.worker_id} is in use by a live worker on "
-                                       f"{current.get('host')}: pick another --worker-id")
-                previous = current
+                                       f"{beat.get('host')}: pick another --worker-id")
+                first = token
+            observer.update(beats)
+            if not observer.is_alive(self.worker_id, beat):
+                break
+            here = qc.machine_identity()
+            if beat is not None and all(beat.get(k) == v for k, v in here.items()):
+                raise ServiceError(f"worker id {self.worker_id} is in use by process {beat.get('pid')} "
+                                   "on this machine: pick another --worker-id")
+            if not waited:
+                log.info("waiting up to %.0f s for the earlier worker %s to fall silent",
+                         self.config.stale_after_s, self.worker_id)
+                waited = True
+            if self._stop.wait(self.config.heartbeat_s):
+                return
         moved = qc.release_claims(self.qdir, self.worker_id, died=True, max_attempts=self.config.max_attempts)
         if moved:
             log.info("gave back %d request(s) an earlier worker %s held when it died", len(moved),
                      self.worker_id)
 
+    def _own_heartbeat(self) -> qc.Heartbeats:
+        """The heartbeat under this worker's id, as an observer reads it (unreadable noted)."""
+        try:
+            beat = qc.read_json(self.heartbeat.path)
+        except (ValueError, OSError):
+            return qc.Heartbeats(unreadable={self.worker_id})
+        return qc.Heartbeats({self.worker_id: beat} if beat is not None else {})
+
     def _beat_loop(self) -> None:
         while not self._stop.wait(self.config.heartbeat_s):
             with self._lock:
                 active, done = len(self.active), self.done
+                overdue = [job.claim.name for job in self.active.values() if not job.overran and job.timer.overdue()]
             with contextlib.suppress(OSError):
-                self.heartbeat.beat(active=active, done=done)
+                # Overdue requests are listed, so an observer gives them back should this worker's main
+                # loop be stuck while this thread still beats (queue_channel.release_overdue).
+                self.heartbeat.beat(active=active, done=done, overdue=overdue)
+
+    def _give_back_overdue(self) -> None:
+        """A request held past its own stage limits plus the grace goes back to the queue, counted as
+        an attempt (as if this worker had died on it); its evaluation is aborted. Its slot stays taken
+        until the evaluation's thread returns, so a stuck thread never lets the worker overcommit."""
+        with self._lock:
+            late = [job for job in self.active.values() if not job.overran and job.timer.overdue()]
+            for job in late:
+                job.overran = True
+        for job in late:
+            moved = qc.release_claim(self.qdir, job.claim, died=True, max_attempts=self.config.max_attempts)
+            log.warning("%s (%s) ran past its deadline of %.0f s here: given back as %s", job.ticket,
+                        job.request.task, job.timer.deadline_s, moved)
+            if job.future is not None:
+                with contextlib.suppress(Exception):
+                    self.engine.abort([job.future])
 
     def _shutdown(self) -> None:
         """Kill what is in flight, give those requests back uncounted, stop the reference processes."""
         self._stop.set()
         with self._lock:
-            jobs = list(self.active.values())
-        for job in jobs:
-            if job.evaluation is not None:
-                # abort() (thread-safe) ends it at its next policing step; older supervisors: close().
-                stop_it = getattr(job.evaluation, "abort", None) or job.evaluation.close
-                with contextlib.suppress(Exception):
-                    stop_it()
-        self._pool.shutdown(wait=True, cancel_futures=True)
+            futures = [job.future for job in self.active.values() if job.future is not None]
+        if self.engine is not None:
+            self.engine.abort(futures)  # killed at their next policing step; their requests go back below
+            self.engine.close()
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(self.stats_path)  # a stopped worker leaves nothing in workers/
         moved = qc.release_claims(self.qdir, self.worker_id, died=False, max_attempts=self.config.max_attempts)
         if moved:
             log.info("gave back %d unfinished request(s)", len(moved))
         self.heartbeat.remove()
         qc.remove_claim_folder(self.qdir, self.worker_id)
-        for oracle in self.oracles.values():
-            with contextlib.suppress(Exception):
-                oracle.close()
         if self._own_workdir:
             shutil.rmtree(self.workdir, ignore_errors=True)
         log.info("worker %s stopped after %d evaluation(s)", self.worker_id, self.done)
@@ -330,63 +368,56 @@ class WorkerService:
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(path)
             return False
-        device = self._pick_device()
-        request = dataclasses.replace(request, device=device)
         cap = self.memory_cap_mb
         if cap is not None and (request.limits.memory_mb is None or request.limits.memory_mb > cap):
             request = dataclasses.replace(request, limits=dataclasses.replace(request.limits, memory_mb=cap))
-        job = _Job(ticket, session, attempt, path, request, device)
+        job = _Job(ticket, session, attempt, path, request,
+                   HoldTimer(hold_deadline_s(request.limits, self.config.hold_grace_s)))
+        job.timer.waiting()  # until its candidate starts: queued behind other requests for a CPU slot
         with self._lock:
             self.active[ticket] = job
-        log.info("took %s (%s, attempt %d) on %s", ticket, request.task, attempt + 1, device)
-        self._pool.submit(self._evaluate, job)
+        log.info("took %s (%s, attempt %d)", ticket, request.task, attempt + 1)
+        # The engine picks the device (the least busy one), as it does for ``local``.
+        job.future = self.engine.submit(request, fixed_device=False, on_event=job.timer.on_event)
+        job.future.add_done_callback(lambda future: self._evaluated(job, future))
         return True
 
-    def _pick_device(self) -> str:
-        with self._lock:
-            load = {d: 0 for d in self.devices}
-            for job in self.active.values():
-                load[job.device] = load.get(job.device, 0) + 1
-        return min(self.devices, key=lambda d: load[d])
-
     # -- one evaluation ------------------------------------------------------------------------------
-    def _evaluate(self, job: _Job) -> None:
-        from pike_harness.worker.supervisor import Evaluation
-
+    def _evaluated(self, job: _Job, future: Any) -> None:
+        """The engine's verdict (or its failure) for ``job``: write it back, unless the worker is stopping."""
         result: EvalResult | None = None
         error: str | None = None
-        try:
-            if self.stopping:
-                return
-            evaluation = Evaluation(job.request, self.oracles[job.device], self.settings)
-            job.evaluation = evaluation
-            try:
-                result = evaluation.load()
-                if result is None:
-                    lock = self.locks[job.device]
-                    result = evaluation.wait_for(lock)
-                    if result is None:
-                        try:
-                            result = evaluation.finish()
-                        finally:
-                            lock.release()
-            finally:
-                evaluation.close()
-        except InfrastructureError as exc:
+        if self.stopping or future.cancelled():
+            # Not finished here: the request goes back to the queue (see _shutdown).
+            with self._lock:
+                self.active.pop(job.ticket, None)
+            return
+        exc = future.exception()
+        if exc is None:
+            result = future.result()
+        elif isinstance(exc, InfrastructureError):
             error = str(exc)
-        except Exception as exc:
-            if not self.stopping:
-                log.error("evaluating %s failed:\n%s", job.ticket, traceback.format_exc())
-                error = f"the worker failed: {type(exc).__name__}: {exc}"
-        finally:
-            if self.stopping:
-                # Not finished here: the request goes back to the queue (see _shutdown).
-                with self._lock:
-                    self.active.pop(job.ticket, None)
-            else:
-                self._finish(job, result, error)
+        else:
+            log.error("evaluating %s failed:\n%s", job.ticket,
+                      "".join(traceback.format_exception(type(exc), exc, exc.__traceback__)))
+            error = f"the worker failed: {type(exc).__name__}: {exc}"
+        self._write_stats()  # first: a host that sees this result finds figures that include it
+        self._finish(job, result, error)
+
+    def _write_stats(self) -> None:
+        """The engine's figures for hosts and benchmarks (``QueueEvaluator.stats()`` reads them)."""
+        with self._stats_lock, contextlib.suppress(OSError, TypeError, ValueError):
+            qc.write_json(self.qdir.workers, self.stats_path.name,
+                          {"worker_id": self.worker_id, "engine": self.engine_settings,
+                           "stats": self.engine.stats()}, fsync=False)
 
     def _finish(self, job: _Job, result: EvalResult | None, error: str | None) -> None:
+        if job.overran:  # given back already: the request is the queue's again
+            with self._lock:
+                self.active.pop(job.ticket, None)
+                self.done += 1
+            log.info("%s finished after it was given back: outcome dropped", job.ticket)
+            return
         try:
             if result is not None:
                 result.environment["worker"] = {"id": self.worker_id, "epoch": self.heartbeat.epoch}
@@ -466,63 +497,20 @@ def read_key_line(stream: Any) -> bytes:
     return key
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="python -m pike_harness.worker.service",
-        description="Serve evaluation requests from a queue folder shared with `pikeh eval/run --evaluator "
-                    "queue --io-dir DIR` (docs/containers.md, docs/cluster.md).")
-    parser.add_argument("--io-dir", required=True, type=Path, help="The queue folder (local or shared file system).")
-    parser.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:N or cuda:0,1 (default: auto).")
-    parser.add_argument("--max-active", type=int, default=None,
-                        help="Evaluations in flight (loading in parallel, checking and timing take turns per "
-                             "device). Default: 4 per device, at most the CPU count.")
-    parser.add_argument("--worker-id", default=None, help="Name in the queue folder (default: <host>-<pid>).")
-    parser.add_argument("--workdir", type=Path, default=None,
-                        help="Private folder for reference outputs and scratch (default: a temporary folder).")
-    parser.add_argument("--heartbeat", type=float, default=1.0, help="Seconds between heartbeats (default 1).")
-    parser.add_argument("--stale-after", type=float, default=15.0,
-                        help="Seconds a heartbeat may stand still before its worker counts as dead (default 15).")
-    parser.add_argument("--max-attempts", type=int, default=3,
-                        help="Workers that may die on one request before it is given up (default 3).")
-    keys = parser.add_mutually_exclusive_group()
-    keys.add_argument("--key-file", type=Path, default=None, help="Shared key: sign results, accept only signed requests.")
-    keys.add_argument("--key-stdin", action="store_true", help="Read the shared key from the first line of stdin.")
-    parser.add_argument("--stdin-lifeline", action="store_true", help="Exit when stdin reaches end-of-file.")
-    parser.add_argument("--replace", action="store_true",
-                        help="The previous worker with this --worker-id is known to be dead: take over at once.")
-    parser.add_argument("--idle-exit", type=float, default=None, help="Exit after this many seconds without work.")
-    parser.add_argument("--quiet", action="store_true", help="Log warnings and errors only.")
-    return parser
-
-
-def config_from_args(args: argparse.Namespace) -> ServiceConfig:
-    key = None
-    if args.key_file is not None:
-        try:
-            key = qc.read_key(args.key_file)
-        except qc.ChannelError as exc:
-            raise ServiceError(str(exc)) from None
-    elif args.key_stdin:
-        key = read_key_line(sys.stdin.buffer)
-    return ServiceConfig(io_dir=args.io_dir, device=args.device, max_active=args.max_active,
-                         worker_id=args.worker_id, workdir=args.workdir, heartbeat_s=args.heartbeat,
-                         stale_after_s=args.stale_after, max_attempts=args.max_attempts, key=key,
-                         stdin_lifeline=args.stdin_lifeline, replace=args.replace, idle_exit_s=args.idle_exit)
-
-
 def setup_logging(quiet: bool) -> None:
     logging.basicConfig(level=logging.WARNING if quiet else logging.INFO, stream=sys.stderr,
                         format="%(asctime)s pikeh-worker %(message)s", datefmt="%H:%M:%S")
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    setup_logging(args.quiet)
+    """``python -m pike_harness.worker.service``: the options are ``pikeh worker``'s (worker/command.py)."""
+    from pike_harness.worker.command import STANDALONE, standalone
+
     try:
-        return serve(config_from_args(args))
-    except ServiceError as exc:
-        print(f"pikeh worker: error: {exc}", file=sys.stderr)
-        return 2
+        standalone.main(args=argv, prog_name=STANDALONE, standalone_mode=True)
+    except SystemExit as exc:
+        return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+    return 0
 
 
 if __name__ == "__main__":

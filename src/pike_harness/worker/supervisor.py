@@ -1,12 +1,13 @@
-"""Evaluate one EvalRequest into one EvalResult: the piece every evaluator (local, container, queue,
-Ray) calls. It runs in a trusted process, starts the candidate's sandboxed process, drives its
-stages, polices it, compares its outputs with the reference's and writes the verdict.
+"""Evaluate one EvalRequest into one EvalResult: the building block of the evaluation engine
+(``engine.Engine``), which every evaluator (local, queue, docker, Ray) runs. It runs in a trusted
+process, starts the candidate's sandboxed process, drives its stages, polices it, compares its
+outputs with the reference's and writes the verdict.
 
-The work is split in two phases so a scheduler can place them: ``Evaluation.load()`` (static
+The work is split in two phases so the engine can place them: ``Evaluation.load()`` (static
 checks, process start, import and ``load_inline`` builds: CPU only, run in parallel) and
 ``Evaluation.finish()`` (correctness and timing: hold the device's exclusive lock around it). In
-between, ``wait_for(lock)`` keeps policing the idle candidate while it waits for the device.
-``evaluate()`` strings the phases together. Optional pieces a scheduler can plug in through
+between, ``wait_for(lock)`` keeps policing the idle candidate while it waits for the device. The
+engine strings the phases together (``Engine._run``). Optional pieces it plugs in through
 ``WorkerSettings``: pre-started candidate processes (``prestart.PrestartPool``), the ``load_inline``
 build cache (``buildcache.BuildCache``), shared per-source Triton/Inductor caches (``jit_cache_root``),
 and ``Evaluation.warm()`` (one call in phase 1, so JIT compiles run outside the lock).
@@ -504,27 +505,6 @@ class Evaluation:
         """Idempotent: kill whatever is left and delete the scratch directory."""
         self._kill()
         self._cleanup()
-
-
-def evaluate(request: EvalRequest, oracle: ReferenceOracle, settings: WorkerSettings,
-             device_lock: DeviceLock | None = None) -> EvalResult:
-    """Both phases, holding ``device_lock`` (if given) only around correctness and timing."""
-    evaluation = Evaluation(request, oracle, settings)
-    try:
-        early = evaluation.load()
-        if early is not None:
-            return early
-        if device_lock is None:
-            return evaluation.finish()
-        early = evaluation.wait_for(device_lock)
-        if early is not None:
-            return early
-        try:
-            return evaluation.finish()
-        finally:
-            device_lock.release()
-    finally:
-        evaluation.close()
 
 
 def _cross_check(samples: list[float], host: list[float], wall_ms: float, *, cuda: bool) -> str | None:

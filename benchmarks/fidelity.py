@@ -1,0 +1,248 @@
+"""Evaluator fidelity: the same solutions through ``--evaluator local`` and ``--evaluator queue``, in one sitting.
+
+Both evaluators run the one evaluation engine (``pike_harness.worker.engine``): ``local`` in this
+process, ``queue`` in a worker process this script starts on a private queue folder. So the verdicts
+must agree and the runtimes must be the same within noise (issue 14: within 3 % on a GPU). For each
+solution file it records both verdicts, both runtimes and the queue/local runtime ratio; the summary
+gives the verdict agreement count and the median and maximum ratio. Written to ``--out`` as
+``fidelity.json`` (everything, with both engines' figures) and ``fidelity.md``, and printed.
+
+Solution files map to task ids by their names: ``task_N.py`` (PIKE's published solutions, as in
+``../shared/fidelity/pike-b-level3``) or ``N_anything.py`` (a suite's own naming). Each evaluator gets
+every request at once, as a run would submit them, with its own fresh build cache.
+
+  PYTHONPATH=src:plugins python3 benchmarks/fidelity.py --out $OUT                 # GPU, level3-pike
+  PYTHONPATH=src:plugins python3 benchmarks/fidelity.py --suite smoke --solutions DIR --device cpu \\
+      --protocol quick --out /tmp/fidelity                                          # a quick CPU check
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import statistics
+import subprocess
+import sys
+import time
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from perf_common import REPO, Budget, arguments, default_device, environment_of, request, workdir, write  # noqa: E402
+
+from pike_harness.evaluation import EvaluatorError, EvaluatorOptions  # noqa: E402
+from pike_harness.tasks import Suite  # noqa: E402
+
+DEFAULT_SOLUTIONS = REPO.parent / "shared" / "fidelity" / "pike-b-level3"
+NAME = re.compile(r"^(?:task_)?(\d+)(?:_.*)?\.py$")
+TOLERANCE = 0.03  # issue 14: queue runtimes within 3 % of local's on a GPU
+
+
+def solutions(folder: Path, suite: Suite, wanted: set[int] | None) -> list[tuple[Any, Path]]:
+    """(task, file) for each solution file whose name gives a task id of ``suite``."""
+    found = []
+    for path in sorted(folder.glob("*.py"), key=lambda p: (len(p.name), p.name)):
+        match = NAME.match(path.name)
+        if match is None:
+            print(f"[fidelity] skipped {path.name}: no task id in its name", file=sys.stderr)
+            continue
+        task_id = int(match.group(1))
+        if wanted is not None and task_id not in wanted:
+            continue
+        try:
+            found.append((suite.task(task_id), path))
+        except Exception as exc:  # noqa: BLE001 - a file for a task this suite lacks: say so, go on
+            print(f"[fidelity] skipped {path.name}: {exc}", file=sys.stderr)
+    return found
+
+
+def evaluate_all(evaluator: Any, work: list[tuple[Any, Path]], timeout_s: float | None,
+                 budget: Budget) -> dict[str, dict[str, Any]]:
+    """Every solution submitted at once; file name -> task, verdict, runtime and the result record."""
+    futures = {}
+    for task, path in work:
+        req = request(task, path.read_text(encoding="utf-8"))
+        if timeout_s is not None:
+            req = replace(req, limits=replace(req.limits, compile_timeout_s=timeout_s, run_timeout_s=timeout_s))
+        futures[path.name] = (task.ref, evaluator.submit(req))
+    out: dict[str, dict[str, Any]] = {}
+    for name, (ref, future) in futures.items():
+        try:
+            result = future.result(timeout=max(1.0, budget.left()))
+        except EvaluatorError as exc:
+            out[name] = {"task": ref, "category": "evaluator_error", "check": None, "reason": str(exc)[:500],
+                         "runtime_ms": None}
+            continue
+        except Exception as exc:  # noqa: BLE001 - the budget ran out: record it, keep the rest
+            out[name] = {"task": ref, "category": "not_finished", "check": None, "reason": type(exc).__name__,
+                         "runtime_ms": None}
+            continue
+        cv = result.runtime.cv if result.runtime is not None else None
+        out[name] = {"task": ref, "category": result.category, "check": result.check, "reason": (result.reason or "")[:300],
+                     "runtime_ms": result.runtime_ms, "cv": cv, "device": result.environment.get("device"),
+                     "result": result}
+    return out
+
+
+def run_local(args: Any, base: Path, work: list, budget: Budget) -> tuple[dict, dict, dict]:
+    from pikeh_local import LocalEvaluator
+
+    evaluator = LocalEvaluator(EvaluatorOptions(device=args.device, protocol=args.protocol, workdir=base / "local",
+                                                extra={"build_cache": str(base / "local-cache")}))
+    try:
+        results = evaluate_all(evaluator, work, args.timeout, budget)
+        return results, evaluator.describe().get("scheduling", {}), evaluator.stats()
+    finally:
+        evaluator.close()
+
+
+class Worker:
+    """``pikeh worker`` (``python -m pike_harness worker``) on a private queue folder, as users run it."""
+
+    def __init__(self, io_dir: Path, device: str, base: Path):
+        self.io_dir, self.worker_id = io_dir, "fidelity"
+        env = {**os.environ, "PIKEH_CACHE_DIR": str(base / "queue-cache"),
+               "PYTHONPATH": os.pathsep.join([str(REPO / "src"), os.environ.get("PYTHONPATH", "")])}
+        self.log_path = base / "worker.log"
+        with open(self.log_path, "ab") as log:
+            self.popen = subprocess.Popen([sys.executable, "-m", "pike_harness", "worker", "--io-dir", str(io_dir),
+                                           "--device", device, "--worker-id", self.worker_id, "--workdir",
+                                           str(base / "worker")], stdout=log, stderr=subprocess.STDOUT, env=env)
+
+    def wait_ready(self, timeout: float = 300.0) -> None:
+        beat = self.io_dir / "workers" / f"{self.worker_id}.json"
+        deadline = time.monotonic() + timeout
+        while not beat.exists():
+            if self.popen.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"the worker did not start; its log:\n{self.log_path.read_text()[-3000:]}")
+            time.sleep(0.1)
+
+    def stop(self) -> None:
+        if self.popen.poll() is None:
+            self.popen.send_signal(signal.SIGTERM)
+            try:
+                self.popen.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                self.popen.kill()
+                self.popen.wait()
+
+
+def run_queue(args: Any, base: Path, work: list, budget: Budget) -> tuple[dict, dict, dict]:
+    from pikeh_queue import QueueEvaluator
+
+    io_dir = base / "io"
+    worker = Worker(io_dir, args.device, base)
+    try:
+        worker.wait_ready()
+        evaluator = QueueEvaluator(EvaluatorOptions(protocol=args.protocol, extra={"io_dir": str(io_dir)}))
+        try:
+            results = evaluate_all(evaluator, work, args.timeout, budget)
+            engine = evaluator.stats().get("workers", {}).get(worker.worker_id, {})
+        finally:
+            evaluator.close()
+        return results, engine.get("engine", {}), engine.get("stats", {})
+    finally:
+        worker.stop()
+
+
+def compare(local: dict, queue: dict) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    rows, ratios = [], []
+    for name in local:
+        a, b = local[name], queue.get(name, {})
+        same = (a.get("category"), a.get("check")) == (b.get("category"), b.get("check"))
+        ratio = (b["runtime_ms"] / a["runtime_ms"]) if a.get("runtime_ms") and b.get("runtime_ms") else None
+        if ratio is not None:
+            ratios.append(ratio)
+        rows.append({"file": name, "task": a.get("task"), "local": _verdict(a), "queue": _verdict(b), "agree": same,
+                     "local_ms": a.get("runtime_ms"), "queue_ms": b.get("runtime_ms"), "ratio": ratio,
+                     "local_cv": a.get("cv"), "queue_cv": b.get("cv")})
+    deviations = [abs(r - 1.0) for r in ratios]
+    summary = {"solutions": len(rows), "verdicts_agree": sum(r["agree"] for r in rows),
+               "timed_in_both": len(ratios),
+               "median_ratio": statistics.median(ratios) if ratios else None,
+               "max_ratio": max(ratios) if ratios else None, "min_ratio": min(ratios) if ratios else None,
+               "max_deviation": max(deviations) if deviations else None,
+               "within_tolerance": sum(d <= TOLERANCE for d in deviations), "tolerance": TOLERANCE}
+    return rows, summary
+
+
+def _verdict(entry: dict[str, Any]) -> str:
+    if not entry:
+        return "-"
+    return entry["category"] + (f"/{entry['check']}" if entry.get("check") else "")
+
+
+def markdown(rows: list[dict], summary: dict, setup: dict) -> str:
+    def ms(value: float | None) -> str:
+        return f"{value:.4g}" if value is not None else "-"
+
+    lines = [f"## Evaluator fidelity: local vs queue ({setup['suite']}, {setup['device']}, {setup['protocol']})", "",
+             f"{setup['gpu'] or setup['cpu']}; {summary['solutions']} solutions from `{setup['solutions']}`; "
+             f"{setup['date']}.", "",
+             "| file | task | local | queue | local ms | queue ms | queue/local |", "|---|---|---|---|---|---|---|"]
+    for row in rows:
+        ratio = f"{row['ratio']:.3f}" if row["ratio"] is not None else "-"
+        mark = "" if row["agree"] else " **(differs)**"
+        lines.append(f"| {row['file']} | {row['task']} | {row['local']} | {row['queue']}{mark} | {ms(row['local_ms'])} | "
+                     f"{ms(row['queue_ms'])} | {ratio} |")
+    median = summary["median_ratio"]
+    lines += ["", f"Verdicts agree on {summary['verdicts_agree']} of {summary['solutions']}. "
+              f"Runtime ratio queue/local over {summary['timed_in_both']} timed in both: median "
+              f"{ms(median)}, min {ms(summary['min_ratio'])}, max {ms(summary['max_ratio'])}; "
+              f"{summary['within_tolerance']} within {summary['tolerance']:.0%}."]
+    return "\n".join(lines)
+
+
+def main() -> int:
+    parser = arguments(__doc__.split("\n\n")[0], budget_s=3600.0)
+    parser.add_argument("--suite", default="level3-pike", help="Task suite of the solutions (default level3-pike).")
+    parser.add_argument("--solutions", type=Path, default=None,
+                        help=f"Folder of solution files (default: {DEFAULT_SOLUTIONS} when present).")
+    parser.add_argument("--tasks", default=None, help="Only these task ids, e.g. 1,2,9.")
+    parser.add_argument("--timeout", type=float, default=None, help="Per-stage limit in seconds (default: the request's).")
+    args = parser.parse_args()
+    args.protocol = args.protocol or "robust"
+    args.device = args.device or default_device()
+    folder = args.solutions or DEFAULT_SOLUTIONS
+    if not folder.is_dir():
+        parser.error(f"no solutions folder {folder}: give --solutions DIR")
+    suite = Suite.from_dir(REPO / "tasks" / args.suite, origin="benchmarks")
+    wanted = {int(t) for t in args.tasks.split(",")} if args.tasks else None
+    work = solutions(folder, suite, wanted)
+    if not work:
+        parser.error(f"no solution in {folder} names a task of {args.suite}")
+    budget = Budget(args.budget_s)
+    base = workdir(args, "fidelity")
+    if args.device == "cpu":  # small tensors on a few shared cores: threads only contend
+        os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+    began = time.monotonic()
+    local, local_engine, local_stats = run_local(args, base, work, budget)
+    local_s = time.monotonic() - began
+    began = time.monotonic()
+    queue, queue_engine, queue_stats = run_queue(args, base, work, budget)
+    queue_s = time.monotonic() - began
+    rows, summary = compare(local, queue)
+    environment = environment_of([e["result"] for e in local.values() if "result" in e])
+    setup = {"suite": args.suite, "device": args.device, "protocol": args.protocol, "solutions": str(folder),
+             "gpu": environment.get("gpu"), "cpu": environment.get("cpu"), "date": time.strftime("%Y-%m-%d")}
+    payload = {"setup": setup, "environment": environment, "summary": summary, "rows": rows,
+               "seconds": {"local": local_s, "queue": queue_s},
+               "engines": {"local": {"settings": local_engine, "stats": local_stats},
+                           "queue": {"settings": queue_engine, "stats": queue_stats}},
+               "results": {"local": _records(local), "queue": _records(queue)}}
+    write(args.out, "fidelity", payload, markdown(rows, summary, setup))
+    return 0 if summary["verdicts_agree"] == summary["solutions"] else 1
+
+
+def _records(results: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    return {name: ({k: v for k, v in entry.items() if k != "result"}
+                   | ({"record": entry["result"].to_dict()} if "result" in entry else {}))
+            for name, entry in results.items()}
+
+
+if __name__ == "__main__":
+    sys.exit(main())

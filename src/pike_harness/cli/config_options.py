@@ -1,0 +1,76 @@
+"""Click options from a plugin's ``Config`` dataclass: one option per field.
+
+Strategies, evaluators and reporters declare their options the same way (a dataclass, help text in
+the field's metadata; see ``pike_harness.configurable``), and every command that attaches them builds
+the options here. Field types may be bool, int, float or str, each optionally ``| None`` (None: "the
+plugin's default"), or ``tuple[str, ...]`` (a repeatable option). Metadata keys: ``help``;
+``choices`` (a click.Choice); ``min``/``max`` (bounds for int/float); ``metavar``; ``cli: False``
+keeps a field off the command line (settable from Python only).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import types
+import typing
+from typing import Any
+
+import click
+
+from pike_harness.errors import UserError
+
+
+def dataclass_options(config_cls: type, *, tag: str, show_default: bool = True) -> list[click.Option]:
+    """One click option per field of ``config_cls``; each carries attribute ``tag`` = True, so a
+    command can tell the options it added for a plugin from its own."""
+    options = []
+    hints = typing.get_type_hints(config_cls)
+    for f in dataclasses.fields(config_cls):
+        meta = f.metadata
+        if meta.get("cli", True) is False:
+            continue
+        base, multiple = _base_type(hints.get(f.name, str))
+        default = f.default if f.default is not dataclasses.MISSING else (
+            f.default_factory() if f.default_factory is not dataclasses.MISSING else None)  # type: ignore[misc]
+        flag = "--" + f.name.replace("_", "-")
+        extra: dict[str, Any] = {"default": default, "show_default": show_default and default is not None,
+                                 "help": meta.get("help", "")}
+        if base is bool:
+            option = click.Option([f"{flag}/--no-{f.name.replace('_', '-')}", f.name], **extra)
+        else:
+            kind: Any = base
+            if "choices" in meta:
+                kind = click.Choice(list(meta["choices"]))
+            elif base in (int, float) and ("min" in meta or "max" in meta):
+                ranged = click.IntRange if base is int else click.FloatRange
+                kind = ranged(min=meta.get("min"), max=meta.get("max"))
+            option = click.Option([flag, f.name], type=kind, multiple=multiple, metavar=meta.get("metavar"),
+                                  **extra)
+        setattr(option, tag, True)
+        options.append(option)
+    return options
+
+
+def _base_type(kind: Any) -> tuple[type, bool]:
+    """(the click type of a Config field, whether the option repeats)."""
+    if typing.get_origin(kind) in (tuple, list):
+        args = [a for a in typing.get_args(kind) if a is not Ellipsis]
+        return (_base_type(args[0])[0] if args else str), True
+    if isinstance(kind, types.UnionType) or typing.get_origin(kind) is typing.Union:
+        args = [a for a in typing.get_args(kind) if a is not type(None)]
+        kind = args[0] if args else str
+    return (kind if kind in (bool, int, float, str) else str), False
+
+
+def attach_options(command: click.Command, options: list[click.Option], *, tag: str, owner: str) -> None:
+    """Give ``command`` these plugin options in place of those an earlier parse attached (tagged ``tag``;
+    a command object outlives one invocation, as in tests). An option the command already has is the
+    plugin author's mistake, said in one line naming ``owner`` (e.g. "strategy 'pike-b'")."""
+    command.params = [p for p in command.params if not getattr(p, tag, False)]
+    existing = {name for p in command.params for name in p.opts}
+    for option in options:
+        clash = [o for o in option.opts if o in existing]
+        if clash:
+            raise UserError(f"{owner} defines option {clash[0]}, which `pikeh {command.name}` already has; "
+                            "its author must rename the Config field")
+        command.params.append(option)
