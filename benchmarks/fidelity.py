@@ -1,6 +1,6 @@
 """Evaluator fidelity: the same solutions through ``--evaluator local`` and ``--evaluator queue``, in one sitting.
 
-Both evaluators run the one evaluation engine (``pike_harness.worker.engine``): ``local`` in this
+Both evaluators run the one evaluation engine (``pike_harness.worker.supervise.engine``): ``local`` in this
 process, ``queue`` in a worker process this script starts on a private queue folder. So the verdicts
 must agree and the runtimes must be the same within noise (issue 14: within 3 % on a GPU). For each
 solution file it records both verdicts, both runtimes and the queue/local runtime ratio; the summary
@@ -33,8 +33,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from perf_common import REPO, Budget, arguments, default_device, environment_of, request, workdir, write  # noqa: E402
 
-from pike_harness.evaluation import EvaluatorError, EvaluatorOptions  # noqa: E402
-from pike_harness.tasks import Suite  # noqa: E402
+from pike_harness.contracts.evaluation import EvaluatorError, EvaluatorOptions  # noqa: E402
+from pike_harness.host.tasks import Suite  # noqa: E402
 
 DEFAULT_SOLUTIONS = REPO.parent / "shared" / "fidelity" / "pike-b-level3"
 NAME = re.compile(r"^(?:task_)?(\d+)(?:_.*)?\.py$")

@@ -29,8 +29,8 @@ for path in (REPO / "src", REPO / "plugins"):
     if str(path) not in sys.path:
         sys.path.insert(0, str(path))
 
-from pike_harness.model import Limits, Task  # noqa: E402
-from pike_harness.tasks import Suite  # noqa: E402
+from pike_harness.contracts.model import Limits, Task  # noqa: E402
+from pike_harness.host.tasks import Suite  # noqa: E402
 
 CONFIGS: dict[str, dict[str, Any]] = {
     "ours": {},
@@ -191,7 +191,7 @@ def make_evaluator(config: str, device: str, protocol: str, workdir: Path, cache
     """A real LocalEvaluator in one of CONFIGS, with its build cache in ``cache``."""
     from pikeh_local import LocalEvaluator
 
-    from pike_harness.evaluation import EvaluatorOptions
+    from pike_harness.contracts.evaluation import EvaluatorOptions
 
     options = {**extra, **CONFIGS[config]}
     if options.get("build_cache") != "off":

@@ -19,7 +19,7 @@ for path in (REPO / "src", REPO / "plugins"):
     if str(path) not in sys.path:
         sys.path.insert(0, str(path))
 
-from pike_harness.hookspecs import hookimpl  # noqa: E402
+from pike_harness.contracts.hookspecs import hookimpl  # noqa: E402
 
 
 class SourceTreeSuites:
@@ -28,7 +28,7 @@ class SourceTreeSuites:
     @staticmethod
     @hookimpl
     def register_suites(register) -> None:
-        from pike_harness.tasks import Suite
+        from pike_harness.host.tasks import Suite
 
         for name in ("smoke", "level3-pike"):
             register(Suite.from_dir(REPO / "tasks" / name, origin="suites"))
@@ -37,7 +37,7 @@ class SourceTreeSuites:
 def main() -> None:
     from pike_harness.cli import App
     from pike_harness.cli import main as cli_main
-    from pike_harness.plugins import GROUP, PluginHost
+    from pike_harness.host.plugins import GROUP, PluginHost
 
     installed = {ep.name for ep in importlib.metadata.entry_points(group=GROUP)}
     if "local" not in installed:

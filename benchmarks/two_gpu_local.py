@@ -44,8 +44,8 @@ for path in (REPO / "src", REPO / "plugins", REPO / "benchmarks"):
     if str(path) not in sys.path:
         sys.path.insert(0, str(path))
 
-from pike_harness.model import Limits, Task  # noqa: E402
-from pike_harness.tasks import Suite  # noqa: E402
+from pike_harness.contracts.model import Limits, Task  # noqa: E402
+from pike_harness.host.tasks import Suite  # noqa: E402
 
 PROBE = """
 import torch as _pikeh_torch
@@ -203,8 +203,8 @@ def main() -> int:
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
 
-    from pike_harness.evaluation import EvaluatorOptions
-    from pike_harness.plugins import PluginHost
+    from pike_harness.contracts.evaluation import EvaluatorOptions
+    from pike_harness.host.plugins import PluginHost
 
     try:  # the installed plugins when pike-harness is installed, else the source tree's local plugin
         host = PluginHost()

@@ -193,7 +193,7 @@ class Engine:
                 command += ["-v", f"{path}:{path}:ro"]
             command += ["-v", f"{host_python.package}:{CONTAINER_PACKAGE}:ro", "-e", "PYTHONPATH=/opt/pikeh",
                         "--entrypoint", host_python.executable]
-            tail += ["-m", "pike_harness.worker.service"]
+            tail += ["-m", "pike_harness.worker.supervise.service"]
         return command + tail + worker_args
 
     def remove(self, name: str) -> None:

@@ -1,4 +1,4 @@
-"""Every metric of the report, as DuckDB SQL over the tables ``pike_harness.store_db`` loads.
+"""Every metric of the report, as DuckDB SQL over the tables ``pike_harness.host.store_db`` loads.
 
 Why SQL: one definition per metric, readable in one place, that users can rerun on ``report.duckdb``
 (``duckdb report.duckdb "FROM score_vs_queries"``). Python only builds the grids and parameters; the

@@ -89,7 +89,7 @@ def price_rows(con: Any, price_as: str | None, price_files: Sequence[Path]) -> l
     """The price of every (provider, model) in the calls, from the price table, for SQL costing.
 
     The lookup rules (``provider:model``, bare model, vendor prefix and date suffix stripped) live in
-    pike_harness.pricing; SQL then applies the rates, tiers and cached-token discount per call.
+    pike_harness.host.pricing; SQL then applies the rates, tiers and cached-token discount per call.
     """
     from pike_harness.api import PriceTable
 

@@ -1,6 +1,6 @@
 """The ``local`` evaluator: candidates checked and timed on this host's GPUs, or on its CPU.
 
-A thin transport around the evaluation engine (``pike_harness.worker.engine``), run in this process:
+A thin transport around the evaluation engine (``pike_harness.worker.supervise.engine``), run in this process:
 the engine owns the devices (FIFO gate, quiet timing, one trusted reference process each), the CPU
 slots, the build cache, pre-started candidate processes and CPU pinning, and runs each candidate's
 load -> warm -> wait for the device -> check -> time sequence. This plugin turns the command line's
@@ -26,7 +26,7 @@ from pike_harness.api import (
     evaluator_config,
     hookimpl,
 )
-from pike_harness.worker.engine import EngineOptions
+from pike_harness.worker.supervise.engine import EngineOptions
 
 
 class LocalEvaluator(Evaluator):
@@ -36,7 +36,7 @@ class LocalEvaluator(Evaluator):
     Config = EngineOptions
 
     def __init__(self, options: EvaluatorOptions):
-        from pike_harness.worker.engine import Engine, EngineConfig, EngineError
+        from pike_harness.worker.supervise.engine import Engine, EngineConfig, EngineError
 
         check_protocol(options)
         self.options = options
@@ -65,7 +65,7 @@ class LocalEvaluator(Evaluator):
         return self.engine.precompile([self.prepare(r) for r in requests], jobs=jobs, on_done=on_done)
 
     def describe(self) -> dict[str, Any]:
-        from pike_harness.worker.protocols import get_protocol
+        from pike_harness.worker.inside.protocols import get_protocol
 
         protocol = get_protocol(self.options.protocol, self.options.protocol_params)
         engine = self.engine.describe()

@@ -1,6 +1,6 @@
 """Reading a PIKE-style prompt without a model: which programs it quotes and what it allows.
 
-Robust to wording: the prompt builders in ``pike_harness.prompting`` mark each prompt kind with a fixed
+Robust to wording: the prompt builders in ``pike_harness.kit.prompting`` mark each prompt kind with a fixed
 line, and those markers are used when present, but everything falls back to plain rules: the task's
 reference is the last fenced block defining ``class Model`` (the worked example comes before it), the
 program to improve or fix is a fenced block defining ``class ModelNew`` after it, the tolerance is read

@@ -1,4 +1,4 @@
-"""PIKE-O's prompts, built from PIKE-B's pieces (``pike_harness.prompting``) as PIKE's OpenEvolve fork
+"""PIKE-O's prompts, built from PIKE-B's pieces (``pike_harness.kit.prompting``) as PIKE's OpenEvolve fork
 laid them out (shared/specs/pike-o.md, "Corrections").
 
 - **mutation**: PIKE-B's improve prompt, unchanged: problem statement, worked example, the task's
@@ -13,7 +13,7 @@ laid them out (shared/specs/pike-o.md, "Corrections").
   program failed to compile, failed the correctness check or timed out; here are its raw evaluation
   artifacts; fix it.
 
-Unlike every prompt in ``pike_harness.prompting``, the crossover prompt shows runtimes and fitness
+Unlike every prompt in ``pike_harness.kit.prompting``, the crossover prompt shows runtimes and fitness
 (1 / runtime), as OpenEvolve's does; the mutation template shows none, so the ``mut`` ablation also
 removes every timing from the prompts.
 

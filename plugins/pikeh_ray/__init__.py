@@ -1,7 +1,7 @@
 """The ``ray`` evaluator: candidates checked and timed on the GPUs of a Ray cluster, any number of nodes.
 
 One device actor per whole GPU (``num_gpus=1``) runs the evaluation engine
-(``pike_harness.worker.engine``) for its device, the same object the ``local`` evaluator and the
+(``pike_harness.worker.supervise.engine``) for its device, the same object the ``local`` evaluator and the
 queue/docker workers run, so a verdict and the conditions of its timing do not depend on the
 transport; this plugin is the transport (placement, retries, node loss). Ray is an optional extra
 (``pip install 'pike-harness[ray]'``): nothing here imports it until the evaluator is built, and

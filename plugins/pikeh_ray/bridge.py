@@ -19,11 +19,11 @@ What the bridge does:
   baseline and its candidates are timed on the same host, and every run and every resume agrees on
   that host while it is up; ``spread`` placement takes the least busy device anywhere;
 * sends it to the device's actor (``DeviceActor.evaluate``), which runs it through the device's
-  evaluation engine (``pike_harness.worker.engine``, as ``local`` and the queue workers do); this
+  evaluation engine (``pike_harness.worker.supervise.engine``, as ``local`` and the queue workers do); this
   bridge keeps at most ``inflight`` per device in flight (default: the engine's capacity), and the
   engine queues what every run sends it first come, first served;
 * retries an evaluation whose node or actor failed, on whatever device is live, under
-  the one ``RetryPolicy`` (``pike_harness.worker.retry``: at most ``max_attempts`` tries in all),
+  the one ``RetryPolicy`` (``pike_harness.worker.supervise.retry``: at most ``max_attempts`` tries in all),
   then reports it as an infrastructure error that says how many tries it spent, so the run loop
   does not try it again on top; a verdict is never retried. An evaluation stuck past its deadline
   (its stage limits plus a grace, ``liveness.HoldTimer``) is aborted by the device actor and comes
@@ -55,9 +55,9 @@ import ray
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from pike_harness.worker.channel import Channel, ChannelClosed
-from pike_harness.worker.liveness import HOLD_GRACE_S, BeatWatch
 from pike_harness.worker.records import EvalRequest
-from pike_harness.worker.retry import RetryPolicy
+from pike_harness.worker.supervise.liveness import HOLD_GRACE_S, BeatWatch
+from pike_harness.worker.supervise.retry import RetryPolicy
 from pikeh_ray.node import DEVICE_RESOURCE, DeviceActor, engine_options
 
 DISCOVER_EVERY_S = 2.0

@@ -3,7 +3,7 @@
 ``DeviceActor`` holds one whole device: a GPU (``num_gpus=1``) or, on a CPU-only cluster, one unit
 of the custom resource ``pikeh_device``. Ray's resource accounting keeps every other GPU user of the
 cluster off that GPU, and the actor judges candidates with the one evaluation ``Engine``
-(``pike_harness.worker.engine``), the object ``local`` and the queue/docker workers run: its FIFO
+(``pike_harness.worker.supervise.engine``), the object ``local`` and the queue/docker workers run: its FIFO
 device gate (one check-and-time at a time, oldest loaded candidate first), the device's trusted
 reference process, quiet timing, CPU slots for loading, the build cache, pre-started candidate
 processes and warm-up. So a candidate gets the same verdict and is timed under the same conditions
@@ -38,8 +38,8 @@ from typing import Any
 
 import ray
 
-from pike_harness.worker import sandbox
-from pike_harness.worker.liveness import HOLD_GRACE_S, HoldTimer, hold_deadline_s
+from pike_harness.worker.supervise import sandbox
+from pike_harness.worker.supervise.liveness import HOLD_GRACE_S, HoldTimer, hold_deadline_s
 
 DEVICE_RESOURCE = "pikeh_device"  # the custom resource that stands for "one whole device" without GPUs
 REAP_EVERY_S = 1.0
@@ -52,8 +52,8 @@ class DeviceActor:
 
     def __init__(self, kind: str, node_dir: str, engine_options: dict[str, Any], idle_exit_s: float,
                  devices_on_node: int = 1):
-        from pike_harness.worker.engine import Engine, EngineConfig, LocalDevices, default_cpu_slots
-        from pike_harness.worker.scheduling import QuietRegistry
+        from pike_harness.worker.supervise.engine import Engine, EngineConfig, LocalDevices, default_cpu_slots
+        from pike_harness.worker.supervise.scheduling import QuietRegistry
 
         context = ray.get_runtime_context()
         if kind == "cuda":
@@ -116,8 +116,8 @@ class DeviceActor:
 
         ``environment.ray`` of the record says where and when (wall-clock times of the engine's events).
         """
-        from pike_harness.worker.errors import InfrastructureError
         from pike_harness.worker.records import EvalRequest
+        from pike_harness.worker.supervise.errors import InfrastructureError
 
         request = replace(EvalRequest.from_json(request_json), device=self.device)
         grace = HOLD_GRACE_S if hold_grace_s is None else float(hold_grace_s)

@@ -7,11 +7,9 @@ internals move.
 
 from __future__ import annotations
 
-from pike_harness import prompting, rounds
-from pike_harness.configurable import Configurable, EmptyConfig
-from pike_harness.demo import Demo
-from pike_harness.errors import BudgetExhausted, PikehError, UserError
-from pike_harness.evaluation import (
+from pike_harness.contracts.configurable import Configurable, EmptyConfig
+from pike_harness.contracts.demo import Demo
+from pike_harness.contracts.evaluation import (
     Evaluator,
     EvaluatorError,
     EvaluatorOptions,
@@ -22,7 +20,7 @@ from pike_harness.evaluation import (
     check_protocol,
     evaluator_config,
 )
-from pike_harness.hookspecs import (
+from pike_harness.contracts.hookspecs import (
     RegisterDemo,
     RegisterEvaluator,
     RegisterLLMBackend,
@@ -31,7 +29,7 @@ from pike_harness.hookspecs import (
     RegisterSuite,
     hookimpl,
 )
-from pike_harness.journal import (
+from pike_harness.contracts.journal import (
     AttemptDone,
     Baseline,
     EvalDone,
@@ -42,7 +40,7 @@ from pike_harness.journal import (
     TaskEnd,
     scan_journal,
 )
-from pike_harness.llm import (
+from pike_harness.contracts.llm import (
     BRAINSTORM,
     FIX,
     OPTIMIZE,
@@ -63,7 +61,7 @@ from pike_harness.llm import (
     request_hash,
     sdk_errors,
 )
-from pike_harness.model import (
+from pike_harness.contracts.model import (
     CATEGORIES,
     Attempt,
     EvalRequest,
@@ -72,13 +70,15 @@ from pike_harness.model import (
     Task,
     TaskMeta,
 )
-from pike_harness.pricing import Price, PriceTable
-from pike_harness.reporting import Column, Reporter, ReportOptions, ReportSummary
-from pike_harness.rounds import Order, Sample, fix_rounds, run_round
-from pike_harness.store import JOURNAL, RUN_FILE, RunStore, find_runs, read_journal, sha256
-from pike_harness.store_db import find_baseline_sets, materialize
-from pike_harness.strategy import BudgetView, Strategy, TaskContext, require_at_least
-from pike_harness.tasks import Suite
+from pike_harness.contracts.reporting import Column, Reporter, ReportOptions, ReportSummary
+from pike_harness.contracts.strategy import BudgetView, Strategy, TaskContext, require_at_least
+from pike_harness.errors import BudgetExhausted, PikehError, UserError
+from pike_harness.host.pricing import Price, PriceTable
+from pike_harness.host.store import JOURNAL, RUN_FILE, RunStore, find_runs, read_journal, sha256
+from pike_harness.host.store_db import find_baseline_sets, materialize
+from pike_harness.host.tasks import Suite
+from pike_harness.kit import prompting, rounds
+from pike_harness.kit.rounds import Order, Sample, fix_rounds, run_round
 
 __all__ = [
     "BackendFactory",

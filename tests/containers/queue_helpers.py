@@ -77,19 +77,19 @@ def worker_env() -> dict[str, str]:
     return {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"}
 
 
-# The worker must run where only torch, triton, click (its options: worker/command.py) and the
+# The worker must run where only torch, triton, click (its options: worker/supervise/command.py) and the
 # standard library are installed: the worker processes of these tests start with the harness's other
 # dependencies made unimportable.
 NOT_ON_GPU_HOSTS = ("rich", "pluggy", "duckdb", "altair", "openai", "anthropic", "pike_harness.api",
-                    "pike_harness.cli", "pike_harness.plugins")
+                    "pike_harness.cli", "pike_harness.host.plugins")
 RUN_SERVICE = ("import runpy, sys\n"
                f"for name in {NOT_ON_GPU_HOSTS!r}:\n    sys.modules[name] = None\n"
-               "sys.argv[0] = 'pike_harness.worker.service'\n"
-               "runpy.run_module('pike_harness.worker.service', run_name='__main__', alter_sys=True)\n")
+               "sys.argv[0] = 'pike_harness.worker.supervise.service'\n"
+               "runpy.run_module('pike_harness.worker.supervise.service', run_name='__main__', alter_sys=True)\n")
 
 
 class WorkerProcess:
-    """The worker service (``python -m pike_harness.worker.service``) as a real subprocess, with fast
+    """The worker service (``python -m pike_harness.worker.supervise.service``) as a real subprocess, with fast
     heartbeats, and the harness's host-side dependencies unimportable."""
 
     def __init__(self, io_dir: Path, log_path: Path, *args: str, worker_id: str | None = None,

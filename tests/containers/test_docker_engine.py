@@ -12,7 +12,7 @@ import pytest
 from pikeh_docker.engine import Engine, HostPython
 from pikeh_docker.evaluator import plan_gpus
 
-from pike_harness.evaluation import EvaluatorError
+from pike_harness.contracts.evaluation import EvaluatorError
 
 
 def test_missing_or_unreachable_engine_is_a_clear_error(tmp_path, monkeypatch):

@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 from queue_helpers import CORRECT, INCORRECT, KILLS_WORKER, request
 
-from pike_harness.evaluation import EvaluatorError, EvaluatorOptions
+from pike_harness.contracts.evaluation import EvaluatorError, EvaluatorOptions
 
 pytestmark = pytest.mark.docker
 REPO = Path(__file__).resolve().parents[2]

@@ -23,7 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "eval"))
 
 from corpus_cases import CORPUS, load_case  # noqa: E402
 
-from pike_harness.evaluation import EvaluatorOptions  # noqa: E402
+from pike_harness.contracts.evaluation import EvaluatorOptions  # noqa: E402
 
 pytestmark = pytest.mark.slow
 

@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 from queue_helpers import CORRECT, request
 
-from pike_harness.worker import queue_channel as qc
-from pike_harness.worker.queue_client import QueueClient, QueueError
 from pike_harness.worker.records import EvalResult
+from pike_harness.worker.supervise import queue_channel as qc
+from pike_harness.worker.supervise.queue_client import QueueClient, QueueError
 
 
 def dead_pid() -> int:
@@ -77,7 +77,7 @@ def test_readers_never_see_a_partial_message(tmp_path):
 
 CLAIMER = """
 import json, sys
-from pike_harness.worker import queue_channel as qc
+from pike_harness.worker.supervise import queue_channel as qc
 qdir = qc.QueueDir(sys.argv[1])
 me = sys.argv[2]
 qdir.claim_folder(me).mkdir(exist_ok=True)
@@ -213,8 +213,8 @@ def test_a_live_workers_overdue_requests_are_given_back_counted(tmp_path):
 
 
 def test_the_death_rule_and_the_hold_timer():
-    from pike_harness.worker.liveness import BeatWatch, HoldTimer, hold_deadline_s, is_dead
     from pike_harness.worker.records import Limits
+    from pike_harness.worker.supervise.liveness import BeatWatch, HoldTimer, hold_deadline_s, is_dead
 
     now = [0.0]
     watch = BeatWatch(5, clock=lambda: now[0])

@@ -11,8 +11,8 @@ from pathlib import Path
 
 from queue_helpers import worker_env
 
-from pike_harness.store import read_journal
-from pike_harness.worker import queue_channel as qc
+from pike_harness.host.store import read_journal
+from pike_harness.worker.supervise import queue_channel as qc
 
 CORPUS = Path(__file__).resolve().parents[1] / "eval" / "corpus"
 
@@ -92,7 +92,7 @@ def test_image_build_stages_only_the_worker_and_maps_gpu_generations(cli):
     cpu = cli("worker", "image", "build", "--kind", "cpu", "--no-torch", "--base", "pikeh-base:local",
               "--tag", "t:cpu", "--dry-run")
     assert cpu.exit_code == 0, cpu.output
-    assert "src/pike_harness/worker/service.py" in cpu.output and "src/pike_harness/worker/queue_channel.py" in cpu.output
+    assert "src/pike_harness/worker/supervise/service.py" in cpu.output and "src/pike_harness/worker/supervise/queue_channel.py" in cpu.output
     assert "cli/" not in cpu.output and ".venv" not in cpu.output
     assert "build -t t:cpu -f containers/Dockerfile.cpu --build-arg BASE=pikeh-base:local --build-arg " \
            "INSTALL_TORCH=0 --network none ." in cpu.output
@@ -108,13 +108,13 @@ def test_image_build_stages_only_the_worker_and_maps_gpu_generations(cli):
 
 
 def test_the_worker_options_are_declared_once(cli):
-    """`pikeh worker` and `python -m pike_harness.worker.service` (what the images run) take their
+    """`pikeh worker` and `python -m pike_harness.worker.supervise.service` (what the images run) take their
     options from one click declaration; the service keeps no parser of its own."""
     import sys
 
-    import pike_harness.worker.service as service
+    import pike_harness.worker.supervise.service as service
     from pike_harness.cli.worker_cmd import worker
-    from pike_harness.worker.command import standalone
+    from pike_harness.worker.supervise.command import standalone
 
     def options(command) -> list[tuple[str, ...]]:
         return sorted(tuple(p.opts) for p in command.params if p.name != "help")
@@ -122,11 +122,11 @@ def test_the_worker_options_are_declared_once(cli):
     assert options(worker) == options(standalone) and ("--stale-after",) in options(worker)
     source = Path(service.__file__).read_text()
     assert "argparse" not in source and "add_argument" not in source
-    shown = subprocess.run([sys.executable, "-m", "pike_harness.worker.service", "--help"], capture_output=True,
+    shown = subprocess.run([sys.executable, "-m", "pike_harness.worker.supervise.service", "--help"], capture_output=True,
                            text=True, timeout=60, env=worker_env())
-    assert shown.returncode == 0 and "python -m pike_harness.worker.service" in shown.stdout
+    assert shown.returncode == 0 and "python -m pike_harness.worker.supervise.service" in shown.stdout
     assert all(opt in shown.stdout for (opt,) in options(worker) if opt != "--help"), shown.stdout
-    misuse = subprocess.run([sys.executable, "-m", "pike_harness.worker.service", "--key-stdin", "--key-file",
+    misuse = subprocess.run([sys.executable, "-m", "pike_harness.worker.supervise.service", "--key-stdin", "--key-file",
                              __file__, "--io-dir", "/tmp/x"], capture_output=True, text=True, timeout=60,
                             env=worker_env())
     assert misuse.returncode == 2 and "give --key-file or --key-stdin, not both" in misuse.stderr

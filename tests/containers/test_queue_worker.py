@@ -1,4 +1,4 @@
-"""Real worker processes (`python -m pike_harness.worker.service`) on the CPU, fed through the folder:
+"""Real worker processes (`python -m pike_harness.worker.supervise.service`) on the CPU, fed through the folder:
 many requests at once over two workers, a worker killed mid-request and restarted, a clean stop.
 Every result must arrive exactly once, for the request that asked for it."""
 
@@ -11,8 +11,8 @@ import time
 
 from queue_helpers import CORRECT, INCORRECT, WorkerProcess, gated, heartbeat, request, worker_env
 
-from pike_harness.worker import queue_channel as qc
-from pike_harness.worker.queue_client import QueueClient
+from pike_harness.worker.supervise import queue_channel as qc
+from pike_harness.worker.supervise.queue_client import QueueClient
 
 
 def wait_until(condition, timeout: float = 30.0, what: str = "condition") -> None:
@@ -98,7 +98,7 @@ def test_worker_killed_mid_request_and_restarted_loses_and_duplicates_nothing(tm
 
 def test_a_live_worker_id_cannot_be_taken_twice(shared_queue, tmp_path):
     io_dir, _workers = shared_queue
-    proc = subprocess.run([sys.executable, "-m", "pike_harness.worker.service", "--io-dir", str(io_dir),
+    proc = subprocess.run([sys.executable, "-m", "pike_harness.worker.supervise.service", "--io-dir", str(io_dir),
                            "--device", "cpu", "--worker-id", "shared-a"], capture_output=True, text=True,
                           env=worker_env(), timeout=120)
     assert proc.returncode == 2
@@ -151,8 +151,8 @@ def test_a_request_held_past_its_deadline_is_given_back_counted(tmp_path):
     inside the load stage's own 60 s limit: the candidate, blocked in loading, is what overruns it."""
     import threading
 
-    from pike_harness.worker.liveness import hold_deadline_s
-    from pike_harness.worker.service import ServiceConfig, WorkerService
+    from pike_harness.worker.supervise.liveness import hold_deadline_s
+    from pike_harness.worker.supervise.service import ServiceConfig, WorkerService
 
     io_dir = tmp_path / "io"
     limits = request(CORRECT).limits

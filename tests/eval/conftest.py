@@ -23,7 +23,7 @@ def cpu_evaluator(tmp_path_factory, secret_value):
     """A real local evaluator on the CPU with the `quick` protocol; a fake API key in its environment."""
     from pikeh_local import LocalEvaluator
 
-    from pike_harness.evaluation import EvaluatorOptions
+    from pike_harness.contracts.evaluation import EvaluatorOptions
 
     saved = {name: os.environ.get(name) for name in (SECRET_NAME, "OMP_NUM_THREADS")}
     os.environ[SECRET_NAME] = secret_value

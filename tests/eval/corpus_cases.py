@@ -14,8 +14,8 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pike_harness.model import Limits, Task
-from pike_harness.tasks import Suite
+from pike_harness.contracts.model import Limits, Task
+from pike_harness.host.tasks import Suite
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]

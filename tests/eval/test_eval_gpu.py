@@ -22,7 +22,7 @@ def gpu_evaluator(tmp_path_factory, secret_value):
 
     from pikeh_local import LocalEvaluator
 
-    from pike_harness.evaluation import EvaluatorOptions
+    from pike_harness.contracts.evaluation import EvaluatorOptions
 
     os.environ["PIKEH_TEST_API_KEY"] = secret_value
     workdir = tmp_path_factory.mktemp("gpu-evaluator")
@@ -85,7 +85,7 @@ def test_pike_protocol_on_gpu(tmp_path):
     every statistic, the GPU and the driver recorded."""
     from pikeh_local import LocalEvaluator
 
-    from pike_harness.evaluation import EvaluatorOptions
+    from pike_harness.contracts.evaluation import EvaluatorOptions
 
     ok = next(case for case in cases() if case.name == "ok_plain")
     with LocalEvaluator(EvaluatorOptions(device="cuda:0", protocol="pike", workdir=tmp_path)) as evaluator:

@@ -8,13 +8,13 @@ import math
 import pytest
 import torch
 
-from pike_harness.worker import sandbox
-from pike_harness.worker.compare import compare_outputs
-from pike_harness.worker.protocols import PROTOCOLS, get_protocol
+from pike_harness.worker.inside.protocols import PROTOCOLS, get_protocol
+from pike_harness.worker.inside.timing import OutputProblem, TimedLoop, output_tensors
 from pike_harness.worker.records import EvalResult, OutputCheck, RuntimeStats
-from pike_harness.worker.static_checks import scan
-from pike_harness.worker.supervisor import _cross_check
-from pike_harness.worker.timing import OutputProblem, TimedLoop, output_tensors
+from pike_harness.worker.supervise import sandbox
+from pike_harness.worker.supervise.compare import compare_outputs
+from pike_harness.worker.supervise.static_checks import scan
+from pike_harness.worker.supervise.supervisor import _cross_check
 
 # -- static checks ---------------------------------------------------------------------------------
 
@@ -234,7 +234,7 @@ def test_result_record_round_trips_through_json():
 
 def test_implausible_runtimes_are_flagged(tmp_path):
     from pike_harness.worker.records import EvalRequest
-    from pike_harness.worker.supervisor import Evaluation, WorkerSettings
+    from pike_harness.worker.supervise.supervisor import Evaluation, WorkerSettings
 
     request = EvalRequest(task="t", reference_source="", candidate_source="", device="cuda:0")
     evaluation = Evaluation(request, oracle=None, settings=WorkerSettings(workdir=tmp_path))
@@ -249,7 +249,7 @@ def test_implausible_runtimes_are_flagged(tmp_path):
 
 def test_cuda_index_maps_through_the_harness_own_visible_devices():
     """Under Slurm's CUDA_VISIBLE_DEVICES=3,5, torch's cuda:0 is GPU 3: a candidate must get 3."""
-    from pike_harness.worker.spawn import visible_devices
+    from pike_harness.worker.supervise.spawn import visible_devices
 
     slurm = {"CUDA_VISIBLE_DEVICES": "3,5"}
     assert visible_devices("cuda:0", slurm) == "3" and visible_devices("cuda:1", slurm) == "5"

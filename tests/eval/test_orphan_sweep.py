@@ -11,13 +11,13 @@ import sys
 import textwrap
 import time
 
-from pike_harness.worker import sandbox
+from pike_harness.worker.supervise import sandbox
 
 # A stand-in harness: starts a marked process in its own session, pauses it as quiet timing does,
 # reports its pid, then waits to be killed.
 HARNESS = textwrap.dedent("""
     import os, signal, subprocess, sys, time
-    from pike_harness.worker import sandbox
+    from pike_harness.worker.supervise import sandbox
     env = {**os.environ, **sandbox.marker_environment(sys.argv[1])}
     child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"], env=env,
                              start_new_session=True)
@@ -48,7 +48,7 @@ def _wait_for(predicate, timeout: float = 10.0) -> bool:
 def test_paused_candidates_of_a_killed_harness_are_swept_and_a_live_harness_is_spared(tmp_path, caplog):
     from pikeh_local import LocalEvaluator
 
-    from pike_harness.evaluation import EvaluatorOptions
+    from pike_harness.contracts.evaluation import EvaluatorOptions
 
     orphan_harness = subprocess.Popen([sys.executable, "-c", HARNESS, "orphan"], stdout=subprocess.PIPE, text=True)
     live_harness = subprocess.Popen([sys.executable, "-c", HARNESS, "live"], stdout=subprocess.PIPE, text=True)

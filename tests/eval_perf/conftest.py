@@ -13,7 +13,7 @@ def make_local(tmp_path_factory):
     every one made is closed when the module ends."""
     from pikeh_local import LocalEvaluator
 
-    from pike_harness.evaluation import EvaluatorOptions
+    from pike_harness.contracts.evaluation import EvaluatorOptions
 
     made = []
     saved = os.environ.get("OMP_NUM_THREADS")

@@ -5,8 +5,8 @@ from __future__ import annotations
 import textwrap
 from pathlib import Path
 
-from pike_harness.model import Limits, Task
-from pike_harness.tasks import Suite
+from pike_harness.contracts.model import Limits, Task
+from pike_harness.host.tasks import Suite
 
 REPO = Path(__file__).resolve().parents[2]
 SMOKE = Suite.from_dir(REPO / "tasks" / "smoke", origin="tests")

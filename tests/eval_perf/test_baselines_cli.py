@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from pike_harness.store_db import baseline_set_rows
+from pike_harness.host.store_db import baseline_set_rows
 
 
 def _lines(folder: Path) -> list[dict]:
@@ -79,8 +79,8 @@ def test_precompile_goes_through_the_evaluator_interface():
     from rich.console import Console
 
     from pike_harness.cli.baselines_cmd import _precompile
-    from pike_harness.evaluation import Evaluator
-    from pike_harness.tasks import Suite
+    from pike_harness.contracts.evaluation import Evaluator
+    from pike_harness.host.tasks import Suite
 
     class Asked(Evaluator):
         name = "asked"

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from pike_harness.worker.buildcache import BuildCache, cache_key, canonical_spec
+from pike_harness.worker.supervise.buildcache import BuildCache, cache_key, canonical_spec
 
 # A library that needs neither torch's headers nor nvcc: the builder's real path in about a second.
 SOURCE = 'extern "C" int pikeh_answer() { return %d; }'

@@ -11,9 +11,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from perf_helpers import PLAIN, request  # noqa: E402
 
-from pike_harness.worker.engine import Engine, EngineConfig, EngineError, LocalDevices  # noqa: E402
-from pike_harness.worker.errors import InfrastructureError  # noqa: E402
-from pike_harness.worker.scheduling import QuietRegistry  # noqa: E402
+from pike_harness.worker.supervise.engine import Engine, EngineConfig, EngineError, LocalDevices  # noqa: E402
+from pike_harness.worker.supervise.errors import InfrastructureError  # noqa: E402
+from pike_harness.worker.supervise.scheduling import QuietRegistry  # noqa: E402
 
 
 class CountingDevices:

@@ -18,7 +18,7 @@ GPU_CORPUS = Path(__file__).resolve().parents[1] / "eval" / "corpus_gpu"
 def gpu_local(tmp_path_factory):
     from pikeh_local import LocalEvaluator
 
-    from pike_harness.evaluation import EvaluatorOptions
+    from pike_harness.contracts.evaluation import EvaluatorOptions
 
     root = tmp_path_factory.mktemp("gpu-local")
     evaluator = LocalEvaluator(EvaluatorOptions(device="cuda:0", protocol="quick", workdir=root / "work",

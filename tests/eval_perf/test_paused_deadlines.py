@@ -11,7 +11,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from perf_helpers import PLAIN, smoke  # noqa: E402
 
-from pike_harness.model import Limits  # noqa: E402
+from pike_harness.contracts.model import Limits  # noqa: E402
 
 PAUSE_S = 7.0
 COMPILE_LIMIT_S = 6.0  # shorter than the pause: only a deadline that excludes the pause can be met

@@ -17,7 +17,7 @@ from perf_helpers import candidate, request
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "eval"))
 from corpus_cases import sandbox_leftovers  # noqa: E402
 
-from pike_harness.worker.buildcache import jit_cache_key
+from pike_harness.worker.supervise.buildcache import jit_cache_key
 
 SLOW_FORWARD = "import time; time.sleep(0.5)"
 
@@ -150,7 +150,7 @@ def test_load_inline_through_the_evaluator_is_built_once(make_local):
 
 
 def test_an_aborted_evaluation_ends_at_once_and_leaves_no_process(make_local):
-    from pike_harness.evaluation import EvaluatorError
+    from pike_harness.contracts.evaluation import EvaluatorError
 
     evaluator = make_local(jobs=1, prestart=1)
     stuck = evaluator.submit(request(candidate(prelude="import time\ntime.sleep(60)\n")))

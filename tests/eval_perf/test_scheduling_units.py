@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from pike_harness.worker.scheduling import DeviceGate, FifoSlots, QuietRegistry, cpu_partition
+from pike_harness.worker.supervise.scheduling import DeviceGate, FifoSlots, QuietRegistry, cpu_partition
 
 
 def test_fifo_slots_grant_in_ticket_order():

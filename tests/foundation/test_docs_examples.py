@@ -112,7 +112,7 @@ def test_the_run_toml_example_is_a_valid_run_configuration(tmp_path):
     from pike_harness.cli import App
     from pike_harness.cli.evaluator_options import pop_evaluator_values
     from pike_harness.cli.run_cmd import merged_options, run
-    from pike_harness.run_config import RunConfig
+    from pike_harness.host.run_config import RunConfig
 
     body = next(body for _, body in _tomls() if body.startswith("# run.toml"))
     (tmp_path / "run.toml").write_text(body)

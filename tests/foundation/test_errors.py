@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
+from pike_harness.contracts.evaluation import EvaluatorError
+from pike_harness.contracts.llm import LLMError
 from pike_harness.errors import BudgetExhausted, PikehError, UserError
-from pike_harness.evaluation import EvaluatorError
-from pike_harness.llm import LLMError
 
 SRC = Path(__file__).resolve().parents[2] / "src" / "pike_harness"
 
@@ -38,7 +38,7 @@ def test_errors_form_one_hierarchy_without_click():
         assert issubclass(cls, PikehError)
     assert UserError("bad input").message == "bad input"
     # Importing the host's errors and plugin host must not load click (a library user need not have it).
-    code = ("import sys, pike_harness.errors, pike_harness.plugins, pike_harness.pricing, pike_harness.tasks; "
+    code = ("import sys, pike_harness.errors, pike_harness.host.plugins, pike_harness.host.pricing, pike_harness.host.tasks; "
             "print('click' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "False"

@@ -8,10 +8,10 @@ import typing
 
 import pytest
 
-from pike_harness import hookspecs
 from pike_harness.api import Demo, EvaluatorSpec, ProviderPrices, Reporter, Strategy, Suite
-from pike_harness.hookspecs import hookimpl
-from pike_harness.plugins import KINDS, PluginHost
+from pike_harness.contracts import hookspecs
+from pike_harness.contracts.hookspecs import hookimpl
+from pike_harness.host.plugins import KINDS, PluginHost
 
 REGISTER_HOOKS = [name for name in dir(hookspecs) if name.startswith("register_") and name != "register_commands"]
 
@@ -20,7 +20,7 @@ REGISTER_HOOKS = [name for name in dir(hookspecs) if name.startswith("register_"
 def test_every_register_hook_takes_its_own_typed_register(hook):
     namespace = {**vars(hookspecs), "Demo": Demo, "EvaluatorSpec": EvaluatorSpec, "Reporter": Reporter,
                  "Strategy": Strategy, "Suite": Suite, "ProviderPrices": ProviderPrices}
-    from pike_harness.llm import BackendFactory
+    from pike_harness.contracts.llm import BackendFactory
 
     namespace["BackendFactory"] = BackendFactory
     contract = typing.get_type_hints(getattr(hookspecs, hook), globalns=namespace)["register"]

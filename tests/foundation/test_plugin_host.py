@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import json
 
-from pike_harness.plugins import PluginHost
-from pike_harness.strategy import Strategy
+from pike_harness.contracts.strategy import Strategy
+from pike_harness.host.plugins import PluginHost
 
 
 def _strategy(name: str, tag: str) -> type[Strategy]:
@@ -22,7 +22,7 @@ def _plugin(*strategies):
     """A plugin object as a third party would write it: a namespace with a hookimpl."""
     import types
 
-    from pike_harness.hookspecs import hookimpl
+    from pike_harness.contracts.hookspecs import hookimpl
 
     @hookimpl
     def register_strategies(register):
@@ -52,7 +52,7 @@ def test_third_party_replaces_builtin_and_later_name_wins():
 def test_a_plugin_that_raises_while_registering_is_reported_not_fatal(capsys):
     import types
 
-    from pike_harness.hookspecs import hookimpl
+    from pike_harness.contracts.hookspecs import hookimpl
 
     @hookimpl
     def register_strategies(register):

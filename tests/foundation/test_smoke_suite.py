@@ -7,8 +7,8 @@ import time
 import pytest
 import torch
 
-from pike_harness.plugins import PluginHost
-from pike_harness.worker.loading import build_model, init_inputs, load_source, make_inputs, model_class
+from pike_harness.host.plugins import PluginHost
+from pike_harness.worker.inside.loading import build_model, init_inputs, load_source, make_inputs, model_class
 
 
 def _smoke_tasks():

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from pike_harness.errors import UserError
-from pike_harness.tasks import parse_id_list
+from pike_harness.host.tasks import parse_id_list
 
 GOOD_TASK = """\
 import torch
@@ -130,9 +130,9 @@ def test_ranges_take_existing_ids_but_single_ids_must_exist(cli):
 def test_precision_rule_is_pikes_by_default_and_a_suite_or_run_option(cli, tmp_path):
     """level3-pike judges precision by its tolerance only (PIKE's rule); a suite may state its precision,
     and `pikeh run --precision-rule stated` does it for one run."""
-    from pike_harness.launch import with_precision_rule
-    from pike_harness.prompting import problem_statement
-    from pike_harness.tasks import Suite
+    from pike_harness.host.launch import with_precision_rule
+    from pike_harness.host.tasks import Suite
+    from pike_harness.kit.prompting import problem_statement
 
     listed = {t["ref"]: t for t in json.loads(cli("tasks", "list", "--json").output)}
     assert {listed[ref]["precision_rule"] for ref in listed if ref.split("/")[0] in ("level3-pike", "smoke")} \

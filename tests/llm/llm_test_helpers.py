@@ -6,9 +6,9 @@ import pikeh_anthropic
 import pikeh_offline
 import pikeh_openai
 
-from pike_harness.llm import BackendOptions, GenerationParams, LLMRequest, LLMResponse
-from pike_harness.llm_client import LLMClient, RetryPolicy
-from pike_harness.plugins import PluginHost
+from pike_harness.contracts.llm import BackendOptions, GenerationParams, LLMRequest, LLMResponse
+from pike_harness.host.llm_client import LLMClient, RetryPolicy
+from pike_harness.host.plugins import PluginHost
 from pike_harness.testing.llm_server import FakeLLMServer
 
 FAST = RetryPolicy(max_retries=3, base_delay_s=0.01, max_delay_s=0.05)

@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 from llm_test_helpers import FAST, MODELS, ask, client_for, host
 
+from pike_harness.contracts.llm import BackendOptions, LLMError, LLMRequest
 from pike_harness.errors import UserError
-from pike_harness.llm import BackendOptions, LLMError, LLMRequest
-from pike_harness.llm_client import LLMClient, RetryPolicy
+from pike_harness.host.llm_client import LLMClient, RetryPolicy
 from pike_harness.testing.llm_server import FakeLLMServer, FakeReply
 
 APIS = ("openai", "anthropic")
@@ -277,8 +277,8 @@ def test_concurrency_is_limited_per_client(llm_server: FakeLLMServer, keys: dict
 
 def test_fake_server_can_answer_like_mutate(llm_server: FakeLLMServer, keys: dict[str, str]):
     """What whole-run tests use: real programs through a real SDK (the role is read from the prompt)."""
-    from pike_harness import prompting
-    from pike_harness.tasks import Suite
+    from pike_harness.host.tasks import Suite
+    from pike_harness.kit import prompting
     from pike_harness.testing.llm_server import mutate_reply
 
     task = Suite.from_dir(REPO / "tasks" / "smoke", origin="test").task(4)
@@ -325,7 +325,7 @@ def test_gemini_gets_pikes_top_p_and_top_k(llm_server: FakeLLMServer, keys, monk
 
 def test_the_run_seed_reaches_requests_per_query_where_the_service_takes_one(llm_server: FakeLLMServer, keys,
                                                                             monkeypatch):
-    from pike_harness.llm_client import query_seed
+    from pike_harness.host.llm_client import query_seed
 
     monkeypatch.setenv("GEMINI_API_KEY", "AIzaFAKEFAKEFAKEFAKEFAKEFAKE")
     messages = [{"role": "user", "content": "Write a fast kernel."}]

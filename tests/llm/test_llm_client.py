@@ -10,9 +10,16 @@ from pathlib import Path
 import pytest
 from llm_test_helpers import FAST, ask, client_for, host
 
+from pike_harness.contracts.llm import (
+    GenerationParams,
+    LLMRequest,
+    LLMResponse,
+    Usage,
+    parse_model_spec,
+    request_hash,
+)
 from pike_harness.errors import UserError
-from pike_harness.llm import GenerationParams, LLMRequest, LLMResponse, Usage, parse_model_spec, request_hash
-from pike_harness.llm_client import LLMClient, RetryPolicy
+from pike_harness.host.llm_client import LLMClient, RetryPolicy
 from pike_harness.testing.llm_server import FakeLLMServer, FakeReply
 
 MESSAGES = [{"role": "user", "content": "optimize this"}]

@@ -18,11 +18,17 @@ from pikeh_offline.catalogue import Features
 from pikeh_offline.mutate import NOT_AN_LLM, MutateBackend
 from pikeh_offline.prompt import parse_prompt
 
-from pike_harness import prompting
-from pike_harness.llm import FIX, OPTIMIZE, BackendOptions, GenerationParams, LLMRequest
-from pike_harness.model import Task
-from pike_harness.tasks import Suite
-from pike_harness.worker.loading import build_model, init_inputs, load_source, make_inputs, module_name_for
+from pike_harness.contracts.llm import FIX, OPTIMIZE, BackendOptions, GenerationParams, LLMRequest
+from pike_harness.contracts.model import Task
+from pike_harness.host.tasks import Suite
+from pike_harness.kit import prompting
+from pike_harness.worker.inside.loading import (
+    build_model,
+    init_inputs,
+    load_source,
+    make_inputs,
+    module_name_for,
+)
 from pike_harness.worker.records import EvalResult
 
 REPO = Path(__file__).resolve().parents[2]

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
+from pike_harness.contracts.llm import Usage
 from pike_harness.errors import UserError
-from pike_harness.llm import Usage
-from pike_harness.pricing import PriceTable, lookup_keys
+from pike_harness.host.pricing import PriceTable, lookup_keys
 
 NO_USER = {"HOME": "/nonexistent-home", "XDG_CONFIG_HOME": "/nonexistent-config"}
 

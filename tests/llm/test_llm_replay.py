@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 from llm_test_helpers import FAST, host
 
+from pike_harness.contracts.llm import BackendOptions, GenerationParams, LLMError, LLMRequest
 from pike_harness.errors import UserError
-from pike_harness.llm import BackendOptions, GenerationParams, LLMError, LLMRequest
-from pike_harness.llm_client import LLMClient
+from pike_harness.host.llm_client import LLMClient
 from pike_harness.testing.llm_server import FakeLLMServer, FakeReply
 
 TASK = "smoke/1"

@@ -7,10 +7,10 @@ import types
 from pathlib import Path
 
 from pike_harness.api import ProviderPrices, hookimpl
-from pike_harness.llm import Usage
-from pike_harness.llm_client import LLMClient
-from pike_harness.plugins import PluginHost
-from pike_harness.pricing import PriceTable
+from pike_harness.contracts.llm import Usage
+from pike_harness.host.llm_client import LLMClient
+from pike_harness.host.plugins import PluginHost
+from pike_harness.host.pricing import PriceTable
 
 NO_USER = {"HOME": "/nonexistent-home", "XDG_CONFIG_HOME": "/nonexistent-config"}
 PRICING = Path(__file__).resolve().parents[2] / "src" / "pike_harness" / "pricing.py"

@@ -13,7 +13,7 @@ import re
 import threading
 from collections.abc import Callable, Collection
 
-from pike_harness import prompting
+from pike_harness.kit import prompting
 from pike_harness.testing.llm_server import FakeReply, ReceivedRequest
 
 TAG = re.compile(r"# variant: (\S+) work=(\d+)")

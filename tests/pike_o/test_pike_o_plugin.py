@@ -5,7 +5,7 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-from pike_harness.plugins import PluginHost
+from pike_harness.host.plugins import PluginHost
 
 PLUGIN = Path(__file__).resolve().parents[2] / "plugins" / "pikeh_pike_o"
 

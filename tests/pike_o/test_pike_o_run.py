@@ -21,8 +21,8 @@ from pike_o_model import FakeCoder, serial_of, tag_of
 from pikeh_pike_o import PikeOConfig
 from pikeh_pike_o.prompts import crossover_sections, format_fitness, is_crossover
 
-from pike_harness import prompting
-from pike_harness.store import read_journal
+from pike_harness.host.store import read_journal
+from pike_harness.kit import prompting
 from pike_harness.testing.llm_server import FakeLLMServer
 
 KEY_ENV = {"OPENAI_API_KEY": "sk-test-pike-o-0123456789"}

@@ -11,8 +11,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from pike_harness.model import EvalRequest, Limits
-from pike_harness.tasks import Suite
+from pike_harness.contracts.model import EvalRequest, Limits
+from pike_harness.host.tasks import Suite
 
 if TYPE_CHECKING:
     from ray_cluster import LoopbackCluster
@@ -111,7 +111,7 @@ def ray_evaluator(cluster: LoopbackCluster, workdir: Path, devices: int, **extra
     """A RayEvaluator on ``cluster`` (device cpu, quick protocol), once ``devices`` devices are ready."""
     from pikeh_ray.evaluator import RayEvaluator
 
-    from pike_harness.evaluation import EvaluatorOptions
+    from pike_harness.contracts.evaluation import EvaluatorOptions
 
     options = {"ray_address": cluster.address, "ray_node_dir": str(cluster.root / "nodes"),
                "ray_build_cache": "off", **extra}

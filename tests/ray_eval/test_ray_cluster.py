@@ -14,7 +14,7 @@ from itertools import combinations
 import pytest
 from ray_cases import NO_RAY, case, ray_evaluator, ray_missing
 
-from pike_harness.model import EvalResult
+from pike_harness.contracts.model import EvalResult
 
 pytestmark = pytest.mark.skipif(ray_missing(), reason=NO_RAY)
 

@@ -10,7 +10,7 @@ import time
 import pytest
 from ray_cases import NO_RAY, case, leftovers, ray_evaluator, ray_missing, wait_until
 
-from pike_harness.evaluation import EvaluatorError
+from pike_harness.contracts.evaluation import EvaluatorError
 
 pytestmark = pytest.mark.skipif(ray_missing(), reason=NO_RAY)
 
@@ -109,7 +109,7 @@ def test_run_stops_when_the_cluster_goes_and_resumes_when_it_is_back(make_cluste
     import subprocess
     import sys
 
-    from pike_harness.store import read_journal
+    from pike_harness.host.store import read_journal
 
     cluster = make_cluster(head_cpus=2)
     out = tmp_path / "runs"
@@ -161,8 +161,8 @@ def test_an_evaluation_stuck_past_its_deadline_is_retried_then_failed(make_clust
     actor's engine aborts it (its process is killed)."""
     import dataclasses
 
-    from pike_harness.evaluation import RetryPolicy
-    from pike_harness.worker.liveness import hold_deadline_s
+    from pike_harness.contracts.evaluation import RetryPolicy
+    from pike_harness.worker.supervise.liveness import hold_deadline_s
 
     gate = tmp_path / "gate"
     gate.touch()

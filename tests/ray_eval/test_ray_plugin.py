@@ -24,9 +24,9 @@ WITHOUT_RAY = textwrap.dedent("""
 
 def test_core_and_plugin_modules_never_import_ray():
     script = WITHOUT_RAY + textwrap.dedent("""
-        import pike_harness.api, pike_harness.cli, pike_harness.run, pike_harness.worker.supervisor
+        import pike_harness.api, pike_harness.cli, pike_harness.host.run, pike_harness.worker.supervise.supervisor
         import pikeh_ray, pikeh_ray.evaluator
-        from pike_harness.plugins import PluginHost
+        from pike_harness.host.plugins import PluginHost
 
         spec = PluginHost().get("evaluators", "ray")
         assert spec.name == "ray" and "ray" not in sys.modules
@@ -62,7 +62,7 @@ def test_ray_options_are_on_eval_and_run_when_ray_is_chosen(cli):
 
 
 def test_a_gpu_index_is_refused_with_the_reason(tmp_path):
-    from pike_harness.evaluation import EvaluatorError, EvaluatorOptions
+    from pike_harness.contracts.evaluation import EvaluatorError, EvaluatorOptions
 
     try:
         from pikeh_ray.evaluator import RayEvaluator, ray_available

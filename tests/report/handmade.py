@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pike_harness.store import RunStore, sha256
+from pike_harness.host.store import RunStore, sha256
 
 SUITE = "hand"
 LLM = "google:gemini-2.5-pro"  # $1.25 / M prompt tokens, $10 / M output tokens (shipped price table)

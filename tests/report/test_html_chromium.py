@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from pikeh_duckdb.reporter import build_report
 
-from pike_harness.reporting import ReportOptions
+from pike_harness.contracts.reporting import ReportOptions
 
 from .handmade import scenario_a, write_baseline_set
 from .pngread import count_near

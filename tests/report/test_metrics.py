@@ -24,9 +24,9 @@ import pytest
 from pikeh_duckdb.metrics import MetricParams, create_metrics, rows
 from pikeh_duckdb.reporter import price_rows
 
-from pike_harness.llm import Usage
-from pike_harness.pricing import PriceTable
-from pike_harness.store_db import materialize
+from pike_harness.contracts.llm import Usage
+from pike_harness.host.pricing import PriceTable
+from pike_harness.host.store_db import materialize
 
 from .handmade import HandRun, scenario_a, write_baseline_set
 
@@ -122,7 +122,7 @@ def test_money_marker_and_price_as(con_a, run_a):
 
 
 def test_sql_costs_match_the_price_table(tmp_path):
-    """The SQL costing (tiers, cached tokens) agrees with pike_harness.pricing call by call."""
+    """The SQL costing (tiers, cached tokens) agrees with pike_harness.host.pricing call by call."""
     cases = [("google", "gemini-2.5-pro", 250_000, 10_000, None),  # long-context tier: $2.50 / $15
              ("google", "gemini-2.5-pro", 1_000, 500, None),
              ("openai", "gpt-5", 100_000, 20_000, 60_000),  # cached prompt tokens at $0.125

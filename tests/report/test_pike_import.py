@@ -26,7 +26,7 @@ from pikeh_duckdb.metrics import MetricParams, create_metrics, rows
 from pikeh_duckdb.pike_import import baseline_mode, verdict
 from pikeh_duckdb.reporter import price_rows
 
-from pike_harness.store_db import materialize
+from pike_harness.host.store_db import materialize
 
 USAGE = {"usage_metadata": {"prompt_token_count": 40_000, "candidates_token_count": 8_000,
                             "thoughts_token_count": 2_000, "total_token_count": 50_000}}

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from pike_harness.api import Column, Reporter, ReportSummary, hookimpl
-from pike_harness.reporting import format_value, shown_columns
+from pike_harness.contracts.reporting import format_value, shown_columns
 from pike_harness.testing import invoke
 
 REPORT_CMD = Path(__file__).resolve().parents[2] / "src" / "pike_harness" / "cli" / "report_cmd.py"

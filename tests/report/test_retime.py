@@ -73,7 +73,7 @@ class TwoGpuEvaluator:
         self.obeys, self.turn, self.devices = obeys, 0, []
 
     def evaluate(self, request):
-        from pike_harness.model import EvalResult
+        from pike_harness.contracts.model import EvalResult
 
         if self.obeys and request.device.startswith("cuda:"):  # the default (cpu) names none of its GPUs
             device = request.device
@@ -87,7 +87,7 @@ class TwoGpuEvaluator:
 def test_both_sides_of_every_pair_run_on_one_device():
     from pikeh_duckdb.retime import Finalist, retime
 
-    from pike_harness.tasks import Suite
+    from pike_harness.host.tasks import Suite
 
     task = Suite.from_dir(Path(__file__).resolve().parents[2] / "tasks" / "smoke", origin="tests").task(5)
     item = Finalist("r", "smoke/5", "q1", GELU, "sha")

@@ -12,7 +12,7 @@ from pathlib import Path
 import duckdb
 
 from pike_harness.api import Demo, Strategy, hookimpl, prompting
-from pike_harness.plugins import PluginHost
+from pike_harness.host.plugins import PluginHost
 from pike_harness.testing import fake_evaluator_plugin, invoke
 
 

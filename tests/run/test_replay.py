@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from pike_harness.store import Replay, read_journal
+from pike_harness.host.store import Replay, read_journal
 
 
 def _start(key):

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from pike_harness.cli import App
-from pike_harness.run_config import RunConfig
+from pike_harness.host.run_config import RunConfig
 
 
 def _parse(tmp_path: Path, toml: str, *args: str) -> RunConfig:
@@ -104,7 +104,7 @@ def test_a_command_that_leaves_options_out_gets_the_same_defaults_as_pikeh_run(t
 def test_demo_fresh_deletes_only_its_own_run_and_report(tmp_path, cli, monkeypatch):
     """--fresh starts over: the demo's run and report go before the run starts (the run itself is cut
     short here: it is the same launch_run every other test drives)."""
-    import pike_harness.launch
+    import pike_harness.host.launch
 
     out = tmp_path / "d"
     for folder in (out / "runs" / "demo", out / "report", out / "runs" / "mine"):
@@ -117,7 +117,7 @@ def test_demo_fresh_deletes_only_its_own_run_and_report(tmp_path, cli, monkeypat
 
     from pike_harness.errors import UserError
 
-    monkeypatch.setattr(pike_harness.launch, "launch_run", stop_here)
+    monkeypatch.setattr(pike_harness.host.launch, "launch_run", stop_here)
     result = cli("demo", "--output-dir", str(out), "--fresh", "--device", "cpu")
     assert "stopped by the test" in result.output, result.output
     assert (out / "runs" / "mine" / "keep.txt").exists()

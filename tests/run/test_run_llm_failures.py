@@ -8,7 +8,7 @@ import subprocess
 from scripted_programs import ScriptedModel
 from test_run_pike_b import WORKS, env, journal, pikeh_cmd
 
-from pike_harness import prompting
+from pike_harness.kit import prompting
 from pike_harness.testing.llm_server import FakeLLMServer, FakeReply
 
 

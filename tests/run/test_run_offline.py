@@ -6,7 +6,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from pike_harness.store import read_journal
+from pike_harness.host.store import read_journal
 
 # Phase 0 and its fix rounds only: prompts do not depend on timings, so a replay asks the same questions.
 COMMON = ["--strategy", "pike-b", "--suite", "smoke", "--tasks", "4", "--query-budget", "10", "--num-branches", "3",

@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 from scripted_programs import TAG, ScriptedModel, program, quoted_tag, serial_of
 
-from pike_harness import prompting
-from pike_harness.store import read_journal
+from pike_harness.host.store import read_journal
+from pike_harness.kit import prompting
 from pike_harness.testing.llm_server import FakeLLMServer
 
 # Phase-0 idea k sleeps this many ms per call; None is a broken program (a syntax error) to be fixed.

@@ -15,13 +15,13 @@ from typing import Any
 import pytest
 
 from pike_harness.cli import App
+from pike_harness.contracts.evaluation import Evaluator, EvaluatorError
+from pike_harness.contracts.journal import read_journal
+from pike_harness.contracts.strategy import Strategy
 from pike_harness.errors import UserError
-from pike_harness.evaluation import Evaluator, EvaluatorError
-from pike_harness.journal import read_journal
-from pike_harness.run import Runner
-from pike_harness.run_config import RunConfig
-from pike_harness.store import RunStore
-from pike_harness.strategy import Strategy
+from pike_harness.host.run import Runner
+from pike_harness.host.run_config import RunConfig
+from pike_harness.host.store import RunStore
 
 
 class HangingEvaluator(Evaluator):

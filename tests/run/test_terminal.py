@@ -12,7 +12,7 @@ from pathlib import Path
 
 from rich.console import Console
 
-from pike_harness.progress import RunProgress, queries_text
+from pike_harness.host.progress import RunProgress, queries_text
 
 CANDIDATE = '''import torch
 import torch.nn as nn

@@ -423,7 +423,7 @@ def test_curves_number_each_samples_fixes_right_after_it(tmp_path):
     the budget cut keeps the same attempts whichever order is used."""
     import json
 
-    from pike_harness.store_db import curve_positions
+    from pike_harness.host.store_db import curve_positions
 
     outcomes = {"p000/s00": failure(), "p000/s02": failure(), "p000/s00/fix1": failure()}
     ctx = run(tmp_path, limit=16, outcomes=outcomes, default_outcome=all_correct,

@@ -1,4 +1,4 @@
-"""The shared prompts and reply parsers (pike_harness.prompting)."""
+"""The shared prompts and reply parsers (pike_harness.kit.prompting)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from pike_harness.api import EvalResult, TaskMeta, prompting
-from pike_harness.model import OutputCheck
+from pike_harness.contracts.model import OutputCheck
 from pike_harness.testing.context import REFERENCE_SOURCE, failure, make_task
 
 # -- code extraction ------------------------------------------------------------------------------

@@ -8,7 +8,7 @@ import re
 from pathlib import Path
 
 from pike_harness.api import prompting
-from pike_harness.plugins import PluginHost
+from pike_harness.host.plugins import PluginHost
 from pike_harness.testing.context import ScriptedContext, correct, failure, make_task
 
 REPO = Path(__file__).resolve().parents[2]

@@ -243,7 +243,13 @@ def test_level3_classification_nets_ignore_their_input(cli):
 @pytest.mark.slow
 @pytest.mark.parametrize("task_id", sorted(OUTPUT_IS_CLASSIFIER_BIAS))
 def test_returning_the_classifier_bias_passes(task_id):
-    from pike_harness.worker.loading import build_model, init_inputs, load_source, make_inputs, model_class
+    from pike_harness.worker.inside.loading import (
+        build_model,
+        init_inputs,
+        load_source,
+        make_inputs,
+        model_class,
+    )
 
     path = next((Path(__file__).resolve().parents[2] / "tasks" / "level3-pike").glob(f"{task_id}_*.py"))
     module = load_source(path.read_text(encoding="utf-8"), f"bias_check_{task_id}")

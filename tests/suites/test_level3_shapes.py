@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from pike_harness.worker.loading import load_source
+from pike_harness.worker.inside.loading import load_source
 
 REPO = Path(__file__).resolve().parents[2]
 SUITE_DIR = REPO / "tasks" / "level3-pike"
@@ -118,7 +118,7 @@ def test_inputs_are_plain_cpu_randn(task_id):
 
 
 def test_suite_metadata_records_the_same_expectations_and_the_quirks():
-    from pike_harness.tasks import Suite
+    from pike_harness.host.tasks import Suite
 
     suite = Suite.from_dir(SUITE_DIR, origin="test")
     tasks = {t.id: t for t in suite.tasks()}
@@ -133,15 +133,15 @@ def test_suite_metadata_records_the_same_expectations_and_the_quirks():
         assert meta.extra["eager_ms_h100"] > 0
         assert bool(meta.quirks) == (task_id in TASKS_WITH_QUIRKS), task_id
     assert "near_zero" in tasks[20].meta.extra["audit_known"]
-    from pike_harness.audit_report import FINDING_CODES
+    from pike_harness.host.audit_report import FINDING_CODES
 
     for task in tasks.values():
         assert set(task.meta.extra.get("audit_known", ())) <= set(FINDING_CODES), task.ref
 
 
 def test_check_task_agrees_with_the_facts():
-    from pike_harness.audit import check_task
-    from pike_harness.tasks import Suite
+    from pike_harness.host.audit import check_task
+    from pike_harness.host.tasks import Suite
 
     for task in Suite.from_dir(SUITE_DIR, origin="test").tasks():
         _, init_args, input_shapes, output_shape, _, exact = FACTS[task.id]

@@ -17,8 +17,8 @@ import click
 
 from pike_harness import __version__
 from pike_harness.errors import UserError
-from pike_harness.plugins import PluginHost
-from pike_harness.tasks import TaskCatalog
+from pike_harness.host.plugins import PluginHost
+from pike_harness.host.tasks import TaskCatalog
 
 
 class LazyGroup(click.Group):

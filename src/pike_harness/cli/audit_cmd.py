@@ -1,7 +1,7 @@
 """``pikeh tasks check`` and ``pikeh tasks audit``: is each task built as recorded, and can its check be trusted?
 
-Thin on purpose: the measuring is in ``pike_harness.audit`` and the rendering in
-``pike_harness.audit_report``; both are imported inside the commands, so ``pikeh tasks --help``
+Thin on purpose: the measuring is in ``pike_harness.host.audit`` and the rendering in
+``pike_harness.host.audit_report``; both are imported inside the commands, so ``pikeh tasks --help``
 never imports torch.
 """
 
@@ -16,8 +16,8 @@ import click
 from rich.console import Console
 
 from pike_harness.cli import get_app
+from pike_harness.contracts.model import Task
 from pike_harness.errors import UserError
-from pike_harness.model import Task
 
 FORMATS = ("table", "json", "markdown")
 
@@ -45,8 +45,8 @@ def check(suite: str | None, tasks_spec: str | None, as_json: bool) -> None:
     """
     from dataclasses import asdict
 
-    from pike_harness.audit import check_task
-    from pike_harness.audit_report import render_check_table
+    from pike_harness.host.audit import check_task
+    from pike_harness.host.audit_report import render_check_table
 
     tasks = select_tasks(suite, tasks_spec)
     results = [check_task(task) for task in tasks]
@@ -135,7 +135,7 @@ def _run(suite: str | None, tasks_spec: str | None, device: str | None, warmup: 
          time_budget: float) -> Any:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from pike_harness.audit import AuditOptions, resolve_device, run_audit
+    from pike_harness.host.audit import AuditOptions, resolve_device, run_audit
 
     tasks = select_tasks(suite, tasks_spec)
     options = AuditOptions(device=resolve_device(device), warmup=warmup, reps=reps, time_budget_s=time_budget)
@@ -162,7 +162,7 @@ def _run(suite: str | None, tasks_spec: str | None, device: str | None, warmup: 
 
 
 def _read_report(path: Path) -> Any:
-    from pike_harness.audit_report import AuditReport
+    from pike_harness.host.audit_report import AuditReport
 
     try:
         return AuditReport.from_dict(json.loads(path.read_text(encoding="utf-8")))
@@ -172,7 +172,7 @@ def _read_report(path: Path) -> Any:
 
 
 def _emit(report: Any, fmt: str, output: Path | None, title: str | None) -> None:
-    from pike_harness.audit_report import render_audit_markdown, render_audit_table
+    from pike_harness.host.audit_report import render_audit_markdown, render_audit_table
 
     if fmt == "json":
         text = json.dumps(report.to_dict(), indent=2) + "\n"

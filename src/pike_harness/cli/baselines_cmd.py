@@ -33,12 +33,12 @@ from pike_harness.cli.evaluator_options import (
     evaluator_options,
     pop_evaluator_values,
 )
+from pike_harness.contracts.evaluation import Evaluator, EvaluatorError
+from pike_harness.contracts.journal import Baseline
+from pike_harness.contracts.model import Task
 from pike_harness.errors import UserError
-from pike_harness.evaluation import Evaluator, EvaluatorError
-from pike_harness.journal import Baseline
-from pike_harness.model import Task
-from pike_harness.store import now, read_journal
-from pike_harness.store_db import BASELINES_FILE
+from pike_harness.host.store import now, read_journal
+from pike_harness.host.store_db import BASELINES_FILE
 
 META_FILE = "meta.json"
 DEFAULT_MODES = "eager,compile"
@@ -73,7 +73,7 @@ def baselines(suite: str, tasks_spec: str | None, modes: str, output_dir: Path, 
     """
     from rich.console import Console
 
-    from pike_harness.worker.baseline_modes import MODES
+    from pike_harness.worker.inside.baseline_modes import MODES
 
     started = time.monotonic()
     values = pop_evaluator_values(kwargs)
@@ -121,7 +121,7 @@ def _device_kind(evaluator: Evaluator, device: str) -> str:
 
 
 def _available_modes(wanted: list[str], device_kind: str, console: Any) -> list[str]:
-    from pike_harness.worker.baseline_modes import unavailable
+    from pike_harness.worker.inside.baseline_modes import unavailable
 
     kept = []
     for mode in wanted:
@@ -217,7 +217,7 @@ def _progress(console: Any):
 
 
 def _precompile(evaluator: Evaluator, todo: list[tuple[Task, str]], jobs: int | None, console: Any) -> None:
-    from pike_harness.worker.baseline_modes import JIT_MODES
+    from pike_harness.worker.inside.baseline_modes import JIT_MODES
 
     jit = [(task, mode) for task, mode in todo if mode in JIT_MODES]
     if not jit:

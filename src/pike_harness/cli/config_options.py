@@ -1,7 +1,7 @@
 """Click options from a plugin's ``Config`` dataclass: one option per field.
 
 Strategies, evaluators and reporters declare their options the same way (a dataclass, help text in
-the field's metadata; see ``pike_harness.configurable``), and every command that attaches them builds
+the field's metadata; see ``pike_harness.contracts.configurable``), and every command that attaches them builds
 the options here. Field types may be bool, int, float or str, each optionally ``| None`` (None: "the
 plugin's default"), or ``tuple[str, ...]`` (a repeatable option). Metadata keys: ``help``;
 ``choices`` (a click.Choice); ``min``/``max`` (bounds for int/float); ``metavar``; ``cli: False``

@@ -1,6 +1,6 @@
 """``pikeh demo``: the whole pipeline on the embedded defaults, in a few minutes on two CPU cores.
 
-What runs is not decided here: plugins register demos (``register_demos``, pike_harness.demo) and this
+What runs is not decided here: plugins register demos (``register_demos``, pike_harness.contracts.demo) and this
 command runs the one named ``default`` (or ``--demo NAME``) with the ``local``-style evaluator options
 of this machine's device, then its reporter. The built-in ``default`` is PIKE-B with the offline:mutate
 stand-in on the ``smoke`` suite; a third-party plugin that registers ``default`` replaces it.
@@ -17,9 +17,9 @@ import click
 from rich.console import Console
 
 from pike_harness.cli import App, get_app
-from pike_harness.demo import DEFAULT_DEMO, Demo
+from pike_harness.contracts.demo import DEFAULT_DEMO, Demo
 from pike_harness.errors import UserError
-from pike_harness.plugins import SINGULAR
+from pike_harness.host.plugins import SINGULAR
 
 
 def _cpu_protocol(device: str) -> str:
@@ -60,7 +60,7 @@ def demo(demo_name: str, output_dir: Path, device: str, query_budget: int | None
 
     Resumable, like any run. Plugins register demos; a third-party `default` replaces the built-in one.
     """
-    from pike_harness.launch import launch_run
+    from pike_harness.host.launch import launch_run
 
     chosen = chosen_demo(demo_name)
     console = Console(stderr=True)
@@ -82,7 +82,7 @@ def demo(demo_name: str, output_dir: Path, device: str, query_budget: int | None
     if chosen.reporter is None:
         console.print(f"run: {run_dir}")
     else:
-        from pike_harness.reporting import ReportOptions
+        from pike_harness.contracts.reporting import ReportOptions
 
         reporter = App.host().get("reporters", chosen.reporter)()
         summary = reporter.report(ReportOptions(inputs=[output_dir / "runs"], output=output_dir / "report"))

@@ -15,9 +15,9 @@ from pike_harness.cli.evaluator_options import (
     evaluator_options,
     pop_evaluator_values,
 )
+from pike_harness.contracts.evaluation import EvaluatorError
+from pike_harness.contracts.model import EvalResult
 from pike_harness.errors import UserError
-from pike_harness.evaluation import EvaluatorError
-from pike_harness.model import EvalResult
 
 
 @click.command("eval", cls=EvaluatorCommand)

@@ -19,7 +19,7 @@ import click
 
 from pike_harness.cli import App
 from pike_harness.cli.config_options import attach_options, dataclass_options
-from pike_harness.evaluation import Evaluator, EvaluatorOptions, EvaluatorSpec
+from pike_harness.contracts.evaluation import Evaluator, EvaluatorOptions, EvaluatorSpec
 
 DEVICE = re.compile(r"^(auto|cpu|cuda(:\d+(,\d+)*)?)$")
 COMMON = ("evaluator", "device", "protocol", "timeout", "workdir")
@@ -27,7 +27,7 @@ EVALUATOR_TAG = "pikeh_evaluator_option"  # marks the options attached for the c
 
 
 def _protocol_names() -> list[str]:
-    from pike_harness.worker.protocols import PROTOCOLS
+    from pike_harness.worker.inside.protocols import PROTOCOLS
 
     return sorted(PROTOCOLS)
 

@@ -8,8 +8,15 @@ from pathlib import Path
 import click
 
 from pike_harness.cli import App, get_app
+from pike_harness.contracts.llm import (
+    OPTIMIZE,
+    BackendOptions,
+    GenerationParams,
+    LLMError,
+    LLMRequest,
+    LLMResponse,
+)
 from pike_harness.errors import UserError
-from pike_harness.llm import OPTIMIZE, BackendOptions, GenerationParams, LLMError, LLMRequest, LLMResponse
 
 DEFAULT_PROMPT = "Reply with one short sentence that names the model you are."
 
@@ -44,10 +51,10 @@ def test_command(model: str, llm_base_url: str | None, prompt: str, task_ref: st
     Keys come from the provider's environment variable (OPENAI_API_KEY, ANTHROPIC_API_KEY,
     GEMINI_API_KEY, OPENROUTER_API_KEY, ...). Example: pikeh llm test offline:mutate --task smoke/4
     """
-    from pike_harness.llm_client import LLMClient, RetryPolicy
+    from pike_harness.host.llm_client import LLMClient, RetryPolicy
 
     if task_ref:
-        from pike_harness import prompting
+        from pike_harness.kit import prompting
 
         messages = prompting.optimize_messages(get_app().catalog.resolve(task_ref))
     else:
@@ -120,8 +127,8 @@ def providers_command(as_json: bool) -> None:
 @click.argument("model", required=False, metavar="[PROVIDER:MODEL]")
 def prices_command(model: str | None) -> None:
     """Show the price table ($ per million tokens) and the files it was read from, or one model's price."""
-    from pike_harness.llm import parse_model_spec
-    from pike_harness.pricing import PriceTable
+    from pike_harness.contracts.llm import parse_model_spec
+    from pike_harness.host.pricing import PriceTable
 
     table = PriceTable.load(providers=App.host().provider_prices())
     click.echo("price files: " + ", ".join(table.sources))

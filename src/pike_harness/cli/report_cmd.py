@@ -23,7 +23,7 @@ from pike_harness.cli.evaluator_options import (
     evaluator_options,
     pop_evaluator_values,
 )
-from pike_harness.reporting import FORMATS, Reporter, ReportOptions, ReportSummary, shown_columns
+from pike_harness.contracts.reporting import FORMATS, Reporter, ReportOptions, ReportSummary, shown_columns
 
 DEFAULT_REPORTER = "duckdb"
 REPORTER_OPTION = "pikeh_reporter_option"
@@ -107,7 +107,7 @@ def third_party_notes(host: Any, reporter: str, inputs: list[Path], summary: Rep
     so a plugin that replaced a built-in never goes unnoticed in a result."""
     import json
 
-    from pike_harness.store import RUN_FILE, find_runs
+    from pike_harness.host.store import RUN_FILE, find_runs
 
     notes = [f"this report: {line}" for line in host.provenance(reporter=reporter)["third_party"]]
     reported = {row.get("run") for row in summary.rows}

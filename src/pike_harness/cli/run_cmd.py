@@ -25,7 +25,7 @@ from pike_harness.cli.evaluator_options import (
     pop_evaluator_values,
 )
 from pike_harness.errors import UserError
-from pike_harness.run_config import EXIT_LLM_ERRORS, LLM_FAILURE_LIMIT, default
+from pike_harness.host.run_config import EXIT_LLM_ERRORS, LLM_FAILURE_LIMIT, default
 
 DEFAULT_OUTPUT_DIR = Path("runs")
 STRATEGY_TAG = "pikeh_strategy_option"  # marks the options attached for the chosen strategy
@@ -197,7 +197,7 @@ def run(ctx: click.Context, **values: Any) -> None:
     for required in ("strategy", "suite", "llm"):
         if not merged.get(required):
             raise click.UsageError(f"--{required.replace('_', '-')} is required (or set it in --config)")
-    from pike_harness.launch import launch_run
+    from pike_harness.host.launch import launch_run
 
     try:
         status = launch_run(get_app(), merged, strategy_values, evaluator_values)

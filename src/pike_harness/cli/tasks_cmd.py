@@ -10,7 +10,7 @@ from rich.syntax import Syntax
 from rich.table import Table
 
 from pike_harness.cli import LazyGroup, get_app
-from pike_harness.model import Task
+from pike_harness.contracts.model import Task
 
 
 @click.group(cls=LazyGroup, lazy={

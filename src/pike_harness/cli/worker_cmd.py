@@ -1,8 +1,8 @@
 """``pikeh worker --io-dir DIR``: run an eval worker; ``pikeh worker image build``: build its images.
 
-The worker itself is ``pike_harness.worker.service`` (torch, triton, click and the standard library
-only, so it also runs as ``python -m pike_harness.worker.service`` where the harness's CLI is not
-installed); its options are declared once, in ``pike_harness.worker.command``, for both. This module
+The worker itself is ``pike_harness.worker.supervise.service`` (torch, triton, click and the standard library
+only, so it also runs as ``python -m pike_harness.worker.supervise.service`` where the harness's CLI is not
+installed); its options are declared once, in ``pike_harness.worker.supervise.command``, for both. This module
 is the CLI around it and the image builder, which needs a container engine but no torch.
 """
 
@@ -18,7 +18,7 @@ from typing import Any
 import click
 
 from pike_harness.errors import UserError
-from pike_harness.worker.command import run_service, service_options
+from pike_harness.worker.supervise.command import run_service, service_options
 
 # TORCH_CUDA_ARCH_LIST per GPU generation: what `load_inline` builds candidates' kernels for.
 GPU_ARCHES = {"ampere": "8.0;8.6", "hopper": "9.0", "blackwell": "10.0;12.0", "all": "8.0;8.6;9.0;10.0;12.0"}
@@ -40,7 +40,7 @@ def worker(ctx: click.Context, **options: Any) -> None:
     """
     if ctx.invoked_subcommand is not None:
         return
-    from pike_harness.worker.service import ServiceError
+    from pike_harness.worker.supervise.service import ServiceError
 
     try:
         code = run_service(**options)
@@ -74,10 +74,12 @@ def _stage_context(containers: Path, definition: str, into: Path) -> None:
     (into / "containers").mkdir(parents=True)
     shutil.copy2(containers / definition, into / "containers" / definition)
     target = into / "src" / "pike_harness"
-    (target / "worker").mkdir(parents=True)
+    target.mkdir(parents=True)
     shutil.copy2(package / "__init__.py", target / "__init__.py")
-    for source in sorted((package / "worker").glob("*.py")):
-        shutil.copy2(source, target / "worker" / source.name)
+    for source in sorted((package / "worker").rglob("*.py")):
+        relative = source.relative_to(package)
+        (target / relative.parent).mkdir(parents=True, exist_ok=True)
+        shutil.copy2(source, target / relative)
 
 
 @image.command("build")

@@ -18,7 +18,7 @@ def invoke(*args: str, plugins: Mapping[str, object] | None = None, env: Mapping
     from click.testing import CliRunner
 
     from pike_harness.cli import App, cli
-    from pike_harness.plugins import PluginHost
+    from pike_harness.host.plugins import PluginHost
 
     saved = {key: os.environ.get(key) for key in (env or {})}
     os.environ.update(env or {})

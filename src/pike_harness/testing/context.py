@@ -29,7 +29,7 @@ from pike_harness.api import (
     Usage,
     prompting,
 )
-from pike_harness.model import OutputCheck
+from pike_harness.contracts.model import OutputCheck
 
 GRACE_S = 0.05  # how long unread futures stay pending before they resolve on their own
 

@@ -335,6 +335,6 @@ def mutate_reply(request: ReceivedRequest) -> FakeReply:
 def _mutate_backend() -> Any:
     """The installed ``offline:mutate`` backend, found through the plugin host (the host imports no plugin)."""
     from pike_harness.api import BackendOptions
-    from pike_harness.plugins import PluginHost
+    from pike_harness.host.plugins import PluginHost
 
     return PluginHost().get("llm_backends", "offline")("mutate", BackendOptions())

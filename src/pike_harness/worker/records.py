@@ -59,7 +59,7 @@ class EvalRequest:
     schema: int = SCHEMA_VERSION
     # Baselines only (`pikeh baselines`): how the worker runs the (trusted) reference given as the
     # candidate: "eager", "compile", "compile-max-autotune", "cudagraphs" or "tensorrt" (see
-    # worker/baseline_modes.py). None for candidates. The mode is applied by the worker, so the
+    # worker/inside/baseline_modes.py). None for candidates. The mode is applied by the worker, so the
     # source stays the task's own and passes the candidate checks unchanged.
     baseline_mode: str | None = None
 

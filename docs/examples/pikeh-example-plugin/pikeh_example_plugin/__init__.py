@@ -3,7 +3,7 @@
 ``one-shot`` asks the model once for a faster program and, if that program fails, lets the
 error-fixing agent try up to ``max_fixes`` times. It shows everything a strategy needs: a Config
 dataclass (its fields become ``pikeh run`` options), stable query keys (so a killed run resumes without
-re-sending queries), and the shared PIKE prompts from ``pike_harness.prompting``.
+re-sending queries), and the shared PIKE prompts from ``pike_harness.kit.prompting``.
 """
 
 from __future__ import annotations

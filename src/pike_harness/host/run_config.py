@@ -1,0 +1,109 @@
+"""A run's configuration, built once, with its defaults in one place.
+
+``RunConfig`` holds every option that defines a run; its field defaults are the defaults everywhere
+(``pikeh run``'s options show them, ``pikeh demo`` and config files fall back on them). ``RunConfig.build``
+is the one constructor from parsed option values: the command line and ``--config run.toml`` are both
+checked by the same click option types (one set of bounds) before they get here, see cli/run_cmd.py.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pike_harness.contracts.journal import safe_name
+from pike_harness.contracts.llm import GenerationParams
+from pike_harness.host.store import sha256
+
+# Options that may change between a run and its resume without changing its results.
+OPERATIONAL_OPTIONS = ("llm_base_url", "llm_concurrency", "evaluator_options", "llm_cache", "replay_dir")
+# Per-invocation settings of `pikeh run` (not part of a run's configuration).
+LLM_FAILURE_LIMIT = 10  # consecutive failed queries (retries spent) before the run stops
+EXIT_LLM_ERRORS = 3  # exit status of a run that completed while some queries ended as llm_error
+
+
+@dataclass
+class RunConfig:
+    """Everything that defines a run. All but OPERATIONAL_OPTIONS must match when a run is resumed."""
+
+    strategy: str
+    suite: str
+    llm: str
+    tasks: str | None = None
+    fix_llm: str | None = None
+    query_budget: int = 300
+    money_budget: float | None = None
+    evaluator: str = "local"
+    device: str = "auto"
+    protocol: str = "robust"
+    protocol_params: dict[str, Any] = field(default_factory=dict)
+    seed: int = 0
+    temperature: float | None = 0.8
+    max_tokens: int = 32_000
+    reasoning_effort: str | None = None
+    timeout_s: float | None = None
+    strategy_options: dict[str, Any] = field(default_factory=dict)
+    llm_base_url: str | None = None
+    llm_concurrency: int = 10
+    llm_cache: str | None = None
+    replay_dir: str | None = None
+    evaluator_options: dict[str, Any] = field(default_factory=dict)
+    precision_rule: str | None = None  # --precision-rule: overrides every task's suite rule when set
+
+    @classmethod
+    def build(cls, core: dict[str, Any], strategy_values: dict[str, Any], evaluator_values: dict[str, Any],
+              strategy_cls: type) -> RunConfig:
+        """From parsed values: ``core`` holds the run's own options (None = the default), and
+        ``evaluator_values`` is what ``pop_evaluator_values`` returns (evaluator, device, protocol,
+        timeout, workdir and the plugin's own options under ``extra``)."""
+        strategy_config = strategy_cls.make_config(strategy_values)
+        extra = {k: (str(v) if isinstance(v, Path) else v)
+                 for k, v in (evaluator_values.get("extra") or {}).items() if v is not None}
+        if evaluator_values.get("workdir"):
+            extra["workdir"] = str(evaluator_values["workdir"])
+        given = {
+            **{name: core.get(name) for name in (
+                "strategy", "suite", "llm", "tasks", "fix_llm", "query_budget", "money_budget", "seed",
+                "temperature", "max_tokens", "reasoning_effort", "llm_base_url", "llm_concurrency",
+                "precision_rule")},
+            "evaluator": evaluator_values.get("evaluator"), "device": evaluator_values.get("device"),
+            "protocol": evaluator_values.get("protocol"), "timeout_s": evaluator_values.get("timeout"),
+            "llm_cache": str(core["llm_cache"]) if core.get("llm_cache") else None,
+            "replay_dir": str(core["replay_dir"]) if core.get("replay_dir") else None,
+        }
+        return cls(**{k: v for k, v in given.items() if v is not None},
+                   strategy_options=dataclasses.asdict(strategy_config), evaluator_options=extra)
+
+    def identity(self) -> dict[str, Any]:
+        """The configuration that must match on resume."""
+        data = dataclasses.asdict(self)
+        for name in OPERATIONAL_OPTIONS:
+            data.pop(name, None)
+        if data.get("precision_rule") is None:
+            data.pop("precision_rule", None)  # unset: runs named before the option existed keep their names
+        return data
+
+    def default_run_name(self) -> str:
+        """Deterministic, so re-running the same command resumes the same run; the hash of the whole
+        configuration makes runs that differ in any option (a preset, a fix model) distinct runs."""
+        digest = sha256(json.dumps(self.identity(), sort_keys=True, default=str))[:8]
+        parts = [self.strategy, self.suite]
+        if self.tasks:
+            parts.append(f"t{self.tasks}")
+        parts += [self.llm, f"q{self.query_budget}", f"s{self.seed}", digest]
+        return safe_name("_".join(parts).replace(":", "-").replace("/", "-"), limit=140)
+
+    def generation_params(self) -> GenerationParams:
+        return GenerationParams(temperature=self.temperature, max_tokens=self.max_tokens,
+                                reasoning_effort=self.reasoning_effort)
+
+
+def default(name: str) -> Any:
+    """A RunConfig field's default: what a command shows and uses when the option is not given."""
+    spec = RunConfig.__dataclass_fields__[name]
+    if spec.default is not dataclasses.MISSING:
+        return spec.default
+    raise KeyError(f"RunConfig.{name} has no plain default")

@@ -1,0 +1,352 @@
+"""The candidate's process: ``python -m pike_harness.worker.inside.child READ_FD WRITE_FD``.
+
+Started by the supervisor in a fresh session with a scrubbed environment and a scratch directory.
+It runs the stages the supervisor asks for, one message each way per stage, so a scheduler can hold
+a CPU slot for loading and a GPU lock for checking and timing:
+
+  request  -> load (import; load_inline builds)          -> "loaded"  (or "failed")
+  "warm"   -> one call on a throwaway model (optional)    -> "warmed"  (JIT compiles outside the device lock)
+  "check"  -> construct, run every input set, self-checks -> "checked" (outputs saved for the supervisor)
+  "time"   -> the protocol's timed loop                   -> "timed"
+  Both commands carry a fresh nonce that the reply echoes: the candidate runs in this process and can
+  write to the channel, but it never sees a command, so a report it forges lacks the nonce.
+  "exit"
+
+Started with ``--prestart DEVICE`` the process first imports torch and the worker's modules and
+initialises the device, says "ready", and only then waits for its request: the start-up cost is paid
+before the candidate exists. The request message may carry ``setup``: environment overrides (the
+shared per-source Triton/Inductor cache directories) applied before the candidate is imported, and
+``build_cache`` to route ``load_inline`` through the supervisor's build cache (``inline_hook``).
+
+The hidden input seeds arrive only with "check", after the candidate's code has been imported. This
+process never holds the reference model (it gets the task's source without its classes) and never
+decides correctness: it ships its outputs to the supervisor, which compares them with outputs the
+reference process computed. Only torch and the standard library are imported before the candidate.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import secrets
+import sys
+import time
+import traceback
+from pathlib import Path
+from typing import Any
+
+from pike_harness.worker.channel import Channel
+from pike_harness.worker.inside.limits import apply_limits
+from pike_harness.worker.records import COMPILE_ERROR, REJECTED, RUNTIME_ERROR, EvalRequest
+
+OUTPUTS_FILE = "outputs.pt"
+SETTLE_S = 0.05  # how long an output must stay unchanged after the call returned
+
+
+class Verdict(Exception):
+    """Ends the evaluation in this process with a category, a check name and a reason."""
+
+    def __init__(self, category: str, check: str, reason: str):
+        super().__init__(reason)
+        self.category, self.check, self.reason = category, check, reason
+
+
+def _summary(exc: BaseException) -> str:
+    text = f"{type(exc).__name__}: {exc}".strip()
+    return text if len(text) <= 2000 else text[:2000] + " ..."
+
+
+def _wait(channel: Channel) -> dict[str, Any]:
+    while True:
+        message = channel.receive(deadline=None, poll_s=1.0)
+        if message is not None:
+            return message
+
+
+class CandidateProcess:
+    def __init__(self, channel: Channel, request: EvalRequest, environment: dict[str, Any] | None = None):
+        import torch
+
+        from pike_harness.worker import environment as env_info
+        from pike_harness.worker.inside import backend_flags
+        from pike_harness.worker.inside import trusted as T
+
+        self.torch, self.flags, self.T = torch, backend_flags, T
+        self.channel = channel
+        self.request = request
+        self.device = torch.device("cuda", 0) if request.device.startswith("cuda") else torch.device("cpu")
+        self.environment = dict(environment) if environment else env_info.device_info(request.device)
+        self.environment["device"] = request.device
+        self.baseline_threads = {thread.ident for thread in T.thread_list()}
+        self.native_threads_before = len(os.listdir("/proc/self/task"))
+        self.notes: list[str] = []
+
+    # -- stage 1 -------------------------------------------------------------------------------
+    def load(self) -> None:
+        from pike_harness.worker.inside import loading
+
+        if "gpu_error" in self.environment:
+            self.channel.send({"event": "infra_error", "reason": self.environment["gpu_error"]})
+            os._exit(3)
+        try:
+            task_source = loading.inputs_only_source(self.request.reference_source)
+            self.inputs_module = loading.load_source(task_source, "pikeh_task_inputs")
+        except Exception as exc:
+            self.channel.send({"event": "infra_error", "reason": f"the task's inputs failed: {_summary(exc)}"})
+            os._exit(3)
+        started = time.monotonic()
+        try:
+            name = loading.module_name_for(self.request.candidate_source, "pikeh_candidate")
+            module = loading.load_source(self.request.candidate_source, name, directory=Path.cwd() / "candidate")
+            self.model_class = loading.model_class(module)
+        except BaseException as exc:  # SystemExit included: a candidate that exits at import failed to load
+            traceback.print_exc()
+            raise _resource_verdict(exc) or Verdict(COMPILE_ERROR, "load", _summary(exc)) from None
+        self.channel.send({"event": "loaded", "seconds": time.monotonic() - started,
+                           "environment": self.environment})
+
+    # -- stage 1b: warm-up (optional) ----------------------------------------------------------
+    def warm(self) -> None:
+        """One call on the first public input set, on a model instance that is then thrown away.
+
+        Triton JIT and ``torch.compile`` compile on the first call; doing that here lets a scheduler
+        run it outside the device lock. A throwaway instance keeps stateful models (an RNN that keeps
+        its hidden state) in the state the reference starts from; only public inputs are used.
+        """
+        from pike_harness.worker.inside import baseline_modes, loading
+
+        torch, request = self.torch, self.request
+        started = time.monotonic()
+        self.flags.apply(request.precision)
+        try:
+            model = loading.build_model(self.model_class, loading.init_inputs(self.inputs_module),
+                                        weight_seed=request.weight_seed, device=self.device)
+        except BaseException as exc:
+            traceback.print_exc()
+            raise _resource_verdict(exc) or Verdict(RUNTIME_ERROR, "construct", _summary(exc)) from None
+        try:
+            args = loading.to_device(loading.make_inputs(self.inputs_module, request.input_seeds[0]), self.device)
+            model = baseline_modes.apply(request.baseline_mode, model, self.device)
+            with torch.no_grad():
+                model(*args)
+            self._synchronize()
+        except BaseException as exc:
+            traceback.print_exc()
+            raise _resource_verdict(exc) or Verdict(RUNTIME_ERROR, "forward",
+                                                    f"warm-up call: {_summary(exc)}") from None
+        del model, args
+        if self.device.type == "cuda":  # a waiting candidate must not sit on the warm-up's memory
+            torch.cuda.empty_cache()
+        self.channel.send({"event": "warmed", "seconds": time.monotonic() - started})
+
+    # -- stage 2: correctness ------------------------------------------------------------------
+    def check(self, hidden_seeds: list[int], nonce: str | None) -> None:
+        from pike_harness.worker.inside import baseline_modes, loading
+        from pike_harness.worker.inside.timing import OutputProblem, output_tensors
+
+        torch, T, request = self.torch, self.T, self.request
+        self.flags_set = self.flags.apply(request.precision)
+        try:
+            self.model = loading.build_model(self.model_class, loading.init_inputs(self.inputs_module),
+                                             weight_seed=request.weight_seed, device=self.device)
+        except BaseException as exc:
+            traceback.print_exc()
+            raise _resource_verdict(exc) or Verdict(RUNTIME_ERROR, "construct", _summary(exc)) from None
+        seeds = list(request.input_seeds) + list(hidden_seeds)
+        pristine = [loading.make_inputs(self.inputs_module, seed) for seed in seeds]
+        torch.manual_seed(secrets.randbits(62))  # the hidden seeds must not stay readable via initial_seed()
+        self.input_sets = [loading.to_device(values, self.device) for values in pristine]
+        try:
+            self.model = baseline_modes.apply(request.baseline_mode, self.model, self.device)
+        except BaseException as exc:
+            traceback.print_exc()
+            raise _resource_verdict(exc) or Verdict(RUNTIME_ERROR, "construct",
+                                                    f"baseline mode {request.baseline_mode}: {_summary(exc)}") from None
+        self._restore_flags()
+        outputs: list[list[Any]] = []
+        for index, args in enumerate(self.input_sets):
+            try:
+                with torch.no_grad():
+                    out = self.model(*args)
+                tensors = output_tensors(out, self.device)
+                first = [T.clone(t) for t in tensors]  # now: the next call may reuse a static buffer
+                self._synchronize()
+                T.sleep(SETTLE_S)
+                self._synchronize()
+                later = [T.clone(t) for t in tensors]
+            except OutputProblem as exc:
+                raise Verdict(REJECTED, exc.check, f"input set {index}: {exc}") from None
+            except BaseException as exc:
+                traceback.print_exc()
+                raise _resource_verdict(exc) or Verdict(RUNTIME_ERROR, "forward",
+                                                        f"input set {index}: {_summary(exc)}") from None
+            for out_index, (a, b) in enumerate(zip(first, later, strict=True)):
+                if not _same(T, a, b):
+                    raise Verdict(REJECTED, "output_changed_after_return",
+                                  f"input set {index}, output {out_index} kept changing after the call "
+                                  "returned (work left running on a side stream or a background thread)")
+            for arg_index, (arg, original) in enumerate(zip(args, pristine[index], strict=True)):
+                if T.is_instance(original, T.Tensor) and not _same(T, T.to(arg, "cpu"), original):
+                    raise Verdict(REJECTED, "input_mutation",
+                                  f"input set {index}: the candidate modified input {arg_index} in place")
+            outputs.append([T.to(t, "cpu") for t in first])
+        self.validated = [[T.to(t, self.device) for t in values] for values in outputs]
+        self._self_checks("correctness")
+        T.save(outputs, OUTPUTS_FILE)
+        self.channel.send({"event": "checked", "outputs": OUTPUTS_FILE, "sets": len(outputs),
+                           "notes": self.notes, "nonce": nonce})
+
+    # -- stage 2: timing -----------------------------------------------------------------------
+    def time(self, protocol_name: str, params: dict[str, Any], nonce: str | None) -> None:
+        from pike_harness.worker.inside.protocols import get_protocol
+        from pike_harness.worker.inside.timing import OutputProblem, TimedLoop
+
+        protocol = get_protocol(protocol_name, params)
+        self._restore_flags()
+        try:
+            loop = TimedLoop(self.model, self.input_sets, self.validated, device=self.device, protocol=protocol,
+                             atol=self.request.atol, rtol=self.request.rtol)
+            run = loop.run()
+        except OutputProblem as exc:
+            raise Verdict(REJECTED, exc.check, f"timing: {exc}") from None
+        except BaseException as exc:
+            traceback.print_exc()
+            raise _resource_verdict(exc) or Verdict(RUNTIME_ERROR, "timing", f"timing: {_summary(exc)}") from None
+        bad = [(index, count) for index, count in enumerate(run.mismatches) if count]
+        if bad:
+            detail = ", ".join(f"set {index}: {count} elements" for index, count in bad)
+            raise Verdict(REJECTED, "timed_output_mismatch",
+                          f"outputs of timed calls differ from the validated outputs ({detail}): results "
+                          "replayed from a cache, skipped work, or work finishing after the timer")
+        self._self_checks("timing")
+        threads = {"python_before": len(self.baseline_threads), "python_after": len(self.T.thread_list()),
+                   "native_before": self.native_threads_before,
+                   "native_after": len(os.listdir("/proc/self/task"))}
+        self.channel.send({"event": "timed", "run": run.to_dict(), "threads": threads, "notes": self.notes,
+                           "backend_flags": self.flags_set, "nonce": nonce})
+
+    # -- helpers -------------------------------------------------------------------------------
+    def _synchronize(self) -> None:
+        if self.device.type == "cuda":
+            self.T.cuda_synchronize()
+
+    def _restore_flags(self) -> None:
+        now = self.flags.current()
+        if now != self.flags_set:
+            note = "changed_backend_flags"
+            if note not in self.notes:
+                self.notes.append(note)
+            self.flags.apply(self.request.precision)
+
+    def _self_checks(self, stage: str) -> None:
+        moved = self.T.changed()
+        if moved:
+            raise Verdict(REJECTED, self.T.check_name(moved),
+                          f"{stage}: the candidate replaced {', '.join(sorted(moved)[:8])}")
+        extra = [thread for thread in self.T.thread_list()
+                 if thread.ident not in self.baseline_threads and thread.is_alive() and not _torch_thread(thread)]
+        if extra:
+            names = ", ".join(sorted(thread.name for thread in extra)[:5])
+            raise Verdict(REJECTED, "background_threads",
+                          f"{stage}: {len(extra)} thread(s) started by the candidate are still running ({names})")
+        self._restore_flags()
+
+
+def _resource_verdict(exc: BaseException) -> Verdict | None:
+    """Running out of memory is a runtime error in whichever stage it happens (an import can hog too)."""
+    text = str(exc)
+    if isinstance(exc, MemoryError) or "can't allocate memory" in text or "out of memory" in text.lower():
+        return Verdict(RUNTIME_ERROR, "memory_limit", f"the candidate exceeded its memory limit: {_summary(exc)}")
+    return None
+
+
+def _same(T: Any, a: Any, b: Any) -> bool:
+    """Bitwise-equal values, NaN equal to NaN (a NaN output is judged later, against the reference)."""
+    if a.shape != b.shape or a.dtype != b.dtype:
+        return False
+    if a.dtype.is_floating_point or a.dtype.is_complex:
+        return bool(T.all_(T.isclose(a, b, rtol=0.0, atol=0.0, equal_nan=True)))
+    return bool(T.equal(a, b))
+
+
+def _torch_thread(thread: Any) -> bool:
+    """Threads torch or Triton start for themselves (their target lives in their own packages), and
+    tqdm's progress-bar monitor, which Inductor starts on hosts that have tqdm (it only sleeps and
+    checks bars; it cannot run a candidate's work)."""
+    if type(thread).__module__ == "tqdm._monitor":
+        return True
+    target = getattr(thread, "_target", None)
+    target = getattr(target, "func", target)  # functools.partial
+    module = getattr(target, "__module__", None) or type(thread).__module__
+    return module.startswith(("torch.", "triton."))
+
+
+def _prestart(channel: Channel, device: str) -> dict[str, Any]:
+    """Pay the start-up cost before any candidate exists: torch, the worker's modules, the device."""
+    import importlib
+
+    # torch, then the worker's modules (``trusted`` captures the timer references now).
+    for module in ("torch", "pike_harness.worker.inside.backend_flags", "pike_harness.worker.inside.baseline_modes",
+                   "pike_harness.worker.inside.loading", "pike_harness.worker.inside.timing", "pike_harness.worker.inside.trusted"):
+        importlib.import_module(module)
+    with contextlib.suppress(ImportError):  # what load_inline candidates and the build hook need
+        importlib.import_module("torch.utils.cpp_extension")
+    from pike_harness.worker import environment
+
+    info = environment.device_info(device)  # on CUDA this initialises the context
+    channel.send({"event": "ready", "environment": info})
+    return info
+
+
+def _setup(message: dict[str, Any], channel: Channel) -> None:
+    """Apply what the supervisor asked for before the candidate is imported."""
+    setup = message.get("setup") or {}
+    for name, value in (setup.get("env") or {}).items():
+        os.environ[str(name)] = str(value)
+    if setup.get("build_cache"):
+        from pike_harness.worker.inside import inline_hook
+
+        with contextlib.suppress(ImportError):  # no cpp_extension here: no load_inline to serve either
+            inline_hook.install(channel)
+
+
+def main(argv: list[str]) -> int:
+    channel = Channel(int(argv[1]), int(argv[2]))
+    environment = None
+    if len(argv) > 4 and argv[3] == "--prestart":
+        environment = _prestart(channel, argv[4])
+    message = _wait(channel)
+    if "request" not in message:  # a pre-started process told to go away unused
+        os._exit(0)
+    request = EvalRequest.from_dict(message["request"])
+    limits = request.limits
+    apply_limits(memory_mb=limits.memory_mb, file_size_mb=limits.file_size_mb,
+                 address_space=not request.device.startswith("cuda"))
+    try:
+        _setup(message, channel)
+        process = CandidateProcess(channel, request, environment)
+        process.load()
+        while True:
+            message = _wait(channel)
+            command = message.get("cmd")
+            if command == "warm":
+                process.warm()
+            elif command == "check":
+                process.check([int(seed) for seed in message["hidden_seeds"]], message.get("nonce"))
+            elif command == "time":
+                process.time(request.protocol, request.protocol_params, message.get("nonce"))
+            else:
+                break
+    except Verdict as verdict:
+        channel.send({"event": "failed", "category": verdict.category, "check": verdict.check,
+                      "reason": verdict.reason})
+    except MemoryError:
+        channel.send({"event": "failed", "category": RUNTIME_ERROR, "check": "memory_limit",
+                      "reason": "MemoryError: the candidate exceeded its memory limit"})
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)  # skip the candidate's atexit handlers and finalizers
+
+
+if __name__ == "__main__":
+    main(sys.argv)

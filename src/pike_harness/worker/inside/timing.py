@@ -1,0 +1,156 @@
+"""The timed loop, run in the candidate's process: the same structure on CUDA and on the CPU.
+
+Every call, warm-up or timed, first copies one input set into fixed input buffers (rotating among
+all sets, so caching by pointer, shape or "last input" replays a wrong answer), then writes a buffer
+larger than the cache (so no data stays warm), then calls the model. A timed call on CUDA is
+``start.record(); model(*inputs); synchronize(); end.record()``: the device-wide synchronize is
+inside the window, as in PIKE's ``do_bench`` use, so work left on side streams or launch overhead is
+counted and CUDA graphs pay off. Outside the window, every output is compared on the device with
+the output validated for that input set, so a timed call cannot skip work that correctness did.
+Only references from ``trusted`` are called.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from pike_harness.worker.inside import trusted as T
+from pike_harness.worker.inside.protocols import TimingProtocol
+
+
+class OutputProblem(Exception):
+    """An output that is not a plain tensor (or a tuple/list of them) on the expected device."""
+
+    def __init__(self, check: str, message: str):
+        super().__init__(message)
+        self.check = check
+
+
+def output_tensors(out: Any, device: torch.device) -> list[torch.Tensor]:
+    """The outputs as a list of plain tensors with real storage on ``device``, or OutputProblem.
+
+    Exact types only: a tensor subclass can compute lazily or answer comparisons falsely.
+    """
+    items = list(out) if T.exact_type(out) in (tuple, list) else [out]
+    for index, item in enumerate(items):
+        kind = T.exact_type(item)
+        if kind is not T.Tensor:
+            raise OutputProblem("output_type", f"output {index} is a {kind.__module__}.{kind.__qualname__}, "
+                                               "not a plain torch.Tensor")
+        if item.layout != torch.strided:
+            raise OutputProblem("output_type", f"output {index} has layout {item.layout}, not strided")
+        if item.device.type != device.type or (device.index is not None and item.device.index != device.index):
+            raise OutputProblem("output_device", f"output {index} is on {item.device}, expected {device}")
+        if item.numel() and T.Tensor.data_ptr(item) == 0:
+            raise OutputProblem("output_storage", f"output {index} has no real storage")
+    return items
+
+
+@dataclass
+class TimedRun:
+    samples_ms: list[float] = field(default_factory=list)
+    host_ms: list[float] = field(default_factory=list)
+    host_wall_ms: float = 0.0
+    warmup: int = 0
+    reps: int = 0
+    estimate_ms: float = 0.0
+    mismatches: list[int] = field(default_factory=list)  # per set: timed-output elements off tolerance
+
+    def to_dict(self) -> dict[str, Any]:
+        return self.__dict__.copy()
+
+
+class TimedLoop:
+    """Owns the buffers of one timing run: input buffers, flush buffer, validated outputs, counters."""
+
+    def __init__(self, model: Callable[..., Any], input_sets: Sequence[Sequence[Any]],
+                 validated: Sequence[Sequence[torch.Tensor]], *, device: torch.device,
+                 protocol: TimingProtocol, atol: float, rtol: float):
+        self.model = model
+        self.device = device
+        self.cuda = device.type == "cuda"
+        self.protocol = protocol
+        self.atol, self.rtol = atol, rtol
+        self.sources = [list(values) for values in input_sets]
+        # One buffer per tensor input position, reused by every call: same pointer, changing contents.
+        self.buffers = [T.clone(value) if T.is_instance(value, T.Tensor) else None for value in self.sources[0]]
+        self.validated = validated
+        flush_mb = protocol.flush_mb if self.cuda else protocol.cpu_flush_mb
+        self.flush_buffer = torch.empty(max(1, flush_mb) * 1024 * 1024 // 4, dtype=torch.int32, device=device)
+        self.counters = [torch.zeros((), dtype=torch.int64, device=device) for _ in self.sources]
+
+    def _arguments(self, index: int) -> list[Any]:
+        args = []
+        for buffer, value in zip(self.buffers, self.sources[index], strict=True):
+            if buffer is None:
+                args.append(value)
+            else:
+                T.copy_(buffer, value)
+                args.append(buffer)
+        return args
+
+    def _validate(self, out: Any, index: int) -> None:
+        outputs = output_tensors(out, self.device)
+        expected = self.validated[index]
+        if T.length(outputs) != T.length(expected):
+            raise OutputProblem("timed_output_mismatch", "a timed call returned a different number of outputs")
+        for got, want in zip(outputs, expected, strict=True):
+            if got.shape != want.shape or got.dtype != want.dtype:
+                raise OutputProblem("timed_output_mismatch", "a timed call returned an output of another "
+                                                             "shape or dtype than its validated output")
+            close = T.isclose(got, want, rtol=self.rtol, atol=self.atol, equal_nan=True)
+            T.add_(self.counters[index], T.count_nonzero(T.logical_not(close)))
+
+    def _call(self, index: int) -> tuple[Any, float]:
+        """One call of the model on set ``index``: (its CUDA event pair or None, host-clock ms)."""
+        args = self._arguments(index)
+        T.zero_(self.flush_buffer)
+        if self.cuda:
+            start, end = T.CudaEvent(enable_timing=True), T.CudaEvent(enable_timing=True)
+            T.cuda_synchronize()
+            t0 = T.perf_counter()
+            T.event_record(start)
+            out = self.model(*args)
+            T.cuda_synchronize()
+            T.event_record(end)
+            t1 = T.perf_counter()
+            self._validate(out, index)
+            return (start, end), (t1 - t0) * 1000.0
+        t0 = T.perf_counter()
+        out = self.model(*args)
+        t1 = T.perf_counter()
+        self._validate(out, index)
+        return None, (t1 - t0) * 1000.0
+
+    def run(self) -> TimedRun:
+        n_sets = T.length(self.sources)
+        run = TimedRun()
+        with torch.no_grad():
+            self._call(0)  # first call: lazy compilation (Triton JIT, torch.compile) happens here
+            begin = T.perf_counter()
+            for i in range(self.protocol.estimate_calls):
+                self._call(i % n_sets)
+            run.estimate_ms = (T.perf_counter() - begin) * 1000.0 / max(1, self.protocol.estimate_calls)
+            run.warmup, run.reps = self.protocol.plan(run.estimate_ms)
+            for i in range(run.warmup):
+                self._call(i % n_sets)
+            events = []
+            begin = T.perf_counter()
+            for i in range(run.reps):
+                pair, host = self._call(i % n_sets)
+                run.host_ms.append(host)
+                events.append(pair)
+            if self.cuda:
+                T.cuda_synchronize()
+            run.host_wall_ms = (T.perf_counter() - begin) * 1000.0
+        if self.cuda:
+            T.event_synchronize(events[-1][1])
+            run.samples_ms = [T.event_elapsed(start, end) for start, end in events]
+        else:
+            run.samples_ms = list(run.host_ms)
+        run.mismatches = [int(T.item(counter)) for counter in self.counters]
+        return run

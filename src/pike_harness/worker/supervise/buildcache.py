@@ -1,0 +1,515 @@
+"""A content-addressed cache of ``load_inline`` builds, shared by every candidate, that candidates cannot poison.
+
+A one-kernel ``load_inline`` build takes about a minute on a GPU host, LLMs repeat themselves, and a
+fix often leaves the kernel unchanged, so an identical build must happen once. Sharing builds
+between untrusted candidates is only safe if no candidate can decide what another one loads, so:
+
+* **The key is computed here, in the supervisor**, from the call's content arguments (sources,
+  functions, flags, name, options), the toolchain (torch, CUDA, compiler, Python, C++ ABI) and the
+  target GPU architecture. What a candidate claims is never a key: identical content is the only
+  way to share an entry.
+* **Builds run in a builder process that never runs candidate code** (``python -m
+  pike_harness.worker.supervise.buildcache build``): torch's own ``load_inline`` with its final import
+  disabled, so the compiler runs but no static initialiser of the built library does. The builder
+  is sandboxed like a candidate (scrubbed environment, own session, marker, killed at the
+  candidate's compile deadline) and sees no GPU.
+* **Entries are published by the supervisor**: it hashes the built library, renames the staging
+  directory into place (atomic), makes it read-only and records the digest in memory (and in the
+  entry's ``meta.json`` for other harness processes sharing the cache).
+* **Every hand-out is verified**: the library is copied into the requesting candidate's private
+  scratch directory while being hashed; a digest that differs from the recorded one means the entry
+  was tampered with: it is discarded, counted (``tampered``) and rebuilt. The candidate loads the
+  verified copy, so changing the cache after the check changes nothing it loads.
+
+What this cannot stop, and the container evaluator adds, is written in docs/evaluator.md ("Build
+cache"). Standard library here; the builder and the probe import torch.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import json
+import os
+import re
+import secrets
+import shutil
+import stat
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pike_harness.worker.supervise import sandbox
+
+KEY_SCHEMA = 1
+# Flags that make a compiler run other programs or read a file of more flags. Builds that use them
+# are not shared (they still build, privately, in the candidate's own process).
+UNSHARED_FLAG_PARTS = ("-wrapper", "-fplugin", "-specs", "--compiler-bindir", "-ccbin", "-B", "@", "-load")
+STRING_LIST_ARGS = ("cpp_sources", "cuda_sources", "sycl_sources", "extra_cflags", "extra_cuda_cflags",
+                    "extra_sycl_cflags", "extra_ldflags", "extra_include_paths")
+FLAG_ARGS = ("with_cuda", "with_sycl", "is_python_module", "with_pytorch_error_handling", "no_implicit_headers")
+BUILD_FAILED_EXIT = 2
+# A failed build is remembered (the same source fails the same way) unless its log says the machine,
+# not the source, was the problem.
+TRANSIENT_FAILURES = ("Killed signal", "out of memory", "Cannot allocate memory", "No space left", "[the builder exited")
+ARCH_LIST = re.compile(r"^[0-9A-Za-z.;+ ]{0,200}$")  # "9.0", "9.0a", "8.0;9.0+PTX", "Hopper"
+
+
+class BuildTimeout(Exception):
+    """The build ran past the candidate's compile deadline (the builder has been killed)."""
+
+
+class ToolchainError(RuntimeError):
+    """The toolchain probe failed: the cache cannot key builds here (calls fall back to private builds)."""
+
+
+@dataclass
+class BuildStats:
+    hits: int = 0
+    misses: int = 0
+    failures: int = 0  # builds that failed to compile (cached in memory: the same source fails fast)
+    tampered: int = 0  # entries whose library no longer matched its recorded digest
+    fallbacks: int = 0  # calls not cached (unusual arguments): built privately by the candidate
+    build_seconds: float = 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+@dataclass
+class _Entry:
+    digest: str
+    library: str  # file name inside the entry directory
+
+
+@dataclass
+class BuildCache:
+    """The supervisor's side: keys, builds, publishes and hands out verified copies. Thread-safe."""
+
+    root: Path
+    environ: Mapping[str, str] | None = None
+    python: str = sys.executable
+    max_jobs: int = 2  # ninja jobs per build (a load_inline build has one or two sources)
+    cpus: set[int] | None = None  # cores builders may run on (schedulers keep timing cores free)
+    registry: Any = None  # optional: .add(pid, marker, scope) -> token / .remove(token) (quiet timing)
+    stats: BuildStats = field(default_factory=BuildStats)
+
+    def __post_init__(self) -> None:
+        self.root = Path(self.root)
+        for sub in ("ext", "staging", "locks"):
+            (self.root / sub).mkdir(parents=True, exist_ok=True, mode=0o700)
+        self._mutex = threading.Lock()
+        self._key_locks: dict[str, threading.Lock] = {}
+        self._entries: dict[str, _Entry] = {}  # published or verified by this process
+        self._failed: dict[str, str] = {}  # key -> compiler log
+        self._toolchains: dict[str, dict[str, Any]] = {}
+        self._probe_locks: dict[str, threading.Lock] = {}
+
+    # -- keys ----------------------------------------------------------------------------------
+    def toolchain(self, device: str) -> dict[str, Any]:
+        """Versions and target architecture for ``device``, probed once by a trusted subprocess."""
+        kind = device if device.startswith("cuda") else "cpu"
+        with self._mutex:
+            probe_lock = self._probe_locks.setdefault(kind, threading.Lock())
+        with probe_lock:  # one probe per device, however many builds ask at once
+            known = self._toolchains.get(kind)
+            if known is None:
+                try:
+                    known = probe_toolchain(kind, self.python, self._base_environ())
+                except ToolchainError as exc:
+                    known = {"error": str(exc)}  # remembered: no build waits for a failing probe again
+                self._toolchains[kind] = known
+            if "error" in known:
+                raise ToolchainError(str(known["error"]))
+            return known
+
+    def prefetch(self, devices: list[str]) -> None:
+        """Probe the toolchains of ``devices`` now (in a background thread), not at the first build."""
+        for device in devices:
+            with contextlib.suppress(ToolchainError):
+                self.toolchain(device)
+
+    def _count(self, name: str, amount: float = 1) -> None:
+        with self._mutex:
+            setattr(self.stats, name, getattr(self.stats, name) + amount)
+
+    def _base_environ(self) -> Mapping[str, str]:
+        return os.environ if self.environ is None else self.environ
+
+    # -- serving one load_inline call ------------------------------------------------------------
+    def serve(self, spec: Any, device: str, scratch: Path, *, deadline: float,
+              tick: Callable[[], None] = lambda: None) -> dict[str, Any]:
+        """The answer to one ``load_inline`` call of a candidate (see ``inline_hook``).
+
+        ``tick`` is called while waiting (the supervisor polices the candidate there and may raise);
+        BuildTimeout when ``deadline`` (monotonic) passes first.
+        """
+        canonical = canonical_spec(spec)
+        if canonical is None:
+            self._count("fallbacks")
+            return {"fallback": True}
+        toolchain = self.toolchain(device)
+        key = cache_key(canonical, toolchain)
+        began = time.monotonic()
+        with self._key_lock(key, deadline, tick):
+            failed = self._failed.get(key)
+            if failed is not None:
+                self._count("hits")
+                return {"ok": False, "log": failed, "hit": True, "key": key}
+            entry = self._find(key)
+            if entry is not None:
+                path = self._hand_out(key, entry, scratch)
+                if path is not None:
+                    self._count("hits")
+                    return {"ok": True, "path": str(path), "hit": True, "key": key}
+            ok, log, paused = self._build(key, canonical, toolchain, deadline, tick)
+            seconds = time.monotonic() - began
+            self._count("build_seconds", seconds)
+            if not ok:
+                self._count("failures")
+                if not any(sign in log for sign in TRANSIENT_FAILURES):
+                    self._failed[key] = log
+                return {"ok": False, "log": log, "hit": False, "key": key, "seconds": seconds, "paused_s": paused}
+            self._count("misses")
+            entry = self._entries[key]
+            path = self._hand_out(key, entry, scratch)
+            if path is None:  # tampered with between publishing and handing out
+                return {"ok": False, "log": "the build cache entry changed while it was being handed out",
+                        "hit": False, "key": key, "paused_s": paused}
+            return {"ok": True, "path": str(path), "hit": False, "key": key, "seconds": seconds, "paused_s": paused}
+
+    @contextlib.contextmanager
+    def _key_lock(self, key: str, deadline: float, tick: Callable[[], None]):
+        """One build per key: a lock for this process's threads, a file lock for other processes."""
+        with self._mutex:
+            lock = self._key_locks.setdefault(key, threading.Lock())
+        while not lock.acquire(timeout=0.1):
+            tick()
+            if time.monotonic() > deadline:
+                raise BuildTimeout()
+        try:
+            with open(self.root / "locks" / f"{key}.lock", "a+") as handle:
+                while True:
+                    try:
+                        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                        break
+                    except BlockingIOError:
+                        tick()
+                        if time.monotonic() > deadline:
+                            raise BuildTimeout() from None
+                        time.sleep(0.1)
+                try:
+                    yield
+                finally:
+                    fcntl.flock(handle, fcntl.LOCK_UN)
+        finally:
+            lock.release()
+
+    def _find(self, key: str) -> _Entry | None:
+        """An entry published by this process, or one another process published (meta.json's digest)."""
+        entry = self._entries.get(key)
+        if entry is not None:
+            return entry
+        folder = self.root / "ext" / key
+        try:
+            meta = json.loads((folder / "meta.json").read_text())
+            entry = _Entry(digest=str(meta["digest"]), library=str(meta["library"]))
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
+        if "/" in entry.library or entry.library.startswith("."):
+            return None
+        self._entries[key] = entry
+        return entry
+
+    def _hand_out(self, key: str, entry: _Entry, scratch: Path) -> Path | None:
+        """Copy the library into the candidate's scratch while hashing it; None (and the entry
+        discarded) when the bytes are not the ones recorded at publication."""
+        source = self.root / "ext" / key / entry.library
+        target_dir = Path(scratch) / "extensions" / key
+        target_dir.mkdir(parents=True, exist_ok=True)
+        target = target_dir / entry.library
+        digest = hashlib.sha256()
+        try:
+            fd = os.open(source, os.O_RDONLY | os.O_NOFOLLOW)
+            with os.fdopen(fd, "rb") as src, open(target, "wb") as dst:
+                if not stat.S_ISREG(os.fstat(src.fileno()).st_mode):
+                    raise OSError("not a plain file")
+                for chunk in iter(lambda: src.read(1 << 20), b""):
+                    digest.update(chunk)
+                    dst.write(chunk)
+        except OSError:
+            digest = None  # type: ignore[assignment]
+        if digest is None or digest.hexdigest() != entry.digest:
+            self._count("tampered")
+            self._discard(key)
+            target.unlink(missing_ok=True)
+            return None
+        return target
+
+    def _discard(self, key: str) -> None:
+        self._entries.pop(key, None)
+        folder = self.root / "ext" / key
+        if folder.exists():
+            doomed = self.root / "staging" / f"discarded-{key[:16]}-{secrets.token_hex(4)}"
+            with contextlib.suppress(OSError):
+                os.chmod(folder, stat.S_IRWXU)
+                folder.rename(doomed)
+                sandbox.remove_tree(doomed)
+
+    # -- building --------------------------------------------------------------------------------
+    def _build(self, key: str, spec: dict[str, Any], toolchain: dict[str, Any], deadline: float,
+               tick: Callable[[], None]) -> tuple[bool, str, float]:
+        """Build in a fresh process: (ok, log, seconds the builder spent paused by quiet timing)."""
+        staging = self.root / "staging" / f"{key[:16]}-{secrets.token_hex(6)}"
+        staging.mkdir(mode=0o700)
+        (staging / "tmp").mkdir()
+        marker = secrets.token_hex(12)
+        env = sandbox.scrubbed_environment(self._base_environ(), {
+            "HOME": str(staging), "TMPDIR": str(staging / "tmp"), "PYTHONUNBUFFERED": "1",
+            "PYTHONDONTWRITEBYTECODE": "1", "CUDA_VISIBLE_DEVICES": "",
+            "MAX_JOBS": str(self._base_environ().get("MAX_JOBS") or self.max_jobs),
+            "TORCH_EXTENSIONS_DIR": str(staging / "unused"), **sandbox.marker_environment(marker),
+        })
+        arch = spec.get("arch") or toolchain.get("arch")
+        if arch:
+            env["TORCH_CUDA_ARCH_LIST"] = str(arch)
+        token = None
+        paused = 0.0
+        try:
+            with open(staging / "build.log", "wb") as log:
+                popen = subprocess.Popen([self.python, "-m", "pike_harness.worker.supervise.buildcache", "build",
+                                          str(staging / "build")], stdin=subprocess.PIPE, stdout=log,
+                                         stderr=subprocess.STDOUT, cwd=str(staging), env=env,
+                                         start_new_session=True)
+            if self.cpus:
+                from pike_harness.worker.supervise.spawn import set_affinity
+
+                set_affinity(popen.pid, self.cpus)
+            if self.registry is not None:
+                token = self.registry.add(popen.pid, marker, "host")
+            assert popen.stdin is not None
+            try:
+                popen.stdin.write(json.dumps(spec).encode())
+                popen.stdin.close()
+            except BrokenPipeError:
+                pass
+            try:
+                while popen.poll() is None:
+                    tick()
+                    paused = self.registry.paused_seconds(token) if token is not None else 0.0
+                    if time.monotonic() > deadline + paused:  # time paused for a timing is not the build's
+                        raise BuildTimeout()
+                    with contextlib.suppress(subprocess.TimeoutExpired):
+                        popen.wait(timeout=0.1)
+            finally:
+                if token is not None:
+                    paused = self.registry.paused_seconds(token)
+                    self.registry.remove(token)
+                sandbox.kill_all(popen, marker)
+            log_text = sandbox.tail(staging / "build.log", 20_000)
+            library = staging / "build" / f"{spec['name']}.so"
+            if popen.returncode != 0 or not library.is_file():
+                if popen.returncode not in (0, BUILD_FAILED_EXIT):
+                    log_text += f"\n[the builder exited with {sandbox.signal_name(popen.returncode)}]"
+                return False, log_text, paused
+            self._publish(key, staging, library, spec, toolchain, log_text)
+            return True, log_text, paused
+        finally:
+            sandbox.remove_tree(staging)
+
+    def _publish(self, key: str, staging: Path, library: Path, spec: dict[str, Any], toolchain: dict[str, Any],
+                 log_text: str) -> None:
+        entry_dir = staging / "entry"
+        entry_dir.mkdir()
+        target = entry_dir / library.name
+        shutil.copyfile(library, target)
+        digest = _file_digest(target)
+        meta = {"schema": KEY_SCHEMA, "key": key, "digest": digest, "library": library.name, "name": spec["name"],
+                "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "toolchain": toolchain}
+        (entry_dir / "meta.json").write_text(json.dumps(meta, indent=1, sort_keys=True))
+        (entry_dir / "build.log").write_text(log_text[-20_000:])
+        for item in entry_dir.iterdir():
+            os.chmod(item, 0o444)
+        os.chmod(entry_dir, 0o555)
+        final = self.root / "ext" / key
+        if final.exists():  # published by another process meanwhile (or left by a crash): ours replaces it
+            self._discard(key)
+        entry_dir.rename(final)
+        self._entries[key] = _Entry(digest=digest, library=library.name)
+
+
+def canonical_spec(spec: Any) -> dict[str, Any] | None:
+    """The call's content arguments in one canonical form, or None when they are not shareable.
+
+    Not shared: non-string sources or flags, include paths (they point at files whose content is not
+    in the key), and flags that make the compiler run other programs.
+    """
+    if not isinstance(spec, dict):
+        return None
+    name = spec.get("name")
+    if not isinstance(name, str) or not name.isidentifier():
+        return None
+    out: dict[str, Any] = {"name": name}
+    for arg in STRING_LIST_ARGS:
+        value = spec.get(arg)
+        if value is None:
+            value = []
+        if isinstance(value, str):
+            value = [value]
+        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+            return None
+        out[arg] = value
+    if out["extra_include_paths"]:
+        return None
+    flags = out["extra_cflags"] + out["extra_cuda_cflags"] + out["extra_sycl_cflags"] + out["extra_ldflags"]
+    if any(part in flag for flag in flags for part in UNSHARED_FLAG_PARTS):
+        return None
+    functions = spec.get("functions")
+    if isinstance(functions, str):
+        functions = [functions]
+    if functions is not None:
+        if isinstance(functions, list) and all(isinstance(f, str) for f in functions):
+            pass
+        elif isinstance(functions, dict) and all(isinstance(k, str) and isinstance(v, str)
+                                                 for k, v in functions.items()):
+            functions = dict(sorted(functions.items()))
+        else:
+            return None
+    out["functions"] = functions
+    for arg in FLAG_ARGS:
+        value = spec.get(arg)
+        if value is not None and not isinstance(value, bool):
+            return None
+        out[arg] = value
+    if out["is_python_module"] is None:
+        out["is_python_module"] = True
+    if out["with_pytorch_error_handling"] is None:
+        out["with_pytorch_error_handling"] = True
+    arch = spec.get("arch")  # the candidate's own TORCH_CUDA_ARCH_LIST, when it set one
+    if arch is not None:
+        if not isinstance(arch, str) or not ARCH_LIST.match(arch):
+            return None
+        out["arch"] = arch
+    return out
+
+
+def cache_key(spec: dict[str, Any], toolchain: dict[str, Any]) -> str:
+    """sha256 of the canonical content arguments, the toolchain and the target architecture."""
+    blob = json.dumps({"schema": KEY_SCHEMA, "spec": spec, "toolchain": toolchain}, sort_keys=True)
+    return hashlib.sha256(blob.encode()).hexdigest()
+
+
+def jit_cache_key(candidate_source: str, baseline_mode: str | None) -> str:
+    """The per-source Triton/Inductor cache directory name: only identical sources share one."""
+    blob = json.dumps({"schema": KEY_SCHEMA, "source": candidate_source, "mode": baseline_mode or ""})
+    return hashlib.sha256(blob.encode()).hexdigest()[:32]
+
+
+def _file_digest(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for chunk in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def probe_toolchain(kind: str, python: str, environ: Mapping[str, str]) -> dict[str, Any]:
+    """Run ``python -m pike_harness.worker.supervise.buildcache probe`` for ``cpu`` or ``cuda[:N]``."""
+    from pike_harness.worker.supervise.spawn import visible_devices
+
+    env = sandbox.scrubbed_environment(environ, {"CUDA_VISIBLE_DEVICES": visible_devices(kind, environ),
+                                                 "PYTHONDONTWRITEBYTECODE": "1"})
+    try:
+        done = subprocess.run([python, "-m", "pike_harness.worker.supervise.buildcache", "probe", kind], env=env,
+                              capture_output=True, text=True, timeout=180, start_new_session=True)
+        found = json.loads(done.stdout.strip().splitlines()[-1])
+    except (OSError, subprocess.SubprocessError, ValueError, IndexError) as exc:
+        raise ToolchainError(f"the toolchain probe failed: {exc}") from None
+    if not isinstance(found, dict):
+        raise ToolchainError("the toolchain probe printed no object")
+    return found
+
+
+# -- trusted subprocesses: python -m pike_harness.worker.supervise.buildcache {build DIR | probe KIND} ----------
+
+def _first_line(argv: list[str], *, last: bool = True) -> str | None:
+    """One identifying line of a tool's ``--version`` (nvcc puts it last, compilers first)."""
+    try:
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    lines = (done.stdout or done.stderr).strip().splitlines()
+    if not lines:
+        return None
+    return lines[-1] if last else lines[0]
+
+
+def _probe(kind: str) -> dict[str, Any]:
+    import platform
+
+    import torch
+    import torch.utils.cpp_extension as cpp_extension
+
+    info: dict[str, Any] = {
+        "torch": torch.__version__, "cuda": torch.version.cuda, "python": platform.python_version(),
+        "machine": platform.machine(), "cxx11_abi": bool(getattr(torch._C, "_GLIBCXX_USE_CXX11_ABI", True)),
+        "cxx": _first_line([os.environ.get("CXX", "c++"), "--version"], last=False), "arch": None, "gpu": None,
+    }
+    home = getattr(cpp_extension, "CUDA_HOME", None)
+    if home:
+        info["nvcc"] = _first_line([os.path.join(home, "bin", "nvcc"), "--version"])
+    if kind.startswith("cuda"):
+        arch = os.environ.get("TORCH_CUDA_ARCH_LIST")
+        if not arch and torch.cuda.is_available():
+            # what load_inline picks by itself: the device's capability, clamped to the newest this
+            # torch build supports, with PTX (see torch.utils.cpp_extension._get_cuda_arch_flags)
+            capability = torch.cuda.get_device_capability(0)
+            supported = [int("".join(c for c in a.split("_")[1] if c.isdigit()))
+                         for a in torch.cuda.get_arch_list() if a.startswith("sm_")]
+            if supported:
+                capability = min(max((sm // 10, sm % 10) for sm in supported), capability)
+            arch = f"{capability[0]}.{capability[1]}+PTX"
+        info["arch"] = arch
+        if torch.cuda.is_available():
+            info["gpu"] = torch.cuda.get_device_name(0)
+    return info
+
+
+def _build(build_dir: Path) -> int:
+    """Build one extension with torch's ``load_inline`` minus its final import: no candidate code runs."""
+    import inspect
+    import traceback
+
+    import torch.utils.cpp_extension as cpp_extension
+
+    spec = json.loads(sys.stdin.read())
+    cpp_extension._import_module_from_library = lambda *args, **kwargs: None  # never load what we build
+    build_dir.mkdir(parents=True, exist_ok=True)
+    accepted = set(inspect.signature(cpp_extension.load_inline).parameters)
+    kwargs = {name: value for name, value in spec.items() if name in accepted}
+    kwargs.update(build_directory=str(build_dir), verbose=True)
+    if "use_pch" in accepted:
+        kwargs["use_pch"] = False
+    try:
+        cpp_extension.load_inline(**kwargs)
+    except Exception:
+        traceback.print_exc()
+        return BUILD_FAILED_EXIT
+    return 0
+
+
+if __name__ == "__main__":
+    if len(sys.argv) >= 3 and sys.argv[1] == "build":
+        sys.stdout.flush()
+        sys.exit(_build(Path(sys.argv[2])))
+    if len(sys.argv) >= 3 and sys.argv[1] == "probe":
+        print(json.dumps(_probe(sys.argv[2]), sort_keys=True))
+        sys.exit(0)
+    print("usage: python -m pike_harness.worker.supervise.buildcache {build DIR | probe cpu|cuda}", file=sys.stderr)
+    sys.exit(64)

@@ -1,0 +1,179 @@
+"""Pre-started candidate processes: torch imported and the device initialised before a candidate exists.
+
+Each device keeps a few idle processes (``per_device``) that have paid Python's, torch's and CUDA's
+start-up cost. An evaluation takes one (``take``), sends it its request, and the process serves that
+one candidate and exits, exactly like a freshly started one: nothing of one candidate can reach the
+next. A background thread refills the pool. Standard library only.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from pike_harness.worker.channel import ChannelClosed, ProtocolViolation
+from pike_harness.worker.supervise.spawn import Spawned, spawn_child
+
+if TYPE_CHECKING:
+    from pike_harness.worker.supervise.supervisor import WorkerSettings
+
+READY_TIMEOUT_S = 300.0  # a process that has not initialised by then is replaced
+
+
+class PrestartPool:
+    """Idle, ready candidate processes per device, refilled in the background. Thread-safe."""
+
+    def __init__(self, settings: WorkerSettings, devices: list[str], per_device: int = 2, *,
+                 cpus: set[int] | None = None, registry: Any = None,
+                 may_start: Callable[[str], bool] | None = None):
+        self.settings = settings
+        self.per_device = max(0, int(per_device))
+        self.cpus = cpus
+        self.registry = registry  # quiet timing: processes still starting up are paused during timings
+        self.may_start = may_start or (lambda device: True)
+        self._cond = threading.Condition()
+        self._ready: dict[str, list[Spawned]] = {device: [] for device in devices}
+        self._starting: dict[str, list[tuple[Spawned, Any]]] = {device: [] for device in devices}
+        self._closed = False
+        self.served = 0
+        self.missed = 0  # takes that found no ready process
+        self._thread = threading.Thread(target=self._refill_loop, name="pikeh-prestart", daemon=True)
+        if self.per_device:
+            for device in devices:  # the first ones now, so an evaluation submitted at once finds them
+                self._start_one(device)
+            self._thread.start()
+
+    def take(self, device: str) -> Spawned | None:
+        """A ready process for ``device`` (the caller owns it from now on), or None if none is ready
+        and none is starting. A process that is already starting is waited for: it is ahead of any
+        process the caller could start now."""
+        with self._cond:
+            ready = self._ready.get(device, [])
+            while True:
+                while ready:
+                    spawned = ready.pop(0)
+                    if spawned.alive():
+                        self.served += 1
+                        self._cond.notify_all()
+                        return spawned
+                    spawned.discard()
+                if self._closed or not self._starting.get(device):
+                    break
+                self._cond.wait(0.05)
+            self.missed += 1
+            self._cond.notify_all()
+            return None
+
+    def idle_pids(self) -> list[int]:
+        """Processes the pool holds (ready or starting): none of them has seen a candidate."""
+        with self._cond:
+            pids = [s.popen.pid for items in self._ready.values() for s in items]
+            pids += [s.popen.pid for items in self._starting.values() for s, _ in items]
+            return pids
+
+    def idle_scratch(self) -> list[Path]:
+        """The scratch directories of the processes the pool holds."""
+        with self._cond:
+            folders = [s.scratch for items in self._ready.values() for s in items]
+            folders += [s.scratch for items in self._starting.values() for s, _ in items]
+            return folders
+
+    def ready_count(self, device: str) -> int:
+        with self._cond:
+            return len(self._ready.get(device, []))
+
+    def wait_full(self, timeout: float) -> bool:
+        """Block until every device has ``per_device`` ready processes (benchmarks measure steady state)."""
+        deadline = time.monotonic() + timeout
+        with self._cond:
+            while not all(len(r) >= self.per_device for r in self._ready.values()):
+                remaining = deadline - time.monotonic()
+                if remaining <= 0 or self._closed:
+                    return False
+                self._cond.wait(min(remaining, 0.1))
+            return True
+
+    def _refill_loop(self) -> None:
+        while True:
+            with self._cond:
+                if self._closed:
+                    return
+                wanted = [device for device in self._ready
+                          if len(self._ready[device]) + len(self._starting[device]) < self.per_device
+                          and self.may_start(device)]
+            for device in wanted:
+                self._start_one(device)
+            self._collect_ready()
+            with self._cond:
+                if self._closed:
+                    return
+                self._cond.wait(0.05 if any(self._starting.values()) else 0.5)
+
+    def _start_one(self, device: str) -> None:
+        try:
+            spawned = spawn_child(self.settings, device, prestart=True, cpus=self.cpus)
+        except OSError:
+            time.sleep(1.0)
+            return
+        token = self.registry.add(spawned.popen.pid, spawned.marker, device) if self.registry else None
+        with self._cond:
+            if self._closed:
+                spawned.discard()
+                return
+            self._starting[device].append((spawned, token))
+
+    def _collect_ready(self) -> None:
+        """Move processes that said "ready" to the ready lists; replace those that died or stalled."""
+        with self._cond:
+            starting = {device: list(items) for device, items in self._starting.items()}
+        for device, items in starting.items():
+            for spawned, token in items:
+                state = self._poll_ready(spawned)
+                if state is None:
+                    continue
+                if token is not None:
+                    self.registry.remove(token)
+                with self._cond:
+                    self._starting[device].remove((spawned, token))
+                    if state and not self._closed:
+                        self._ready[device].append(spawned)
+                        self._cond.notify_all()
+                        continue
+                spawned.discard()
+
+    @staticmethod
+    def _poll_ready(spawned: Spawned) -> bool | None:
+        """True once it said ready, False if it died or stalled, None while it is still starting."""
+        try:
+            message = spawned.channel.receive(deadline=None, poll_s=0.0)
+        except (ChannelClosed, ProtocolViolation):
+            return False
+        if message is not None:
+            if message.get("event") == "ready":
+                spawned.environment = message.get("environment")
+                return True
+            return False
+        if not spawned.alive() or time.monotonic() - spawned.started > READY_TIMEOUT_S:
+            return False
+        return None
+
+    def close(self) -> None:
+        with self._cond:
+            self._closed = True
+            doomed = [s for items in self._ready.values() for s in items]
+            doomed += [s for items in self._starting.values() for s, _ in items]
+            for items in self._ready.values():
+                items.clear()
+            starting_tokens = [t for items in self._starting.values() for _, t in items if t is not None]
+            for items in self._starting.values():
+                items.clear()
+            self._cond.notify_all()
+        for token in starting_tokens:
+            self.registry.remove(token)
+        for spawned in doomed:
+            spawned.discard()
+        if self._thread.is_alive():
+            self._thread.join(timeout=5)

@@ -1,0 +1,349 @@
+"""The process sandbox a candidate runs in, seen from the supervisor's side.
+
+A candidate is untrusted code written by a model that is rewarded for speed, so it runs in a fresh
+process of its own session (its own process group), with a scrubbed environment, a scratch directory
+as its home and working directory, and resource limits. What a same-user process sandbox cannot
+enforce by itself (process counts for root, memory on CUDA where RLIMIT_AS breaks the driver,
+descendants that leave the group) the supervisor polices by watching ``/proc`` and killing.
+Standard library only.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import os
+import re
+import shutil
+import signal
+import stat
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+# Names that pass into a candidate's environment (exact, then prefixes). An allow-list: anything the
+# harness's user exported (API keys, cloud credentials, tokens) stays out unless it is named here.
+ALLOWED_NAMES = frozenset({
+    "PATH", "LANG", "LANGUAGE", "TZ", "TERM", "LD_LIBRARY_PATH", "PYTHONPATH", "VIRTUAL_ENV",
+    "CONDA_PREFIX", "CUDA_HOME", "CUDA_PATH", "CUDA_ROOT", "CUDNN_HOME", "CC", "CXX", "MAX_JOBS",
+    "TORCH_CUDA_ARCH_LIST", "OMP_NUM_THREADS", "MKL_NUM_THREADS",
+})
+ALLOWED_PREFIXES = ("LC_", "NVIDIA_", "CUDA_", "TRITON_", "TORCHINDUCTOR_", "NCCL_")
+# Secret-looking names are dropped even when an allowed prefix matches them.
+SECRET_NAME = re.compile(r"(KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL|AUTH|COOKIE|SESSION|PRIVATE)",
+                         re.IGNORECASE)
+SECRET_PREFIXES = ("AWS_", "GOOGLE_", "AZURE_", "OPENAI_", "ANTHROPIC_", "HF_", "HUGGING", "GITHUB_", "GH_")
+MARKER_ENV = "PIKEH_SANDBOX"
+# Which harness process started a marked process ("pidns/pid/starttime"): an orphan names a dead owner.
+OWNER_ENV = "PIKEH_SANDBOX_OWNER"
+MASK = "[masked]"
+
+
+def is_secret_name(name: str) -> bool:
+    upper = name.upper()
+    return bool(SECRET_NAME.search(upper)) or upper.startswith(SECRET_PREFIXES)
+
+
+def scrubbed_environment(source: Mapping[str, str], overrides: Mapping[str, str]) -> dict[str, str]:
+    """The candidate's environment: allowed names from ``source`` minus secrets, plus ``overrides``."""
+    env = {}
+    for name, value in source.items():
+        allowed = name in ALLOWED_NAMES or name.startswith(ALLOWED_PREFIXES)
+        if allowed and not is_secret_name(name):
+            env[name] = value
+    env.update(overrides)
+    return env
+
+
+def secret_values(source: Mapping[str, str]) -> list[str]:
+    """Values of the harness's secret-looking variables, longest first, for masking in what we report."""
+    values = {value for name, value in source.items() if is_secret_name(name) and len(value) >= 6}
+    return sorted(values, key=len, reverse=True)
+
+
+def mask_secrets(text: str, secrets: Iterable[str]) -> str:
+    for secret in secrets:
+        if secret in text:
+            text = text.replace(secret, MASK)
+    return text
+
+
+def tail(path: Path, chars: int) -> str:
+    """The last ``chars`` characters of a (possibly huge) log file."""
+    try:
+        with open(path, "rb") as handle:
+            handle.seek(0, os.SEEK_END)
+            size = handle.tell()
+            handle.seek(max(0, size - chars * 4))
+            data = handle.read()
+    except OSError:
+        return ""
+    return data.decode("utf-8", errors="replace")[-chars:]
+
+
+@dataclass
+class ProcessInfo:
+    pid: int
+    ppid: int
+    session: int
+    state: str
+    rss_bytes: int
+    start: int  # clock ticks after boot: with the pid, names one process for good
+
+
+_PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
+
+
+def _read_stat(pid: int) -> ProcessInfo | None:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as handle:
+            raw = handle.read().decode("ascii", errors="replace")
+    except OSError:
+        return None
+    # The command name may hold spaces and parentheses; the fields after the last ')' are fixed.
+    fields = raw[raw.rfind(")") + 2:].split()
+    try:
+        return ProcessInfo(pid=pid, ppid=int(fields[1]), session=int(fields[3]), state=fields[0],
+                           rss_bytes=int(fields[21]) * _PAGE, start=int(fields[19]))
+    except (IndexError, ValueError):
+        return None
+
+
+def _all_pids() -> list[int]:
+    try:
+        return [int(name) for name in os.listdir("/proc") if name.isdigit()]
+    except OSError:
+        return []
+
+
+def has_marker(pid: int, marker: bytes) -> bool:
+    """Whether ``pid`` carries ``marker`` (``NAME=value`` bytes) in its environment: not a reused pid."""
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as handle:
+            return marker in handle.read().split(b"\0")
+    except OSError:
+        return False
+
+
+def unique_memory_bytes(info: ProcessInfo) -> int:
+    """Proportional set size (shared pages split among their sharers), else RSS.
+
+    Summing RSS over a forked family counts copy-on-write pages once per process, so a dozen forks
+    of a 1 GB CUDA process would look like 12 GB; PSS counts them once.
+    """
+    try:
+        with open(f"/proc/{info.pid}/smaps_rollup", "rb") as handle:
+            for line in handle:
+                if line.startswith(b"Pss:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return info.rss_bytes
+
+
+class _ProcessTable:
+    """One scan of /proc shared by every evaluation polling within ``max_age_s``.
+
+    Each evaluation polices its candidate a few times a second; with dozens in flight, a scan each
+    (hundreds of stat files) would keep a core busy on a GPU host, which is noise for the timing
+    running beside it. Sessions are grouped once per scan instead.
+    """
+
+    def __init__(self, max_age_s: float = 0.1):
+        self.max_age_s = max_age_s
+        self._lock = threading.Lock()
+        self._taken = -1.0
+        self._sessions: dict[int, list[ProcessInfo]] = {}
+
+    def members(self, session: int) -> list[ProcessInfo]:
+        with self._lock:
+            now = time.monotonic()
+            if now - self._taken > self.max_age_s:
+                sessions: dict[int, list[ProcessInfo]] = {}
+                for pid in _all_pids():
+                    info = _read_stat(pid)
+                    if info is not None and info.state not in ("Z", "X"):
+                        sessions.setdefault(info.session, []).append(info)
+                self._sessions, self._taken = sessions, time.monotonic()
+            return list(self._sessions.get(session, ()))
+
+
+_TABLE = _ProcessTable()
+
+
+def session_members(session: int, *, fresh: bool = False) -> list[ProcessInfo]:
+    """Live (non-zombie) processes of one session: the candidate and everything it started there.
+
+    From a scan at most 0.1 s old (shared between evaluations); ``fresh`` scans now.
+    """
+    if not fresh:
+        return _TABLE.members(session)
+    members = []
+    for pid in _all_pids():
+        info = _read_stat(pid)
+        if info is not None and info.session == session and info.state not in ("Z", "X"):
+            members.append(info)
+    return members
+
+
+def _marked(marker: bytes, session: int | None) -> list[int]:
+    """Processes carrying this evaluation's marker, plus members of its session when ``session``.
+
+    Descendants that left the session (``setsid``) still carry the marker in their environment.
+    """
+    own = os.getpid()
+    found = []
+    for pid in _all_pids():
+        if pid == own:
+            continue
+        info = _read_stat(pid)
+        if info is None or info.state in ("Z", "X"):
+            continue
+        if (session is not None and info.session == session) or has_marker(pid, marker):
+            found.append(pid)
+    return found
+
+
+def process_start(pid: int) -> int | None:
+    """The kernel's start time of ``pid`` (clock ticks since boot): with the pid, one process for good."""
+    info = _read_stat(pid)
+    return info.start if info is not None else None
+
+
+@functools.cache
+def _pid_namespace() -> str:
+    try:
+        return os.readlink("/proc/self/ns/pid")
+    except OSError:
+        return "unknown"
+
+
+def marker_environment(marker: str) -> dict[str, str]:
+    """The variables that tie a process we start to this evaluation and to this harness process.
+
+    The owner names its pid namespace too: seen from the host, a containerised worker's pids mean
+    other processes, so only owners in the sweeper's own namespace can be judged dead.
+    """
+    return {MARKER_ENV: marker, OWNER_ENV: f"{_pid_namespace()}/{os.getpid()}/{process_start(os.getpid())}"}
+
+
+def _owner_gone(owner: str) -> bool:
+    parts = owner.rsplit("/", 2)
+    if len(parts) != 3 or parts[0] != _pid_namespace() or not parts[1].isdigit():
+        return False
+    return str(process_start(int(parts[1]))) != parts[2]
+
+
+def sweep_orphans(*, rounds: int = 20) -> int:
+    """SIGKILL marked processes whose harness is gone; returns how many were killed.
+
+    Normally every candidate, builder and pre-started process dies with its evaluation. A harness
+    killed with SIGKILL cannot clean up: its running children exit when their pipe closes, but the
+    ones it had stopped for quiet timing (SIGSTOP) would sleep forever, holding GPU memory. An
+    evaluator calls this when it starts; processes of a harness that is still running are left alone.
+    """
+    own = os.getpid()
+    killed: set[int] = set()
+    for _ in range(rounds):
+        found = []
+        for pid in _all_pids():
+            if pid == own or pid in killed:
+                continue
+            try:
+                with open(f"/proc/{pid}/environ", "rb") as handle:
+                    entries = handle.read().split(b"\0")
+            except OSError:
+                continue
+            values = dict(e.split(b"=", 1) for e in entries if b"=" in e)
+            owner = values.get(OWNER_ENV.encode())
+            if MARKER_ENV.encode() in values and owner is not None and _owner_gone(owner.decode("ascii", "replace")):
+                found.append(pid)
+        for pid in found:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
+                killed.add(pid)
+        if not found:
+            break
+        time.sleep(0.02)
+    return len(killed)
+
+
+def kill_marked(pid: int, marker: str) -> None:
+    """SIGKILL the process group ``pid`` (if that process still carries ``marker``) and every marked process."""
+    needle = f"{MARKER_ENV}={marker}".encode()
+    if has_marker(pid, needle):
+        with contextlib.suppress(OSError):
+            os.killpg(pid, signal.SIGKILL)
+    for found in _marked(needle, None):
+        with contextlib.suppress(OSError):
+            os.kill(found, signal.SIGKILL)
+
+
+def kill_all(popen: subprocess.Popen, marker: str, *, rounds: int = 50) -> None:
+    """SIGKILL the candidate's session and every marked descendant until none is left.
+
+    Repeated because a fork bomb keeps forking while it is being killed; each round kills what it
+    sees, and the bomb runs out once its parents are gone. The session id is the child's pid, so it
+    is only trusted while the child is unreaped (its pid cannot be reused); after that, only the
+    marker identifies our processes.
+    """
+    needle = f"{MARKER_ENV}={marker}".encode()
+    for _ in range(rounds):
+        session = popen.pid if popen.returncode is None else None
+        if session is not None:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(session, signal.SIGKILL)
+        left = _marked(needle, session)
+        for pid in left:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
+        if popen.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                popen.kill()
+        if not left and popen.poll() is not None:
+            break
+        time.sleep(0.02)
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        popen.wait(timeout=10)
+
+
+def make_scratch(root: Path, name: str) -> Path:
+    """A fresh private directory: the candidate's cwd, HOME and TMPDIR, deleted after the evaluation."""
+    root.mkdir(parents=True, exist_ok=True)
+    path = root / name
+    path.mkdir(mode=0o700)
+    (path / "tmp").mkdir()
+    return path
+
+
+def remove_tree(path: Path) -> None:
+    """Delete a scratch tree even when the candidate made parts of it read-only."""
+
+    def make_writable(func, target, _exc):  # noqa: ANN001 - shutil's onerror signature
+        try:
+            os.chmod(os.path.dirname(target), stat.S_IRWXU)
+            os.chmod(target, stat.S_IRWXU)
+            func(target)
+        except OSError:
+            pass
+
+    if path.exists():
+        shutil.rmtree(path, onerror=make_writable)
+
+
+def signal_name(returncode: int) -> str:
+    """``-11`` -> ``SIGSEGV``: a dead child's status in words."""
+    if returncode < 0:
+        try:
+            return signal.Signals(-returncode).name
+        except ValueError:
+            return f"signal {-returncode}"
+    return f"exit status {returncode}"
+
+
+def python_executable() -> str:
+    return sys.executable

@@ -1,0 +1,300 @@
+"""Scheduling primitives for evaluators that run many candidates on few devices. Standard library (and the sandbox module) only.
+
+* ``FifoSlots``: N CPU slots for phase 1 (load, build, warm-up), granted in submission order.
+* ``DeviceGate``: one device's exclusive lock for phase 2, granted to the oldest *ready* waiter the
+  moment it is released (a waiter keeps its place while it polices its idle candidate between
+  polls), with the statistics benchmarks need (busy time, grants, gaps while candidates waited).
+* ``QuietRegistry``: quiet timing. While a candidate is timed on a device, every other process that
+  could disturb that measurement is stopped (SIGSTOP) and resumed (SIGCONT) afterwards: on a GPU,
+  the other candidate processes bound to that GPU (loading, warming up, waiting) and processes that
+  are still initialising it; on the CPU device, everything we started (candidates, builders,
+  pre-starting processes), since there the CPU *is* the device being measured.
+* ``cpu_partition``: which cores loads may use and which stay free for the processes being timed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import heapq
+import itertools
+import os
+import signal
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from pike_harness.worker.supervise import sandbox
+
+
+class FifoSlots:
+    """A counting semaphore whose permits go to the lowest ticket waiting (submission order)."""
+
+    def __init__(self, slots: int):
+        self.slots = max(1, int(slots))
+        self._cond = threading.Condition()
+        self._free = self.slots
+        self._waiting: list[int] = []
+
+    def acquire(self, ticket: int) -> None:
+        with self._cond:
+            heapq.heappush(self._waiting, ticket)
+            while not (self._free > 0 and self._waiting[0] == ticket):
+                self._cond.wait()
+            heapq.heappop(self._waiting)
+            self._free -= 1
+            self._cond.notify_all()
+
+    def release(self) -> None:
+        with self._cond:
+            self._free += 1
+            self._cond.notify_all()
+
+    @property
+    def in_use(self) -> int:
+        with self._cond:
+            return self.slots - self._free
+
+
+@dataclass
+class GateStats:
+    busy_s: float = 0.0  # time some evaluation held the device
+    grants: int = 0
+    # Time the device stood free while a loaded candidate was waiting for it (should be ~0: the
+    # head waiter is handed the device at once; what remains is thread wake-up latency).
+    idle_with_waiters_s: float = 0.0
+    max_idle_with_waiters_s: float = 0.0
+    log: list[tuple[str, int, float]] = field(default_factory=list)  # (event, ticket, monotonic time)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {k: v for k, v in self.__dict__.items() if k != "log"}
+
+
+class DeviceGate:
+    """One device's exclusive lock; ``ticket(seq)`` gives a lock-like handle for one evaluation."""
+
+    def __init__(self, name: str, *, keep_log: bool = True):
+        self.name = name
+        self.keep_log = keep_log
+        self._cond = threading.Condition()
+        self._holder: int | None = None
+        self._held_since = 0.0
+        self._waiting: list[int] = []  # heap of registered tickets
+        self._free_since: float | None = None  # set when released while someone was waiting
+        self.stats = GateStats()
+
+    def ticket(self, seq: int) -> GateTicket:
+        return GateTicket(self, seq)
+
+    # -- used by GateTicket --------------------------------------------------------------------
+    def _register(self, seq: int) -> None:
+        if seq not in self._waiting:
+            heapq.heappush(self._waiting, seq)
+            self._log("wait", seq)
+            if self._holder is None and self._free_since is None:
+                self._free_since = time.monotonic()
+
+    def _acquire(self, seq: int, timeout: float | None) -> bool:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        with self._cond:
+            self._register(seq)
+            while not (self._holder is None and self._waiting[0] == seq):
+                remaining = None if deadline is None else deadline - time.monotonic()
+                if remaining is not None and remaining <= 0:
+                    return False
+                self._cond.wait(remaining)
+            heapq.heappop(self._waiting)
+            now = time.monotonic()
+            if self._free_since is not None:
+                gap = now - self._free_since
+                self.stats.idle_with_waiters_s += gap
+                self.stats.max_idle_with_waiters_s = max(self.stats.max_idle_with_waiters_s, gap)
+                self._free_since = None
+            self._holder, self._held_since = seq, now
+            self.stats.grants += 1
+            self._log("grant", seq)
+            return True
+
+    def _release(self, seq: int) -> None:
+        with self._cond:
+            if self._holder != seq:
+                return
+            now = time.monotonic()
+            self.stats.busy_s += now - self._held_since
+            self._holder = None
+            self._free_since = now if self._waiting else None
+            self._log("release", seq)
+            self._cond.notify_all()
+
+    def _cancel(self, seq: int) -> None:
+        with self._cond:
+            if seq in self._waiting:
+                self._waiting.remove(seq)
+                heapq.heapify(self._waiting)
+                self._log("cancel", seq)
+                if not self._waiting:
+                    self._free_since = None
+                self._cond.notify_all()
+
+    def _log(self, event: str, seq: int) -> None:
+        if self.keep_log:
+            self.stats.log.append((event, seq, time.monotonic()))
+
+    @property
+    def holder(self) -> int | None:
+        with self._cond:
+            return self._holder
+
+
+class GateTicket:
+    """The ``DeviceLock`` an Evaluation waits on: ``acquire(timeout=...)`` keeps its place between polls."""
+
+    def __init__(self, gate: DeviceGate, seq: int):
+        self.gate, self.seq = gate, seq
+
+    def acquire(self, blocking: bool = True, timeout: float = -1) -> bool:
+        if not blocking:
+            timeout = 0.0
+        return self.gate._acquire(self.seq, None if timeout is None or timeout < 0 else timeout)
+
+    def release(self) -> None:
+        self.gate._release(self.seq)
+
+    def cancel(self) -> None:
+        """Give up the place in the queue (the candidate failed while it waited)."""
+        self.gate._cancel(self.seq)
+
+
+@dataclass
+class _Member:
+    pid: int
+    marker: bytes
+    scope: str  # a device ("cuda:0", "cpu") or "host" (CPU work only, e.g. a builder)
+    stopped_at: float | None = None  # monotonic time of the SIGSTOP in force, if any
+
+
+class QuietRegistry:
+    """Processes that pause while a neighbour is timed. ``add``/``remove`` them; wrap timing in ``quiet``.
+
+    ``host_wide``: a timing on any device pauses every member (loads, builds, other candidates), not
+    only those bound to that device. Launch-bound models are timed partly on the host CPU, and on an
+    H100 host 13 parallel nvcc builds made a ResNet-18 reference read 1.43x slower under per-device
+    quiet; the price is that builds make no progress while a timing runs, which is why hosts with
+    several GPUs (almost always timing somewhere) default to per-device quiet.
+    """
+
+    def __init__(self, host_wide: bool = False) -> None:
+        self.host_wide = host_wide
+        self._lock = threading.Lock()
+        self._members: dict[int, _Member] = {}
+        self._quiet: dict[str, set[int]] = {}  # device -> pids exempt (the one being timed)
+        self._stopped: set[int] = set()  # member tokens currently stopped
+        self._paused: dict[int, float] = {}  # token -> seconds spent stopped (kept after remove)
+        self._tokens = itertools.count(1)
+        self.pauses = 0
+        self.paused_s = 0.0
+
+    def add(self, pid: int, marker: str, scope: str) -> int:
+        token = next(self._tokens)
+        member = _Member(pid=pid, marker=f"{sandbox.MARKER_ENV}={marker}".encode(), scope=scope)
+        with self._lock:
+            self._members[token] = member
+            quiet_now = any(self._applies(device, member) and pid not in exempt
+                            for device, exempt in self._quiet.items())
+            if quiet_now:
+                self._stop(token, member)
+        return token
+
+    def remove(self, token: int) -> None:
+        with self._lock:
+            member = self._members.pop(token, None)
+            if member is not None and token in self._stopped:
+                self._continue(token, member)
+
+    def _applies(self, device: str, member: _Member) -> bool:
+        return self.host_wide or device == "cpu" or member.scope == device
+
+    @contextlib.contextmanager
+    def quiet(self, device: str, exempt_pid: int | None):
+        """Stop every member that could disturb a timing on ``device`` (except ``exempt_pid``)."""
+        began = time.monotonic()
+        with self._lock:
+            self._quiet[device] = {exempt_pid} if exempt_pid else set()
+            for token, member in self._members.items():
+                if token not in self._stopped and member.pid != exempt_pid and self._applies(device, member):
+                    self._stop(token, member)
+            self.pauses += 1
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._quiet.pop(device, None)
+                for token in list(self._stopped):
+                    member = self._members.get(token)
+                    still_quiet = member is not None and any(
+                        self._applies(d, member) and member.pid not in exempt for d, exempt in self._quiet.items())
+                    if member is not None and not still_quiet:
+                        self._continue(token, member)
+                self.paused_s += time.monotonic() - began
+
+    def _stop(self, token: int, member: _Member) -> None:  # under self._lock
+        if _signal(member, signal.SIGSTOP):
+            self._stopped.add(token)
+            member.stopped_at = time.monotonic()
+
+    def _continue(self, token: int, member: _Member) -> None:  # under self._lock
+        _signal(member, signal.SIGCONT)
+        self._stopped.discard(token)
+        if member.stopped_at is not None:
+            self._paused[token] = self._paused.get(token, 0.0) + time.monotonic() - member.stopped_at
+            member.stopped_at = None
+
+    def paused_seconds(self, token: int | None) -> float:
+        """How long this member has been stopped so far, the pause in force included.
+
+        Stage deadlines are extended by it: a candidate or builder paused for a neighbour's timing
+        must not run out of time for it (on one busy GPU, timings take most of the wall clock).
+        """
+        if token is None:
+            return 0.0
+        with self._lock:
+            total = self._paused.get(token, 0.0)
+            member = self._members.get(token)
+            if member is not None and member.stopped_at is not None:
+                total += time.monotonic() - member.stopped_at
+            return total
+
+    def stopped_count(self) -> int:
+        with self._lock:
+            return len(self._stopped)
+
+
+def _signal(member: _Member, signum: int) -> bool:
+    """Signal the member's process group, after checking the pid still carries its marker (no pid reuse)."""
+    if not sandbox.has_marker(member.pid, member.marker):
+        return False
+    try:
+        os.killpg(member.pid, signum)
+        return True
+    except (OSError, ProcessLookupError):
+        return False
+
+
+def cpu_partition(devices: list[str], allowed: set[int] | None = None) -> tuple[set[int] | None, set[int] | None]:
+    """(cores for loads, cores kept free for timing), or (None, None) when partitioning is pointless.
+
+    On a GPU host each GPU's timing gets one core of its own (the highest-numbered ones) that no
+    load, build or pre-starting process runs on; with fewer than four cores, or on the CPU device
+    (where quiet timing stops everything else instead), nothing is partitioned.
+    """
+    gpus = [d for d in devices if d.startswith("cuda")]
+    if allowed is None:
+        try:
+            allowed = set(os.sched_getaffinity(0))
+        except (AttributeError, OSError):
+            return None, None
+    if not gpus or len(allowed) < 4 or len(allowed) < 2 * len(gpus) + 2:
+        return None, None
+    ordered = sorted(allowed)
+    timing = set(ordered[-len(gpus):])
+    return set(ordered[:-len(gpus)]), timing

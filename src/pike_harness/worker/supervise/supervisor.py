@@ -1,0 +1,546 @@
+"""Evaluate one EvalRequest into one EvalResult: the building block of the evaluation engine
+(``engine.Engine``), which every evaluator (local, queue, docker, Ray) runs. It runs in a trusted
+process, starts the candidate's sandboxed process, drives its stages, polices it, compares its
+outputs with the reference's and writes the verdict.
+
+The work is split in two phases so the engine can place them: ``Evaluation.load()`` (static
+checks, process start, import and ``load_inline`` builds: CPU only, run in parallel) and
+``Evaluation.finish()`` (correctness and timing: hold the device's exclusive lock around it). In
+between, ``wait_for(lock)`` keeps policing the idle candidate while it waits for the device. The
+engine strings the phases together (``Engine._run``). Optional pieces it plugs in through
+``WorkerSettings``: pre-started candidate processes (``prestart.PrestartPool``), the ``load_inline``
+build cache (``buildcache.BuildCache``), shared per-source Triton/Inductor caches (``jit_cache_root``),
+and ``Evaluation.warm()`` (one call in phase 1, so JIT compiles run outside the lock).
+``Evaluation.listener`` hears when the candidate's process starts and when timing begins and ends
+(quiet timing pauses neighbours then). torch (for loading tensors) and the standard library.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import secrets
+import stat
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from pike_harness.worker.channel import Channel, ChannelClosed, ChannelTimeout, ProtocolViolation
+from pike_harness.worker.environment import host_info
+from pike_harness.worker.inside.protocols import TimingProtocol, get_protocol
+from pike_harness.worker.records import (
+    CATEGORIES,
+    COMPILE_ERROR,
+    CORRECT,
+    REJECTED,
+    RUNTIME_ERROR,
+    TIMEOUT,
+    EvalRequest,
+    EvalResult,
+)
+from pike_harness.worker.supervise import sandbox, static_checks
+from pike_harness.worker.supervise.buildcache import BuildTimeout, ToolchainError, jit_cache_key
+from pike_harness.worker.supervise.compare import compare_outputs
+from pike_harness.worker.supervise.errors import InfrastructureError
+from pike_harness.worker.supervise.reference import ReferenceOracle
+from pike_harness.worker.supervise.spawn import Spawned, spawn_child
+
+OUTPUTS_FILE = "outputs.pt"  # the child's name for it; the supervisor never takes a path from the child
+# Peak memory bandwidth (bytes/s) by GPU name, for the "faster than reading its own data" flag.
+# Unknown GPUs get the fastest entry, so the flag errs towards silence.
+PEAK_BANDWIDTH = {"H200": 4.8e12, "H100": 3.35e12, "A100": 2.04e12, "B200": 8.0e12, "L40": 0.864e12,
+                  "A10": 0.6e12, "L4": 0.3e12, "T4": 0.32e12}
+TIMER_FLOOR_MS = 0.001  # below a microsecond per call no real forward has ever been timed
+
+
+class DeviceLock(Protocol):
+    def acquire(self, blocking: bool = True, timeout: float = -1) -> bool: ...
+
+    def release(self) -> None: ...
+
+
+@dataclass
+class WorkerSettings:
+    """Where an evaluator's files go and how the sandbox behaves; shared by all its evaluations."""
+
+    workdir: Path  # private: reference outputs and logs (mode 0700)
+    scratch_root: Path | None = None  # candidates' scratch directories (default: workdir/scratch)
+    python: str = sys.executable
+    tail_chars: int = 10_000
+    poll_s: float = 0.1  # how often the channel is checked
+    police_s: float = 0.25  # how often the candidate's processes are counted and weighed
+    environ: Mapping[str, str] | None = None  # the environment to scrub (default: os.environ)
+    keep_scratch: bool = False  # debugging only: leave the candidate's scratch directory behind
+    # Evaluator II (all optional; None keeps the behaviour of a plain fresh process per candidate):
+    prestart: Any = None  # a prestart.PrestartPool: take a ready process instead of starting one
+    build_cache: Any = None  # a buildcache.BuildCache: load_inline builds shared by content
+    jit_cache_root: Path | None = None  # Triton/Inductor caches in ROOT/<hash of the source>/
+    cpus: set[int] | None = None  # cores a freshly started candidate process may use
+
+    def source_environ(self) -> Mapping[str, str]:
+        return os.environ if self.environ is None else self.environ
+
+
+class _Concluded(Exception):
+    def __init__(self, result: EvalResult):
+        self.result = result
+
+
+@dataclass
+class _Stages:
+    seconds: dict[str, float] = field(default_factory=dict)
+
+    def add(self, name: str, value: float) -> None:
+        self.seconds[name] = round(self.seconds.get(name, 0.0) + value, 6)
+
+
+class Evaluation:
+    """One candidate's evaluation; call ``load()``, then (holding the device) ``finish()``, then ``close()``."""
+
+    def __init__(self, request: EvalRequest, oracle: ReferenceOracle, settings: WorkerSettings):
+        if request.limits.memory_mb is None:
+            request = dataclasses.replace(request, limits=dataclasses.replace(
+                request.limits, memory_mb=default_memory_mb()))
+        self.request = request
+        self.oracle = oracle
+        self.settings = settings
+        self.protocol: TimingProtocol = get_protocol(request.protocol, request.protocol_params)
+        self.started = time.monotonic()
+        self.stages = _Stages()
+        self.flags: list[str] = []
+        self.environment: dict[str, Any] = {**host_info(), "device": request.device}
+        self.hidden_seeds = _draw_seeds(request.hidden_input_sets, exclude=set(request.input_seeds))
+        self.secrets = sandbox.secret_values(settings.source_environ())
+        self.popen: subprocess.Popen | None = None
+        self.channel: Channel | None = None
+        self.scratch: Path | None = None
+        self.marker = secrets.token_hex(12)
+        self.result: EvalResult | None = None
+        self._policed = 0.0
+        self._aborted = threading.Event()
+        # Called as listener(event, evaluation) with "spawned", "timing_start", "timing_end".
+        self.listener: Callable[[str, Evaluation], None] | None = None
+        # Seconds the candidate's process has spent paused by quiet timing (set by schedulers that
+        # pause it), and seconds its builds were paused: stage deadlines are extended by both.
+        self.paused_s: Callable[[], float] = lambda: 0.0
+        self.build_paused_s = 0.0
+        self.device = request.device
+
+    @property
+    def session(self) -> int | None:
+        """The candidate's session (= process group) id while its process is unreaped."""
+        if self.popen is None or self.popen.returncode is not None:
+            return None
+        return self.popen.pid
+
+    def abort(self) -> None:
+        """Thread-safe: make the evaluation stop at its next policing step (the evaluator is closing)."""
+        self._aborted.set()
+
+    def _notify(self, event: str) -> None:
+        if self.listener is not None:
+            self.listener(event, self)
+
+    # -- phase 1 -------------------------------------------------------------------------------
+    def load(self) -> EvalResult | None:
+        """Static checks, then start the candidate and import it. A result here is final."""
+        try:
+            self._static_checks()
+            self._spawn()
+            began = time.monotonic()
+            loaded = self._await("loaded", self.request.limits.compile_timeout_s, "compile")
+            self.stages.add("compile", float(loaded.get("seconds", 0.0)))
+            self.stages.add("startup", max(0.0, time.monotonic() - began - float(loaded.get("seconds", 0.0))))
+            self.environment.update(loaded.get("environment") or {})
+            return None
+        except _Concluded as done:
+            return done.result
+
+    def wait_for(self, lock: DeviceLock) -> EvalResult | None:
+        """Acquire ``lock`` while policing the idle candidate; a result means it broke a limit meanwhile."""
+        began = time.monotonic()
+        try:
+            while not lock.acquire(timeout=self.settings.poll_s):
+                self._police()
+            return None
+        except _Concluded as done:
+            return done.result
+        finally:
+            self.stages.add("wait_device", time.monotonic() - began)
+
+    def warm(self) -> EvalResult | None:
+        """Phase 1, optional: one call of the candidate on a throwaway model, outside the lock.
+
+        Triton JIT and ``torch.compile`` compile on the first call; here they compile in a CPU slot
+        instead of holding the device. The call runs on the device: schedulers pause warming
+        candidates while a neighbour is being timed (quiet timing). A result here is final.
+        """
+        try:
+            assert self.channel is not None
+            began = time.monotonic()
+            self.channel.send({"cmd": "warm"})
+            warmed = self._await("warmed", self.request.limits.run_timeout_s, "warmup")
+            self.stages.add("warmup", time.monotonic() - began)
+            self.stages.add("warmup_call", float(warmed.get("seconds", 0.0)))
+            return None
+        except _Concluded as done:
+            return done.result
+
+    # -- phase 2 -------------------------------------------------------------------------------
+    def finish(self) -> EvalResult:
+        """Correctness on every input set, comparison in this process, then the timing protocol."""
+        try:
+            return self._finish()
+        except _Concluded as done:
+            return done.result
+
+    def _finish(self) -> EvalResult:
+        import torch
+
+        request = self.request
+        began = time.monotonic()
+        assert self.channel is not None
+        nonce = secrets.token_hex(16)
+        self.channel.send({"cmd": "check", "hidden_seeds": self.hidden_seeds, "nonce": nonce})
+        checked = self._await("checked", request.limits.run_timeout_s, "correctness", nonce=nonce)
+        self.stages.add("correctness", time.monotonic() - began)
+        self._note(checked.get("notes"))
+        candidate_outputs = self._read_outputs(torch)
+
+        began = time.monotonic()
+        seeds = list(request.input_seeds) + self.hidden_seeds
+        reference_outputs = self.oracle.outputs(request, seeds, timeout_s=request.limits.run_timeout_s)
+        self.stages.add("reference", time.monotonic() - began)
+
+        began = time.monotonic()
+        labels = [f"seed {s}" for s in request.input_seeds] + ["hidden seed"] * len(self.hidden_seeds)
+        comparison = compare_outputs(candidate_outputs, reference_outputs, atol=request.atol, rtol=request.rtol,
+                                     set_labels=labels)
+        self.stages.add("compare", time.monotonic() - began)
+        self.flags.extend(f for f in comparison.flags if f not in self.flags)
+        if comparison.category is not None:
+            return self._conclude(comparison.category, comparison.check, comparison.reason,
+                                  outputs=comparison.checks)
+
+        self._notify("timing_start")
+        try:
+            began = time.monotonic()
+            nonce = secrets.token_hex(16)
+            self.channel.send({"cmd": "time", "nonce": nonce})
+            timed = self._await("timed", request.limits.run_timeout_s, "timing", nonce=nonce)
+            wall_ms = (time.monotonic() - began) * 1000.0
+        finally:
+            self._notify("timing_end")
+        self.stages.add("timing", wall_ms / 1000.0)
+        self._note(timed.get("notes"))
+        self.environment["threads"] = timed.get("threads")
+        self.environment["backend_flags"] = timed.get("backend_flags")
+        run = timed.get("run") or {}
+        samples = [float(x) for x in run.get("samples_ms", [])]
+        host = [float(x) for x in run.get("host_ms", [])]
+        if not samples or len(samples) != len(host):
+            return self._conclude(REJECTED, "protocol", "the timing report is malformed", outputs=comparison.checks)
+        problem = _cross_check(samples, host, wall_ms, cuda=request.device.startswith("cuda"))
+        if problem:
+            return self._conclude(REJECTED, "timer_cross_check", problem, outputs=comparison.checks)
+        stats = self.protocol.summarize(samples, float(run.get("host_wall_ms", 0.0)))
+        self.protocol_details = {"warmup": run.get("warmup"), "reps": run.get("reps"),
+                                 "estimate_ms": run.get("estimate_ms")}
+        self._plausibility(stats.headline_ms, reference_outputs, candidate_outputs)
+        return self._conclude(CORRECT, None, None, outputs=comparison.checks, runtime=stats)
+
+    # -- the candidate's process ---------------------------------------------------------------
+    def _static_checks(self) -> None:
+        try:
+            report = static_checks.scan(self.request.candidate_source)
+        except SyntaxError as exc:
+            raise _Concluded(self._conclude(COMPILE_ERROR, "syntax", f"SyntaxError: line {exc.lineno}: {exc.msg}")) \
+                from None
+        except (ValueError, RecursionError) as exc:  # null bytes, absurd nesting
+            raise _Concluded(self._conclude(COMPILE_ERROR, "syntax", f"{type(exc).__name__}: {exc}")) from None
+        self.flags.extend(report.flags)
+        if report.check:
+            raise _Concluded(self._conclude(REJECTED, report.check, report.reason))
+
+    def _spawn(self) -> None:
+        """Adopt a pre-started process for the device (if the pool has one ready), else start one."""
+        settings = self.settings
+        device = self.request.device
+        began = time.monotonic()
+        spawned: Spawned | None = settings.prestart.take(device) if settings.prestart is not None else None
+        if spawned is None:
+            spawned = spawn_child(settings, device, cpus=settings.cpus)
+        self.popen, self.channel, self.scratch, self.marker = (spawned.popen, spawned.channel, spawned.scratch,
+                                                               spawned.marker)
+        self.environment["prestarted"] = spawned.prestarted
+        self.stages.add("spawn", time.monotonic() - began)
+        self._notify("spawned")
+        self.channel.send({"request": _as_dict(self.request), "setup": self._setup()})
+
+    def _setup(self) -> dict[str, Any]:
+        """What the child applies before importing the candidate: cache locations, the build hook."""
+        setup: dict[str, Any] = {"build_cache": self.settings.build_cache is not None}
+        root = self.settings.jit_cache_root
+        if root is not None:
+            folder = Path(root) / jit_cache_key(self.request.candidate_source, self.request.baseline_mode)
+            folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+            setup["env"] = {"TRITON_CACHE_DIR": str(folder / "triton"),
+                            "TORCHINDUCTOR_CACHE_DIR": str(folder / "inductor")}
+        return setup
+
+    def _await(self, event: str, timeout_s: float, stage: str, *, nonce: str | None = None) -> dict[str, Any]:
+        """The child's ``event``; with ``nonce``, only a reply that echoes it (anything else claiming to
+        be that reply was written by the candidate, which shares the child's process)."""
+        assert self.channel is not None and self.popen is not None
+        base = time.monotonic() + timeout_s
+        paused_before, built_before = self.paused_s(), self.build_paused_s
+        exited_at: float | None = None
+        while True:
+            deadline = base + (self.paused_s() - paused_before) + (self.build_paused_s - built_before)
+            try:
+                message = self.channel.receive(deadline, self.settings.poll_s)
+            except ChannelTimeout:
+                raise _Concluded(self._conclude(TIMEOUT, f"{stage}_timeout",
+                                                f"the {stage} stage ran past its {timeout_s:g} s limit")) from None
+            except ChannelClosed:
+                raise _Concluded(self._died(stage)) from None
+            except ProtocolViolation as exc:
+                raise _Concluded(self._conclude(REJECTED, "protocol", f"{stage}: {exc}")) from None
+            if message is None:
+                self._police()
+                if self.popen.poll() is not None:
+                    # Exited, but a descendant may still hold the pipe open: give it a moment, then give up.
+                    exited_at = exited_at or time.monotonic()
+                    if time.monotonic() - exited_at > 1.0:
+                        raise _Concluded(self._died(stage))
+                continue
+            kind = message.get("event")
+            if kind == event and nonce is not None and message.get("nonce") != nonce:
+                raise _Concluded(self._conclude(REJECTED, "forged_report",
+                                                f"{stage}: a {event!r} report without this evaluation's nonce "
+                                                "reached the supervisor: the candidate wrote to the worker's channel"))
+            if kind == event:
+                return message
+            if kind == "build":
+                self.channel.send({"build": self._serve_build(message.get("spec"), deadline, stage, timeout_s)})
+                continue
+            if kind == "failed":
+                category = message.get("category")
+                if category not in CATEGORIES or category == CORRECT:
+                    category = REJECTED
+                raise _Concluded(self._conclude(category, str(message.get("check") or stage),
+                                                str(message.get("reason") or "")))
+            if kind == "infra_error":
+                self._kill()
+                raise InfrastructureError(str(message.get("reason")))
+            raise _Concluded(self._conclude(REJECTED, "protocol", f"{stage}: unexpected message {kind!r}"))
+
+    def _serve_build(self, spec: Any, deadline: float, stage: str, timeout_s: float) -> dict[str, Any]:
+        """Answer the child's ``load_inline`` call from the build cache (see ``inline_hook``)."""
+        cache = self.settings.build_cache
+        if cache is None or self.scratch is None:
+            return {"fallback": True}
+        began = time.monotonic()
+        try:
+            reply = cache.serve(spec, self.request.device, self.scratch, deadline=deadline, tick=self._police)
+        except BuildTimeout:
+            raise _Concluded(self._conclude(TIMEOUT, f"{stage}_timeout",
+                                            f"the {stage} stage ran past its {timeout_s:g} s limit "
+                                            "while building a load_inline extension")) from None
+        except ToolchainError as exc:  # the cache cannot key builds here: build privately, as without one
+            self.environment.setdefault("build_cache_error", str(exc)[:500])
+            return {"fallback": True}
+        self.stages.add("build", time.monotonic() - began)
+        self.build_paused_s += float(reply.get("paused_s") or 0.0)
+        summary = self.environment.setdefault("build_cache", {"hits": 0, "misses": 0, "failures": 0,
+                                                              "fallbacks": 0})
+        if reply.get("fallback"):
+            summary["fallbacks"] += 1
+        elif reply.get("hit"):
+            summary["hits"] += 1
+        elif reply.get("ok"):
+            summary["misses"] += 1
+        else:
+            summary["failures"] += 1
+        return {k: v for k, v in reply.items() if k in ("ok", "path", "log", "hit", "fallback")}
+
+    def _police(self) -> None:
+        """Kill the candidate when its session has too many processes or too much memory."""
+        assert self.popen is not None
+        if self._aborted.is_set():
+            self._kill()
+            raise InfrastructureError("the evaluation was aborted: the evaluator is closing")
+        now = time.monotonic()
+        if now - self._policed < self.settings.police_s:
+            return
+        self._policed = now
+        members = sandbox.session_members(self.popen.pid)
+        limits = self.request.limits
+        if len(members) > limits.max_processes:
+            raise _Concluded(self._conclude(RUNTIME_ERROR, "process_limit",
+                                            f"the candidate started more than {limits.max_processes} processes"))
+        memory_mb = limits.memory_mb
+        if memory_mb:
+            rss = sum(sandbox.unique_memory_bytes(member) for member in members) / (1024 * 1024)
+            if rss > memory_mb:
+                raise _Concluded(self._conclude(RUNTIME_ERROR, "memory_limit",
+                                                f"the candidate's processes used {rss:.0f} MB, over the "
+                                                f"{memory_mb} MB limit"))
+
+    def _died(self, stage: str) -> EvalResult:
+        assert self.popen is not None
+        try:
+            code = self.popen.wait(timeout=2)
+        except subprocess.TimeoutExpired:
+            code = None
+        if code is None:
+            reason = f"the candidate's process closed its channel during {stage} without reporting"
+            check = "crash"
+        elif code < 0:
+            name = sandbox.signal_name(code)
+            check = {"SIGXFSZ": "file_size_limit", "SIGKILL": "killed"}.get(name, "crash")
+            reason = f"the candidate's process died from {name} during {stage}"
+            if name == "SIGXFSZ":
+                reason += f" (a file grew past the {self.request.limits.file_size_mb} MB limit)"
+        else:
+            check = "exited"
+            reason = f"the candidate's process exited with status {code} during {stage} without reporting"
+        return self._conclude(RUNTIME_ERROR, check, reason)
+
+    def _read_outputs(self, torch: Any) -> list[list[Any]]:
+        assert self.scratch is not None
+        path = self.scratch / OUTPUTS_FILE
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+        except OSError:
+            raise _Concluded(self._conclude(REJECTED, "outputs_file", "the outputs file is missing or a link")) \
+                from None
+        try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                raise _Concluded(self._conclude(REJECTED, "outputs_file", "the outputs file is not a plain file"))
+            with os.fdopen(fd, "rb") as handle:
+                fd = -1
+                outputs = torch.load(handle, weights_only=True, map_location="cpu")
+        except _Concluded:
+            raise
+        except Exception as exc:
+            raise _Concluded(self._conclude(REJECTED, "outputs_file", f"unreadable outputs: {exc}"[:500])) from None
+        finally:
+            if fd >= 0:
+                os.close(fd)
+        expected = len(self.request.input_seeds) + len(self.hidden_seeds)
+        well_formed = (type(outputs) is list and len(outputs) == expected
+                       and all(type(s) is list and all(type(t) is torch.Tensor for t in s) for s in outputs))
+        if not well_formed:
+            raise _Concluded(self._conclude(REJECTED, "outputs_file", "the outputs file does not hold one list "
+                                                                      "of tensors per input set"))
+        return outputs
+
+    # -- the verdict ---------------------------------------------------------------------------
+    def _note(self, notes: Any) -> None:
+        for note in notes or []:
+            if isinstance(note, str) and note not in self.flags:
+                self.flags.append(note)
+
+    def _plausibility(self, headline_ms: float, reference: list[list[Any]], candidate: list[list[Any]]) -> None:
+        """Flags (never verdicts) for runtimes no real forward pass reaches (threat 17, first cut)."""
+        if headline_ms < TIMER_FLOOR_MS:
+            self.flags.append("below_timer_floor")
+        gpu = str(self.environment.get("gpu") or "")
+        if not self.request.device.startswith("cuda") or not gpu:
+            return
+        peak = next((bw for name, bw in PEAK_BANDWIDTH.items() if name in gpu), max(PEAK_BANDWIDTH.values()))
+        written = sum(t.numel() * t.element_size() for t in reference[0])
+        if headline_ms / 1000.0 < written / peak:
+            self.flags.append("faster_than_memory_bound")
+
+    def _kill(self) -> None:
+        if self.popen is not None:
+            sandbox.kill_all(self.popen, self.marker)
+
+    def _conclude(self, category: str, check: str | None, reason: str | None, *, outputs: list | None = None,
+                  runtime: Any = None) -> EvalResult:
+        """Stop the candidate, collect its logs, and write the result record.
+
+        The scratch directory goes in ``close()``: this may run while the device is held, and deleting
+        a tree of build products there would keep the next candidate waiting for nothing.
+        """
+        self._kill()
+        stdout = stderr = ""
+        if self.scratch is not None:
+            stdout = sandbox.tail(self.scratch / ".stdout", self.settings.tail_chars)
+            stderr = sandbox.tail(self.scratch / ".stderr", self.settings.tail_chars)
+        if self.channel is not None:
+            self.channel.close()
+            self.channel = None
+        self.stages.add("total", time.monotonic() - self.started)
+        request = self.request
+        mask = lambda text: sandbox.mask_secrets(text, self.secrets) if text else text  # noqa: E731
+        protocol = {**self.protocol.describe(), "params": dict(request.protocol_params)}
+        protocol.update(getattr(self, "protocol_details", {}))
+        self.result = EvalResult(
+            request_id=request.request_id, task=request.task, category=category, reason=mask(reason),
+            check=check, runtime_ms=runtime.headline_ms if runtime is not None else None, runtime=runtime,
+            outputs=list(outputs or []), flags=list(self.flags), stage_seconds=dict(self.stages.seconds),
+            stdout_tail=mask(stdout), stderr_tail=mask(stderr), protocol=protocol,
+            environment=self.environment,
+            seeds={"weight": request.weight_seed, "public": list(request.input_seeds), "hidden": self.hidden_seeds},
+        )
+        return self.result
+
+    def _cleanup(self) -> None:
+        if self.channel is not None:
+            self.channel.close()
+            self.channel = None
+        if self.scratch is not None and not self.settings.keep_scratch:
+            sandbox.remove_tree(self.scratch)
+            self.scratch = None
+
+    def close(self) -> None:
+        """Idempotent: kill whatever is left and delete the scratch directory."""
+        self._kill()
+        self._cleanup()
+
+
+def _cross_check(samples: list[float], host: list[float], wall_ms: float, *, cuda: bool) -> str | None:
+    """The device timer against the host clock, and both against the supervisor's own clock."""
+    total, host_total = sum(samples), sum(host)
+    if host_total > wall_ms * 1.05 + 50.0:
+        return (f"the timed calls claim {host_total:.1f} ms of host time, but the timing stage took "
+                f"{wall_ms:.1f} ms by the supervisor's clock")
+    if cuda:
+        gap_per_call = (host_total - total) / len(samples)
+        if total < 0.5 * host_total and gap_per_call > 0.1:
+            return (f"CUDA events measured {total:.3f} ms where the host clock saw {host_total:.3f} ms "
+                    "around the same calls")
+        if total > 1.5 * host_total + 1.0:
+            return f"CUDA events measured {total:.3f} ms, more than the host clock's {host_total:.3f} ms"
+    return None
+
+
+def _draw_seeds(count: int, exclude: set[int]) -> list[int]:
+    """Secret seeds for the hidden input sets, drawn per evaluation, told to the candidate after it loads."""
+    seeds: list[int] = []
+    while len(seeds) < count:
+        seed = secrets.randbelow(2**31 - 1) + 1
+        if seed not in exclude and seed not in seeds:
+            seeds.append(seed)
+    return seeds
+
+
+def _as_dict(request: EvalRequest) -> dict[str, Any]:
+    return dataclasses.asdict(request)
+
+
+def default_memory_mb() -> int:
+    """Half of this host's memory: room for the harness and a concurrent evaluation or two."""
+    try:
+        pages, page = os.sysconf("SC_PHYS_PAGES"), os.sysconf("SC_PAGE_SIZE")
+        return max(2048, pages * page // (2 * 1024 * 1024))
+    except (ValueError, OSError):
+        return 16384
