@@ -1,6 +1,6 @@
 """Reading a PIKE-style prompt without a model: which programs it quotes and what it allows.
 
-Robust to wording: the prompt builders in ``pike_harness.kit.prompting`` mark each prompt kind with a fixed
+Robust to wording: the prompt builders in ``pike_harness.kit.prompt_templates`` mark each prompt kind with a fixed
 line, and those markers are used when present, but everything falls back to plain rules: the task's
 reference is the last fenced block defining ``class Model`` (the worked example comes before it), the
 program to improve or fix is a fenced block defining ``class ModelNew`` after it, the tolerance is read
@@ -13,7 +13,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from pike_harness.api import prompting
+from pike_harness.api import code_fences, prompt_kinds
 
 DEFAULT_TOLERANCE = 1e-2
 _DEFINES_MODEL = re.compile(r"^class\s+Model\s*[(:]", re.MULTILINE)
@@ -36,7 +36,7 @@ _MAX_IDEAS = re.compile(r"\bup to (\d{1,3})\b", re.IGNORECASE)
 class PromptInfo:
     """What a prompt says, as far as a program-rewriting stand-in needs to know."""
 
-    kind: str | None  # "brainstorm" | "optimize" | "improve" | "fix" (prompting.prompt_kind), or None
+    kind: str | None  # "brainstorm" | "optimize" | "improve" | "fix" (prompt_kinds.prompt_kind), or None
     reference: str | None  # the task's source (defines Model)
     program: str | None  # the parent to improve or the failing program to fix
     atol: float = DEFAULT_TOLERANCE
@@ -48,16 +48,16 @@ class PromptInfo:
 
 def parse_prompt(messages: Sequence[dict[str, str]]) -> PromptInfo:
     text = "\n\n".join(str(m.get("content", "")) for m in messages)
-    blocks = prompting.code_blocks(text)
+    blocks = code_fences.code_blocks(text)
     ref_index = max((i for i, b in enumerate(blocks) if defines_model(b) and not defines_model_new(b)),
                     default=None)
     reference = blocks[ref_index] if ref_index is not None else None
-    program = prompting.quoted_program(list(messages))
+    program = prompt_kinds.quoted_program(list(messages))
     if program is None or not program.strip():
         after = blocks[ref_index + 1:] if ref_index is not None else blocks
         candidates = [b for b in after if defines_model_new(b)]
         program = candidates[-1] if candidates else None
-    info = PromptInfo(kind=prompting.prompt_kind(list(messages)), reference=reference, program=program)
+    info = PromptInfo(kind=prompt_kinds.prompt_kind(list(messages)), reference=reference, program=program)
     if match := _ATOL.search(text):
         info.atol = float(match.group(1))
     if match := _RTOL.search(text):

@@ -16,8 +16,10 @@ from pike_harness.api import (
     Strategy,
     TaskContext,
     UserError,
+    failure_reports,
     fix_rounds,
-    prompting,
+    idea_lists,
+    prompt_templates,
     require_at_least,
     run_round,
 )
@@ -52,14 +54,14 @@ class PikeBConfig:
         "help": "error-fixing prompt: pike (PIKE's two prompts: the maximum output difference and the "
                 "worked example for wrong outputs, the log tails for other failures) or rich (ours: "
                 "category, reason, per-output differences and log tails for every failure)"})
-    log_tail_chars: int = field(default=prompting.LOG_TAIL_CHARS, metadata={
+    log_tail_chars: int = field(default=failure_reports.LOG_TAIL_CHARS, metadata={
         "help": "characters from the end of stdout and of stderr shown to the error-fixing agent"})
 
     def __post_init__(self) -> None:
         require_at_least(self, num_branches=1, max_parents=1, max_fix_attempts=0, max_ideas=1, max_phases=0,
                          log_tail_chars=0)
-        if self.efa_context not in prompting.EFA_CONTEXTS:
-            raise UserError(f"--efa-context must be one of {', '.join(prompting.EFA_CONTEXTS)} "
+        if self.efa_context not in prompt_templates.EFA_CONTEXTS:
+            raise UserError(f"--efa-context must be one of {', '.join(prompt_templates.EFA_CONTEXTS)} "
                             f"(got {self.efa_context!r})")
         if self.parents not in PARENT_RULES:
             raise UserError(f"--parents must be one of {', '.join(PARENT_RULES)} (got {self.parents!r})")
@@ -102,12 +104,12 @@ class PikeB(Strategy):
     def _ideas(self, ctx: TaskContext) -> list[str | None]:
         """The brainstorming call: uncounted (its cost is still recorded by the host)."""
         ctx.set_status(phase=0, note="brainstorm")
-        messages = prompting.brainstorm_messages(ctx.task, self.config.max_ideas)
+        messages = prompt_templates.brainstorm_messages(ctx.task, self.config.max_ideas)
         reply = ctx.ask(BRAINSTORM, messages, key="brainstorm", counted=False)
-        ideas = prompting.parse_ideas(reply.text)
+        ideas = idea_lists.parse_ideas(reply.text)
         if not ideas:
             ctx.log("brainstorm: the reply held no bullet-line ideas; the task cannot start")
-        return list(prompting.fit_ideas(ideas, self.config.num_branches))
+        return list(idea_lists.fit_ideas(ideas, self.config.num_branches))
 
     def _plan(self, ctx: TaskContext, phase: int, ideas: list[str | None],
               parents: list[Parent]) -> tuple[list[Sample], list[Order]]:
@@ -127,11 +129,11 @@ class PikeB(Strategy):
             key = f"p{phase:03d}/s{slot:02d}"
             meta = {"phase": phase, "sample": slot, "branch": branch}
             if parent is None:
-                messages = prompting.optimize_messages(task, idea)
+                messages = prompt_templates.optimize_messages(task, idea)
                 if idea is not None:
                     meta["idea"] = idea
             else:
-                messages = prompting.improve_messages(task, parent.code)
+                messages = prompt_templates.improve_messages(task, parent.code)
                 meta["parent_is_reference"] = parent.key is None
             sample = Sample(slot, branch, key, meta)
             samples.append(sample)

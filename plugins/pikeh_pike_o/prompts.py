@@ -1,4 +1,4 @@
-"""PIKE-O's prompts, built from PIKE-B's pieces (``pike_harness.kit.prompting``) as PIKE's OpenEvolve fork
+"""PIKE-O's prompts, built from PIKE-B's pieces (``pike_harness.kit.prompt_templates``) as PIKE's OpenEvolve fork
 laid them out (shared/specs/pike-o.md, "Corrections").
 
 - **mutation**: PIKE-B's improve prompt, unchanged: problem statement, worked example, the task's
@@ -13,7 +13,7 @@ laid them out (shared/specs/pike-o.md, "Corrections").
   program failed to compile, failed the correctness check or timed out; here are its raw evaluation
   artifacts; fix it.
 
-Unlike every prompt in ``pike_harness.kit.prompting``, the crossover prompt shows runtimes and fitness
+Unlike every prompt in ``pike_harness.kit.prompt_templates``, the crossover prompt shows runtimes and fitness
 (1 / runtime), as OpenEvolve's does; the mutation template shows none, so the ``mut`` ablation also
 removes every timing from the prompts.
 
@@ -27,7 +27,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from pike_harness.api import EvalResult, Task, prompting
+from pike_harness.api import EvalResult, Task, code_fences, prompt_templates
 
 from .features import FEATURES
 
@@ -67,7 +67,7 @@ def format_fitness(fitness: float) -> str:
 
 def mutation_messages(task: Task, current_code: str) -> Messages:
     """PIKE-B's improve prompt: the reference and the current program only."""
-    return prompting.improve_messages(task, current_code)
+    return prompt_templates.improve_messages(task, current_code)
 
 
 def crossover_messages(task: Task, current: Shown, tops: Sequence[Shown], inspirations: Sequence[Shown], *,
@@ -81,9 +81,9 @@ def crossover_messages(task: Task, current: Shown, tops: Sequence[Shown], inspir
         raw_artifacts(current.result, tail_chars),
     ])
     parts = [
-        prompting.problem_statement(task),
-        prompting.worked_example(),
-        prompting.reference_section(task),
+        prompt_templates.problem_statement(task),
+        prompt_templates.worked_example(),
+        prompt_templates.reference_section(task),
         f"{CROSSOVER_MARKER}\n{FITNESS_RULE}",
         info,
         _programs(TOP_HEADER, "The fittest programs of this island so far.", "Top program", tops, bins),
@@ -91,10 +91,10 @@ def crossover_messages(task: Task, current: Shown, tops: Sequence[Shown], inspir
         _previous(previous),
         _programs(INSPIRATION_HEADER, "Other programs of this island, with different approaches, for ideas.",
                   "Inspiration", inspirations, bins),
-        f"{CURRENT_HEADER}\n{prompting.fence(current.code)}",
+        f"{CURRENT_HEADER}\n{code_fences.fence(current.code)}",
         "Write a new version of the current program that runs faster while keeping its outputs correct. "
         "You may combine ideas from the other programs. Rewrite the whole program; do not answer with a diff.",
-        prompting.output_instruction("the complete new program"),
+        prompt_templates.output_instruction("the complete new program"),
     ]
     return [{"role": "system", "content": SYSTEM_MESSAGE}, {"role": "user", "content": "\n\n".join(parts)}]
 
@@ -102,12 +102,12 @@ def crossover_messages(task: Task, current: Shown, tops: Sequence[Shown], inspir
 def efa_messages(task: Task, code: str, result: EvalResult, *, tail_chars: int) -> Messages:
     """PIKE-O's error-fixing prompt: the failing program and its raw evaluation artifacts."""
     parts = [
-        prompting.problem_statement(task),
-        prompting.reference_section(task),
-        f"{prompting.FIX_MARKER}\n{prompting.fence(code)}",
+        prompt_templates.problem_statement(task),
+        prompt_templates.reference_section(task),
+        f"{prompt_templates.FIX_MARKER}\n{code_fences.fence(code)}",
         f"{EFA_HEADER}\n{raw_artifacts(result, tail_chars)}",
         "Fix the program.",
-        prompting.output_instruction("the complete fixed program"),
+        prompt_templates.output_instruction("the complete fixed program"),
     ]
     return [{"role": "system", "content": SYSTEM_MESSAGE}, {"role": "user", "content": "\n\n".join(parts)}]
 
@@ -131,7 +131,7 @@ def raw_artifacts(result: EvalResult | None, tail_chars: int) -> str:
             continue
         text = str(value)
         text = text[-tail_chars:] if tail_chars > 0 else ""
-        lines.append(f"{key}:\n{prompting.fence(text, 'text')}" if "\n" in text else f"{key}: {text}")
+        lines.append(f"{key}:\n{code_fences.fence(text, 'text')}" if "\n" in text else f"{key}: {text}")
     return "\n".join(lines)
 
 
@@ -155,7 +155,7 @@ def _programs(header: str, blurb: str, title: str, programs: Sequence[Shown], bi
     for number, program in enumerate(programs, start=1):
         lines.append(f"### {title} {number} (fitness {format_fitness(program.fitness)}, {_verdict(program)}, "
                      f"{_coords(program.coords, bins)})")
-        lines.append(prompting.fence(program.code))
+        lines.append(code_fences.fence(program.code))
     return "\n".join(lines)
 
 
@@ -200,7 +200,7 @@ def crossover_sections(messages: Sequence[dict[str, str]] | str) -> CrossoverSec
     diverse_text, _, rest = rest.partition(f"\n\n{PREVIOUS_HEADER}\n")
     previous_text, _, rest = rest.partition(f"\n\n{INSPIRATION_HEADER}\n")
     insp_text, _, rest = rest.partition(f"\n\n{CURRENT_HEADER}\n")
-    current = prompting.code_blocks(rest)
+    current = code_fences.code_blocks(rest)
     fitness = info.split("- Fitness: ", 1)[1].split("\n", 1)[0] if "- Fitness: " in info else ""
     return CrossoverSections(fitness=fitness, tops=_quoted(tops_text), top_fitness=_fitnesses(tops_text),
                              inspirations=_quoted(insp_text), inspiration_fitness=_fitnesses(insp_text),
@@ -210,7 +210,7 @@ def crossover_sections(messages: Sequence[dict[str, str]] | str) -> CrossoverSec
 
 
 def _quoted(section: str) -> list[str]:
-    return [] if section.strip() == NONE_YET else prompting.code_blocks(section)
+    return [] if section.strip() == NONE_YET else code_fences.code_blocks(section)
 
 
 def _fitnesses(section: str) -> list[str]:

@@ -14,8 +14,9 @@ from pike_harness.api import (
     Sample,
     Strategy,
     TaskContext,
+    failure_reports,
     fix_rounds,
-    prompting,
+    prompt_templates,
     require_at_least,
     run_round,
 )
@@ -29,7 +30,7 @@ class BestOfNConfig:
     max_fix_attempts: int = field(default=5, metadata={
         "help": "error-fixing rounds after each round (each failing sample gets one fix per round); "
                 "0 disables fixing"})
-    log_tail_chars: int = field(default=prompting.LOG_TAIL_CHARS, metadata={
+    log_tail_chars: int = field(default=failure_reports.LOG_TAIL_CHARS, metadata={
         "help": "characters from the end of stdout and of stderr shown to the error-fixing agent"})
 
     def __post_init__(self) -> None:
@@ -51,7 +52,7 @@ class BestOfN(Strategy):
 
     def run_task(self, ctx: TaskContext) -> None:
         cfg = self.config
-        messages = prompting.optimize_messages(ctx.task)
+        messages = prompt_templates.optimize_messages(ctx.task)
         number = 0
         while not ctx.budget.exhausted:
             ctx.set_status(phase=number, note="sample")

@@ -16,8 +16,9 @@ from pike_harness.api import (
     Sample,
     Strategy,
     TaskContext,
+    failure_reports,
     fix_rounds,
-    prompting,
+    prompt_templates,
     require_at_least,
     run_round,
 )
@@ -27,7 +28,7 @@ from pike_harness.api import (
 class RefineConfig:
     max_fix_attempts: int = field(default=5, metadata={
         "help": "fix queries a failed step may get, one after another; 0 disables fixing"})
-    log_tail_chars: int = field(default=prompting.LOG_TAIL_CHARS, metadata={
+    log_tail_chars: int = field(default=failure_reports.LOG_TAIL_CHARS, metadata={
         "help": "characters from the end of stdout and of stderr shown to the error-fixing agent"})
 
     def __post_init__(self) -> None:
@@ -56,9 +57,9 @@ class Refine(Strategy):
             key = f"step{step:03d}"
             meta = {"step": step, "sample": 0}
             if best is None:
-                messages = prompting.optimize_messages(ctx.task)
+                messages = prompt_templates.optimize_messages(ctx.task)
             else:
-                messages = prompting.improve_messages(ctx.task, best.code or "")
+                messages = prompt_templates.improve_messages(ctx.task, best.code or "")
             sample = Sample(0, 0, key, meta)
             order = Order(sample, OPTIMIZE, key, messages, best.key if best else None, {**meta, "fix": 0})
             if not run_round(ctx, [order]):

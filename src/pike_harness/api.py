@@ -77,7 +77,7 @@ from pike_harness.host.pricing import Price, PriceTable
 from pike_harness.host.store import JOURNAL, RUN_FILE, RunStore, find_runs, read_journal, sha256
 from pike_harness.host.store_db import find_baseline_sets, materialize
 from pike_harness.host.tasks import Suite
-from pike_harness.kit import prompting, rounds
+from pike_harness.kit import code_fences, failure_reports, idea_lists, prompt_kinds, prompt_templates, rounds
 from pike_harness.kit.rounds import Order, Sample, fix_rounds, run_round
 
 __all__ = [
@@ -154,7 +154,11 @@ __all__ = [
     "parse_retry_after",
     "reject_non_json",
     "sdk_errors",
-    "prompting",
+    "code_fences",
+    "failure_reports",
+    "idea_lists",
+    "prompt_kinds",
+    "prompt_templates",
     "require_at_least",
     "rounds",
     "Order",

@@ -132,7 +132,7 @@ def test_precision_rule_is_pikes_by_default_and_a_suite_or_run_option(cli, tmp_p
     and `pikeh run --precision-rule stated` does it for one run."""
     from pike_harness.host.launch import with_precision_rule
     from pike_harness.host.tasks import Suite
-    from pike_harness.kit.prompting import problem_statement
+    from pike_harness.kit.prompt_templates import problem_statement
 
     listed = {t["ref"]: t for t in json.loads(cli("tasks", "list", "--json").output)}
     assert {listed[ref]["precision_rule"] for ref in listed if ref.split("/")[0] in ("level3-pike", "smoke")} \

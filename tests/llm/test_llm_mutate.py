@@ -21,7 +21,7 @@ from pikeh_offline.prompt import parse_prompt
 from pike_harness.contracts.llm import FIX, OPTIMIZE, BackendOptions, GenerationParams, LLMRequest
 from pike_harness.contracts.model import Task
 from pike_harness.host.tasks import Suite
-from pike_harness.kit import prompting
+from pike_harness.kit import code_fences, idea_lists, prompt_templates
 from pike_harness.worker.inside.loading import (
     build_model,
     init_inputs,
@@ -136,12 +136,12 @@ def test_programs_never_name_the_reference_class():
 
 def test_half_precision_only_when_the_prompt_allows_it(tmp_path: Path):
     task = next(t for t in SMOKE if "MLP" in t.name)
-    fp32 = parse_prompt(prompting.optimize_messages(task))
+    fp32 = parse_prompt(prompt_templates.optimize_messages(task))
     assert fp32.half is None and (fp32.atol, fp32.rtol) == (task.meta.atol, task.meta.rtol)
     assert "half" not in {t.name for t in catalogue.applicable(Features.of(task.source, fp32.half))}
     relaxed = Task(task.suite, task.id, task.name, task.path,
                    meta=type(task.meta)(atol=5e-2, rtol=5e-2, precision="bf16", precision_rule="stated"))
-    info = parse_prompt(prompting.optimize_messages(relaxed))
+    info = parse_prompt(prompt_templates.optimize_messages(relaxed))
     assert info.half == "bf16" and info.atol == 5e-2
     program = catalogue.build_program(catalogue.base_from_reference(task.source), catalogue.REFERENCE_CLASS,
                                       ("half",), half=info.half)
@@ -167,7 +167,7 @@ def _ask(backend: MutateBackend, messages, role: str, key: str | None = None) ->
 
 def _check(task: Task, text: str, tmp_path: Path) -> str | None:
     """Run the program in a reply; returns its deliberate breakage (None when it must be correct)."""
-    program = prompting.extract_code(text)
+    program = code_fences.extract_code(text)
     transforms, broken = catalogue.read_marker(program)
     if broken is None:
         _assert_matches(task, program, tmp_path)
@@ -179,12 +179,12 @@ def test_a_pike_search_round_trip_on_the_smoke_suite(tmp_path: Path):
     backend = MutateBackend("mutate", BackendOptions(extra={"mutate_compile_rate": 0.0}))
     broken_seen = 0
     for task in SMOKE:
-        ideas = prompting.parse_ideas(_ask(backend, prompting.brainstorm_messages(task), "brainstorm"))
+        ideas = idea_lists.parse_ideas(_ask(backend, prompt_templates.brainstorm_messages(task), "brainstorm"))
         assert 3 <= len(ideas) <= 10
         parents = []
         for idea in ideas[:3]:
-            text = _ask(backend, prompting.optimize_messages(task, idea), OPTIMIZE)
-            program = prompting.extract_code(text)
+            text = _ask(backend, prompt_templates.optimize_messages(task, idea), OPTIMIZE)
+            program = code_fences.extract_code(text)
             broken = _check(task, text, tmp_path)
             if broken is None:
                 parents.append(program)
@@ -192,12 +192,12 @@ def test_a_pike_search_round_trip_on_the_smoke_suite(tmp_path: Path):
             broken_seen += 1
             failure = EvalResult(request_id="r", task=task.ref, category="runtime_error", reason="boom",
                                  stderr_tail="Traceback ...")
-            fixed = _ask(backend, prompting.fix_messages(task, program, failure), FIX)
+            fixed = _ask(backend, prompt_templates.fix_messages(task, program, failure), FIX)
             assert _check(task, fixed, tmp_path) is None
-            parents.append(prompting.extract_code(fixed))
-        child = _ask(backend, prompting.improve_messages(task, parents[0]), OPTIMIZE)
+            parents.append(code_fences.extract_code(fixed))
+        child = _ask(backend, prompt_templates.improve_messages(task, parents[0]), OPTIMIZE)
         parent_transforms = catalogue.read_marker(parents[0])[0]
-        child_transforms = catalogue.read_marker(prompting.extract_code(child))[0]
+        child_transforms = catalogue.read_marker(code_fences.extract_code(child))[0]
         assert child_transforms != parent_transforms or not child_transforms
         _check(task, child, tmp_path)
     assert broken_seen >= 1  # the error-fixing path is exercised
@@ -207,7 +207,7 @@ def test_fix_of_a_foreign_program_rewrites_from_the_reference(tmp_path: Path):
     task = SMOKE[0]
     foreign = "import torch\nclass ModelNew(torch.nn.Module):\n    def forward(self, x):\n        return undefined(x)\n"
     failure = EvalResult(request_id="r", task=task.ref, category="runtime_error", reason="NameError")
-    text = _ask(MutateBackend("mutate", BackendOptions()), prompting.fix_messages(task, foreign, failure), FIX)
+    text = _ask(MutateBackend("mutate", BackendOptions()), prompt_templates.fix_messages(task, foreign, failure), FIX)
     assert _check(task, text, tmp_path) is None
 
 
@@ -218,15 +218,15 @@ def test_improving_a_foreign_solution_wraps_it(tmp_path: Path):
                "        self.linear = nn.Linear(in_features, out_features, bias=False)\n\n"
                "    def forward(self, x):\n        return torch.relu(self.linear(x))\n")
     backend = MutateBackend("mutate", BackendOptions(extra={"mutate_broken_rate": 0.0, "mutate_compile_rate": 0.0}))
-    text = _ask(backend, prompting.improve_messages(task, foreign), OPTIMIZE)
-    program = prompting.extract_code(text)
+    text = _ask(backend, prompt_templates.improve_messages(task, foreign), OPTIMIZE)
+    program = code_fences.extract_code(text)
     assert "class _Parent(" in program and "_Parent(*args, **kwargs)" in program
     _assert_matches(task, program, tmp_path)
 
 
 def test_deterministic_and_varied():
     task = SMOKE[3]
-    messages = prompting.improve_messages(task, catalogue.build_program(
+    messages = prompt_templates.improve_messages(task, catalogue.build_program(
         catalogue.base_from_reference(task.source), catalogue.REFERENCE_CLASS, ("inference_mode",)))
     first, second = MutateBackend("mutate", BackendOptions()), MutateBackend("mutate", BackendOptions())
     run_a = [_ask(first, messages, OPTIMIZE) for _ in range(6)]
@@ -246,8 +246,8 @@ def test_broken_share_follows_the_option():
 
     def share(rate: float) -> float:
         backend = MutateBackend("mutate", BackendOptions(extra={"mutate_broken_rate": rate}))
-        texts = [_ask(backend, prompting.optimize_messages(task), OPTIMIZE, key=f"q{i}") for i in range(80)]
-        return sum(catalogue.read_marker(prompting.extract_code(t))[1] is not None for t in texts) / len(texts)
+        texts = [_ask(backend, prompt_templates.optimize_messages(task), OPTIMIZE, key=f"q{i}") for i in range(80)]
+        return sum(catalogue.read_marker(code_fences.extract_code(t))[1] is not None for t in texts) / len(texts)
 
     assert 0.12 <= share(0.25) <= 0.40
     assert share(0.0) == 0.0
@@ -257,8 +257,8 @@ def test_broken_share_follows_the_option():
 def test_compile_variants_are_a_minority():
     task = SMOKE[0]
     backend = MutateBackend("mutate", BackendOptions())
-    texts = [_ask(backend, prompting.optimize_messages(task), OPTIMIZE, key=f"q{i}") for i in range(100)]
-    compiled = sum("compile" in catalogue.read_marker(prompting.extract_code(t))[0] for t in texts)
+    texts = [_ask(backend, prompt_templates.optimize_messages(task), OPTIMIZE, key=f"q{i}") for i in range(100)]
+    compiled = sum("compile" in catalogue.read_marker(code_fences.extract_code(t))[0] for t in texts)
     assert 2 <= compiled <= 20
 
 

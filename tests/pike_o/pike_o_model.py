@@ -13,7 +13,7 @@ import re
 import threading
 from collections.abc import Callable, Collection
 
-from pike_harness.kit import prompting
+from pike_harness.kit import code_fences, prompt_kinds
 from pike_harness.testing.llm_server import FakeReply, ReceivedRequest
 
 TAG = re.compile(r"# variant: (\S+) work=(\d+)")
@@ -30,7 +30,7 @@ def _extra_work(n):
 
 def reference_of(prompt: str) -> str:
     after = prompt.split(_REFERENCE_MARKER, 1)[1]
-    return prompting.code_blocks(after)[0]
+    return code_fences.code_blocks(after)[0]
 
 
 def derived(reference: str, tag: str, work: int) -> str:
@@ -80,8 +80,8 @@ class FakeCoder:
             self.on_request(serial)
         text = request.prompt_text
         reference = reference_of(text)
-        if prompting.prompt_kind(text) == "fix":
-            program = derived(reference, f"{tag_of(prompting.quoted_program(text))}+fix", self.work)
+        if prompt_kinds.prompt_kind(text) == "fix":
+            program = derived(reference, f"{tag_of(prompt_kinds.quoted_program(text))}+fix", self.work)
         elif serial in self.broken:
             program = broken(f"s{serial}")
         else:

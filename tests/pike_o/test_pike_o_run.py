@@ -22,7 +22,7 @@ from pikeh_pike_o import PikeOConfig
 from pikeh_pike_o.prompts import crossover_sections, format_fitness, is_crossover
 
 from pike_harness.host.store import read_journal
-from pike_harness.kit import prompting
+from pike_harness.kit import code_fences, prompt_kinds, prompt_templates
 from pike_harness.testing.llm_server import FakeLLMServer
 
 KEY_ENV = {"OPENAI_API_KEY": "sk-test-pike-o-0123456789"}
@@ -44,7 +44,7 @@ class Trace:
         self.attempts = {e["key"]: e for e in self.events if e["type"] == "attempt"}
         self.serial = {e["key"]: serial_of(e["response"]["text"]) for e in self.llm}
         self.prompt = {key: prompts[serial] for key, serial in self.serial.items()}
-        self.tag = {e["key"]: tag_of(prompting.extract_code(e["response"]["text"])) for e in self.llm}
+        self.tag = {e["key"]: tag_of(code_fences.extract_code(e["response"]["text"])) for e in self.llm}
         # The reference's evaluation is the host's eager baseline (PIKE-O reuses it).
         initial = next(e for e in self.events if e["type"] == "eval" and e["key"] == "baseline/eager")
         self.reference_ms = initial["result"]["runtime_ms"]
@@ -92,7 +92,7 @@ def test_crossover_iterations_in_flight_islands_migration_and_fixes_seen_by_the_
     assert broken_key in ("it0000", "it0001")
     assert sorted(trace.serial) == sorted(["it0000", "it0001", "it0002", f"{broken_key}/fix1", "it0003"])
     fix_prompt = trace.prompt[f"{broken_key}/fix1"]
-    assert prompting.prompt_kind(fix_prompt) == "fix" and tag_of(prompting.quoted_program(fix_prompt)) == "s2"
+    assert prompt_kinds.prompt_kind(fix_prompt) == "fix" and tag_of(prompt_kinds.quoted_program(fix_prompt)) == "s2"
     assert "failed to compile, failed the correctness check, or timed out" in fix_prompt  # PIKE-O's EFA
     assert trace.attempts[f"{broken_key}/fix1"]["category"] == "correct"
     assert [trace.attempts[f"it000{i}"]["meta"]["island"] for i in range(4)] == [0, 1, 0, 1]
@@ -148,9 +148,9 @@ def test_mutation_preset_from_a_config_file_keeps_two_iterations_in_flight(cli, 
     assert sorted(trace.serial) == sorted(["it0000", "it0001", f"{broken_key}/fix1"])
     for key in ("it0000", "it0001"):
         prompt = trace.prompt[key]
-        assert not is_crossover(prompt) and prompting.prompt_kind(prompt) == "improve"
-        blocks = prompting.code_blocks(prompt)
-        assert len(blocks) == 4 and blocks[:2] == [prompting.EXAMPLE_REFERENCE, prompting.EXAMPLE_SOLUTION]
+        assert not is_crossover(prompt) and prompt_kinds.prompt_kind(prompt) == "improve"
+        blocks = code_fences.code_blocks(prompt)
+        assert len(blocks) == 4 and blocks[:2] == [prompt_templates.EXAMPLE_REFERENCE, prompt_templates.EXAMPLE_SOLUTION]
         assert tag_of(blocks[2]) == "reference" and tag_of(blocks[3]) == "reference"
         assert "itness" not in prompt
         assert trace.attempts[key]["parent"] is None

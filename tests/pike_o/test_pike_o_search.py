@@ -16,7 +16,7 @@ import pytest
 from pikeh_pike_o import PikeO, PikeOConfig, prompts
 from pikeh_pike_o.prompts import crossover_sections, format_fitness, is_crossover
 
-from pike_harness.api import prompting
+from pike_harness.api import code_fences, prompt_kinds, prompt_templates
 from pike_harness.testing.context import (
     REFERENCE_SOURCE,
     ScriptedContext,
@@ -148,7 +148,7 @@ def test_fixes_count_toward_the_budget_and_the_fixed_program_enters_the_database
     assert {"it0001/fix1", "it0001/fix2", "it0002/fix1", "it0002/fix2"} <= keys
     assert sorted(q.index for q in ctx.counted) == list(range(1, 15))  # every fix was counted
     fix2 = ctx.by_key("it0001/fix2")
-    assert prompting.prompt_kind(fix2.messages) == "fix" and fix2.quoted == program_for("it0001/fix1")
+    assert prompt_kinds.prompt_kind(fix2.messages) == "fix" and fix2.quoted == program_for("it0001/fix1")
     assert fix2.parent == "it0001/fix1" and fix2.meta["iteration"] == 1
     # PIKE-O's own error-fixing prompt: generic words and raw artifacts, not PIKE-B's failure report.
     assert "failed to compile, failed the correctness check, or timed out" in fix2.prompt
@@ -271,7 +271,7 @@ def test_crossover_prompts_carry_pikes_sections_then_the_current_program(tmp_pat
     fitness["reference"] = 1.0 / REFERENCE_MS
     rich = tops_with_current = 0
     for q in firsts(ctx):
-        assert is_crossover(q.messages) and prompting.prompt_kind(q.messages) == "optimize"
+        assert is_crossover(q.messages) and prompt_kinds.prompt_kind(q.messages) == "optimize"
         assert q.messages[0]["content"] == prompts.SYSTEM_MESSAGE  # a performance engineering expert
         sections = crossover_sections(q.messages)
         current = key_of(sections.current)
@@ -292,7 +292,7 @@ def test_crossover_prompts_carry_pikes_sections_then_the_current_program(tmp_pat
         for line in sections.previous:  # previous attempts show raw runtimes
             assert "runtime_ms=" in line or "correct" not in line
         rich += len(tops) == 3 and len(diverse) == 2 and len(insp) == 3 and len(sections.previous) == 3
-        assert REFERENCE_SOURCE in q.prompt and prompting.EXAMPLE_SOLUTION in q.prompt
+        assert REFERENCE_SOURCE in q.prompt and prompt_templates.EXAMPLE_SOLUTION in q.prompt
     assert rich > 5 and tops_with_current > 0
 
 
@@ -317,11 +317,11 @@ def test_mutation_prompts_carry_only_the_reference_and_the_current_program(tmp_p
     ctx = run(tmp_path, limit=40, config=small(template="mutation"))
     for q in firsts(ctx):
         assert not is_crossover(q.messages)
-        assert prompting.prompt_kind(q.messages) == "improve"
+        assert prompt_kinds.prompt_kind(q.messages) == "improve"
         assert key_of(q.quoted) == (q.parent or "reference")
-        blocks = prompting.code_blocks(q.prompt)
+        blocks = code_fences.code_blocks(q.prompt)
         # the worked example (reference and solution), the task's reference, the current program
-        assert blocks == [prompting.EXAMPLE_REFERENCE, prompting.EXAMPLE_SOLUTION, REFERENCE_SOURCE, q.quoted]
+        assert blocks == [prompt_templates.EXAMPLE_REFERENCE, prompt_templates.EXAMPLE_SOLUTION, REFERENCE_SOURCE, q.quoted]
         assert "itness" not in q.prompt and q.meta["top"] == [] and q.meta["inspirations"] == []
         for attempt in ctx.attempts.values():
             if attempt.is_correct:

@@ -13,7 +13,7 @@ import re
 import threading
 from collections.abc import Callable
 
-from pike_harness.kit import prompting
+from pike_harness.kit import prompt_kinds, prompt_templates
 from pike_harness.testing.llm_server import FakeReply, ReceivedRequest
 
 TAG = re.compile(r"# variant: (\S+) work=(\d+)")
@@ -50,7 +50,7 @@ def program(tag: str, work: int, *, broken: bool = False) -> str:
 
 def quoted_tag(request: ReceivedRequest) -> tuple[str, int] | None:
     """The tag and work of the program a fix or improve prompt quotes."""
-    quoted = prompting.quoted_program(request.prompt_text)
+    quoted = prompt_kinds.quoted_program(request.prompt_text)
     match = TAG.search(quoted or "")
     return (match.group(1), int(match.group(2))) if match else None
 
@@ -78,7 +78,7 @@ class ScriptedModel:
         if self.on_request is not None:
             self.on_request(serial)
         text = request.prompt_text
-        kind = prompting.prompt_kind(text)
+        kind = prompt_kinds.prompt_kind(text)
         if kind == "brainstorm":
             body = "\n".join(f"- idea-{k}" for k in range(len(self.works)))
         elif kind == "fix":
@@ -88,7 +88,7 @@ class ScriptedModel:
             tag, work = quoted_tag(request) or ("unknown", 0)
             body = _fenced(program(f"{tag}>c{serial}", work))
         else:
-            match = re.search(rf"{re.escape(prompting.FOCUS_PREFIX)}\s*idea-(\d+)", text)
+            match = re.search(rf"{re.escape(prompt_templates.FOCUS_PREFIX)}\s*idea-(\d+)", text)
             k = int(match.group(1)) if match else 0
             work = self.works[k]
             body = _fenced(program(f"i{k}", work or 0, broken=work is None))

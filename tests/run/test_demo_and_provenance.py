@@ -11,7 +11,7 @@ from pathlib import Path
 
 import duckdb
 
-from pike_harness.api import Demo, Strategy, hookimpl, prompting
+from pike_harness.api import Demo, Strategy, hookimpl, prompt_templates
 from pike_harness.host.plugins import PluginHost
 from pike_harness.testing import fake_evaluator_plugin, invoke
 
@@ -66,7 +66,7 @@ class OneQuery(Strategy):
     name = "best-of-n"
 
     def run_task(self, ctx):
-        ctx.attempt("optimize", prompting.optimize_messages(ctx.task), key="only")
+        ctx.attempt("optimize", prompt_templates.optimize_messages(ctx.task), key="only")
 
 
 @hookimpl

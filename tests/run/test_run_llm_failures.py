@@ -8,7 +8,7 @@ import subprocess
 from scripted_programs import ScriptedModel
 from test_run_pike_b import WORKS, env, journal, pikeh_cmd
 
-from pike_harness.kit import prompting
+from pike_harness.kit import prompt_kinds
 from pike_harness.testing.llm_server import FakeLLMServer, FakeReply
 
 
@@ -36,7 +36,7 @@ def test_a_failing_endpoint_stops_the_run_and_retry_llm_errors_asks_again(tmp_pa
     model = ScriptedModel(WORKS)
 
     def reply(request):  # the brainstorm gets its ideas; then the endpoint keeps failing
-        return model(request) if prompting.prompt_kind(request.prompt_text) == "brainstorm" else failing
+        return model(request) if prompt_kinds.prompt_kind(request.prompt_text) == "brainstorm" else failing
 
     with FakeLLMServer(reply=reply) as server:
         proc = subprocess.run(pikeh_cmd(server, tmp_path, "--max-llm-failures", "3"), env=env(),

@@ -17,7 +17,7 @@ import pytest
 from scripted_programs import TAG, ScriptedModel, program, quoted_tag, serial_of
 
 from pike_harness.host.store import read_journal
-from pike_harness.kit import prompting
+from pike_harness.kit import prompt_kinds, prompt_templates
 from pike_harness.testing.llm_server import FakeLLMServer
 
 # Phase-0 idea k sleeps this many ms per call; None is a broken program (a syntax error) to be fixed.
@@ -43,7 +43,7 @@ def journal(out: Path) -> list[dict]:
 
 
 def kinds(server: FakeLLMServer) -> Counter[str]:
-    return Counter(prompting.prompt_kind(r.prompt_text) for r in server.requests)
+    return Counter(prompt_kinds.prompt_kind(r.prompt_text) for r in server.requests)
 
 
 def test_pike_b_structure_seen_by_the_model(tmp_path):
@@ -55,14 +55,14 @@ def test_pike_b_structure_seen_by_the_model(tmp_path):
 
     by_kind = defaultdict(list)
     for request in requests:
-        by_kind[prompting.prompt_kind(request.prompt_text)].append(request)
+        by_kind[prompt_kinds.prompt_kind(request.prompt_text)].append(request)
     # One brainstorm, five phase-0 queries (one per idea), one fix for the broken sample only.
     assert len(by_kind["brainstorm"]) == 1
-    assert sorted(r.prompt_text.split(prompting.FOCUS_PREFIX)[1].split()[0] for r in by_kind["optimize"]) == [
+    assert sorted(r.prompt_text.split(prompt_templates.FOCUS_PREFIX)[1].split()[0] for r in by_kind["optimize"]) == [
         f"idea-{k}" for k in range(5)]
-    assert [TAG.search(prompting.quoted_program(r.prompt_text)).group(1) for r in by_kind["fix"]] == ["i1"]
+    assert [TAG.search(prompt_kinds.quoted_program(r.prompt_text)).group(1) for r in by_kind["fix"]] == ["i1"]
     # Phase 1: the two fastest correct children (i0 with no extra work, then the fixed i1), split 3/2.
-    parents = Counter(TAG.search(prompting.quoted_program(r.prompt_text)).group(1) for r in by_kind["improve"])
+    parents = Counter(TAG.search(prompt_kinds.quoted_program(r.prompt_text)).group(1) for r in by_kind["improve"])
     assert parents == {"i0": 3, "i1+fix": 2}
     # Budget: phase 0 used 6 (< 10) so phase 1 started and issued all 5: 11 counted queries, overshoot 1.
     events = journal(tmp_path)
@@ -104,11 +104,11 @@ def test_pike_b_at_the_papers_shape_splits_3_3_2_2(tmp_path):
         requests = list(server.requests)
     by_kind = defaultdict(list)
     for request in requests:
-        by_kind[prompting.prompt_kind(request.prompt_text)].append(request)
+        by_kind[prompt_kinds.prompt_kind(request.prompt_text)].append(request)
     assert len(by_kind["brainstorm"]) == 1 and len(by_kind["optimize"]) == 10
-    fixed = sorted(TAG.search(prompting.quoted_program(r.prompt_text)).group(1) for r in by_kind["fix"])
+    fixed = sorted(TAG.search(prompt_kinds.quoted_program(r.prompt_text)).group(1) for r in by_kind["fix"])
     assert fixed == ["i2", "i9"]  # fixes only for the failed samples
-    parents = Counter(TAG.search(prompting.quoted_program(r.prompt_text)).group(1) for r in by_kind["improve"])
+    parents = Counter(TAG.search(prompt_kinds.quoted_program(r.prompt_text)).group(1) for r in by_kind["improve"])
     assert len(by_kind["improve"]) == 10 and len(parents) == 4
     # i0 (no extra work) is fastest, the two fixed programs (20 ms) tie for 2nd/3rd, i3 (40 ms) is 4th.
     assert parents["i0"] == 3 and parents["i3"] == 2
@@ -128,7 +128,7 @@ def test_phase_2_parents_are_the_four_fastest_of_phase_1_even_from_one_branch(tm
 
     def reply(request):
         quoted = quoted_tag(request)
-        if prompting.prompt_kind(request.prompt_text) == "improve" and quoted and quoted[0] in child_works:
+        if prompt_kinds.prompt_kind(request.prompt_text) == "improve" and quoted and quoted[0] in child_works:
             tag = quoted[0]
             seen[tag] += 1
             work = child_works[tag][seen[tag] - 1]
@@ -141,7 +141,7 @@ def test_phase_2_parents_are_the_four_fastest_of_phase_1_even_from_one_branch(tm
         proc = subprocess.run(cmd, env=env(), capture_output=True, text=True, timeout=900)
         assert proc.returncode == 0, proc.stderr[-3000:]
         requests = list(server.requests)
-    improves = [quoted_tag(r)[0] for r in requests if prompting.prompt_kind(r.prompt_text) == "improve"]
+    improves = [quoted_tag(r)[0] for r in requests if prompt_kinds.prompt_kind(r.prompt_text) == "improve"]
     phase1 = Counter(t for t in improves if ">" not in t)
     phase2 = Counter(t for t in improves if ">" in t)
     assert phase1 == {"i0": 2, "i1": 1, "i2": 1, "i3": 1}  # 5 queries over 4 parents: 2,1,1,1
@@ -154,7 +154,7 @@ def test_phase_2_parents_are_the_four_fastest_of_phase_1_even_from_one_branch(tm
 def test_fix_queries_are_never_sent_past_the_budget(tmp_path):
     """Every program fails to load and the budget is 15: 1 brainstorm, 10 optimize and 5 fix requests."""
     def reply(request):
-        if prompting.prompt_kind(request.prompt_text) == "brainstorm":
+        if prompt_kinds.prompt_kind(request.prompt_text) == "brainstorm":
             return "\n".join(f"- idea-{k}" for k in range(10))
         return f"```python\n{program('x', 0, broken=True)}```\n"
 
@@ -234,7 +234,7 @@ def test_sigkill_at_several_points_then_resume(tmp_path):
     for serial in sorted(s for s in unjournaled if requests[s - 1].prompt_text):
         later = [s for s in range(serial + 1, len(requests) + 1)
                  if requests[s - 1].prompt_text == requests[serial - 1].prompt_text and s in journaled_serials]
-        assert later, (f"request {serial} ({prompting.prompt_kind(requests[serial - 1].prompt_text)}) was never "
+        assert later, (f"request {serial} ({prompt_kinds.prompt_kind(requests[serial - 1].prompt_text)}) was never "
                        f"answered into the journal; unjournaled: {sorted(unjournaled)}; "
                        f"llm errors: {[e for e in events if e['type'] == 'llm_error']}")
     # A finished run replays entirely from its journal: running it again sends nothing.
@@ -340,7 +340,7 @@ def test_a_query_that_failed_for_good_is_replayed_as_failed_on_resume(tmp_path):
     state = {"failed": False}
 
     def reply(request):
-        if not state["failed"] and prompting.prompt_kind(request.prompt_text) == "optimize":
+        if not state["failed"] and prompt_kinds.prompt_kind(request.prompt_text) == "optimize":
             state["failed"] = True
             return FakeReply(status=422, error_message="this request cannot be processed")
         return model(request)

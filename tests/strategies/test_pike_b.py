@@ -10,7 +10,7 @@ import pytest
 from pikeh_pike_b import PikeB, PikeBConfig
 from pikeh_pike_b.selection import Parent, Solution, rank_parents, split_evenly
 
-from pike_harness.api import UserError, prompting
+from pike_harness.api import UserError, idea_lists, prompt_kinds, prompt_templates
 from pike_harness.testing.context import (
     REFERENCE_SOURCE,
     ScriptedContext,
@@ -56,16 +56,16 @@ def test_one_uncounted_brainstorm_then_ten_optimize_queries_per_phase(tmp_path):
     ctx = run(tmp_path, limit=30, default_outcome=all_correct)
     first = ctx.queries[0]
     assert (first.key, first.role, first.counted) == ("brainstorm", "brainstorm", False)
-    assert prompting.prompt_kind(first.messages) == "brainstorm"
+    assert prompt_kinds.prompt_kind(first.messages) == "brainstorm"
     assert [q.role for q in ctx.queries].count("brainstorm") == 1
     assert [q.key for q in ctx.counted] == [f"p{p:03d}/s{s:02d}" for p in range(3) for s in range(10)]
     for s, q in enumerate(phase_queries(ctx, 0)):
         assert q.role == "optimize"
-        assert prompting.prompt_kind(q.messages) == "optimize"
+        assert prompt_kinds.prompt_kind(q.messages) == "optimize"
         assert q.prompt.endswith(f"Focus on: idea number {s}")
         assert q.parent is None
     for q in phase_queries(ctx, 1) + phase_queries(ctx, 2):
-        assert prompting.prompt_kind(q.messages) == "improve"
+        assert prompt_kinds.prompt_kind(q.messages) == "improve"
         assert "Focus on:" not in q.prompt
     assert all(re.fullmatch(r"brainstorm|p\d{3}/s\d{2}(/fix[1-5])?", k) for k in ctx.issued_keys())
 
@@ -93,7 +93,7 @@ def test_a_brainstorm_without_ideas_fails_the_task_before_any_counted_query(tmp_
     def no_ideas(query):
         return "I would rather not speculate." if query.role == "brainstorm" else None
 
-    with pytest.raises(prompting.NoIdeasError):
+    with pytest.raises(idea_lists.NoIdeasError):
         run(tmp_path, limit=30, reply=no_ideas)
 
 
@@ -205,7 +205,7 @@ def test_fix_rounds_only_for_failures_at_most_five_and_fixed_children_can_be_par
     assert fixes == ["p000/s00/fix1", "p000/s01/fix1", "p000/s00/fix2", "p000/s01/fix2",
                      "p000/s00/fix3", "p000/s00/fix4", "p000/s00/fix5"]
     fix2 = ctx.by_key("p000/s01/fix2")
-    assert prompting.prompt_kind(fix2.messages) == "fix"
+    assert prompt_kinds.prompt_kind(fix2.messages) == "fix"
     assert fix2.quoted == program_for("p000/s01/fix1")  # the latest failing code, not the original
     assert fix2.parent == "p000/s01/fix1"
     assert fix2.meta["fix"] == 2
@@ -228,7 +228,7 @@ def test_fix_prompts_carry_the_failure_but_never_a_runtime(tmp_path):
     assert "printed-line" in runtime_error and "Timed out: no" in runtime_error
     assert "Timed out: yes" in ctx.by_key("p000/s01/fix1").prompt
     wrong = ctx.by_key("p000/s02/fix1").prompt
-    assert "Maximum absolute difference: 3.5." in wrong and prompting.EXAMPLE_SOLUTION in wrong
+    assert "Maximum absolute difference: 3.5." in wrong and prompt_templates.EXAMPLE_SOLUTION in wrong
     for q in ctx.queries:
         for rt in runtimes + [2.71828] + [r + s for s in range(10) for r in runtimes]:
             for text in (str(rt), f"{rt:.2f}", f"{rt:.3g}"):
@@ -280,7 +280,7 @@ def test_no_iba_variant_skips_brainstorming_and_the_idea_line(tmp_path):
     assert "brainstorm" not in {q.role for q in ctx.queries}
     assert all("Focus on:" not in q.prompt for q in ctx.queries)
     phase0 = {q.prompt for q in phase_queries(ctx, 0)}
-    assert len(phase0) == 1 and prompting.prompt_kind(next(iter(phase0))) == "optimize"
+    assert len(phase0) == 1 and prompt_kinds.prompt_kind(next(iter(phase0))) == "optimize"
 
 
 def test_roles_are_brainstorm_optimize_and_fix():

@@ -1,4 +1,4 @@
-"""The shared prompts and reply parsers (pike_harness.kit.prompting)."""
+"""The shared prompts and reply parsers (pike_harness.kit: prompt_templates, failure_reports, code_fences, idea_lists, prompt_kinds)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,15 @@ from pathlib import Path
 
 import pytest
 
-from pike_harness.api import EvalResult, TaskMeta, prompting
+from pike_harness.api import (
+    EvalResult,
+    TaskMeta,
+    code_fences,
+    failure_reports,
+    idea_lists,
+    prompt_kinds,
+    prompt_templates,
+)
 from pike_harness.contracts.model import OutputCheck
 from pike_harness.testing.context import REFERENCE_SOURCE, failure, make_task
 
@@ -28,7 +36,7 @@ from pike_harness.testing.context import REFERENCE_SOURCE, failure, make_task
     ("```python\n```\n```python\nx = 1\n```", ""),  # the first block counts even when it is empty
 ])
 def test_extract_code_takes_the_first_fenced_block(reply, code):
-    assert prompting.extract_code(reply) == code
+    assert code_fences.extract_code(reply) == code
 
 
 @pytest.mark.parametrize("reply, code", [
@@ -38,7 +46,7 @@ def test_extract_code_takes_the_first_fenced_block(reply, code):
     ("", ""),
 ])
 def test_extract_code_falls_back_to_the_whole_reply(reply, code):
-    assert prompting.extract_code(reply) == code
+    assert code_fences.extract_code(reply) == code
 
 
 @pytest.mark.parametrize("code", [
@@ -48,8 +56,8 @@ def test_extract_code_falls_back_to_the_whole_reply(reply, code):
     "no trailing newline",
 ])
 def test_fenced_code_survives_a_round_trip(code):
-    reply = "Answer:\n" + prompting.fence(code) + "\nThat is all."
-    assert prompting.extract_code(reply) == (code if code.endswith("\n") else code + "\n")
+    reply = "Answer:\n" + code_fences.fence(code) + "\nThat is all."
+    assert code_fences.extract_code(reply) == (code if code.endswith("\n") else code + "\n")
 
 
 # -- ideas ----------------------------------------------------------------------------------------
@@ -66,7 +74,7 @@ def test_parse_ideas_reads_bullets_of_every_common_kind():
 
 These should help a lot.
 """
-    assert prompting.parse_ideas(reply) == [
+    assert idea_lists.parse_ideas(reply) == [
         "Fuse the scale and the tanh into one kernel.", "Use vectorized float4 loads.",
         "Cache the weights in shared memory.", "Launch with a grid-stride loop.",
         "Replace the reduction with a warp shuffle.", "Capture the forward pass in a CUDA graph.",
@@ -86,26 +94,26 @@ def test_parse_ideas_joins_continuations_and_sub_bullets_and_skips_code_and_rule
 Closing remark that is not an idea.
   - Indented after a remark: still a bullet at a deeper level, so ignored
 """
-    assert prompting.parse_ideas(reply) == [
+    assert idea_lists.parse_ideas(reply) == [
         "Fuse everything into a single kernel including the bias add",
         "Use Triton for the matmul",
     ]
 
 
 def test_parse_ideas_handles_uniformly_indented_lists_and_empty_replies():
-    assert prompting.parse_ideas("  - a\n  - b\n") == ["a", "b"]
-    assert prompting.parse_ideas("No bullets here.\nNone at all.") == []
-    assert prompting.parse_ideas("") == []
-    assert prompting.parse_ideas("-\n- \n-- x\n- real") == ["real"]
+    assert idea_lists.parse_ideas("  - a\n  - b\n") == ["a", "b"]
+    assert idea_lists.parse_ideas("No bullets here.\nNone at all.") == []
+    assert idea_lists.parse_ideas("") == []
+    assert idea_lists.parse_ideas("-\n- \n-- x\n- real") == ["real"]
 
 
 def test_fit_ideas_cuts_or_repeats_to_exactly_the_count():
-    assert prompting.fit_ideas(["a", "b", "c"], 7) == ["a", "b", "c", "a", "b", "c", "a"]
-    assert prompting.fit_ideas([str(i) for i in range(12)], 10) == [str(i) for i in range(10)]
-    assert prompting.fit_ideas(["a"], 1) == ["a"]
-    with pytest.raises(prompting.NoIdeasError):
-        prompting.fit_ideas([], 10)
-    assert issubclass(prompting.NoIdeasError, ValueError)
+    assert idea_lists.fit_ideas(["a", "b", "c"], 7) == ["a", "b", "c", "a", "b", "c", "a"]
+    assert idea_lists.fit_ideas([str(i) for i in range(12)], 10) == [str(i) for i in range(10)]
+    assert idea_lists.fit_ideas(["a"], 1) == ["a"]
+    with pytest.raises(idea_lists.NoIdeasError):
+        idea_lists.fit_ideas([], 10)
+    assert issubclass(idea_lists.NoIdeasError, ValueError)
 
 
 # -- prompts --------------------------------------------------------------------------------------
@@ -117,20 +125,20 @@ def task(tmp_path: Path):
 
 def test_problem_statement_states_the_job_and_the_tolerance_but_no_precision_by_default(task, tmp_path):
     """PIKE's rule: the prompt is silent on precision; the tolerance alone judges a candidate."""
-    text = prompting.problem_statement(task)
+    text = prompt_templates.problem_statement(task)
     for phrase in ("torch.utils.cpp_extension.load_inline", "Triton", "fusion", "online softmax",
                    "built-in PyTorch", "ModelNew", "atol=1e-05", "rtol=0.001"):
         assert phrase in text, phrase
     for word in ("Precision", "precision", "float16", "bfloat16", "TF32"):
         assert word not in text, word
-    silent = {prompting.problem_statement(make_task(tmp_path, meta=TaskMeta(precision=p)))
+    silent = {prompt_templates.problem_statement(make_task(tmp_path, meta=TaskMeta(precision=p)))
               for p in ("fp32", "tf32", "bf16", "fp16")}
     assert len(silent) == 1  # the task's precision floor changes nothing in the prompt
-    assert prompting.precision_rule(task) is None
+    assert prompt_templates.precision_rule(task) is None
 
 
 def test_stated_precision_rule_tells_the_model_the_tasks_floor(tmp_path):
-    statements = {p: prompting.problem_statement(make_task(tmp_path, meta=TaskMeta(precision=p,
+    statements = {p: prompt_templates.problem_statement(make_task(tmp_path, meta=TaskMeta(precision=p,
                                                                                    precision_rule="stated")))
                   for p in ("fp32", "tf32", "bf16", "fp16")}
     assert len(set(statements.values())) == 4
@@ -139,27 +147,27 @@ def test_stated_precision_rule_tells_the_model_the_tasks_floor(tmp_path):
 
 
 def test_optimize_prompt_has_header_example_reference_instruction_and_idea(task):
-    messages = prompting.optimize_messages(task, "fuse the scale into the tanh")
+    messages = prompt_templates.optimize_messages(task, "fuse the scale into the tanh")
     assert [m["role"] for m in messages] == ["system", "user"]
     user = messages[1]["content"]
-    blocks = prompting.code_blocks(user)
-    assert prompting.EXAMPLE_REFERENCE in blocks and prompting.EXAMPLE_SOLUTION in blocks
+    blocks = code_fences.code_blocks(user)
+    assert prompt_templates.EXAMPLE_REFERENCE in blocks and prompt_templates.EXAMPLE_SOLUTION in blocks
     assert REFERENCE_SOURCE in blocks
     assert "one fenced code block" in user
     assert user.endswith("Focus on: fuse the scale into the tanh")
-    assert prompting.prompt_kind(messages) == "optimize"
-    assert prompting.quoted_program(messages) is None
-    assert "Focus on:" not in prompting.optimize_messages(task)[1]["content"]
+    assert prompt_kinds.prompt_kind(messages) == "optimize"
+    assert prompt_kinds.quoted_program(messages) is None
+    assert "Focus on:" not in prompt_templates.optimize_messages(task)[1]["content"]
 
 
 def test_improve_prompt_quotes_the_parent_verbatim(task):
     parent = 'class ModelNew:\n    """Uses ```fences``` in a docstring\n```\n"""\n'
-    messages = prompting.improve_messages(task, parent)
+    messages = prompt_templates.improve_messages(task, parent)
     user = messages[1]["content"]
-    assert prompting.prompt_kind(messages) == "improve"
-    assert prompting.quoted_program(messages) == parent
+    assert prompt_kinds.prompt_kind(messages) == "improve"
+    assert prompt_kinds.quoted_program(messages) == parent
     assert "You previously wrote this working solution:" in user
-    assert "significantly improve" in user and REFERENCE_SOURCE in prompting.code_blocks(user)
+    assert "significantly improve" in user and REFERENCE_SOURCE in code_fences.code_blocks(user)
 
 
 WRONG = EvalResult(request_id="r", task="t", category="incorrect", reason="outputs differ",
@@ -169,12 +177,12 @@ WRONG = EvalResult(request_id="r", task="t", category="incorrect", reason="outpu
 
 
 def test_pikes_wrong_output_fix_prompt_has_the_example_and_the_max_difference_but_no_logs(task):
-    messages = prompting.fix_messages(task, "broken = True\n", WRONG)
+    messages = prompt_templates.fix_messages(task, "broken = True\n", WRONG)
     user = messages[1]["content"]
-    assert prompting.prompt_kind(messages) == "fix"
-    assert prompting.quoted_program(messages) == "broken = True\n"
-    blocks = prompting.code_blocks(user)
-    assert REFERENCE_SOURCE in blocks and prompting.EXAMPLE_SOLUTION in blocks
+    assert prompt_kinds.prompt_kind(messages) == "fix"
+    assert prompt_kinds.quoted_program(messages) == "broken = True\n"
+    blocks = code_fences.code_blocks(user)
+    assert REFERENCE_SOURCE in blocks and prompt_templates.EXAMPLE_SOLUTION in blocks
     # The public input set's difference (as PIKE's one-input check saw it); a hidden set's (0.7) would
     # differ at every evaluation and tell the model about inputs it must not see.
     assert "Maximum absolute difference: 0.1." in user and "0.7" not in user
@@ -183,39 +191,39 @@ def test_pikes_wrong_output_fix_prompt_has_the_example_and_the_max_difference_bu
 
 def test_pikes_error_fix_prompt_has_the_log_tails_and_the_timeout_but_no_example(task):
     crash = failure("runtime_error", stdout_tail="printed", stderr_tail="e" * 50 + "LAST")
-    user = prompting.fix_messages(task, "broken = True\n", crash, tail_chars=10)[1]["content"]
-    assert prompting.EXAMPLE_SOLUTION not in prompting.code_blocks(user) and REFERENCE_SOURCE in user
+    user = prompt_templates.fix_messages(task, "broken = True\n", crash, tail_chars=10)[1]["content"]
+    assert prompt_templates.EXAMPLE_SOLUTION not in code_fences.code_blocks(user) and REFERENCE_SOURCE in user
     assert "Timed out: no" in user and "printed" in user and "eeeeeeLAST" in user and "e" * 7 + "LAST" not in user
-    assert "Timed out: yes" in prompting.fix_messages(task, "x = 1\n", failure("timeout"))[1]["content"]
-    rejected = prompting.fix_messages(task, "x = 1\n", failure("rejected", reason="input 0 changed"))
+    assert "Timed out: yes" in prompt_templates.fix_messages(task, "x = 1\n", failure("timeout"))[1]["content"]
+    rejected = prompt_templates.fix_messages(task, "x = 1\n", failure("rejected", reason="input 0 changed"))
     assert "The evaluator rejected it: input 0 changed" in rejected[1]["content"]
 
 
 def test_rich_fix_prompt_reports_every_failure_detail(task):
-    messages = prompting.fix_messages(task, "broken = True\n", WRONG, context="rich")
+    messages = prompt_templates.fix_messages(task, "broken = True\n", WRONG, context="rich")
     user = messages[1]["content"]
-    assert prompting.quoted_program(messages) == "broken = True\n"
-    assert REFERENCE_SOURCE in prompting.code_blocks(user)
+    assert prompt_kinds.quoted_program(messages) == "broken = True\n"
+    assert REFERENCE_SOURCE in code_fences.code_blocks(user)
     assert "output 0: max abs diff 0.7" in user and "output 1: shape (4,) != (4, 1)" in user
     assert "Timed out: no" in user and "stdout: (empty)" in user and "warning: slow path" in user
     assert "incorrect output" in user and "Reason: outputs differ" in user
     with pytest.raises(ValueError):
-        prompting.fix_messages(task, "x\n", WRONG, context="verbose")
+        prompt_templates.fix_messages(task, "x\n", WRONG, context="verbose")
 
 
 def test_failure_report_variants():
-    timeout = prompting.failure_report(failure("timeout", stdout_tail="x" * 50), tail_chars=0)
+    timeout = failure_reports.failure_report(failure("timeout", stdout_tail="x" * 50), tail_chars=0)
     assert "Timed out: yes" in timeout and "stdout: (not shown)" in timeout
-    rejected = prompting.failure_report(failure("rejected", check="inputs_mutated", reason="input 0 changed"))
+    rejected = failure_reports.failure_report(failure("rejected", check="inputs_mutated", reason="input 0 changed"))
     assert "Failed check: inputs_mutated" in rejected and "input 0 changed" in rejected
-    bare = prompting.failure_report(EvalResult(request_id="r", task="t", category="incorrect"))
+    bare = failure_reports.failure_report(EvalResult(request_id="r", task="t", category="incorrect"))
     assert "Per-output differences: not available." in bare
 
 
 def test_brainstorm_prompt_asks_for_bullet_ideas(task):
-    messages = prompting.brainstorm_messages(task, max_ideas=7)
+    messages = prompt_templates.brainstorm_messages(task, max_ideas=7)
     user = messages[1]["content"]
-    assert prompting.prompt_kind(messages) == "brainstorm"
+    assert prompt_kinds.prompt_kind(messages) == "brainstorm"
     assert "up to 7" in user and 'starting with "- "' in user and REFERENCE_SOURCE in user
     assert "performance engineers" in user  # PIKE's framing and its example low-level ideas
     for idea in ("memory coalescing", "shared-memory bank conflicts", "tiling"):
@@ -223,18 +231,18 @@ def test_brainstorm_prompt_asks_for_bullet_ideas(task):
 
 
 def test_prompt_kind_is_none_for_foreign_text():
-    assert prompting.prompt_kind("What is the capital of France?") is None
-    assert prompting.prompt_kind([]) is None
-    assert prompting.quoted_program("no markers") is None
+    assert prompt_kinds.prompt_kind("What is the capital of France?") is None
+    assert prompt_kinds.prompt_kind([]) is None
+    assert prompt_kinds.quoted_program("no markers") is None
 
 
 def test_the_worked_example_is_a_valid_task_and_solution_pair():
-    reference = ast.parse(prompting.EXAMPLE_REFERENCE)
-    solution = ast.parse(prompting.EXAMPLE_SOLUTION)
+    reference = ast.parse(prompt_templates.EXAMPLE_REFERENCE)
+    solution = ast.parse(prompt_templates.EXAMPLE_SOLUTION)
     ref_names = {n.name for n in reference.body if isinstance(n, ast.ClassDef | ast.FunctionDef)}
     sol_names = {n.name for n in solution.body if isinstance(n, ast.ClassDef | ast.FunctionDef)}
     assert {"Model", "get_inputs", "get_init_inputs"} <= ref_names
-    assert "ModelNew" in sol_names and "load_inline" in prompting.EXAMPLE_SOLUTION
+    assert "ModelNew" in sol_names and "load_inline" in prompt_templates.EXAMPLE_SOLUTION
 
 
 @pytest.mark.gpu
@@ -244,9 +252,9 @@ def test_the_worked_example_builds_and_matches_on_a_gpu():
     import torch
 
     ref_ns: dict = {}
-    exec(compile(prompting.EXAMPLE_REFERENCE, "example_reference.py", "exec"), ref_ns)
+    exec(compile(prompt_templates.EXAMPLE_REFERENCE, "example_reference.py", "exec"), ref_ns)
     sol_ns: dict = {}
-    exec(compile(prompting.EXAMPLE_SOLUTION, "example_solution.py", "exec"), sol_ns)
+    exec(compile(prompt_templates.EXAMPLE_SOLUTION, "example_solution.py", "exec"), sol_ns)
     inputs = [t.cuda() for t in ref_ns["get_inputs"]()]
     expected = ref_ns["Model"](*ref_ns["get_init_inputs"]()).cuda()(*inputs)
     got = sol_ns["ModelNew"](*ref_ns["get_init_inputs"]()).cuda()(*inputs)

@@ -7,7 +7,7 @@ import typing
 import pytest
 from pikeh_simple_strategies import BestOfN, BestOfNConfig, Refine, RefineConfig
 
-from pike_harness.api import UserError, prompting
+from pike_harness.api import UserError, prompt_kinds
 from pike_harness.testing.context import (
     REFERENCE_SOURCE,
     ScriptedContext,
@@ -32,7 +32,7 @@ def test_best_of_n_samples_the_reference_in_rounds_without_brainstorming(tmp_pat
     prompts = {q.prompt for q in ctx.queries}
     assert len(prompts) == 1  # every sample is an independent draw on the same prompt
     (prompt,) = prompts
-    assert prompting.prompt_kind(prompt) == "optimize" and "Focus on:" not in prompt
+    assert prompt_kinds.prompt_kind(prompt) == "optimize" and "Focus on:" not in prompt
     assert all(q.role == "optimize" and q.parent is None for q in ctx.queries)
 
 
@@ -85,19 +85,19 @@ def test_refine_improves_the_fastest_correct_program_so_far(tmp_path):
     assert ctx.issued_keys() == ["step000", "step000/fix1", "step000/fix2", "step001", "step002", "step003",
                           "step004", "step004/fix1", "step004/fix2", "step005"]
     first = ctx.by_key("step000")
-    assert prompting.prompt_kind(first.messages) == "optimize" and first.parent is None
+    assert prompt_kinds.prompt_kind(first.messages) == "optimize" and first.parent is None
     assert ctx.by_key("step000/fix2").quoted == program_for("step000/fix1")
     for key, base in [("step001", "step000/fix2"), ("step002", "step000/fix2"), ("step003", "step000/fix2"),
                       ("step004", "step003"), ("step005", "step003")]:
         query = ctx.by_key(key)
-        assert prompting.prompt_kind(query.messages) == "improve", key
+        assert prompt_kinds.prompt_kind(query.messages) == "improve", key
         assert query.quoted == program_for(base) and query.parent == base, key
 
 
 def test_refine_rewrites_the_reference_until_something_is_correct(tmp_path):
     ctx = run(tmp_path, Refine(RefineConfig(max_fix_attempts=0)), limit=4)
     assert ctx.issued_keys() == ["step000", "step001", "step002", "step003"]
-    assert all(prompting.prompt_kind(q.messages) == "optimize" for q in ctx.queries)
+    assert all(prompt_kinds.prompt_kind(q.messages) == "optimize" for q in ctx.queries)
     assert all(REFERENCE_SOURCE in q.prompt and q.quoted is None for q in ctx.queries)
 
 

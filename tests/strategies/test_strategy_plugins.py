@@ -7,7 +7,7 @@ import importlib.util
 import re
 from pathlib import Path
 
-from pike_harness.api import prompting
+from pike_harness.api import code_fences
 from pike_harness.host.plugins import PluginHost
 from pike_harness.testing.context import ScriptedContext, correct, failure, make_task
 
@@ -45,7 +45,7 @@ def test_strategy_plugins_import_only_the_public_api():
 
 def test_the_documented_example_strategy_registers_and_runs(tmp_path):
     doc = (REPO / "docs" / "strategies.md").read_text(encoding="utf-8")
-    example = next(block for block in prompting.code_blocks(doc) if "class UntilCorrect(Strategy)" in block)
+    example = next(block for block in code_fences.code_blocks(doc) if "class UntilCorrect(Strategy)" in block)
     entry_point = re.search(r'^until-correct = "(\w+)"$', doc, re.M)
     assert entry_point, "the docs show the entry point that registers the example"
     module_path = tmp_path / f"{entry_point.group(1)}.py"

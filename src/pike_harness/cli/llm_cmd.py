@@ -54,9 +54,9 @@ def test_command(model: str, llm_base_url: str | None, prompt: str, task_ref: st
     from pike_harness.host.llm_client import LLMClient, RetryPolicy
 
     if task_ref:
-        from pike_harness.kit import prompting
+        from pike_harness.kit import prompt_templates
 
-        messages = prompting.optimize_messages(get_app().catalog.resolve(task_ref))
+        messages = prompt_templates.optimize_messages(get_app().catalog.resolve(task_ref))
     else:
         messages = [{"role": "user", "content": prompt}]
     options = BackendOptions(base_url=llm_base_url, timeout_s=timeout_s)

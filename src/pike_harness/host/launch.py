@@ -143,7 +143,7 @@ def print_summary(runner: Runner, console: Console | None = None) -> None:
     table = Table(title=f"{runner.name}: results", box=box.SIMPLE_HEAD, title_justify="left", pad_edge=False,
                   collapse_padding=True)
     # A run that spent nothing (an offline stand-in) has no spend column: $0.00 would read as a price.
-    show_spend = any(t.spent_usd or not t.spend_known for t in runner.task_runs.values())
+    show_spend = any(t.ledger.spent_usd or not t.ledger.spend_known for t in runner.task_runs.values())
     for column in ("task", "eager ms", "best ms", "speedup", "queries", *(["spend"] if show_spend else []),
                    "correct"):
         table.add_column(column, justify="left" if column == "task" else "right", no_wrap=True)
@@ -151,17 +151,17 @@ def print_summary(runner: Runner, console: Console | None = None) -> None:
         counts = runner.progress.tasks[ref].counts
         attempts = sum(counts.values())
         speedup = task_run.best_speedup
-        spend = [f"${task_run.spent_usd:.2f}" if task_run.spend_known else "unknown"] if show_spend else []
+        spend = [f"${task_run.ledger.spent_usd:.2f}" if task_run.ledger.spend_known else "unknown"] if show_spend else []
         table.add_row(
             ref,
             f"{task_run.baseline_ms:.4f}" if task_run.baseline_ms else "-",
             f"{task_run.best_runtime_ms:.4f}" if task_run.best_runtime_ms else "-",
             f"{speedup:.2f}x" if speedup else "-",
-            queries_text(task_run.queries_used, runner.config.query_budget, short=True),
+            queries_text(task_run.ledger.queries_used, runner.config.query_budget, short=True),
             *spend,
             f"{counts.get('correct', 0)}/{attempts}",
         )
     console.print(table)
-    if any(t.queries_used > runner.config.query_budget for t in runner.task_runs.values()):
+    if any(t.ledger.queries_used > runner.config.query_budget for t in runner.task_runs.values()):
         console.print("+N: queries past the budget (the strategy's permitted overshoot, e.g. 12/12 +3 past the "
                       "budget); the best is chosen within the budget")

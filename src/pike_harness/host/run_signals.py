@@ -1,4 +1,5 @@
-"""Ctrl-C and SIGTERM during a run: the first asks the run to stop, a second abandons the grace wait.
+"""How a run stops: Ctrl-C and SIGTERM (the first asks the run to stop, a second abandons the grace wait),
+and ``RunInterrupted``, which carries the stop into strategy threads.
 
 The handlers only count signals. Raising from a handler (Python's default for SIGINT) can land in the
 middle of a journal write or while a lock is held, and a second Ctrl-C during the shutdown used to
@@ -48,3 +49,10 @@ class StopSignals:
         for signum, previous in self._previous.items():
             signal.signal(signum, previous)
         self._previous.clear()
+
+
+class RunInterrupted(BaseException):
+    """Raised inside strategy threads once the run is stopping (Ctrl-C, SIGTERM, a fatal error).
+
+    A BaseException so a strategy's ``except Exception`` cannot swallow it.
+    """

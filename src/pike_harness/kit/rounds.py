@@ -20,7 +20,7 @@ from pike_harness.contracts.llm import FIX
 from pike_harness.contracts.model import Attempt
 from pike_harness.contracts.strategy import TaskContext
 from pike_harness.errors import BudgetExhausted
-from pike_harness.kit import prompting
+from pike_harness.kit import prompt_templates
 
 
 @dataclass
@@ -86,7 +86,7 @@ def fix_rounds(ctx: TaskContext, samples: list[Sample], *, max_rounds: int, tail
                context: str = "pike") -> bool:
     """Up to ``max_rounds`` rounds in which every failing sample gets exactly one fix query.
 
-    ``context`` picks the error-fixing prompt (``prompting.fix_messages``: PIKE's two, or ``rich``).
+    ``context`` picks the error-fixing prompt (``prompt_templates.fix_messages``: PIKE's two, or ``rich``).
     A round with nothing to fix ends early. Each fix query is sent only below the budget (samples in
     slot order), so fixes never overshoot. Returns False when the budget stopped the rounds.
     """
@@ -101,7 +101,7 @@ def fix_rounds(ctx: TaskContext, samples: list[Sample], *, max_rounds: int, tail
         for sample in failing:
             latest = sample.latest
             assert latest is not None and latest.code is not None and latest.result is not None
-            messages = prompting.fix_messages(ctx.task, latest.code, latest.result, tail_chars=tail_chars,
+            messages = prompt_templates.fix_messages(ctx.task, latest.code, latest.result, tail_chars=tail_chars,
                                               context=context)
             orders.append(Order(sample, FIX, f"{sample.key}/fix{number}", messages, latest.key,
                                 {**sample.meta, "fix": number}))

@@ -27,7 +27,8 @@ from pike_harness.api import (
     Task,
     TaskMeta,
     Usage,
-    prompting,
+    code_fences,
+    prompt_kinds,
 )
 from pike_harness.contracts.model import OutputCheck
 
@@ -115,7 +116,7 @@ class Query:
 
     @property
     def quoted(self) -> str | None:
-        return prompting.quoted_program(self.messages)
+        return prompt_kinds.quoted_program(self.messages)
 
 
 @dataclass
@@ -168,7 +169,7 @@ class ScriptedContext:
             attempt.llm_error = "scripted permanent LLM failure"
         else:
             attempt.response = _response(text)
-            attempt.code = prompting.extract_code(text)
+            attempt.code = code_fences.extract_code(text)
             attempt.result = self.outcomes.get(key) or self.default_outcome(key)
         self.attempts[key] = attempt
         future = _Deferred(self)

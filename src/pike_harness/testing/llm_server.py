@@ -322,10 +322,10 @@ def mutate_reply(request: ReceivedRequest) -> FakeReply:
     The role is inferred from the prompt (the fake sees only messages): PIKE's brainstorm prompt
     asks for ideas, the fix prompt quotes a failing program.
     """
-    from pike_harness.api import LLMRequest, prompting
+    from pike_harness.api import LLMRequest, prompt_kinds
 
     messages = [{"role": m["role"], "content": _content_text(m.get("content"))} for m in request.messages]
-    kind = prompting.prompt_kind(messages)
+    kind = prompt_kinds.prompt_kind(messages)
     role = {"brainstorm": "brainstorm", "fix": "fix"}.get(kind or "", "optimize")
     answer = _mutate_backend().complete(LLMRequest(messages=messages, role=role))
     return FakeReply(text=answer.text)

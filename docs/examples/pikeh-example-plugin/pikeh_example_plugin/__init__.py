@@ -3,7 +3,7 @@
 ``one-shot`` asks the model once for a faster program and, if that program fails, lets the
 error-fixing agent try up to ``max_fixes`` times. It shows everything a strategy needs: a Config
 dataclass (its fields become ``pikeh run`` options), stable query keys (so a killed run resumes without
-re-sending queries), and the shared PIKE prompts from ``pike_harness.kit.prompting``.
+re-sending queries), and the shared PIKE prompts from ``pike_harness.kit.prompt_templates``.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from pike_harness.api import (
     Suite,
     TaskContext,
     hookimpl,
-    prompting,
+    prompt_templates,
 )
 
 
@@ -36,14 +36,14 @@ class OneShot(Strategy):
     def run_task(self, ctx: TaskContext) -> None:
         task = ctx.task
         try:
-            attempt = ctx.attempt("optimize", prompting.optimize_messages(task), key="first")
+            attempt = ctx.attempt("optimize", prompt_templates.optimize_messages(task), key="first")
             for n in range(1, self.config.max_fixes + 1):
                 if attempt.is_correct or ctx.budget.exhausted:
                     break
                 ctx.set_status(note=f"fix {n}")
                 if attempt.code is None or attempt.result is None:
                     break  # the query itself failed: there is no program to fix
-                messages = prompting.fix_messages(task, attempt.code, attempt.result)
+                messages = prompt_templates.fix_messages(task, attempt.code, attempt.result)
                 attempt = ctx.attempt("fix", messages, key=f"fix{n}", parent=attempt.key)
         except BudgetExhausted:
             return

@@ -9,6 +9,8 @@ import json
 from pathlib import Path
 
 import pikeh_example_plugin
+from pikeh_example_plugin import OneShot, OneShotConfig
+
 from pike_harness.testing import (
     FakeLLMServer,
     FakeReply,
@@ -19,7 +21,6 @@ from pike_harness.testing import (
     invoke,
     make_task,
 )
-from pikeh_example_plugin import OneShot, OneShotConfig
 
 
 def test_a_correct_first_program_needs_no_fix(tmp_path: Path):

@@ -1,63 +1,29 @@
-"""Prompts shared by the strategies that follow PIKE (PIKE-B, best-of-n, refine, PIKE-O), and the parsers
-for what comes back.
+"""Prompts shared by the strategies that follow PIKE (PIKE-B, best-of-n, refine, PIKE-O).
 
 One module owns the wording so that strategies compared against each other ask the model the same
 questions: a difference in results then comes from the search, not from the prompt. Every prompt is a
 pure function of the task and of program texts and failure reports; none takes a runtime or a speedup,
 so no prompt can leak one (PIKE's prompts never show timings, and ours must stay comparable).
 
-Programs inside prompts are always fenced code blocks, and each prompt kind carries a fixed marker
-line, so a test double (or an offline backend) can tell what is asked and recover the quoted program
-with ``prompt_kind`` and ``quoted_program``. The host extracts code from every reply with
-``extract_code``; strategies should not re-implement it.
+Programs inside prompts are always fenced code blocks (``code_fences``), and each prompt kind carries a
+fixed marker line, so a test double (or an offline backend) can tell what is asked and recover the
+quoted program (``prompt_kinds``).
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 
 from pike_harness.contracts.model import INCORRECT, REJECTED, TIMEOUT, EvalResult, Task
-
-__all__ = [
-    "BRAINSTORM_MARKER",
-    "EXAMPLE_REFERENCE",
-    "EFA_CONTEXTS",
-    "EXAMPLE_SOLUTION",
-    "FIX_MARKER",
-    "FOCUS_PREFIX",
-    "IMPROVE_MARKER",
-    "LOG_TAIL_CHARS",
-    "NoIdeasError",
-    "SYSTEM_PROMPT",
-    "brainstorm_messages",
-    "code_blocks",
-    "extract_code",
-    "failure_report",
-    "fence",
-    "fit_ideas",
-    "fix_messages",
-    "improve_messages",
-    "optimize_messages",
-    "output_instruction",
-    "parse_ideas",
-    "precision_rule",
-    "problem_statement",
-    "prompt_kind",
-    "quoted_program",
-    "reference_section",
-    "worked_example",
-]
-
-# PIKE shows the error-fixing agent the last 10,000 characters of each log stream.
-LOG_TAIL_CHARS = 10_000
+from pike_harness.kit.code_fences import fence
+from pike_harness.kit.failure_reports import LOG_TAIL_CHARS, failure_report, log_tails, max_difference
 
 # Marker lines, one per prompt kind: stable text that fakes and offline backends may match on.
 BRAINSTORM_MARKER = "Brainstorm optimization ideas before any code is written."
 IMPROVE_MARKER = "You previously wrote this working solution:"
 FIX_MARKER = "The program below failed evaluation and needs to be fixed:"
 FOCUS_PREFIX = "Focus on:"
-_REFERENCE_MARKER = "The reference program to optimize (`Model`):"
+REFERENCE_MARKER = "The reference program to optimize (`Model`):"
 
 SYSTEM_PROMPT = (
     "You are an expert GPU performance engineer. You make PyTorch models faster by writing custom "
@@ -150,20 +116,7 @@ _PRECISION_RULES = {
 Messages = list[dict[str, str]]
 
 
-class NoIdeasError(ValueError):
-    """The brainstorming agent's reply held no idea: the task cannot start its first phase."""
-
-
 # -- building blocks ------------------------------------------------------------------------------
-
-def fence(code: str, lang: str = "python") -> str:
-    """Wrap ``code`` in a fenced block whose fence is longer than any backtick run inside it, so a
-    program that itself contains ``` (in a docstring or a kernel comment) is quoted intact."""
-    longest = max((len(run) for run in re.findall(r"`{3,}", code)), default=0)
-    ticks = "`" * max(3, longest + 1)
-    body = code if code.endswith("\n") else code + "\n"
-    return f"{ticks}{lang}\n{body}{ticks}"
-
 
 def precision_rule(task: Task) -> str | None:
     """The prompt's precision line, or None under PIKE's rule (``precision_rule = "tolerance"``).
@@ -217,7 +170,7 @@ def worked_example() -> str:
 
 
 def reference_section(task: Task) -> str:
-    return f"{_REFERENCE_MARKER}\n{fence(task.source)}"
+    return f"{REFERENCE_MARKER}\n{fence(task.source)}"
 
 
 def output_instruction(what: str = "the complete program defining `ModelNew`") -> str:
@@ -277,28 +230,17 @@ def fix_messages(task: Task, code: str, result: EvalResult, *, tail_chars: int =
     elif result.category == INCORRECT:
         parts = [problem_statement(task), worked_example(), reference_section(task), failing,
                  "The program runs, but its outputs differ from the reference's. Maximum absolute "
-                 f"difference: {_max_difference(result)}."]
+                 f"difference: {max_difference(result)}."]
     else:
         report = [f"Timed out: {'yes' if result.category == TIMEOUT else 'no'}"]
         if result.category == REJECTED and result.reason:
             report.insert(0, f"The evaluator rejected it: {result.reason}")
-        report += _log_tails(result, tail_chars)
+        report += log_tails(result, tail_chars)
         parts = [problem_statement(task), reference_section(task), failing,
                  "It failed to compile or to run. " + "\n".join(report)]
     parts += ["Fix the program so that it builds, runs and produces correct outputs, keeping the custom "
               "kernels fast.", output_instruction("the complete fixed program")]
     return _messages(parts)
-
-
-def _max_difference(result: EvalResult) -> str:
-    """On the first input set (the public one, as PIKE's one-input check saw it) when it was compared:
-    the hidden sets are drawn anew per evaluation, so their differences would make the same failure
-    give a different prompt each time (a replay or the response cache would then miss) and would tell
-    the model about inputs it must not see."""
-    compared = [o for o in result.outputs if o.max_abs_diff is not None]
-    first = min((o.input_set for o in compared), default=None)
-    diffs = [o.max_abs_diff for o in compared if o.input_set == first]
-    return f"{max(diffs):.6g}" if diffs else "not available"
 
 
 def brainstorm_messages(task: Task, max_ideas: int = 10) -> Messages:
@@ -318,203 +260,8 @@ def brainstorm_messages(task: Task, max_ideas: int = 10) -> Messages:
     return _messages(parts)
 
 
-def failure_report(result: EvalResult, *, tail_chars: int = LOG_TAIL_CHARS) -> str:
-    """How a failed evaluation is described to the error-fixing agent.
-
-    Only failure facts: the category, the evaluator's reason, whether it timed out, per-output
-    differences for wrong outputs, and the tails of the logs. Never a runtime.
-    """
-    lines = [f"Evaluation result: {_CATEGORY_WORDS.get(result.category, result.category)}."]
-    if result.reason:
-        lines.append(f"Reason: {result.reason}")
-    if result.category == REJECTED and result.check:
-        lines.append(f"Failed check: {result.check}")
-    lines.append(f"Timed out: {'yes' if result.category == TIMEOUT else 'no'}")
-    if result.category == INCORRECT or any(o.max_abs_diff is not None or o.problem for o in result.outputs):
-        lines.extend(_output_differences(result))
-    lines += _log_tails(result, tail_chars)
-    return "\n".join(lines)
-
-
-def _log_tails(result: EvalResult, tail_chars: int) -> list[str]:
-    """The last ``tail_chars`` characters of stdout and of stderr, each in a fenced block."""
-    lines = []
-    for name, text in (("stdout", result.stdout_tail), ("stderr", result.stderr_tail)):
-        tail = text[-tail_chars:] if tail_chars > 0 else ""
-        if not tail.strip():
-            lines.append(f"{name}: (empty)" if not text.strip() else f"{name}: (not shown)")
-        elif len(tail) < len(text):
-            lines.append(f"{name} (the last {len(tail)} of {len(text)} characters):\n{fence(tail, 'text')}")
-        else:
-            lines.append(f"{name}:\n{fence(tail, 'text')}")
-    return lines
-
-
-_CATEGORY_WORDS = {
-    "compile_error": "compile error (the program failed to import or its kernels failed to build)",
-    "runtime_error": "runtime error (the program raised an exception or crashed while running)",
-    "timeout": "timeout (the program did not finish within the time limit)",
-    "incorrect": "incorrect output (the program ran but its outputs differ from the reference)",
-    "rejected": "rejected (the program broke an evaluation rule)",
-}
-
-
-def _output_differences(result: EvalResult) -> list[str]:
-    """Per output: the largest absolute difference over all input sets, or the problem found."""
-    worst: dict[int, float] = {}
-    problems: dict[int, str] = {}
-    for check in result.outputs:
-        if check.max_abs_diff is not None:
-            worst[check.index] = max(worst.get(check.index, check.max_abs_diff), check.max_abs_diff)
-        if check.problem and check.index not in problems:
-            problems[check.index] = check.problem
-    if not worst and not problems:
-        return ["Per-output differences: not available."]
-    lines = ["Maximum absolute difference from the reference, per output:"]
-    for index in sorted(set(worst) | set(problems)):
-        parts = []
-        if index in worst:
-            parts.append(f"max abs diff {worst[index]:.6g}")
-        if index in problems:
-            parts.append(problems[index])
-        lines.append(f"- output {index}: {'; '.join(parts)}")
-    return lines
-
-
 def _messages(parts: Sequence[str]) -> Messages:
     return [
         {"role": "system", "content": SYSTEM_PROMPT},
         {"role": "user", "content": "\n\n".join(parts)},
     ]
-
-
-# -- reading replies ------------------------------------------------------------------------------
-
-_FENCE_OPEN = re.compile(r"^(?P<indent> {0,3})(?P<fence>`{3,}|~{3,})(?P<info>[^\n]*)$")
-
-
-def code_blocks(text: str) -> list[str]:
-    """Every fenced code block of a Markdown text, in order (CommonMark fences: ``` or ~~~, three or
-    more, up to three spaces of indent; an unclosed fence runs to the end, as in a truncated reply)."""
-    lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
-    blocks: list[str] = []
-    i = 0
-    while i < len(lines):
-        match = _FENCE_OPEN.match(lines[i])
-        if not match or (match["fence"][0] == "`" and "`" in match["info"]):
-            i += 1
-            continue
-        indent, marker = len(match["indent"]), match["fence"]
-        closing = re.compile(rf"^ {{0,3}}{re.escape(marker[0])}{{{len(marker)},}}[ \t]*$")
-        body: list[str] = []
-        i += 1
-        while i < len(lines) and not closing.match(lines[i]):
-            body.append(_dedent(lines[i], indent))
-            i += 1
-        i += 1  # skip the closing fence (or step past the end)
-        blocks.append("\n".join(body) + "\n" if body else "")
-    return blocks
-
-
-def _dedent(line: str, indent: int) -> str:
-    removable = len(line) - len(line.lstrip(" "))
-    return line[min(indent, removable):]
-
-
-def extract_code(text: str) -> str:
-    """The program in a reply: its first fenced code block of any language tag, else the whole reply."""
-    blocks = code_blocks(text)
-    if blocks:
-        return blocks[0]
-    stripped = text.strip()
-    return stripped + "\n" if stripped else ""
-
-
-_BULLET = re.compile(r"^(?P<indent>\s*)(?:[-*+\u2022\u2023\u25e6\u2043]|\d{1,3}[.)])\s+(?P<text>\S.*)$")
-
-
-def parse_ideas(text: str) -> list[str]:
-    """The brainstorming reply's bullet lines as a list of ideas.
-
-    A bullet is ``-``, ``*``, ``+``, ``•`` or ``1.``/``1)`` followed by text. Bullets at the list's
-    outermost indentation start ideas; deeper bullets and indented plain lines continue the current
-    idea (models wrap long ideas and add sub-points); an unindented plain line ends it, so a closing
-    remark is not glued onto the last idea. Lines inside fenced code blocks are ignored.
-    """
-    lines = _outside_fences(text)
-    bullets = [m for m in (_BULLET.match(line) for line in lines) if m]
-    if not bullets:
-        return []
-    top = min(len(m["indent"].expandtabs(4)) for m in bullets)
-    ideas: list[list[str]] = []
-    open_idea = False
-    for line in lines:
-        if not line.strip():
-            continue
-        match = _BULLET.match(line)
-        indent = len(line.expandtabs(4)) - len(line.expandtabs(4).lstrip())
-        if match and indent <= top:
-            ideas.append([match["text"].strip()])
-            open_idea = True
-        elif open_idea and indent > top:
-            ideas[-1].append(match["text"].strip() if match else line.strip())
-        else:
-            open_idea = False
-    return [" ".join(parts) for parts in ideas]
-
-
-def _outside_fences(text: str) -> list[str]:
-    lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
-    kept: list[str] = []
-    closing: re.Pattern[str] | None = None
-    for line in lines:
-        if closing is not None:
-            if closing.match(line):
-                closing = None
-            continue
-        match = _FENCE_OPEN.match(line)
-        if match and not (match["fence"][0] == "`" and "`" in match["info"]):
-            marker = match["fence"]
-            closing = re.compile(rf"^ {{0,3}}{re.escape(marker[0])}{{{len(marker)},}}[ \t]*$")
-            continue
-        kept.append(line)
-    return kept
-
-
-def fit_ideas(ideas: Sequence[str], count: int) -> list[str]:
-    """Exactly ``count`` ideas: the first ``count``, or the list repeated in order until long enough."""
-    if not ideas:
-        raise NoIdeasError("the brainstorming reply contained no bullet-line ideas")
-    return [ideas[i % len(ideas)] for i in range(count)]
-
-
-# -- recognising prompts (for test doubles and offline backends) ----------------------------------
-
-def prompt_kind(messages: Sequence[dict[str, str]] | str) -> str | None:
-    """``"brainstorm"``, ``"fix"``, ``"improve"`` or ``"optimize"`` for a prompt built here, else None."""
-    text = messages if isinstance(messages, str) else _user_text(messages)
-    if BRAINSTORM_MARKER in text:
-        return "brainstorm"
-    if FIX_MARKER in text:
-        return "fix"
-    if IMPROVE_MARKER in text:
-        return "improve"
-    if _REFERENCE_MARKER in text:
-        return "optimize"
-    return None
-
-
-def quoted_program(messages: Sequence[dict[str, str]] | str) -> str | None:
-    """The program an improve or fix prompt quotes (the parent, or the failing code), verbatim."""
-    text = messages if isinstance(messages, str) else _user_text(messages)
-    for marker in (FIX_MARKER, IMPROVE_MARKER):
-        head, found, rest = text.partition(marker + "\n")
-        if found:
-            blocks = code_blocks(rest)
-            return blocks[0] if blocks else None
-    return None
-
-
-def _user_text(messages: Sequence[dict[str, str]]) -> str:
-    users = [m.get("content", "") for m in messages if m.get("role") == "user"]
-    return users[-1] if users else ""

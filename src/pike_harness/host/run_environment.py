@@ -1,0 +1,33 @@
+"""What run.json records about the machine a run ran on: timings are only comparable on one host."""
+
+from __future__ import annotations
+
+import os
+import platform
+from typing import Any
+
+from pike_harness import __version__
+from pike_harness.contracts.evaluation import Evaluator
+from pike_harness.worker.environment import cpu_model
+
+
+def environment_info(evaluator: Evaluator) -> dict[str, Any]:
+    """Versions, host and devices, recorded in run.json: timings are only comparable on one host."""
+    info: dict[str, Any] = {
+        "pikeh": __version__,
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "host": platform.node(),
+        "cpu": cpu_model(),
+        "cpu_count": os.cpu_count(),
+    }
+    try:
+        import torch
+
+        info["torch"] = torch.__version__
+    except ImportError:  # pragma: no cover - torch is a dependency
+        info["torch"] = None
+    described = evaluator.describe()
+    info["evaluator"] = described
+    info["gpu"] = described.get("gpu") or described.get("device_name")
+    return info

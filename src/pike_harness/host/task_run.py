@@ -1,0 +1,239 @@
+"""One task's search as the host runs it: the ``TaskContext`` a strategy gets.
+
+Every query is charged to the task's budget before it is sent, every answer and verdict is journaled the
+moment it completes, and a resumed run replays the journal: a query whose key was answered is not sent
+again, an evaluation that finished is not redone, and an evaluation that was in flight when the process
+died twice is recorded as interrupted rather than run a third time.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import random
+import threading
+from concurrent.futures import Future
+from typing import TYPE_CHECKING, Any
+
+from pike_harness.contracts.journal import (
+    AttemptDone,
+    Baseline,
+    EvalAbort,
+    EvalDone,
+    LLMAnswer,
+    LLMFailure,
+    within_budget,
+)
+from pike_harness.contracts.llm import GenerationParams, LLMError, LLMRequest, LLMResponse
+from pike_harness.contracts.model import RUNTIME_ERROR, Attempt, EvalResult, Task
+from pike_harness.contracts.strategy import BudgetView
+from pike_harness.host.budget_ledger import BudgetLedger
+from pike_harness.host.llm_health import FATAL_LLM_STATUSES
+from pike_harness.host.run_signals import RunInterrupted
+from pike_harness.host.store import sha256
+
+if TYPE_CHECKING:
+    from pike_harness.host.run import Runner
+
+
+class TaskRun:
+    """The host's TaskContext for one task: charges, journals and replays every query and evaluation."""
+
+    def __init__(self, runner: Runner, task: Task):
+        self.runner = runner
+        self.task = task
+        self.rng = random.Random(f"{runner.config.seed}:{task.ref}")
+        self._lock = threading.Lock()
+        config = runner.config
+        self.ledger = BudgetLedger(config.query_budget, config.money_budget, runner.overshoot)
+        self.best_runtime_ms: float | None = None
+        self.baseline_ms: float | None = None
+        self.baseline: EvalResult | None = None
+        self._ref = task.ref
+
+    # -- budget --------------------------------------------------------------------------------
+    @property
+    def budget(self) -> BudgetView:
+        return self.ledger.view()
+
+    def _charge(self, counted: bool) -> int | None:
+        self.runner.check_running()
+        return self.ledger.charge(counted)
+
+    # -- queries -------------------------------------------------------------------------------
+    def ask(self, role: str, messages: list[dict[str, str]], *, key: str, counted: bool = True,
+            params: GenerationParams | None = None) -> LLMResponse:
+        index = self._charge(counted)
+        return self._query(role, messages, key, index, counted, params)
+
+    def _query(self, role: str, messages: list[dict[str, str]], key: str, index: int | None, counted: bool,
+               params: GenerationParams | None) -> LLMResponse:
+        store, replay = self.runner.store, self.runner.replay
+        recorded = replay.llm.get((self._ref, key))
+        if recorded is not None:
+            response = LLMResponse.from_dict(recorded["response"])
+            self.ledger.add_cost(response)
+            return response
+        failed = replay.llm_errors.get((self._ref, key))
+        if failed is not None:
+            # It failed for good before (retries spent): a resume replays that, so the search takes the
+            # same path and the journal keeps one verdict per query, rather than asking again.
+            raise LLMError(str(failed.get("error")), status=failed.get("status"))
+        # The key makes identical prompts distinct queries (the cache and offline:replay match on it).
+        request = LLMRequest(messages=messages, role=role, params=params or self.runner.params,
+                             key=f"{self._ref}#{key}")
+        folder = store.attempt_dir(self._ref, key, index)
+        store.write_files(folder, {"prompt.md": render_messages(messages)})
+        try:
+            with self.runner.answers.track():
+                response = self.runner.llm.complete(request)
+                # Journal a paid answer even when the run is stopping: every dollar is accounted for.
+                store.append(LLMAnswer(task=self._ref, key=key, role=role, index=index, counted=counted,
+                                       request_sha256=self.runner.llm.request_hash(request),
+                                       response=response.to_dict()))
+        except LLMError as exc:
+            if exc.status in FATAL_LLM_STATUSES:
+                # Not journaled, so nothing is charged: the resume asks this query again.
+                self.runner.fail(f"the LLM endpoint refused the request (HTTP {exc.status}: {exc}); nothing was "
+                                 "charged to the budget; fix the key, model or --llm-base-url and rerun the "
+                                 "same command to resume")
+                raise RunInterrupted() from None
+            store.append(LLMFailure(task=self._ref, key=key, role=role, index=index, counted=counted,
+                                    error=str(exc), status=exc.status,
+                                    retries=[dataclasses.asdict(r) for r in getattr(exc, "retries", [])]))
+            self.runner.llm_health.failed(str(exc))
+            raise
+        self.runner.llm_health.answered()
+        store.write_files(folder, {"response.md": response.text})
+        self.ledger.add_cost(response)
+        self.runner.check_running()
+        return response
+
+    # -- attempts ------------------------------------------------------------------------------
+    def submit_attempt(self, role: str, messages: list[dict[str, str]], *, key: str, parent: str | None = None,
+                       meta: dict[str, Any] | None = None, counted: bool = True,
+                       params: GenerationParams | None = None) -> Future[Attempt]:
+        index = self._charge(counted)  # in the caller's thread, so indices follow submission order
+        return self.runner.attempt_pool.submit(self._attempt, role, messages, key, index, parent,
+                                               dict(meta or {}), counted, params)
+
+    def attempt(self, role: str, messages: list[dict[str, str]], *, key: str, parent: str | None = None,
+                meta: dict[str, Any] | None = None, counted: bool = True,
+                params: GenerationParams | None = None) -> Attempt:
+        return self.submit_attempt(role, messages, key=key, parent=parent, meta=meta, counted=counted,
+                                   params=params).result()
+
+    def _attempt(self, role: str, messages: list[dict[str, str]], key: str, index: int | None,
+                 parent: str | None, meta: dict[str, Any], counted: bool,
+                 params: GenerationParams | None) -> Attempt:
+        from pike_harness.kit.code_fences import extract_code
+
+        attempt = Attempt(task=self._ref, key=key, role=role, index=index, parent=parent, meta=meta)
+        try:
+            attempt.response = self._query(role, messages, key, index, counted, params)
+        except LLMError as exc:
+            attempt.llm_error = str(exc)
+            self._finish(attempt)
+            return attempt
+        attempt.code = extract_code(attempt.response.text)
+        attempt.result = self._evaluate(attempt.code, key, index)
+        self._finish(attempt)
+        return attempt
+
+    def _finish(self, attempt: Attempt) -> None:
+        key = (self._ref, attempt.key)
+        result = attempt.result
+        if (result is not None and result.is_correct and result.runtime_ms is not None
+                and within_budget(attempt.index, self.runner.config.query_budget)):
+            with self._lock:
+                if self.best_runtime_ms is None or result.runtime_ms < self.best_runtime_ms:
+                    self.best_runtime_ms = result.runtime_ms
+                    self._write_best(attempt)
+        if key not in self.runner.replay.attempts:
+            response = attempt.response
+            self.runner.store.append(AttemptDone(
+                task=self._ref, key=attempt.key, role=attempt.role, index=attempt.index, parent=attempt.parent,
+                meta=attempt.meta, category=attempt.category, runtime_ms=attempt.runtime_ms,
+                reason=result.reason if result else attempt.llm_error, check=result.check if result else None,
+                code_sha256=sha256(attempt.code) if attempt.code is not None else None,
+                cost_usd=response.cost_usd if response else None))
+        self.runner.attempt_finished(self, attempt)
+
+    def _write_best(self, attempt: Attempt) -> None:
+        folder = self.runner.store.task_dir(self._ref)
+        self.runner.store.write_files(folder, {"best.py": attempt.code or ""})
+
+    # -- evaluation ----------------------------------------------------------------------------
+    def evaluate(self, code: str, *, key: str) -> EvalResult:
+        return self._evaluate(code, key, None)
+
+    def _evaluate(self, code: str, key: str, index: int | None) -> EvalResult:
+        runner = self.runner
+        recorded = runner.replay.evals.get((self._ref, key))
+        if recorded is not None:
+            return EvalResult.from_dict(recorded["result"])
+        folder = runner.store.attempt_dir(self._ref, key, index)
+        runner.store.write_files(folder, {"code.py": code})
+        if runner.replay.eval_starts.get((self._ref, key), 0) >= 2:
+            # Started twice with no verdict and no eval_abort: the harness itself died (SIGKILL, power)
+            # both times while this ran. A stop of any other kind writes eval_abort, which never counts.
+            result = EvalResult(request_id="", task=self._ref, category=RUNTIME_ERROR, check="interrupted",
+                                reason="evaluation was interrupted twice (the harness died while it ran)")
+            runner.store.append(EvalDone(task=self._ref, key=key, code_sha256=sha256(code), result=result.to_dict()))
+        else:
+            runner.open_evals.begin(self._ref, key)
+            try:
+                result = runner.run_evaluation(self.task, code)
+            except BaseException as exc:
+                # The evaluator, the user or a bug stopped it, not the candidate: the resume evaluates again.
+                runner.open_evals.end(EvalAbort(task=self._ref, key=key, why=type(exc).__name__))
+                raise
+            if runner.stopping:
+                # A verdict that arrives while the run stops may be the stop's doing (a killed worker):
+                # never the candidate's record. The resume evaluates it again.
+                runner.open_evals.end(EvalAbort(task=self._ref, key=key, why="run stopping"))
+                raise RunInterrupted()
+            done = EvalDone(task=self._ref, key=key, code_sha256=sha256(code), result=result.to_dict())
+            if not runner.open_evals.end(done):
+                raise RunInterrupted()  # the stopping run already closed it with an eval_abort
+        runner.store.write_files(folder, {"result.json": result.to_json()})
+        return result
+
+    def measure_baseline(self) -> None:
+        """Eager reference timing on this run's evaluator, so every speedup has a same-sitting baseline."""
+        recorded = self.runner.replay.baselines.get((self._ref, "eager"))
+        if recorded is not None:
+            result = EvalResult.from_dict(recorded["result"])
+        else:
+            self.set_status(phase="baseline")
+            result = self._evaluate(self.task.source, "baseline/eager", None)
+            config = self.runner.config
+            self.runner.store.append(Baseline(task=self._ref, mode="eager", device=config.device,
+                                              protocol=config.protocol, result=result.to_dict()))
+        self.baseline = result
+        if result.is_correct:
+            self.baseline_ms = result.runtime_ms
+            self.runner.progress.update(self._ref, baseline_ms=self.baseline_ms)
+        else:
+            self.log(f"{self._ref}: the eager baseline failed ({result.category}: {result.reason}); "
+                     "speedups for this task are undefined")
+
+    # -- progress ------------------------------------------------------------------------------
+    def set_status(self, **fields: Any) -> None:
+        known = {k: str(v) for k, v in fields.items() if k in ("phase", "note")}
+        if known:
+            self.runner.progress.update(self._ref, **known)
+
+    def log(self, message: str) -> None:
+        self.runner.store.log(message)
+        if not self.runner.progress.live_enabled:
+            self.runner.progress.message(message)
+
+    @property
+    def best_speedup(self) -> float | None:
+        if self.baseline_ms and self.best_runtime_ms:
+            return self.baseline_ms / self.best_runtime_ms
+        return None
+
+
+def render_messages(messages: list[dict[str, str]]) -> str:
+    return "\n\n".join(f"## {m['role']}\n\n{m['content']}" for m in messages) + "\n"
