@@ -77,7 +77,7 @@ class DockerEvaluator(Evaluator):
     name = "docker"
 
     def __init__(self, options: EvaluatorOptions):
-        from pike_harness.worker.supervise.queue_client import QueueClient
+        from pike_harness.worker.queue_client import QueueClient
 
         check_protocol(options)
         extra = options.extra
@@ -167,7 +167,7 @@ class DockerEvaluator(Evaluator):
 
     def _served(self, container: _Container) -> bool:
         """Whether the container's worker got as far as beating (its heartbeat is from this start)."""
-        from pike_harness.worker.supervise import queue_channel as qc
+        from pike_harness.worker import queue_channel as qc
 
         try:
             beat = qc.read_json(self.client.qdir.workers / f"{container.spec.worker_id}.json")

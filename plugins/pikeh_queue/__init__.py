@@ -1,6 +1,6 @@
 """The ``queue`` evaluator: candidates go to eval workers through a shared folder (``--io-dir``).
 
-The host's side of the directory channel (``pike_harness.worker.supervise.queue_channel``): it writes each
+The host's side of the directory channel (``pike_harness.worker.queue_channel``): it writes each
 request into the folder and waits for a worker to write the result back. The workers run wherever
 the folder is visible (``pikeh worker --io-dir DIR`` by hand, from Slurm, in Apptainer or Docker),
 so the search can run on a login node or a laptop and the evaluations on GPU nodes, with no network
@@ -51,8 +51,8 @@ class QueueEvaluator(Evaluator):
     Config = QueueConfig
 
     def __init__(self, options: EvaluatorOptions):
-        from pike_harness.worker.supervise import queue_channel as qc
-        from pike_harness.worker.supervise.queue_client import QueueClient
+        from pike_harness.worker import queue_channel as qc
+        from pike_harness.worker.queue_client import QueueClient
 
         config = evaluator_config(options, self.Config)
         if not config.io_dir:
@@ -88,7 +88,7 @@ class QueueEvaluator(Evaluator):
     def stats(self) -> dict[str, Any]:
         """Each live worker's engine figures (``workers/<id>.engine-stats``, rewritten before each
         result is written): the build-cache, quiet-timing and scheduling figures ``local`` reports."""
-        from pike_harness.worker.supervise import queue_channel as qc
+        from pike_harness.worker import queue_channel as qc
         from pike_harness.worker.supervise.service import ENGINE_STATS_SUFFIX
 
         folder = self.client.qdir.workers

@@ -38,7 +38,6 @@ from pike_harness.contracts.journal import (
     RunEnd,
     RunStart,
     TaskEnd,
-    scan_journal,
 )
 from pike_harness.contracts.llm import (
     BRAINSTORM,
@@ -55,11 +54,7 @@ from pike_harness.contracts.llm import (
     RetryRecord,
     TransientLLMError,
     Usage,
-    parse_retry_after,
-    redact_secrets,
-    reject_non_json,
     request_hash,
-    sdk_errors,
 )
 from pike_harness.contracts.model import (
     CATEGORIES,
@@ -73,12 +68,14 @@ from pike_harness.contracts.model import (
 from pike_harness.contracts.reporting import Column, Reporter, ReportOptions, ReportSummary
 from pike_harness.contracts.strategy import BudgetView, Strategy, TaskContext, require_at_least
 from pike_harness.errors import BudgetExhausted, PikehError, UserError
+from pike_harness.host.journal_reading import scan_journal
 from pike_harness.host.pricing import Price, PriceTable
 from pike_harness.host.store import JOURNAL, RUN_FILE, RunStore, find_runs, read_journal, sha256
 from pike_harness.host.store_db import find_baseline_sets, materialize
 from pike_harness.host.tasks import Suite
 from pike_harness.kit import code_fences, failure_reports, idea_lists, prompt_kinds, prompt_templates, rounds
 from pike_harness.kit.rounds import Order, Sample, fix_rounds, run_round
+from pike_harness.kit.sdk_errors import parse_retry_after, redact_secrets, reject_non_json, sdk_errors
 
 __all__ = [
     "BackendFactory",

@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 from queue_helpers import CORRECT, request
 
+from pike_harness.worker import queue_channel as qc
+from pike_harness.worker.queue_client import QueueClient, QueueError
 from pike_harness.worker.records import EvalResult
-from pike_harness.worker.supervise import queue_channel as qc
-from pike_harness.worker.supervise.queue_client import QueueClient, QueueError
 
 
 def dead_pid() -> int:
@@ -77,7 +77,7 @@ def test_readers_never_see_a_partial_message(tmp_path):
 
 CLAIMER = """
 import json, sys
-from pike_harness.worker.supervise import queue_channel as qc
+from pike_harness.worker import queue_channel as qc
 qdir = qc.QueueDir(sys.argv[1])
 me = sys.argv[2]
 qdir.claim_folder(me).mkdir(exist_ok=True)

@@ -12,7 +12,7 @@ from pathlib import Path
 from queue_helpers import worker_env
 
 from pike_harness.host.store import read_journal
-from pike_harness.worker.supervise import queue_channel as qc
+from pike_harness.worker import queue_channel as qc
 
 CORPUS = Path(__file__).resolve().parents[1] / "eval" / "corpus"
 
@@ -92,7 +92,7 @@ def test_image_build_stages_only_the_worker_and_maps_gpu_generations(cli):
     cpu = cli("worker", "image", "build", "--kind", "cpu", "--no-torch", "--base", "pikeh-base:local",
               "--tag", "t:cpu", "--dry-run")
     assert cpu.exit_code == 0, cpu.output
-    assert "src/pike_harness/worker/supervise/service.py" in cpu.output and "src/pike_harness/worker/supervise/queue_channel.py" in cpu.output
+    assert "src/pike_harness/worker/supervise/service.py" in cpu.output and "src/pike_harness/worker/queue_channel.py" in cpu.output
     assert "cli/" not in cpu.output and ".venv" not in cpu.output
     assert "build -t t:cpu -f containers/Dockerfile.cpu --build-arg BASE=pikeh-base:local --build-arg " \
            "INSTALL_TORCH=0 --network none ." in cpu.output

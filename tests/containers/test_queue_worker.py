@@ -11,8 +11,8 @@ import time
 
 from queue_helpers import CORRECT, INCORRECT, WorkerProcess, gated, heartbeat, request, worker_env
 
-from pike_harness.worker.supervise import queue_channel as qc
-from pike_harness.worker.supervise.queue_client import QueueClient
+from pike_harness.worker import queue_channel as qc
+from pike_harness.worker.queue_client import QueueClient
 
 
 def wait_until(condition, timeout: float = 30.0, what: str = "condition") -> None:

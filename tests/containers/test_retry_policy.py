@@ -7,8 +7,8 @@ import pytest
 from queue_helpers import CORRECT, request
 
 from pike_harness.contracts.evaluation import Evaluator, EvaluatorError, RetryPolicy
-from pike_harness.worker.supervise import queue_channel as qc
-from pike_harness.worker.supervise.queue_client import QueueClient
+from pike_harness.worker import queue_channel as qc
+from pike_harness.worker.queue_client import QueueClient
 
 
 def test_the_transports_own_tries_count_against_the_policy():

@@ -13,7 +13,7 @@ from pike_harness.host.plugins import PluginHost
 from pike_harness.host.pricing import PriceTable
 
 NO_USER = {"HOME": "/nonexistent-home", "XDG_CONFIG_HOME": "/nonexistent-config"}
-PRICING = Path(__file__).resolve().parents[2] / "src" / "pike_harness" / "pricing.py"
+PRICING = Path(__file__).resolve().parents[2] / "src" / "pike_harness" / "host" / "pricing.py"
 
 
 def test_the_host_table_knows_no_model_and_no_provider():

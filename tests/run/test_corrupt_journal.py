@@ -12,7 +12,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from report.handmade import scenario_a  # noqa: E402
 
-from pike_harness.contracts.journal import scan_journal  # noqa: E402
+from pike_harness.host.journal_reading import scan_journal  # noqa: E402
 from pike_harness.host.store import BAD_LINES_FILE, RunStore  # noqa: E402
 
 

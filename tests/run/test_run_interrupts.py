@@ -16,7 +16,7 @@ import pytest
 from scripted_programs import ScriptedModel
 from test_run_pike_b import WORKS, env, pikeh_cmd
 
-from pike_harness.contracts.journal import read_journal
+from pike_harness.host.journal_reading import read_journal
 from pike_harness.testing.llm_server import FakeLLMServer
 
 

@@ -16,9 +16,9 @@ import pytest
 
 from pike_harness.cli import App
 from pike_harness.contracts.evaluation import Evaluator, EvaluatorError
-from pike_harness.contracts.journal import read_journal
 from pike_harness.contracts.strategy import Strategy
 from pike_harness.errors import UserError
+from pike_harness.host.journal_reading import read_journal
 from pike_harness.host.run import Runner
 from pike_harness.host.run_config import RunConfig
 from pike_harness.host.store import RunStore

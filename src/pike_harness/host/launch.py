@@ -16,10 +16,10 @@ from rich.console import Console
 from rich.table import Table
 
 from pike_harness.contracts.evaluation import EvaluatorOptions
-from pike_harness.contracts.journal import latest_attempts, read_journal
 from pike_harness.contracts.llm import BackendOptions, parse_model_spec
 from pike_harness.contracts.model import Task
 from pike_harness.errors import UserError
+from pike_harness.host.journal_reading import latest_attempts, read_journal
 from pike_harness.host.progress import RunProgress, queries_text
 from pike_harness.host.run import Runner
 from pike_harness.host.run_config import LLM_FAILURE_LIMIT, RunConfig

@@ -17,11 +17,12 @@ from concurrent.futures import ThreadPoolExecutor, wait
 from typing import Any
 
 from pike_harness.contracts.evaluation import Evaluator, EvaluatorError
-from pike_harness.contracts.journal import Replay, RunEnd, RunStart, TaskEnd
+from pike_harness.contracts.journal import RunEnd, RunStart, TaskEnd
 from pike_harness.contracts.model import Attempt, EvalResult, Task
 from pike_harness.contracts.strategy import Strategy
 from pike_harness.errors import BudgetExhausted, UserError
 from pike_harness.host.answers_in_flight import AnswersInFlight
+from pike_harness.host.journal_reading import Replay
 from pike_harness.host.llm_health import LLMHealth
 from pike_harness.host.open_evaluations import OpenEvaluations
 from pike_harness.host.progress import RunProgress

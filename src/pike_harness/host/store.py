@@ -21,8 +21,9 @@ from pathlib import Path
 from typing import Any
 
 from pike_harness.contracts import journal
-from pike_harness.contracts.journal import Event, Replay, read_journal, safe_name, scan_journal
+from pike_harness.contracts.journal import Event, safe_name
 from pike_harness.errors import UserError
+from pike_harness.host.journal_reading import Replay, read_journal, scan_journal
 
 __all__ = ["JOURNAL", "RUN_FILE", "RunStore", "Replay", "read_journal", "safe_name", "find_runs", "now", "sha256"]
 

@@ -31,10 +31,8 @@ from pike_harness.contracts.journal import (
     RunStart,
     TaskEnd,
     attempt_dir,
-    latest_attempts,
-    read_journal,
-    scan_journal,
 )
+from pike_harness.host.journal_reading import latest_attempts, read_journal, scan_journal
 from pike_harness.host.store import JOURNAL, RUN_FILE
 
 BASELINES_FILE = "baselines.jsonl"  # a baseline set written by `pikeh baselines`

@@ -1,3 +1,4 @@
-"""What supervises the candidate's process: spawning, sandboxing, scheduling, the evaluation engine,
-the build cache, the reference oracle and the queue worker service with its retry and liveness rules.
+"""What supervises the candidate's process: spawning, sandboxing, static checks, output comparison,
+scheduling, the build cache, the reference oracle, the evaluation engine, and the queue worker service
+with its retry and liveness rules.
 """

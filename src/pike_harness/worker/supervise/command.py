@@ -77,7 +77,7 @@ def run_service(*, io_dir: Path | None, device: str, max_active: int | None, wor
                                "`pikeh eval/run --evaluator queue --io-dir DIR`")
     if key_file and key_stdin:
         raise click.UsageError("give --key-file or --key-stdin, not both")
-    from pike_harness.worker.supervise import queue_channel as qc
+    from pike_harness.worker import queue_channel as qc
     from pike_harness.worker.supervise import service
 
     try:

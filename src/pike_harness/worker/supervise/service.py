@@ -34,8 +34,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pike_harness.worker import queue_channel as qc
 from pike_harness.worker.records import EvalRequest, EvalResult
-from pike_harness.worker.supervise import queue_channel as qc
 from pike_harness.worker.supervise.devices import resolve_devices
 from pike_harness.worker.supervise.engine import EngineConfig, EngineError
 from pike_harness.worker.supervise.errors import InfrastructureError

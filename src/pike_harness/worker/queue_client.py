@@ -25,8 +25,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pike_harness.worker import queue_channel as qc
 from pike_harness.worker.records import RUNTIME_ERROR, EvalRequest, EvalResult
-from pike_harness.worker.supervise import queue_channel as qc
 from pike_harness.worker.supervise.liveness import STALE_AFTER_S
 from pike_harness.worker.supervise.retry import MAX_ATTEMPTS
 
