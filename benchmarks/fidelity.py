@@ -9,7 +9,9 @@ gives the verdict agreement count and the median and maximum ratio. Written to `
 
 Solution files map to task ids by their names: ``task_N.py`` (PIKE's published solutions, as in
 ``../shared/fidelity/pike-b-level3``) or ``N_anything.py`` (a suite's own naming). Each evaluator gets
-every request at once, as a run would submit them, with its own fresh build cache.
+every request at once, as a run would submit them, with its own fresh build cache, unless ``--cache DIR``
+gives both one cache (the queue worker then loads what local built: verdicts and timings are the same,
+the sitting is shorter; on a warm GPU machine a second call reuses it).
 
   PYTHONPATH=src:plugins python3 benchmarks/fidelity.py --out $OUT                 # GPU, level3-pike
   PYTHONPATH=src:plugins python3 benchmarks/fidelity.py --suite smoke --solutions DIR --device cpu \\
@@ -87,11 +89,15 @@ def evaluate_all(evaluator: Any, work: list[tuple[Any, Path]], timeout_s: float 
     return out
 
 
+def cache_dir(args: Any, base: Path, evaluator: str) -> Path:
+    return args.cache if args.cache is not None else base / f"{evaluator}-cache"
+
+
 def run_local(args: Any, base: Path, work: list, budget: Budget) -> tuple[dict, dict, dict]:
     from pikeh_local import LocalEvaluator
 
     evaluator = LocalEvaluator(EvaluatorOptions(device=args.device, protocol=args.protocol, workdir=base / "local",
-                                                extra={"build_cache": str(base / "local-cache")}))
+                                                extra={"build_cache": str(cache_dir(args, base, "local"))}))
     try:
         results = evaluate_all(evaluator, work, args.timeout, budget)
         return results, evaluator.describe().get("scheduling", {}), evaluator.stats()
@@ -102,9 +108,9 @@ def run_local(args: Any, base: Path, work: list, budget: Budget) -> tuple[dict, 
 class Worker:
     """``pikeh worker`` (``python -m pike_harness worker``) on a private queue folder, as users run it."""
 
-    def __init__(self, io_dir: Path, device: str, base: Path):
+    def __init__(self, io_dir: Path, device: str, base: Path, cache: Path):
         self.io_dir, self.worker_id = io_dir, "fidelity"
-        env = {**os.environ, "PIKEH_CACHE_DIR": str(base / "queue-cache"),
+        env = {**os.environ, "PIKEH_CACHE_DIR": str(cache),
                "PYTHONPATH": os.pathsep.join([str(REPO / "src"), os.environ.get("PYTHONPATH", "")])}
         self.log_path = base / "worker.log"
         with open(self.log_path, "ab") as log:
@@ -134,7 +140,7 @@ def run_queue(args: Any, base: Path, work: list, budget: Budget) -> tuple[dict, 
     from pikeh_queue import QueueEvaluator
 
     io_dir = base / "io"
-    worker = Worker(io_dir, args.device, base)
+    worker = Worker(io_dir, args.device, base, cache_dir(args, base, "queue"))
     try:
         worker.wait_ready()
         evaluator = QueueEvaluator(EvaluatorOptions(protocol=args.protocol, extra={"io_dir": str(io_dir)}))
@@ -203,6 +209,8 @@ def main() -> int:
                         help=f"Folder of solution files (default: {DEFAULT_SOLUTIONS} when present).")
     parser.add_argument("--tasks", default=None, help="Only these task ids, e.g. 1,2,9.")
     parser.add_argument("--timeout", type=float, default=None, help="Per-stage limit in seconds (default: the request's).")
+    parser.add_argument("--cache", type=Path, default=None,
+                        help="One build/JIT cache folder for both evaluators (default: a fresh one each).")
     args = parser.parse_args()
     args.protocol = args.protocol or "robust"
     args.device = args.device or default_device()

@@ -11,7 +11,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from perf_helpers import PLAIN, request  # noqa: E402
 
-from pike_harness.worker.supervise.engine import Engine, EngineConfig, EngineError, LocalDevices  # noqa: E402
+from pike_harness.worker.supervise.engine import Engine, EngineConfig, EngineError, LocalDevices, cache_root  # noqa: E402
 from pike_harness.worker.supervise.errors import InfrastructureError  # noqa: E402
 from pike_harness.worker.supervise.scheduling import QuietRegistry  # noqa: E402
 
@@ -69,3 +69,13 @@ def test_settings_it_cannot_use_are_one_line_errors(tmp_path):
     config = EngineConfig.from_values({"jobs": 3, "prestart": None, "unknown": 1}, device="cpu")
     assert (config.jobs, config.prestart, config.device) == (3, None, "cpu")
     assert config.slots(["cuda:0", "cuda:1"]) == (3, 4)
+
+
+def test_a_relative_cache_folder_is_made_absolute(tmp_path, monkeypatch):
+    """Builds run in staging folders with their own working directory: a relative root (``--build-cache
+    ./cache``, ``PIKEH_CACHE_DIR=cache``) sent nvcc to a path that did not exist (seen on an H100)."""
+    monkeypatch.chdir(tmp_path)
+    assert cache_root("cache") == tmp_path / "cache" and (tmp_path / "cache").is_dir()
+    monkeypatch.setenv("PIKEH_CACHE_DIR", "env-cache")
+    assert cache_root(None) == tmp_path / "env-cache"
+    assert cache_root("off") is None

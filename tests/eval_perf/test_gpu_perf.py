@@ -40,7 +40,7 @@ def test_a_cuda_extension_is_built_once_and_loaded_from_a_verified_copy(gpu_loca
 
 
 def test_prestarted_processes_come_with_cuda_ready(gpu_local):
-    assert gpu_local.prestart.wait_full(timeout=300)
+    assert gpu_local.engine.prestart.wait_full(timeout=300)
     result = gpu_local.evaluate(request(candidate()))
     assert result.category == "correct", result.reason
     assert result.environment["prestarted"] is True

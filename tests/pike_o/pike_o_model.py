@@ -79,6 +79,8 @@ class FakeCoder:
         if self.on_request is not None:
             self.on_request(serial)
         text = request.prompt_text
+        if not text:  # its sender was killed mid-send (the SIGKILL tests): nobody reads this answer
+            return FakeReply(text="(request cut short)")
         reference = reference_of(text)
         if prompt_kinds.prompt_kind(text) == "fix":
             program = derived(reference, f"{tag_of(prompt_kinds.quoted_program(text))}+fix", self.work)

@@ -158,7 +158,9 @@ def cache_root(value: Any) -> Path | None:
     """The build/JIT cache folder for a ``build_cache`` setting (created), or None for 'off'."""
     if value is not None and str(value).strip().lower() in OFF_WORDS:
         return None
-    root = Path(value).expanduser() if value else default_cache_root()
+    # Absolute: builds run in staging folders under it with their own working directory, so a relative
+    # root (--build-cache ./cache, PIKEH_CACHE_DIR=cache) would point nvcc at a path that does not exist.
+    root = (Path(value).expanduser() if value else default_cache_root()).absolute()
     try:
         root.mkdir(parents=True, exist_ok=True, mode=0o700)
     except OSError as exc:
