@@ -50,6 +50,10 @@ def test_node_killed_mid_run_loses_and_duplicates_nothing(make_cluster, tmp_path
         for c, future in futures:
             results.append((c, future.result(timeout=600)))  # the head survives: every one gets a verdict
         recovered_s = time.monotonic() - killed_at
+        # The head retries what the dead node held as soon as its calls fail; the device is marked dead
+        # when Ray reports the node gone (its own health check), which can come after the last verdict.
+        wait_until(lambda: any(d["dead"] and not d["head"] for d in evaluator.status().get("devices", [])), 120,
+                   "the dead node's device marked dead")
         status = evaluator.status()
     finally:
         evaluator.close()
