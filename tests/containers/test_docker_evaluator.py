@@ -111,10 +111,16 @@ for worker in os.listdir("/io/claimed"):
                     "request_id": message["request"]["request_id"], "worker": {"id": worker},
                     "result": {"request_id": message["request"]["request_id"], "task": "x",
                                "category": "correct", "runtime_ms": 1e-6}}
-            with open(f"/io/results/{ticket}.json", "w") as handle:
+            # Written whole (temporary name, then rename), as a careful forger would: a half-written
+            # file read by the host's poller is merely unreadable, not a forged verdict to refuse.
+            with open(f"/io/results/.{ticket}.tmp", "w") as handle:
                 json.dump(fake, handle)
+            os.rename(f"/io/results/.{ticket}.tmp", f"/io/results/{ticket}.json")
             forged.append(ticket)
 report["forged"] = forged
+if forged:  # let the host's poller find the forgery before the worker's real verdict replaces the file
+    import time
+    time.sleep(2.0)
 print("REPORT " + json.dumps(report), flush=True)
 
 

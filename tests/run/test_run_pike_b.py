@@ -217,12 +217,16 @@ def test_sigkill_at_several_points_then_resume(tmp_path):
 
     events = journal(tmp_path)
     llm = [e for e in events if e["type"] == "llm"]
-    # Each query key answered exactly once in the journal; the same 12 queries as an uninterrupted run.
-    assert len({e["key"] for e in llm}) == len(llm) == 12, (
+    # Each query key answered exactly once in the journal. How many fit is the budget rule's (fix queries
+    # are charged as verdicts arrive, so their count near the budget follows evaluation timing, killed
+    # or not): every index from 1 up, no fix past the budget, optimize overshoot below 5 branches.
+    assert len({e["key"] for e in llm}) == len(llm), sorted(e["key"] for e in llm)
+    counted = sorted(e["index"] for e in llm if e["counted"])
+    assert counted == list(range(1, len(counted) + 1)) and BUDGET <= len(counted) <= BUDGET + 5 - 1, (
         sorted(e["key"] for e in llm), [(e["key"], e["category"], e["reason"]) for e in events if e["type"] == "attempt"])
-    assert sorted(e["index"] for e in llm if e["counted"]) == list(range(1, 12))
+    assert all(e["index"] <= BUDGET for e in llm if e["counted"] and "/fix" in e["key"])
     attempts = [e for e in events if e["type"] == "attempt"]
-    assert len({e["key"] for e in attempts}) == len(attempts) == 11  # no attempt lost or doubled
+    assert len({e["key"] for e in attempts}) == len(attempts) == len(counted)  # no attempt lost or doubled
     # Sends that never reached the journal were in flight when a kill came (at most the concurrency
     # limit per kill); every other send is exactly one journaled answer.
     journaled_serials = {serial_of(e["response"]["text"]) for e in llm}
