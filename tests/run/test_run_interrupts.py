@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 from scripted_programs import ScriptedModel
-from test_run_pike_b import WORKS, env, pikeh_cmd
+from test_run_pike_b import WORKS, _wait_for, env, pikeh_cmd
 
 from pike_harness.host.journal_reading import read_journal
 from pike_harness.testing.llm_server import FakeLLMServer
@@ -66,15 +66,6 @@ def _collect(proc: subprocess.Popen) -> dict:
     return said
 
 
-def _wait_for(predicate, timeout: float = 300.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        time.sleep(0.05)
-    raise AssertionError("timed out waiting")
-
-
 @pytest.mark.slow
 def test_sigint_at_many_points_changes_no_category(tmp_path):
     reference_dir, out = tmp_path / "reference", tmp_path / "interrupted"
@@ -112,7 +103,7 @@ def test_sigint_at_many_points_changes_no_category(tmp_path):
         # the second Ctrl-C abandons it, and the journal still closes properly with run_end.
         holder["slow_from"] = 2
         proc = start()
-        _wait_for(lambda: len(server.requests) >= 3)
+        _wait_for(lambda: len(server.requests) >= 3, timeout=300)
         proc.send_signal(signal.SIGINT)
         said = _collect(proc)
         _wait_for(lambda: "Ctrl-C again to abandon them" in said["text"], timeout=60)
