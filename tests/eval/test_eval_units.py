@@ -123,9 +123,18 @@ def test_constant_reference_allows_constant_answer():
 def test_pike_protocol_is_do_bench_shaped():
     pike = PROTOCOLS["pike"]
     assert (pike.name, pike.version, pike.statistic, pike.warmup_ms, pike.rep_ms, pike.flush_mb) == \
-        ("pike", 1, "mean", 1000, 5000, 256)
+        ("pike", 2, "mean", 1000, 5000, 256)
+    # do_bench's structure: no synchronize between the flush and the start event, no flush in warm-up
+    assert (pike.window, pike.warmup_flush) == ("do_bench", False)
     assert pike.plan(0.5) == (2000, 10000)
     assert pike.plan(10_000.0) == (1, 1)
+
+
+def test_protocol_window_is_a_checked_parameter():
+    assert get_protocol("robust", {"window": "strict"}).window == "strict"
+    assert PROTOCOLS["robust"].window == "do_bench" and PROTOCOLS["robust"].warmup_flush
+    with pytest.raises(KeyError, match="window"):
+        get_protocol("pike", {"window": "eventually"})
 
 
 def test_robust_protocol_bounds_and_statistics():

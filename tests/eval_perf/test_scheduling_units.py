@@ -141,3 +141,29 @@ def test_quiet_timing_stops_a_process_that_starts_meanwhile_and_never_signals_a_
 ])
 def test_cpu_partition_keeps_one_core_per_gpu_for_timing(cores, devices, expected):
     assert cpu_partition(devices, set(range(cores))) == expected
+
+
+def test_quiet_timing_stops_the_whole_tree_even_a_child_in_its_own_session():
+    """Compile workers, nvcc under ninja, a sandbox's inner session: all leave the member's group."""
+    marker = secrets.token_hex(8)
+    env = {**os.environ, "PIKEH_SANDBOX": marker}
+    parent = subprocess.Popen(
+        [sys.executable, "-c",
+         "import subprocess, sys, time\n"
+         "child = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)'], start_new_session=True)\n"
+         "print(child.pid, flush=True)\n"
+         "time.sleep(60)\n"],
+        env=env, stdout=subprocess.PIPE, text=True, start_new_session=True)
+    child_pid = int(parent.stdout.readline())
+    registry = QuietRegistry()
+    try:
+        registry.add(parent.pid, marker, "cuda:0")
+        with registry.quiet("cuda:0", exempt_pid=None):
+            assert _wait_state(parent.pid, "T") == "T"
+            assert _wait_state(child_pid, "T") == "T"
+        assert _wait_state(child_pid, "S") in ("S", "R")
+        assert _wait_state(parent.pid, "S") in ("S", "R")
+    finally:
+        parent.kill()
+        parent.wait()
+        os.kill(child_pid, 9)

@@ -2,12 +2,25 @@
 
 Every call, warm-up or timed, first copies one input set into fixed input buffers (rotating among
 all sets, so caching by pointer, shape or "last input" replays a wrong answer), then writes a buffer
-larger than the cache (so no data stays warm), then calls the model. A timed call on CUDA is
-``start.record(); model(*inputs); synchronize(); end.record()``: the device-wide synchronize is
-inside the window, as in PIKE's ``do_bench`` use, so work left on side streams or launch overhead is
-counted and CUDA graphs pay off. Outside the window, every output is compared on the device with
-the output validated for that input set, so a timed call cannot skip work that correctness did.
-Only references from ``trusted`` are called.
+larger than the cache (so no data stays warm), then calls the model. Outside the window, every
+output is compared on the device with the output validated for that input set, so a timed call
+cannot skip work that correctness did. Only references from ``trusted`` are called.
+
+The timed window on CUDA comes in two shapes (``TimingProtocol.window``):
+
+* ``do_bench`` (default): ``synchronize(); flush; start.record(); model(*inputs); synchronize();
+  end.record()``, which is ``triton.testing.do_bench`` around PIKE's ``model(*x);
+  torch.cuda.synchronize()``. Only the flush is queued ahead of the start event, as in do_bench, so
+  the host launches the model while the GPU still zeroes the flush buffer: launch overhead up to the
+  flush's length is hidden, exactly as in the numbers PIKE published. The synchronize that drains our
+  input copy and the previous call's output check sits before the flush, where do_bench has none,
+  so nothing but the flush overlaps the launch.
+* ``strict``: ``flush; synchronize(); start.record(); ...``: the GPU is idle when the start event is
+  recorded, so every microsecond of launch overhead is in the window (an isolated call's latency).
+
+Either way the device-wide synchronize is inside the window, so work left on side streams counts
+and CUDA graphs pay off. For the host-clock cross-check a third event is recorded before the flush:
+the host clock and that event both span flush plus call, so they are compared like with like.
 """
 
 from __future__ import annotations
@@ -54,6 +67,7 @@ def output_tensors(out: Any, device: torch.device) -> list[torch.Tensor]:
 class TimedRun:
     samples_ms: list[float] = field(default_factory=list)
     host_ms: list[float] = field(default_factory=list)
+    span_ms: list[float] = field(default_factory=list)  # CUDA: flush + call by events, what host_ms spans
     host_wall_ms: float = 0.0
     warmup: int = 0
     reps: int = 0
@@ -105,21 +119,32 @@ class TimedLoop:
             close = T.isclose(got, want, rtol=self.rtol, atol=self.atol, equal_nan=True)
             T.add_(self.counters[index], T.count_nonzero(T.logical_not(close)))
 
-    def _call(self, index: int) -> tuple[Any, float]:
-        """One call of the model on set ``index``: (its CUDA event pair or None, host-clock ms)."""
+    def _call(self, index: int, *, flush: bool = True) -> tuple[Any, float]:
+        """One call of the model on set ``index``: (its CUDA events or None, host-clock ms).
+
+        The events are (before flush, start, end); the host clock spans the same flush and call.
+        """
         args = self._arguments(index)
-        T.zero_(self.flush_buffer)
         if self.cuda:
+            strict = self.protocol.window == "strict"
+            before = T.CudaEvent(enable_timing=True)
             start, end = T.CudaEvent(enable_timing=True), T.CudaEvent(enable_timing=True)
+            if strict and flush:
+                T.zero_(self.flush_buffer)
             T.cuda_synchronize()
             t0 = T.perf_counter()
+            T.event_record(before)
+            if flush and not strict:
+                T.zero_(self.flush_buffer)
             T.event_record(start)
             out = self.model(*args)
             T.cuda_synchronize()
             T.event_record(end)
             t1 = T.perf_counter()
             self._validate(out, index)
-            return (start, end), (t1 - t0) * 1000.0
+            return (before, start, end), (t1 - t0) * 1000.0
+        if flush:
+            T.zero_(self.flush_buffer)
         t0 = T.perf_counter()
         out = self.model(*args)
         t1 = T.perf_counter()
@@ -137,7 +162,7 @@ class TimedLoop:
             run.estimate_ms = (T.perf_counter() - begin) * 1000.0 / max(1, self.protocol.estimate_calls)
             run.warmup, run.reps = self.protocol.plan(run.estimate_ms)
             for i in range(run.warmup):
-                self._call(i % n_sets)
+                self._call(i % n_sets, flush=self.protocol.warmup_flush)
             events = []
             begin = T.perf_counter()
             for i in range(run.reps):
@@ -148,8 +173,9 @@ class TimedLoop:
                 T.cuda_synchronize()
             run.host_wall_ms = (T.perf_counter() - begin) * 1000.0
         if self.cuda:
-            T.event_synchronize(events[-1][1])
-            run.samples_ms = [T.event_elapsed(start, end) for start, end in events]
+            T.event_synchronize(events[-1][2])
+            run.samples_ms = [T.event_elapsed(start, end) for _, start, end in events]
+            run.span_ms = [T.event_elapsed(before, end) for before, _, end in events]
         else:
             run.samples_ms = list(run.host_ms)
         run.mismatches = [int(T.item(counter)) for counter in self.counters]

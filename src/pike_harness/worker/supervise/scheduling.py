@@ -24,7 +24,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from pike_harness.worker.supervise import sandbox
+from pike_harness.worker.supervise import process_tree, sandbox
 
 
 class FifoSlots:
@@ -220,34 +220,52 @@ class QuietRegistry:
         began = time.monotonic()
         with self._lock:
             self._quiet[device] = {exempt_pid} if exempt_pid else set()
-            for token, member in self._members.items():
-                if token not in self._stopped and member.pid != exempt_pid and self._applies(device, member):
-                    self._stop(token, member)
+            self._stop_all([(token, member) for token, member in self._members.items()
+                            if token not in self._stopped and member.pid != exempt_pid
+                            and self._applies(device, member)])
             self.pauses += 1
         try:
             yield
         finally:
             with self._lock:
                 self._quiet.pop(device, None)
+                resume = []
                 for token in list(self._stopped):
                     member = self._members.get(token)
                     still_quiet = member is not None and any(
                         self._applies(d, member) and member.pid not in exempt for d, exempt in self._quiet.items())
                     if member is not None and not still_quiet:
-                        self._continue(token, member)
+                        resume.append((token, member))
+                self._continue_all(resume)
                 self.paused_s += time.monotonic() - began
 
     def _stop(self, token: int, member: _Member) -> None:  # under self._lock
-        if _signal(member, signal.SIGSTOP):
-            self._stopped.add(token)
-            member.stopped_at = time.monotonic()
+        self._stop_all([(token, member)])
 
     def _continue(self, token: int, member: _Member) -> None:  # under self._lock
-        _signal(member, signal.SIGCONT)
-        self._stopped.discard(token)
-        if member.stopped_at is not None:
-            self._paused[token] = self._paused.get(token, 0.0) + time.monotonic() - member.stopped_at
-            member.stopped_at = None
+        self._continue_all([(token, member)])
+
+    def _stop_all(self, members: list[tuple[int, _Member]]) -> None:  # under self._lock
+        """Stop these members' whole trees with one scan of ``/proc`` (a timing waits for it)."""
+        live = [(token, member) for token, member in members if sandbox.has_marker(member.pid, member.marker)]
+        if not live:
+            return
+        process_tree.signal_trees([member.pid for _, member in live], signal.SIGSTOP)
+        now = time.monotonic()
+        for token, member in live:
+            self._stopped.add(token)
+            member.stopped_at = now
+
+    def _continue_all(self, members: list[tuple[int, _Member]]) -> None:  # under self._lock
+        live = [member.pid for _, member in members if sandbox.has_marker(member.pid, member.marker)]
+        if live:
+            process_tree.signal_trees(live, signal.SIGCONT)
+        now = time.monotonic()
+        for token, member in members:
+            self._stopped.discard(token)
+            if member.stopped_at is not None:
+                self._paused[token] = self._paused.get(token, 0.0) + now - member.stopped_at
+                member.stopped_at = None
 
     def paused_seconds(self, token: int | None) -> float:
         """How long this member has been stopped so far, the pause in force included.
@@ -267,17 +285,6 @@ class QuietRegistry:
     def stopped_count(self) -> int:
         with self._lock:
             return len(self._stopped)
-
-
-def _signal(member: _Member, signum: int) -> bool:
-    """Signal the member's process group, after checking the pid still carries its marker (no pid reuse)."""
-    if not sandbox.has_marker(member.pid, member.marker):
-        return False
-    try:
-        os.killpg(member.pid, signum)
-        return True
-    except (OSError, ProcessLookupError):
-        return False
 
 
 def cpu_partition(devices: list[str], allowed: set[int] | None = None) -> tuple[set[int] | None, set[int] | None]:

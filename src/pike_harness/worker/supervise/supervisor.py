@@ -245,7 +245,9 @@ class Evaluation:
         host = [float(x) for x in run.get("host_ms", [])]
         if not samples or len(samples) != len(host):
             return self._conclude(REJECTED, "protocol", "the timing report is malformed", outputs=comparison.checks)
-        problem = _cross_check(samples, host, wall_ms, cuda=request.device.startswith("cuda"))
+        span = [float(x) for x in run.get("span_ms") or []]
+        problem = _cross_check(span if len(span) == len(host) else samples, host, wall_ms,
+                               cuda=request.device.startswith("cuda"))
         if problem:
             return self._conclude(REJECTED, "timer_cross_check", problem, outputs=comparison.checks)
         stats = self.protocol.summarize(samples, float(run.get("host_wall_ms", 0.0)))
@@ -508,7 +510,11 @@ class Evaluation:
 
 
 def _cross_check(samples: list[float], host: list[float], wall_ms: float, *, cuda: bool) -> str | None:
-    """The device timer against the host clock, and both against the supervisor's own clock."""
+    """The device timer against the host clock, and both against the supervisor's own clock.
+
+    ``samples`` are the device-clock spans that match the host-clock ``host`` spans call by call
+    (on CUDA: flush plus call, from the event recorded before the flush), not the timed windows.
+    """
     total, host_total = sum(samples), sum(host)
     if host_total > wall_ms * 1.05 + 50.0:
         return (f"the timed calls claim {host_total:.1f} ms of host time, but the timing stage took "
