@@ -8,6 +8,7 @@ reaches all of them, whatever groups they made. Standard library only.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 from collections.abc import Iterable
@@ -45,12 +46,8 @@ def signal_trees(roots: Iterable[int], signum: int) -> None:
     passes = 2 if signum == signal.SIGSTOP else 1
     for _ in range(passes):
         for root, tree in descendants(roots).items():
-            try:
+            with contextlib.suppress(OSError):
                 os.killpg(root, signum)
-            except OSError:
-                pass
             for pid in tree:
-                try:
+                with contextlib.suppress(OSError):
                     os.kill(pid, signum)
-                except OSError:
-                    pass
