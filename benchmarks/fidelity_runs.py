@@ -1,0 +1,353 @@
+"""The two sides of the fidelity benchmark, resumable: the harness and the independent plain loop.
+
+Every finished measurement is one line of ``fidelity.jsonl`` in the state folder, appended and
+flushed as it ends, keyed by what it measured (``harness|pike|all|task_2.py``,
+``harness|pike|all|eager:2``, ``plain|2``, ``plainwarm|task_2.py``). A later call with the same
+state folder skips what is there, so a run cut into 10-minute calls finishes where it stopped.
+``pike_audit.py`` reads the same lines.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import json
+import math
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from perf_common import REPO, Budget, request
+
+from pike_harness.contracts.evaluation import EvaluatorError, EvaluatorOptions
+
+PLAIN_LOOP = Path(__file__).resolve().parent / "plain_loop.py"
+STATE_FILE = "fidelity.jsonl"
+TOLERANCE = {"pike": 0.05, "robust": 0.03}  # issue 16: pike means within 5 %, robust medians within 3 %
+STAT = {"pike": "mean_ms", "robust": "median_ms"}  # what each protocol's figure is compared with
+
+
+class State:
+    """The JSONL of finished measurements: read once, appended line by line."""
+
+    def __init__(self, folder: Path):
+        folder.mkdir(parents=True, exist_ok=True)
+        self.path = folder / STATE_FILE
+        self.rows: dict[str, dict[str, Any]] = {}
+        if self.path.exists():
+            for line in self.path.read_text(encoding="utf-8").splitlines():
+                try:
+                    row = json.loads(line)
+                except json.JSONDecodeError:  # a line cut by a kill: measured again
+                    continue
+                self.rows[row["key"]] = row
+
+    def done(self, key: str) -> bool:
+        return key in self.rows
+
+    def add(self, row: dict[str, Any]) -> None:
+        row = {**row, "time": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
+        self.rows[row["key"]] = row
+        with open(self.path, "a", encoding="utf-8") as handle:
+            handle.write(json.dumps(row, sort_keys=True, default=str) + "\n")
+            handle.flush()
+            os.fsync(handle.fileno())
+
+    def get(self, key: str) -> dict[str, Any] | None:
+        return self.rows.get(key)
+
+
+def cache_environment(cache: Path | None) -> dict[str, str]:
+    """Extension, Triton and Inductor caches of the plain loop's processes (kept between calls)."""
+    if cache is None:
+        return {}
+    return {"TORCH_EXTENSIONS_DIR": str(cache / "plain" / "torch_extensions"),
+            "TRITON_CACHE_DIR": str(cache / "plain" / "triton"),
+            "TORCHINDUCTOR_CACHE_DIR": str(cache / "plain" / "inductor")}
+
+
+def run_plain(args: list[str], timeout_s: float, cache: Path | None) -> dict[str, Any]:
+    """One plain-loop process; its ``PLAIN_RESULT`` line, or what went wrong with the process."""
+    env = {**os.environ, **cache_environment(cache)}
+    env.pop("PYTHONPATH", None)  # the independent side sees torch and triton, not pike_harness
+    began = time.monotonic()
+    try:
+        done = subprocess.run([sys.executable, str(PLAIN_LOOP), *args], capture_output=True, text=True,
+                              timeout=max(1.0, timeout_s), env=env, cwd=str(REPO))
+    except subprocess.TimeoutExpired:
+        return {"verdict": "timeout", "seconds": time.monotonic() - began}
+    for line in reversed(done.stdout.splitlines()):
+        if line.startswith("PLAIN_RESULT "):
+            return {**json.loads(line[len("PLAIN_RESULT "):]), "seconds": time.monotonic() - began}
+    return {"verdict": "crashed", "reason": f"exit {done.returncode}: {done.stderr[-600:]}",
+            "seconds": time.monotonic() - began}
+
+
+def plain_phase(work: list[tuple[Any, Path]], state: State, device: str, settings: dict[str, Any],
+                budget: Budget, cache: Path | None, warm_jobs: int, margin_s: float, log: Any = print) -> bool:
+    """Warm every solution in parallel (builds), then check and time each task in its own process, one
+    at a time. Returns False when the budget stopped it."""
+    def common(task: Any) -> list[str]:  # the task's tolerances, as the harness uses (level3-pike: PIKE's 1e-2)
+        return ["--device", device, "--atol", str(task.meta.atol), "--rtol", str(task.meta.rtol)]
+
+    to_warm = [(task, path) for task, path in work if not state.done(f"plain|{task.id}")
+               and not state.done(f"plainwarm|{path.name}")]
+    if to_warm and warm_jobs > 0:
+        log(f"[fidelity] plain loop: warming {len(to_warm)} solutions, {warm_jobs} at a time")
+        with concurrent.futures.ThreadPoolExecutor(warm_jobs) as pool:
+            futures = {pool.submit(run_plain, ["--reference", str(task.path), "--solution", str(path),
+                                               "--warm-only", *common(task)], budget.left() - margin_s, cache):
+                       (task, path) for task, path in to_warm}
+            for future in concurrent.futures.as_completed(futures):
+                task, path = futures[future]
+                result = future.result()
+                if result.get("verdict") != "timeout":  # a timeout is the budget: warm it next call
+                    state.add({"key": f"plainwarm|{path.name}", "kind": "plainwarm", "file": path.name,
+                               "task": task.id, **result})
+    for task, path in work:
+        key = f"plain|{task.id}"
+        if state.done(key):
+            continue
+        if budget.left() < margin_s:
+            log("[fidelity] plain loop: stopped at the budget")
+            return False
+        result = run_plain(["--reference", str(task.path), "--solution", str(path), "--repeats",
+                            str(settings["repeats"]), "--warmup-ms", str(settings["warmup_ms"]), "--rep-ms",
+                            str(settings["rep_ms"]), *common(task)], min(600.0, budget.left() - 5), cache)
+        if result.get("verdict") == "timeout":
+            log(f"[fidelity] plain loop: task {task.id} ran past the budget")
+            return False
+        log(f"[fidelity] plain {task.id}: {result.get('verdict')} eager {result.get('eager_ms')} "
+            f"solution {result.get('solution_ms')}")
+        state.add({"key": key, "kind": "plain", "file": path.name, "task": task.id, "settings": settings, **result})
+    return True
+
+
+def harness_requests(work: list[tuple[Any, Path]], protocol: str, concurrency: str,
+                     state: State) -> list[tuple[str, Any, Any]]:
+    """(key, task, request) of each eager reference and solution not yet measured this way."""
+    todo = []
+    for task, path in work:
+        eager_key = f"harness|{protocol}|{concurrency}|eager:{task.id}"
+        if not state.done(eager_key):
+            todo.append((eager_key, task, task.eval_request(task.source, baseline_mode="eager",
+                                                             hidden_input_sets=0)))
+        key = f"harness|{protocol}|{concurrency}|{path.name}"
+        if not state.done(key):
+            todo.append((key, task, request(task, path.read_text(encoding="utf-8"))))
+    return todo
+
+
+def harness_row(key: str, task: Any, result: Any, together: int) -> dict[str, Any]:
+    runtime = result.runtime
+    return {"key": key, "kind": "harness", "task": task.id, "category": result.category, "check": result.check,
+            "reason": (result.reason or "")[:400], "flags": list(result.flags or []),
+            "runtime_ms": result.runtime_ms, "mean_ms": runtime.mean_ms if runtime else None,
+            "median_ms": runtime.median_ms if runtime else None, "cv": runtime.cv if runtime else None,
+            "n": runtime.n if runtime else None, "submitted_together": together,
+            "environment": {k: result.environment.get(k) for k in ("gpu", "torch", "triton", "cuda", "host")}}
+
+
+def harness_phase(work: list[tuple[Any, Path]], state: State, device: str, protocol: str, concurrency: str,
+                  settings: dict[str, Any], budget: Budget, cache: Path | None, workdir: Path, jobs: int | None,
+                  margin_s: float, log: Any = print) -> bool:
+    """The harness (a LocalEvaluator) on the eager references and the solutions: all submitted at once
+    (``all``, as a run does) or one at a time (``serial``). Returns False when the budget stopped it."""
+    from pikeh_local import LocalEvaluator
+
+    todo = harness_requests(work, protocol, concurrency, state)
+    if not todo:
+        return True
+    if budget.left() < margin_s:
+        return False
+    params = {"warmup_ms": settings["warmup_ms"], "rep_ms": settings["rep_ms"]} if protocol == "pike" else {}
+    extra: dict[str, Any] = {"build_cache": str(cache / "harness") if cache is not None else "off"}
+    if jobs:
+        extra["jobs"] = jobs
+    evaluator = LocalEvaluator(EvaluatorOptions(device=device, protocol=protocol, protocol_params=params,
+                                                workdir=workdir / f"harness-{protocol}-{concurrency}", extra=extra))
+    log(f"[fidelity] harness {protocol}/{concurrency}: {len(todo)} evaluations")
+    finished = True
+    try:
+        if concurrency == "all":
+            futures = {evaluator.submit(req): (key, task) for key, task, req in todo}
+            try:
+                for future in concurrent.futures.as_completed(futures, timeout=max(1.0, budget.left() - 10)):
+                    key, task = futures[future]
+                    _record(state, key, task, future, len(todo), log)
+            except concurrent.futures.TimeoutError:
+                finished = False
+                evaluator.abort([f for f in futures if not f.done()])
+        else:
+            for key, task, req in todo:
+                if budget.left() < margin_s:
+                    finished = False
+                    break
+                future = evaluator.submit(req)
+                try:
+                    future.result(timeout=max(1.0, budget.left() - 10))
+                except concurrent.futures.TimeoutError:
+                    evaluator.abort([future])
+                    finished = False
+                    break
+                except Exception:  # noqa: BLE001 - recorded by _record
+                    pass
+                _record(state, key, task, future, 1, log)
+    finally:
+        evaluator.close()
+    if not finished:
+        log(f"[fidelity] harness {protocol}/{concurrency}: stopped at the budget")
+    return finished
+
+
+def _record(state: State, key: str, task: Any, future: Any, together: int, log: Any) -> None:
+    try:
+        result = future.result(timeout=0)
+    except EvaluatorError as exc:
+        state.add({"key": key, "kind": "harness", "task": task.id, "category": "evaluator_error",
+                   "reason": str(exc)[:400], "submitted_together": together})
+        return
+    row = harness_row(key, task, result, together)
+    log(f"[fidelity] {key}: {row['category']} {row['runtime_ms']}")
+    state.add(row)
+
+
+# -- comparison -----------------------------------------------------------------------------------
+
+def _plain_stats(times: list[float] | None) -> dict[str, Any] | None:
+    if not times:
+        return None
+    return {"mean_ms": sum(times) / len(times), "min_ms": min(times), "max_ms": max(times), "repeats": times}
+
+
+def verdict(row: dict[str, Any] | None) -> str:
+    if row is None:
+        return "-"
+    if row.get("kind") == "plain":
+        return row.get("verdict", "-")
+    return row["category"] + (f"/{row['check']}" if row.get("check") else "")
+
+
+def compare(work: list[tuple[Any, Path]], state: State, protocol: str, concurrency: str) -> dict[str, Any]:
+    """Per task: both verdicts, runtimes, speedups and harness/plain ratios; the summary."""
+    tol, stat = TOLERANCE.get(protocol, 0.05), STAT.get(protocol, "mean_ms")
+    rows = []
+    for task, path in work:
+        plain = state.get(f"plain|{task.id}")
+        eager_h = state.get(f"harness|{protocol}|{concurrency}|eager:{task.id}")
+        sol_h = state.get(f"harness|{protocol}|{concurrency}|{path.name}")
+        eager_p = _plain_stats(plain.get("eager_ms") if plain else None)
+        sol_p = _plain_stats(plain.get("solution_ms") if plain else None)
+        row: dict[str, Any] = {"task": task.id, "name": task.name, "file": path.name, "harness": verdict(sol_h),
+                               "plain": verdict(plain), "eager_harness": _timing(eager_h), "eager_plain": eager_p,
+                               "solution_harness": _timing(sol_h), "solution_plain": sol_p}
+        row["eager_ratio"] = _ratio(row["eager_harness"], eager_p, stat)
+        row["solution_ratio"] = _ratio(row["solution_harness"], sol_p, stat)
+        row["speedup_harness"] = _speedup(row["eager_harness"], row["solution_harness"], stat)
+        row["speedup_plain"] = (eager_p["mean_ms"] / sol_p["mean_ms"]) if eager_p and sol_p else None
+        rows.append(row)
+    ratios = [r for row in rows for r in (row["eager_ratio"], row["solution_ratio"]) if r is not None]
+    summary = {"protocol": protocol, "concurrency": concurrency, "tolerance": tol, "statistic": stat,
+               "tasks": len(rows), "verdicts_agree": sum(_agree(r) for r in rows),
+               "timed_in_both": len(ratios), "within_tolerance": sum(abs(r - 1) <= tol for r in ratios),
+               "geomean_harness_clamped": _geomean([_clamp(r["speedup_harness"]) for r in rows]),
+               "geomean_plain_clamped": _geomean([_clamp(r["speedup_plain"]) for r in rows]),
+               "geomean_harness_raw": _geomean([r["speedup_harness"] for r in rows if r["speedup_harness"]]),
+               "geomean_plain_raw": _geomean([r["speedup_plain"] for r in rows if r["speedup_plain"]]),
+               "missing": sum(r["harness"] == "-" or r["plain"] == "-" or not r["eager_harness"]
+                              or not r["eager_plain"] for r in rows)}
+    return {"summary": summary, "rows": rows}
+
+
+def _timing(row: dict[str, Any] | None) -> dict[str, Any] | None:
+    if not row or row.get("category") != "correct" or row.get("mean_ms") is None:
+        return None
+    return {"mean_ms": row["mean_ms"], "median_ms": row["median_ms"], "cv": row.get("cv")}
+
+
+def _ratio(harness: dict[str, Any] | None, plain: dict[str, Any] | None, stat: str) -> float | None:
+    """Harness / plain: the harness's protocol statistic over the plain loop's mean of repeats. The plain
+    loop's do_bench reports a mean; for ``robust`` the harness median is set against it (the plain
+    loop's calls are the same calls, and its mean of a tight distribution is its median within noise)."""
+    if not harness or not plain:
+        return None
+    return harness[stat] / plain["mean_ms"]
+
+
+def _speedup(eager: dict[str, Any] | None, solution: dict[str, Any] | None, stat: str) -> float | None:
+    return eager[stat] / solution[stat] if eager and solution else None
+
+
+def _agree(row: dict[str, Any]) -> bool:
+    return (row["harness"] == "correct") == (row["plain"] == "correct")
+
+
+def _clamp(speedup: float | None) -> float:
+    """PIKE's suite score per task: max(1, s), and 1.0 when the solution is not correct."""
+    return max(1.0, speedup) if speedup else 1.0
+
+
+def _geomean(values: list[float]) -> float | None:
+    values = [v for v in values if v and v > 0]
+    return math.exp(sum(math.log(v) for v in values) / len(values)) if values else None
+
+
+def gpu_slug(name: str) -> str:
+    slug = "".join(c if c.isalnum() else "-" for c in name.lower())
+    while "--" in slug:
+        slug = slug.replace("--", "-")
+    return slug.strip("-") or "cpu"
+
+
+def markdown(comparisons: list[dict[str, Any]], setup: dict[str, Any]) -> str:
+    def ms(value: float | None) -> str:
+        return f"{value:.4g}" if value is not None else "-"
+
+    def cell(timing: dict[str, Any] | None, stat: str) -> str:
+        if not timing:
+            return "-"
+        if "cv" in timing:
+            return f"{ms(timing[stat])} (mean {ms(timing['mean_ms'])}, CV {ms(timing['cv'])})"
+        spread = "" if timing["min_ms"] == timing["max_ms"] else f" [{ms(timing['min_ms'])}-{ms(timing['max_ms'])}]"
+        return f"{ms(timing['mean_ms'])}{spread}"
+
+    def ratio(value: float | None, tol: float) -> str:
+        if value is None:
+            return "-"
+        return f"{value:.3f}" + ("" if abs(value - 1) <= tol else " **!**")
+
+    lines = [f"# Fidelity: pike-harness against a plain do_bench loop ({setup['gpu']})", "",
+             f"{setup['date']}; {setup['tasks']} solutions from `{setup['solutions']}` (suite {setup['suite']}); "
+             f"torch {setup['torch']}, triton {setup['triton']}; device {setup['device']}.", "",
+             "Plain loop: `benchmarks/plain_loop.py`, one process per task, PIKE's protocol (seed 1 for weights, "
+             "seed 0 for inputs, `.eval()`, `no_grad`, `allclose` atol=rtol=1e-2, `triton.testing.do_bench` of "
+             f"`model(*x); torch.cuda.synchronize()`, warm-up {setup['warmup_ms']:g} ms, rep {setup['rep_ms']:g} ms, "
+             f"mean), {setup['repeats']} repeats of each model ([min-max] when they differ); the eager reference is "
+             "timed before the solution is imported. Harness: `LocalEvaluator` with the named protocol (pike with "
+             "the same warm-up and rep budgets), eager references through `baseline_mode=eager`.", "",
+             "Ratios are harness / plain (pike: harness mean; robust: harness median; plain: mean of repeats); "
+             "**!** marks one outside the tolerance. Speedup = eager / solution, each side timed its own way.", ""]
+    for comparison in comparisons:
+        s = comparison["summary"]
+        stat = s["statistic"]
+        lines += [f"## Protocol {s['protocol']}, {'all submitted at once' if s['concurrency'] == 'all' else 'one at a time'}",
+                  "", "| task | harness verdict | plain verdict | eager ms, harness | eager ms, plain | eager ratio | "
+                  "solution ms, harness | solution ms, plain | solution ratio | speedup, harness | speedup, plain |",
+                  "|---|---|---|---|---|---|---|---|---|---|---|"]
+        for row in comparison["rows"]:
+            differs = "" if _agree(row) else " **(differs)**"
+            lines.append(f"| {row['task']} {row['name'].split('_', 1)[-1]} | {row['harness']}{differs} | {row['plain']} | "
+                         f"{cell(row['eager_harness'], stat)} | {cell(row['eager_plain'], stat)} | "
+                         f"{ratio(row['eager_ratio'], s['tolerance'])} | {cell(row['solution_harness'], stat)} | "
+                         f"{cell(row['solution_plain'], stat)} | {ratio(row['solution_ratio'], s['tolerance'])} | "
+                         f"{ms(row['speedup_harness'])} | {ms(row['speedup_plain'])} |")
+        lines += ["", f"- Verdicts agree (correct or not) on {s['verdicts_agree']} of {s['tasks']} solutions.",
+                  f"- {s['within_tolerance']} of {s['timed_in_both']} runtimes timed by both sides are within "
+                  f"{s['tolerance']:.0%} ({'mean' if stat == 'mean_ms' else 'median'} against the plain mean).",
+                  f"- Suite geomean speedup, PIKE-clamped (max(1, s); 1.0 when not correct): harness "
+                  f"{ms(s['geomean_harness_clamped'])}x, plain loop {ms(s['geomean_plain_clamped'])}x; raw over the "
+                  f"correct ones: harness {ms(s['geomean_harness_raw'])}x, plain {ms(s['geomean_plain_raw'])}x.",
+                  f"- Tasks missing a measurement on either side: {s['missing']}.", ""]
+    return "\n".join(lines)
