@@ -1,0 +1,106 @@
+"""The fidelity benchmark on the CPU: the plain loop's protocol, and a resumable end-to-end run."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+BENCH = REPO / "benchmarks"
+SMOKE = REPO / "tasks" / "smoke"
+
+FACTORY = '''
+import torch.nn as nn
+
+
+def Model(input_size, hidden_size, output_size):
+    """A factory function, as some METR solutions write ModelNew/Model."""
+    return nn.Sequential(nn.Linear(input_size, hidden_size), nn.ReLU(), nn.Linear(hidden_size, hidden_size),
+                         nn.ReLU(), nn.Linear(hidden_size, output_size))
+'''
+
+WRONG = '''
+import torch
+import torch.nn as nn
+
+
+class ModelNew(nn.Module):
+    def __init__(self, scale):
+        super().__init__()
+
+    def forward(self, x):
+        return torch.softmax(x, dim=-1)
+'''
+
+
+@pytest.fixture(scope="module")
+def plain_loop():
+    sys.path.insert(0, str(BENCH))
+    try:
+        import plain_loop
+
+        yield plain_loop
+    finally:
+        sys.path.remove(str(BENCH))
+
+
+def test_plain_loop_accepts_a_factory_and_times_both_models(plain_loop, tmp_path):
+    import torch
+
+    solution = tmp_path / "task_6.py"
+    solution.write_text(FACTORY)
+    out = plain_loop.measure(SMOKE / "6_MLP3.py", solution, torch.device("cpu"), repeats=2, warmup_ms=1,
+                             rep_ms=5, atol=1e-2, rtol=1e-2)
+    assert out["verdict"] == "correct", out
+    assert out["max_diff"] == 0.0  # the same weights under seed 1, the same inputs under seed 0
+    assert len(out["eager_ms"]) == 2 and len(out["solution_ms"]) == 2
+    assert all(t > 0 for t in out["eager_ms"] + out["solution_ms"])
+
+
+def test_plain_loop_rejects_a_wrong_solution_without_timing_it(plain_loop, tmp_path):
+    import torch
+
+    solution = tmp_path / "task_2.py"
+    solution.write_text(WRONG)
+    out = plain_loop.measure(SMOKE / "2_Softmax.py", solution, torch.device("cpu"), repeats=1, warmup_ms=1,
+                             rep_ms=2, atol=1e-5, rtol=1e-3)
+    assert out["verdict"] == "incorrect" and out["max_diff"] > 1e-3
+    assert "solution_ms" not in out and len(out["eager_ms"]) == 1
+
+
+@pytest.mark.slow
+def test_fidelity_run_reports_both_sides_and_resumes(tmp_path):
+    folder = tmp_path / "solutions"
+    folder.mkdir()
+    (folder / "task_6.py").write_text(FACTORY)
+    (folder / "task_2.py").write_text((SMOKE / "2_Softmax.py").read_text().replace("class Model(", "class ModelNew("))
+    out, state = tmp_path / "out", tmp_path / "state"
+    command = [sys.executable, str(BENCH / "fidelity.py"), "--suite", "smoke", "--solutions", str(folder),
+               "--device", "cpu", "--warmup-ms", "2", "--rep-ms", "10", "--plain-repeats", "1", "--warm-jobs", "1",
+               "--out", str(out), "--state", str(state), "--workdir", str(tmp_path / "work"), "--budget-s", "240"]
+    env = {**os.environ, "OMP_NUM_THREADS": "1",
+           "PYTHONPATH": os.pathsep.join([str(REPO / "src"), str(REPO / "plugins")])}
+    first = subprocess.run(command, capture_output=True, text=True, env=env, timeout=300)
+    assert first.returncode == 0, first.stderr[-3000:]
+    lines = (state / "fidelity.jsonl").read_text().splitlines()
+    keys = {json.loads(line)["key"] for line in lines}
+    assert {"plain|2", "plain|6", "harness|pike|all|eager:2", "harness|pike|all|task_2.py",
+            "harness|pike|all|task_6.py", "plainwarm|task_6.py"} <= keys
+    payload = json.loads((out / "fidelity.json").read_text())
+    rows = {row["task"]: row for row in payload["comparisons"][0]["rows"]}
+    assert rows[2]["harness"] == "correct" and rows[2]["plain"] == "correct"
+    assert rows[2]["eager_ratio"] is not None and rows[2]["speedup_plain"] is not None
+    assert rows[6]["plain"] == "correct"  # the independent side accepts a factory function
+    report = (out / "reports" / "fidelity-cpu.md").read_text()
+    assert "| 2 Softmax | correct | correct |" in report
+    assert (out / "fidelity.jsonl").read_text() == (state / "fidelity.jsonl").read_text()
+
+    again = subprocess.run(command, capture_output=True, text=True, env=env, timeout=300)
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert (state / "fidelity.jsonl").read_text().splitlines() == lines  # nothing measured twice
+    assert "harness pike/all" not in again.stdout
