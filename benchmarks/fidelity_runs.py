@@ -68,13 +68,13 @@ def cache_environment(cache: Path | None) -> dict[str, str]:
             "TORCHINDUCTOR_CACHE_DIR": str(cache / "plain" / "inductor")}
 
 
-def run_plain(args: list[str], timeout_s: float, cache: Path | None) -> dict[str, Any]:
-    """One plain-loop process; its ``PLAIN_RESULT`` line, or what went wrong with the process."""
+def run_plain(args: list[str], timeout_s: float, cache: Path | None, script: Path = PLAIN_LOOP) -> dict[str, Any]:
+    """One plain-loop (or ``pike_probes``) process; its ``PLAIN_RESULT`` line, or what went wrong with it."""
     env = {**os.environ, **cache_environment(cache)}
     env.pop("PYTHONPATH", None)  # the independent side sees torch and triton, not pike_harness
     began = time.monotonic()
     try:
-        done = subprocess.run([sys.executable, str(PLAIN_LOOP), *args], capture_output=True, text=True,
+        done = subprocess.run([sys.executable, str(script), *args], capture_output=True, text=True,
                               timeout=max(1.0, timeout_s), env=env, cwd=str(REPO))
     except subprocess.TimeoutExpired:
         return {"verdict": "timeout", "seconds": time.monotonic() - began}

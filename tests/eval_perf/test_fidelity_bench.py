@@ -104,3 +104,71 @@ def test_fidelity_run_reports_both_sides_and_resumes(tmp_path):
     assert again.returncode == 0, again.stderr[-3000:]
     assert (state / "fidelity.jsonl").read_text().splitlines() == lines  # nothing measured twice
     assert "harness pike/all" not in again.stdout
+
+
+STATEFUL = '''
+import torch
+import torch.nn as nn
+
+
+class ModelNew(nn.Module):
+    """Right on the first call only: adds how often it was called before."""
+
+    def __init__(self, scale):
+        super().__init__()
+        self.scale, self.calls = scale, 0
+
+    def forward(self, x):
+        self.calls += 1
+        return torch.softmax(x * self.scale, dim=-1) + (self.calls - 1) * 0.5
+'''
+
+STALE = '''
+import torch
+import torch.nn as nn
+
+_SAVED = {}
+
+
+class ModelNew(nn.Module):
+    """Computes once per process and returns that output for every input, as a stale CUDA graph does."""
+
+    def __init__(self, in_features, out_features):
+        super().__init__()
+        self.linear = nn.Linear(in_features, out_features, bias=False)
+
+    def forward(self, x):
+        if "y" not in _SAVED:
+            _SAVED["y"] = torch.relu(self.linear(x))
+        return _SAVED["y"]
+'''
+
+
+@pytest.fixture(scope="module")
+def probes(plain_loop):
+    import pike_probes
+
+    return pike_probes
+
+
+def test_probes_find_state_kept_across_calls(probes, tmp_path):
+    import torch
+
+    solution = tmp_path / "task_2.py"
+    solution.write_text(STATEFUL)
+    out = probes.probe(SMOKE / "2_Softmax.py", solution, torch.device("cpu"), atol=1e-5, rtol=1e-3)
+    assert out["one_call"] == {"ok": True, "max_diff": 0.0}  # PIKE's one-call check passes it
+    assert not out["call_twice"]["ok"] and out["call_twice"]["call1_vs_call2"] == pytest.approx(0.5)
+    assert out["second_instance"]["ok"] and out["new_input"]["ok"]  # each fresh instance's first call is right
+
+
+def test_probes_find_an_output_that_ignores_its_input(probes, tmp_path):
+    import torch
+
+    solution = tmp_path / "task_1.py"
+    solution.write_text(STALE)
+    out = probes.probe(SMOKE / "1_MatmulReLU.py", solution, torch.device("cpu"), atol=1e-2, rtol=1e-2)
+    assert out["one_call"]["ok"] and out["call_twice"]["ok"] and out["second_instance"]["ok"]
+    assert not out["new_input"]["ok"]
+    sensitivity = out["input_sensitivity"]
+    assert sensitivity["solution_moves"] == 0.0 and sensitivity["reference_moves"] > 0.1 and not sensitivity["ok"]
