@@ -240,7 +240,7 @@ def compare_evaluators(args: Any, folder: Path, work: list[tuple[Any, Path]]) ->
 def compare_plain(args: Any, folder: Path, work: list[tuple[Any, Path]]) -> int:
     """The default: the harness against the plain loop, resumable through ``--state``."""
     import torch
-    from fidelity_runs import State, compare, gpu_slug, harness_phase, plain_phase
+    from fidelity_runs import State, baselines_markdown, compare, gpu_slug, harness_phase, plain_phase
     from fidelity_runs import markdown as plain_markdown
 
     budget = Budget(args.budget_s)
@@ -261,6 +261,10 @@ def compare_plain(args: Any, folder: Path, work: list[tuple[Any, Path]]) -> int:
             if finished:
                 finished = harness_phase(work, state, args.device, protocol, concurrency, settings, budget, cache,
                                          base, args.jobs, args.margin_s)
+    modes = [m.strip() for m in args.baselines.split(",") if m.strip() not in ("", "eager")]
+    if modes and finished and "harness" in sides:  # after the solutions: the fidelity table comes first
+        finished = harness_phase(work, state, args.device, "pike", "all", settings, budget, cache, base, args.jobs,
+                                 args.margin_s, modes=modes)
     cuda = args.device.startswith("cuda")
     gpu = torch.cuda.get_device_name(torch.device(args.device)) if cuda else "cpu"
     comparisons = [compare(work, state, p, c) for p in protocols for c in concurrencies]
@@ -275,6 +279,8 @@ def compare_plain(args: Any, folder: Path, work: list[tuple[Any, Path]]) -> int:
     reports = args.reports or args.out / "reports"
     reports.mkdir(parents=True, exist_ok=True)
     (reports / f"fidelity-{gpu_slug(gpu)}.md").write_text(text)
+    if modes:
+        (reports / f"baselines-{gpu_slug(gpu)}.md").write_text(baselines_markdown(work, state, modes, setup))
     if (args.state or args.out).resolve() != args.out.resolve():  # the state travels back with --out
         (args.out / "fidelity.jsonl").write_bytes(state.path.read_bytes())
     print(f"[fidelity] {'finished' if finished else 'stopped at the budget: run again to continue'}; "
@@ -310,6 +316,9 @@ def main() -> int:
     parser.add_argument("--protocols", default="pike", help="plain: harness protocols, e.g. pike,robust.")
     parser.add_argument("--concurrency", default="all",
                         help="plain: all (every request submitted at once), serial (one at a time) or all,serial.")
+    parser.add_argument("--baselines", default="",
+                        help="plain: also time the references in these pikeh-baselines modes (pike, all at once), "
+                             "e.g. compile,compile-max-autotune,cudagraphs,tensorrt; writes reports/baselines-<gpu>.md.")
     parser.add_argument("--sides", default="plain,harness", help="plain: which sides to measure this call.")
     parser.add_argument("--plain-repeats", type=int, default=2, help="plain: do_bench calls per model.")
     parser.add_argument("--warmup-ms", type=float, default=500.0, help="plain and pike: warm-up budget (ms).")

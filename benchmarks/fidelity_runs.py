@@ -125,11 +125,23 @@ def plain_phase(work: list[tuple[Any, Path]], state: State, device: str, setting
     return True
 
 
-def harness_requests(work: list[tuple[Any, Path]], protocol: str, concurrency: str,
-                     state: State) -> list[tuple[str, Any, Any]]:
-    """(key, task, request) of each eager reference and solution not yet measured this way."""
+def harness_requests(work: list[tuple[Any, Path]], protocol: str, concurrency: str, state: State,
+                     modes: list[str] | None = None, device: str = "cuda") -> list[tuple[str, Any, Any]]:
+    """(key, task, request) of each eager reference and solution not yet measured this way; with
+    ``modes``, of each reference in those baseline modes instead (``pikeh baselines``'s requests). A
+    mode that cannot run here (TensorRT not installed) is recorded as ``unavailable`` with the reason."""
+    from pike_harness.worker.inside.baseline_modes import unavailable
+
     todo = []
-    for task, path in work:
+    for task, _path in work if modes else []:
+        for mode in modes:
+            key = f"harness|{protocol}|{concurrency}|mode:{mode}:{task.id}"
+            why = unavailable(mode, device)
+            if why and not state.done(key):
+                state.add({"key": key, "kind": "harness", "task": task.id, "category": "unavailable", "reason": why})
+            elif not state.done(key):
+                todo.append((key, task, task.eval_request(task.source, baseline_mode=mode, hidden_input_sets=0)))
+    for task, path in [] if modes else work:
         eager_key = f"harness|{protocol}|{concurrency}|eager:{task.id}"
         if not state.done(eager_key):
             todo.append((eager_key, task, task.eval_request(task.source, baseline_mode="eager",
@@ -152,12 +164,13 @@ def harness_row(key: str, task: Any, result: Any, together: int) -> dict[str, An
 
 def harness_phase(work: list[tuple[Any, Path]], state: State, device: str, protocol: str, concurrency: str,
                   settings: dict[str, Any], budget: Budget, cache: Path | None, workdir: Path, jobs: int | None,
-                  margin_s: float, log: Any = print) -> bool:
-    """The harness (a LocalEvaluator) on the eager references and the solutions: all submitted at once
-    (``all``, as a run does) or one at a time (``serial``). Returns False when the budget stopped it."""
+                  margin_s: float, log: Any = print, modes: list[str] | None = None) -> bool:
+    """The harness (a LocalEvaluator) on the eager references and the solutions (or, with ``modes``, on
+    the references in those baseline modes): all submitted at once (``all``, as a run does) or one at a
+    time (``serial``). Returns False when the budget stopped it."""
     from pikeh_local import LocalEvaluator
 
-    todo = harness_requests(work, protocol, concurrency, state)
+    todo = harness_requests(work, protocol, concurrency, state, modes, device)
     if not todo:
         return True
     if budget.left() < margin_s:
@@ -168,7 +181,8 @@ def harness_phase(work: list[tuple[Any, Path]], state: State, device: str, proto
         extra["jobs"] = jobs
     evaluator = LocalEvaluator(EvaluatorOptions(device=device, protocol=protocol, protocol_params=params,
                                                 workdir=workdir / f"harness-{protocol}-{concurrency}", extra=extra))
-    log(f"[fidelity] harness {protocol}/{concurrency}: {len(todo)} evaluations")
+    what = f"baseline modes {','.join(modes)}" if modes else "eager references and solutions"
+    log(f"[fidelity] harness {protocol}/{concurrency}: {len(todo)} evaluations ({what})")
     finished = True
     try:
         if concurrency == "all":
@@ -351,3 +365,63 @@ def markdown(comparisons: list[dict[str, Any]], setup: dict[str, Any]) -> str:
                   f"correct ones: harness {ms(s['geomean_harness_raw'])}x, plain {ms(s['geomean_plain_raw'])}x.",
                   f"- Tasks missing a measurement on either side: {s['missing']}.", ""]
     return "\n".join(lines)
+
+
+# -- baselines (issue 16 item 7) ------------------------------------------------------------------
+
+PAPER_BASELINES = {"compile-max-autotune": 1.64, "tensorrt": 1.41}  # PIKE, over eager, H100, torch 2.8
+
+
+def baselines_markdown(work: list[tuple[Any, Path]], state: State, modes: list[str], setup: dict[str, Any],
+                       protocol: str = "pike", concurrency: str = "all") -> str:
+    """The references in each mode against eager, same evaluator, protocol and sitting as the fidelity
+    table; geomeans raw and PIKE-clamped next to the paper's figures."""
+    def ms(value: float | None) -> str:
+        return f"{value:.4g}" if value is not None else "-"
+
+    prefix = f"harness|{protocol}|{concurrency}|"
+    lines = [f"# Baselines: level3-pike references in each mode ({setup['gpu']})", "",
+             f"{setup['date']}; torch {setup['torch']}, triton {setup['triton']}; harness protocol {protocol} "
+             f"(warm-up {setup['warmup_ms']:g} ms, rep {setup['rep_ms']:g} ms, mean), every request submitted at once "
+             "to one `LocalEvaluator` (timing one at a time on the GPU), the same sitting as `fidelity-*.md`. "
+             "Each mode wraps the task's own reference (`worker/inside/baseline_modes.py`): cudagraphs copies each "
+             "call's inputs into the captured buffers and replays. Eager plain = the plain do_bench loop.", "",
+             "| task | eager ms (harness) | eager ms (plain) | " + " | ".join(f"{m} ms (speedup)" for m in modes) + " |",
+             "|---|---|---|" + "---|" * len(modes)]
+    raw: dict[str, list[float]] = {m: [] for m in modes}
+    clamped: dict[str, list[float]] = {m: [] for m in modes}
+    notes: dict[str, str] = {}
+    for task, _ in work:
+        eager = _timing(state.get(f"{prefix}eager:{task.id}"))
+        plain = _plain_stats((state.get(f"plain|{task.id}") or {}).get("eager_ms"))
+        cells = []
+        for mode in modes:
+            row = state.get(f"{prefix}mode:{mode}:{task.id}")
+            timing = _timing(row)
+            if row is None:
+                cells.append("-")
+                continue
+            if row.get("category") == "unavailable":
+                notes[mode] = row.get("reason") or "unavailable"
+                cells.append("not installed" if "not installed" in notes[mode] else "unavailable")
+                continue
+            if eager:
+                speedup = eager["mean_ms"] / timing["mean_ms"] if timing else None
+                clamped[mode].append(_clamp(speedup))
+                if speedup:
+                    raw[mode].append(speedup)
+            cells.append(f"{ms(timing['mean_ms'])} ({eager['mean_ms'] / timing['mean_ms']:.2f}x)" if timing and eager
+                         else (ms(timing["mean_ms"]) if timing else verdict(row)))
+        lines.append(f"| {task.id} {task.name.split('_', 1)[-1]} | {ms(eager['mean_ms']) if eager else '-'} | "
+                     f"{ms(plain['mean_ms']) if plain else '-'} | " + " | ".join(cells) + " |")
+    lines += ["", "| mode | geomean over eager, raw (correct in both) | PIKE-clamped (max(1, s); 1.0 if not correct) "
+              "| PIKE published (H100, torch 2.8) |", "|---|---|---|---|"]
+    for mode in modes:
+        paper = PAPER_BASELINES.get(mode)
+        if mode in notes:
+            lines.append(f"| {mode} | not measured: {notes[mode]} | - | {f'{paper:.2f}x' if paper else '-'} |")
+            continue
+        lines.append(f"| {mode} | {ms(_geomean(raw[mode]))}x ({len(raw[mode])} tasks) | "
+                     f"{ms(_geomean(clamped[mode]))}x ({len(clamped[mode])} tasks) | "
+                     f"{f'{paper:.2f}x' if paper else 'not published'} |")
+    return "\n".join(lines) + "\n"
