@@ -71,7 +71,10 @@ def cache_environment(cache: Path | None) -> dict[str, str]:
 def run_plain(args: list[str], timeout_s: float, cache: Path | None, script: Path = PLAIN_LOOP) -> dict[str, Any]:
     """One plain-loop (or ``pike_probes``) process; its ``PLAIN_RESULT`` line, or what went wrong with it."""
     env = {**os.environ, **cache_environment(cache)}
-    env.pop("PYTHONPATH", None)  # the independent side sees torch and triton, not pike_harness
+    ours = {str(REPO / "src"), str(REPO / "plugins"), "src", "plugins"}  # the independent side never sees pike_harness
+    paths = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p and p.rstrip("/") not in ours
+             and Path(p).resolve() not in {REPO / "src", REPO / "plugins"}]
+    env["PYTHONPATH"] = os.pathsep.join(paths)
     began = time.monotonic()
     try:
         done = subprocess.run([sys.executable, str(script), *args], capture_output=True, text=True,
