@@ -172,3 +172,43 @@ def test_probes_find_an_output_that_ignores_its_input(probes, tmp_path):
     assert not out["new_input"]["ok"]
     sensitivity = out["input_sensitivity"]
     assert sensitivity["solution_moves"] == 0.0 and sensitivity["reference_moves"] > 0.1 and not sensitivity["ok"]
+
+
+def test_audit_names_what_breaks_and_recomputes_the_suite_score(probes, tmp_path):
+    """The audit's table and findings from real probe results, our verdicts and plain-loop timings."""
+    import pike_audit
+    import torch
+    from fidelity_runs import State
+
+    from pike_harness.host.tasks import Suite
+
+    suite = Suite.from_dir(SMOKE, origin="test")
+    folder = tmp_path / "solutions"
+    folder.mkdir()
+    (folder / "task_2.py").write_text(STATEFUL)
+    (folder / "task_6.py").write_text(FACTORY)
+    work = [(suite.task(2), folder / "task_2.py"), (suite.task(6), folder / "task_6.py")]
+    state = State(tmp_path / "state")
+    for task, path in work:
+        result = probes.probe(task.path, path, torch.device("cpu"), task.meta.atol, task.meta.rtol)
+        state.add({"key": f"probe|{path.name}", "kind": "probe", "file": path.name, "task": task.id, **result})
+        state.add({"key": f"plain|{task.id}", "kind": "plain", "task": task.id, "verdict": "correct",
+                   "eager_ms": [2.0, 2.0], "solution_ms": [1.0, 1.0]})
+    state.add({"key": "harness|pike|all|task_2.py", "kind": "harness", "task": 2, "category": "incorrect",
+               "check": "stateful", "reason": "wrong on call 2"})
+    state.add({"key": "harness|pike|all|task_6.py", "kind": "harness", "task": 6, "category": "compile_error",
+               "check": "load", "reason": "defines none of ModelNew, Model"})
+
+    rows = pike_audit.audit_rows(work, State(tmp_path / "state"))  # read back from the JSONL
+    by_task = {r["task"]: r for r in rows}
+    assert by_task[2]["pike"] == "correct" and by_task[2]["breaks"] == ["call_twice"]
+    assert not by_task[2]["really_passes"] and by_task[2]["disagree"] is True  # a catch PIKE misses
+    assert by_task[6]["really_passes"] and by_task[6]["disagree"] is True
+    summary = pike_audit.summary(rows)
+    assert summary["geomean_pike_verdicts"] == pytest.approx(2.0)  # both pass PIKE's one call, 2x each
+    assert summary["geomean_really_pass"] == pytest.approx(2 ** 0.5)  # task 2 counts 1.0
+    text = pike_audit.markdown(rows, summary, {"gpu": "cpu", "torch": "t", "date": "d", "solutions": str(folder),
+                                               "new_seed": 42, "suite": "smoke"})
+    assert "call 1 max diff 0, call 2 with the same input 0.5" in text
+    assert "**Task 6**: every variation passes, yet our verdict is `compile_error/load`" in text
+    assert "| published (PIKE-B, paper) | 2.88x |" in text
