@@ -241,13 +241,11 @@ def compare_evaluators(args: Any, folder: Path, work: list[tuple[Any, Path]]) ->
 
 def compare_plain(args: Any, folder: Path, work: list[tuple[Any, Path]]) -> int:
     """The default: the harness against the plain loop, resumable through ``--state``."""
-    import torch
-    from fidelity_runs import State, baselines_markdown, compare, gpu_slug, harness_phase, plain_phase
-    from fidelity_runs import markdown as plain_markdown
+    import fidelity_runs as runs
 
     budget = Budget(args.budget_s)
     base = workdir(args, "fidelity")
-    state = State(args.state or args.out)
+    state = runs.State(args.state or args.out)
     cache = args.cache.resolve() if args.cache else None
     protocols = [p.strip() for p in args.protocols.split(",") if p.strip()]
     concurrencies = [c.strip() for c in args.concurrency.split(",") if c.strip()]
@@ -257,36 +255,35 @@ def compare_plain(args: Any, folder: Path, work: list[tuple[Any, Path]]) -> int:
     sides = {s.strip() for s in args.sides.split(",")}
     finished = True
     if "plain" in sides:
-        finished = plain_phase(work, state, args.device, settings, budget, cache, args.warm_jobs, args.margin_s)
+        finished = runs.plain_phase(work, state, args.device, settings, budget, cache, args.warm_jobs, args.margin_s)
     for protocol in protocols if "harness" in sides else []:
         for concurrency in concurrencies:
             if finished:
-                finished = harness_phase(work, state, args.device, protocol, concurrency, settings, budget, cache,
+                finished = runs.harness_phase(work, state, args.device, protocol, concurrency, settings, budget, cache,
                                          base, args.jobs, args.margin_s)
     modes = [m.strip() for m in args.baselines.split(",") if m.strip() not in ("", "eager")]
     if modes and finished and "harness" in sides:  # after the solutions: the fidelity table comes first
-        finished = harness_phase(work, state, args.device, "pike", "all", settings, budget, cache, base, args.jobs,
+        finished = runs.harness_phase(work, state, args.device, "pike", "all", settings, budget, cache, base, args.jobs,
                                  args.margin_s, modes=modes)
-    cuda = args.device.startswith("cuda")
-    gpu = torch.cuda.get_device_name(torch.device(args.device)) if cuda else "cpu"
-    comparisons = [compare(work, state, p, c) for p in protocols for c in concurrencies]
+    gpu = runs.gpu_name(args.device, state)
+    comparisons = [runs.compare(work, state, p, c) for p in protocols for c in concurrencies]
     setup = {"suite": args.suite, "device": args.device, "solutions": str(folder), "tasks": len(work), "gpu": gpu,
-             "torch": torch.__version__, "triton": _triton_version(), "date": time.strftime("%Y-%m-%d"),
+             "torch": runs.torch_version(state), "triton": _triton_version(), "date": time.strftime("%Y-%m-%d"),
              "protocols": protocols, "concurrency": concurrencies, "finished": finished, **settings}
-    text = plain_markdown(comparisons, setup)
+    text = runs.markdown(comparisons, setup)
     if not finished:
         text += ("\n**Partial**: the budget stopped this call; run the same command with the same --state "
                  "to continue.\n")
     write(args.out, "fidelity", {"setup": setup, "comparisons": comparisons}, text)
     reports = args.reports or args.out / "reports"
     reports.mkdir(parents=True, exist_ok=True)
-    (reports / f"fidelity-{gpu_slug(gpu)}.md").write_text(text)
+    (reports / f"fidelity-{runs.gpu_slug(gpu)}.md").write_text(text)
     if modes:
-        (reports / f"baselines-{gpu_slug(gpu)}.md").write_text(baselines_markdown(work, state, modes, setup))
+        (reports / f"baselines-{runs.gpu_slug(gpu)}.md").write_text(runs.baselines_markdown(work, state, modes, setup))
     if (args.state or args.out).resolve() != args.out.resolve():  # the state travels back with --out
         (args.out / "fidelity.jsonl").write_bytes(state.path.read_bytes())
     print(f"[fidelity] {'finished' if finished else 'stopped at the budget: run again to continue'}; "
-          f"report {reports / f'fidelity-{gpu_slug(gpu)}.md'}", flush=True)
+          f"report {reports / f'fidelity-{runs.gpu_slug(gpu)}.md'}", flush=True)
     return 0 if finished else 3
 
 
@@ -321,7 +318,7 @@ def main() -> int:
     parser.add_argument("--baselines", default="",
                         help="plain: also time the references in these pikeh-baselines modes (pike, all at once), "
                              "e.g. compile,compile-max-autotune,cudagraphs,tensorrt; writes reports/baselines-<gpu>.md.")
-    parser.add_argument("--sides", default="plain,harness", help="plain: which sides to measure this call.")
+    parser.add_argument("--sides", default="plain,harness", help="plain: which sides to measure this call (none: only render the reports from --state).")
     parser.add_argument("--plain-repeats", type=int, default=2, help="plain: do_bench calls per model.")
     parser.add_argument("--warmup-ms", type=float, default=500.0, help="plain and pike: warm-up budget (ms).")
     parser.add_argument("--rep-ms", type=float, default=2000.0, help="plain and pike: repetition budget (ms).")

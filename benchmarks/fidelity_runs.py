@@ -311,6 +311,27 @@ def _geomean(values: list[float]) -> float | None:
     return math.exp(sum(math.log(v) for v in values) / len(values)) if values else None
 
 
+def gpu_name(device: str, state: State) -> str:
+    """The GPU's name from torch, or (rendering elsewhere, e.g. ``--sides none`` on a laptop) the one the
+    plain loop recorded in the state; "cpu" for a CPU run."""
+    import torch
+
+    if device.startswith("cuda") and torch.cuda.is_available():
+        return torch.cuda.get_device_name(torch.device(device))
+    recorded = [row["gpu"] for row in state.rows.values() if row.get("gpu")]
+    return recorded[0] if recorded else ("unknown GPU" if device.startswith("cuda") else "cpu")
+
+
+def torch_version(state: State) -> str:
+    """The torch the measurements used (recorded by the plain loop), else this process's."""
+    recorded = [row["torch"] for row in state.rows.values() if row.get("torch")]
+    if recorded:
+        return recorded[0]
+    import torch
+
+    return torch.__version__
+
+
 def gpu_slug(name: str) -> str:
     slug = "".join(c if c.isalnum() else "-" for c in name.lower())
     while "--" in slug:

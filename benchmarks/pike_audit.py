@@ -27,7 +27,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from fidelity import DEFAULT_SOLUTIONS, solutions  # noqa: E402
-from fidelity_runs import State, _clamp, _geomean, harness_phase, run_plain, verdict  # noqa: E402
+from fidelity_runs import State, _clamp, _geomean, gpu_name, harness_phase, run_plain, torch_version, verdict  # noqa: E402
 from perf_common import REPO, Budget, arguments, default_device, workdir  # noqa: E402
 
 from pike_harness.host.tasks import Suite  # noqa: E402
@@ -212,9 +212,8 @@ def main() -> int:
     parser.add_argument("--run-harness", action="store_true",
                         help="Run the harness (pike, all at once) on solutions the state has no verdict for.")
     parser.add_argument("--margin-s", type=float, default=30.0)
+    parser.add_argument("--render-only", action="store_true", help="Probe nothing: write the report from --state.")
     args = parser.parse_args()
-    import torch
-
     device = args.device or default_device()
     folder = args.solutions or DEFAULT_SOLUTIONS
     if not folder.is_dir():
@@ -224,15 +223,15 @@ def main() -> int:
     budget = Budget(args.budget_s)
     state = State(args.state or args.out)
     cache = args.cache.resolve() if args.cache else None
-    finished = probe_all(work, state, device, budget, cache, args.probe_jobs, args.margin_s)
-    if args.run_harness and finished:
+    finished = args.render_only or probe_all(work, state, device, budget, cache, args.probe_jobs, args.margin_s)
+    if args.run_harness and finished and not args.render_only:
         settings = {"warmup_ms": 500.0, "rep_ms": 2000.0}
         finished = harness_phase(work, state, device, "pike", "all", settings, budget, cache,
                                  workdir(args, "audit"), args.jobs, args.margin_s)
     rows = audit_rows(work, state)
     s = summary(rows)
-    gpu = torch.cuda.get_device_name(torch.device(device)) if device.startswith("cuda") else "cpu"
-    setup = {"gpu": gpu, "torch": torch.__version__, "date": time.strftime("%Y-%m-%d"), "solutions": str(folder),
+    gpu = gpu_name(device, state)
+    setup = {"gpu": gpu, "torch": torch_version(state), "date": time.strftime("%Y-%m-%d"), "solutions": str(folder),
              "new_seed": 42, "finished": finished,
              "suite": args.suite}
     text = markdown(rows, s, setup)
