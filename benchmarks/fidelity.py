@@ -307,7 +307,7 @@ def main() -> int:
     parser.add_argument("--timeout", type=float, default=None,
                         help="evaluators: per-stage limit in seconds (default: the request's).")
     parser.add_argument("--cache", type=Path, default=None,
-                        help="Build/JIT cache folder, reused between calls (default: a fresh one each).")
+                        help="Build/JIT cache folder, reused between calls (default: a fresh one in the workdir).")
     parser.add_argument("--state", type=Path, default=None,
                         help="plain: folder of fidelity.jsonl, the finished measurements (default: --out).")
     parser.add_argument("--reports", type=Path, default=None,

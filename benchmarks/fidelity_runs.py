@@ -179,7 +179,7 @@ def harness_phase(work: list[tuple[Any, Path]], state: State, device: str, proto
     if budget.left() < margin_s:
         return False
     params = {"warmup_ms": settings["warmup_ms"], "rep_ms": settings["rep_ms"]} if protocol == "pike" else {}
-    extra: dict[str, Any] = {"build_cache": str(cache / "harness") if cache is not None else "off"}
+    extra: dict[str, Any] = {"build_cache": str((cache or workdir) / "harness-cache")}
     if jobs:
         extra["jobs"] = jobs
     evaluator = LocalEvaluator(EvaluatorOptions(device=device, protocol=protocol, protocol_params=params,
@@ -222,8 +222,9 @@ def harness_phase(work: list[tuple[Any, Path]], state: State, device: str, proto
 def _record(state: State, key: str, task: Any, future: Any, together: int, log: Any) -> None:
     try:
         result = future.result(timeout=0)
-    except EvaluatorError as exc:
-        state.add({"key": key, "kind": "harness", "task": task.id, "category": "evaluator_error",
+    except Exception as exc:  # noqa: BLE001 - EvaluatorError or a killed evaluation: recorded, not fatal
+        category = "evaluator_error" if isinstance(exc, EvaluatorError) else type(exc).__name__
+        state.add({"key": key, "kind": "harness", "task": task.id, "category": category,
                    "reason": str(exc)[:400], "submitted_together": together})
         return
     row = harness_row(key, task, result, together)
