@@ -59,18 +59,20 @@ class State:
         return self.rows.get(key)
 
 
-def cache_environment(cache: Path | None) -> dict[str, str]:
-    """Extension, Triton and Inductor caches of the plain loop's processes (kept between calls)."""
+def cache_environment(cache: Path | None, solution: str) -> dict[str, str]:
+    """Extension, Triton and Inductor caches of the plain loop's processes (kept between calls). Each
+    solution builds its extensions in a folder of its own: two files may use one extension name."""
     if cache is None:
         return {}
-    return {"TORCH_EXTENSIONS_DIR": str(cache / "plain" / "torch_extensions"),
+    return {"TORCH_EXTENSIONS_DIR": str(cache / "plain" / "torch_extensions" / Path(solution).stem),
             "TRITON_CACHE_DIR": str(cache / "plain" / "triton"),
             "TORCHINDUCTOR_CACHE_DIR": str(cache / "plain" / "inductor")}
 
 
 def run_plain(args: list[str], timeout_s: float, cache: Path | None, script: Path = PLAIN_LOOP) -> dict[str, Any]:
     """One plain-loop (or ``pike_probes``) process; its ``PLAIN_RESULT`` line, or what went wrong with it."""
-    env = {**os.environ, **cache_environment(cache)}
+    solution = args[args.index("--solution") + 1] if "--solution" in args else "none"
+    env = {**os.environ, **cache_environment(cache, solution)}
     ours = {str(REPO / "src"), str(REPO / "plugins"), "src", "plugins"}  # the independent side never sees pike_harness
     paths = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p and p.rstrip("/") not in ours
              and Path(p).resolve() not in {REPO / "src", REPO / "plugins"}]
