@@ -263,8 +263,9 @@ def compare_plain(args: Any, folder: Path, work: list[tuple[Any, Path]]) -> int:
                                          base, args.jobs, args.margin_s)
     modes = [m.strip() for m in args.baselines.split(",") if m.strip() not in ("", "eager")]
     if modes and finished and "harness" in sides:  # after the solutions: the fidelity table comes first
-        finished = runs.harness_phase(work, state, args.device, "pike", "all", settings, budget, cache, base, args.jobs,
-                                 args.margin_s, modes=modes)
+        finished = runs.harness_phase(work, state, args.device, "pike", "all", settings, budget, cache, base,
+                                      args.jobs, args.margin_s, modes=modes, precompile_jobs=args.precompile_jobs,
+                                      jit_margin_s=args.jit_margin_s)
     gpu = runs.gpu_name(args.device, state)
     comparisons = [runs.compare(work, state, p, c) for p in protocols for c in concurrencies]
     setup = {"suite": args.suite, "device": args.device, "solutions": str(folder), "tasks": len(work), "gpu": gpu,
@@ -318,6 +319,10 @@ def main() -> int:
     parser.add_argument("--baselines", default="",
                         help="plain: also time the references in these pikeh-baselines modes (pike, all at once), "
                              "e.g. compile,compile-max-autotune,cudagraphs,tensorrt; writes reports/baselines-<gpu>.md.")
+    parser.add_argument("--precompile-jobs", type=int, default=8,
+                        help="plain: --baselines compiles (torch.compile, TensorRT) run this many at a time first.")
+    parser.add_argument("--jit-margin-s", type=float, default=240.0,
+                        help="plain: start no --baselines compile with less than this left of --budget-s.")
     parser.add_argument("--sides", default="plain,harness", help="plain: which sides to measure this call (none: only render the reports from --state).")
     parser.add_argument("--plain-repeats", type=int, default=2, help="plain: do_bench calls per model.")
     parser.add_argument("--warmup-ms", type=float, default=500.0, help="plain and pike: warm-up budget (ms).")

@@ -169,7 +169,8 @@ def harness_row(key: str, task: Any, result: Any, together: int) -> dict[str, An
 
 def harness_phase(work: list[tuple[Any, Path]], state: State, device: str, protocol: str, concurrency: str,
                   settings: dict[str, Any], budget: Budget, cache: Path | None, workdir: Path, jobs: int | None,
-                  margin_s: float, log: Any = print, modes: list[str] | None = None) -> bool:
+                  margin_s: float, log: Any = print, modes: list[str] | None = None, precompile_jobs: int = 8,
+                  jit_margin_s: float = 240.0) -> bool:
     """The harness (a LocalEvaluator) on the eager references and the solutions (or, with ``modes``, on
     the references in those baseline modes): all submitted at once (``all``, as a run does) or one at a
     time (``serial``). Returns False when the budget stopped it."""
@@ -190,6 +191,8 @@ def harness_phase(work: list[tuple[Any, Path]], state: State, device: str, proto
     log(f"[fidelity] harness {protocol}/{concurrency}: {len(todo)} evaluations ({what})")
     finished = True
     try:
+        if modes and not precompile(evaluator, todo, state, budget, precompile_jobs, jit_margin_s, log):
+            return False
         if concurrency == "all":
             futures = {evaluator.submit(req): (key, task) for key, task, req in todo}
             try:
@@ -219,6 +222,47 @@ def harness_phase(work: list[tuple[Any, Path]], state: State, device: str, proto
     if not finished:
         log(f"[fidelity] harness {protocol}/{concurrency}: stopped at the budget")
     return finished
+
+
+def precompile(evaluator: Any, todo: list[tuple[str, Any, Any]], state: State, budget: Budget, jobs: int,
+               margin_s: float, log: Any = print) -> bool:
+    """Compile the torch.compile/TensorRT baselines in parallel before anything is timed, as ``pikeh
+    baselines`` does: max-autotune benchmarks kernels on the GPU while it compiles, which must not
+    overlap a timing. Fills the evaluator's shared JIT cache, so the timed evaluations hit it. No new
+    compile starts with less than ``margin_s`` left (one compile cannot be stopped halfway); each one
+    finished is recorded, so a later call compiles only the rest. False when the budget stopped it."""
+    from pike_harness.worker.inside.baseline_modes import JIT_MODES
+
+    jit = [(key, req) for key, _task, req in todo
+           if req.baseline_mode in JIT_MODES and not state.done(f"precompiled|{key}")]
+    if not jit:
+        return True
+    log(f"[fidelity] precompiling {len(jit)} baselines, {jobs} at a time")
+    pool = concurrent.futures.ThreadPoolExecutor(max(1, jobs))
+    running: dict[Any, str] = {}
+    stopped = False
+    try:
+        while jit or running:
+            while jit and len(running) < jobs and not stopped:
+                if budget.left() < margin_s:
+                    stopped = True
+                    break
+                key, req = jit.pop(0)
+                running[pool.submit(evaluator.precompile, [req], jobs=1)] = key
+            if not running:
+                break
+            done, _ = concurrent.futures.wait(list(running), return_when=concurrent.futures.FIRST_COMPLETED)
+            for future in done:
+                key = running.pop(future)
+                try:
+                    warmed = future.result()
+                except Exception as exc:  # noqa: BLE001 - the timed evaluation will report it
+                    warmed = f"{type(exc).__name__}: {exc}"[:200]
+                state.add({"key": f"precompiled|{key}", "kind": "precompiled", "warmed": warmed})
+                log(f"[fidelity] precompiled {key}: {warmed}")
+    finally:
+        pool.shutdown(wait=True)
+    return not stopped
 
 
 def _record(state: State, key: str, task: Any, future: Any, together: int, log: Any) -> None:
