@@ -280,10 +280,13 @@ def _record(state: State, key: str, task: Any, future: Any, together: int, log: 
 
 # -- comparison -----------------------------------------------------------------------------------
 
-def _plain_stats(times: list[float] | None) -> dict[str, Any] | None:
+def _plain_stats(times: list[float] | None, medians: list[float] | None = None) -> dict[str, Any] | None:
+    """The plain loop's repeats: mean of their means (and of their medians, where do_bench gave them)."""
     if not times:
         return None
-    return {"mean_ms": sum(times) / len(times), "min_ms": min(times), "max_ms": max(times), "repeats": times}
+    known = [m for m in medians or [] if m == m]  # NaN: a Triton that returned the mean only
+    return {"mean_ms": sum(times) / len(times), "min_ms": min(times), "max_ms": max(times), "repeats": times,
+            "median_ms": sum(known) / len(known) if known else None}
 
 
 def verdict(row: dict[str, Any] | None) -> str:
@@ -302,19 +305,20 @@ def compare(work: list[tuple[Any, Path]], state: State, protocol: str, concurren
         plain = state.get(f"plain|{task.id}")
         eager_h = state.get(f"harness|{protocol}|{concurrency}|eager:{task.id}")
         sol_h = state.get(f"harness|{protocol}|{concurrency}|{path.name}")
-        eager_p = _plain_stats(plain.get("eager_ms") if plain else None)
-        sol_p = _plain_stats(plain.get("solution_ms") if plain else None)
+        eager_p = _plain_stats(*((plain.get("eager_ms"), plain.get("eager_median_ms")) if plain else (None,)))
+        sol_p = _plain_stats(*((plain.get("solution_ms"), plain.get("solution_median_ms")) if plain else (None,)))
         row: dict[str, Any] = {"task": task.id, "name": task.name, "file": path.name, "harness": verdict(sol_h),
                                "plain": verdict(plain), "eager_harness": _timing(eager_h), "eager_plain": eager_p,
                                "solution_harness": _timing(sol_h), "solution_plain": sol_p}
         row["eager_ratio"] = _ratio(row["eager_harness"], eager_p, stat)
         row["solution_ratio"] = _ratio(row["solution_harness"], sol_p, stat)
         row["speedup_harness"] = _speedup(row["eager_harness"], row["solution_harness"], stat)
-        row["speedup_plain"] = (eager_p["mean_ms"] / sol_p["mean_ms"]) if eager_p and sol_p else None
+        row["speedup_plain"] = _speedup(eager_p, sol_p, stat if eager_p and eager_p.get(stat) else "mean_ms")
         rows.append(row)
     ratios = [r for row in rows for r in (row["eager_ratio"], row["solution_ratio"]) if r is not None]
     summary = {"protocol": protocol, "concurrency": concurrency, "tolerance": tol, "statistic": stat,
-               "tasks": len(rows), "verdicts_agree": sum(_agree(r) for r in rows),
+               "tasks": len(rows), "verdicts_agree": sum(_agree(r) for r in rows if _both(r)),
+               "verdicts_compared": sum(_both(r) for r in rows),
                "timed_in_both": len(ratios), "within_tolerance": sum(abs(r - 1) <= tol for r in ratios),
                "geomean_harness_clamped": _geomean([_clamp(r["speedup_harness"]) for r in rows]),
                "geomean_plain_clamped": _geomean([_clamp(r["speedup_plain"]) for r in rows]),
@@ -332,16 +336,19 @@ def _timing(row: dict[str, Any] | None) -> dict[str, Any] | None:
 
 
 def _ratio(harness: dict[str, Any] | None, plain: dict[str, Any] | None, stat: str) -> float | None:
-    """Harness / plain: the harness's protocol statistic over the plain loop's mean of repeats. The plain
-    loop's do_bench reports a mean; for ``robust`` the harness median is set against it (the plain
-    loop's calls are the same calls, and its mean of a tight distribution is its median within noise)."""
+    """Harness / plain, each side's statistic of the protocol (pike: means; robust: medians, the plain
+    one from the same do_bench samples; its mean where the median is unknown)."""
     if not harness or not plain:
         return None
-    return harness[stat] / plain["mean_ms"]
+    return harness[stat] / (plain.get(stat) or plain["mean_ms"])
 
 
 def _speedup(eager: dict[str, Any] | None, solution: dict[str, Any] | None, stat: str) -> float | None:
     return eager[stat] / solution[stat] if eager and solution else None
+
+
+def _both(row: dict[str, Any]) -> bool:
+    return "-" not in (row["harness"], row["plain"])
 
 
 def _agree(row: dict[str, Any]) -> bool:
@@ -396,6 +403,8 @@ def markdown(comparisons: list[dict[str, Any]], setup: dict[str, Any]) -> str:
         if "cv" in timing:
             return f"{ms(timing[stat])} (mean {ms(timing['mean_ms'])}, CV {ms(timing['cv'])})"
         spread = "" if timing["min_ms"] == timing["max_ms"] else f" [{ms(timing['min_ms'])}-{ms(timing['max_ms'])}]"
+        if stat == "median_ms" and timing.get("median_ms") is not None:
+            return f"{ms(timing['median_ms'])} (mean {ms(timing['mean_ms'])}{spread})"
         return f"{ms(timing['mean_ms'])}{spread}"
 
     def ratio(value: float | None, tol: float) -> str:
@@ -412,7 +421,7 @@ def markdown(comparisons: list[dict[str, Any]], setup: dict[str, Any]) -> str:
              f"mean), {setup['repeats']} repeats of each model ([min-max] when they differ); the eager reference is "
              "timed before the solution is imported. Harness: `LocalEvaluator` with the named protocol (pike with "
              "the same warm-up and rep budgets), eager references through `baseline_mode=eager`.", "",
-             "Ratios are harness / plain (pike: harness mean; robust: harness median; plain: mean of repeats); "
+             "Ratios are harness / plain (pike: means; robust: medians; plain: averaged over its repeats); "
              "**!** marks one outside the tolerance. Speedup = eager / solution, each side timed its own way.", ""]
     for comparison in comparisons:
         s = comparison["summary"]
@@ -422,15 +431,16 @@ def markdown(comparisons: list[dict[str, Any]], setup: dict[str, Any]) -> str:
                   "solution ms, harness | solution ms, plain | solution ratio | speedup, harness | speedup, plain |",
                   "|---|---|---|---|---|---|---|---|---|---|---|"]
         for row in comparison["rows"]:
-            differs = "" if _agree(row) else " **(differs)**"
+            differs = "" if _agree(row) or not _both(row) else " **(differs)**"
             lines.append(f"| {row['task']} {row['name'].split('_', 1)[-1]} | {row['harness']}{differs} | {row['plain']} | "
                          f"{cell(row['eager_harness'], stat)} | {cell(row['eager_plain'], stat)} | "
                          f"{ratio(row['eager_ratio'], s['tolerance'])} | {cell(row['solution_harness'], stat)} | "
                          f"{cell(row['solution_plain'], stat)} | {ratio(row['solution_ratio'], s['tolerance'])} | "
                          f"{ms(row['speedup_harness'])} | {ms(row['speedup_plain'])} |")
-        lines += ["", f"- Verdicts agree (correct or not) on {s['verdicts_agree']} of {s['tasks']} solutions.",
+        lines += ["", f"- Verdicts agree (correct or not) on {s['verdicts_agree']} of the {s['verdicts_compared']} "
+                  f"solutions both sides judged ({s['tasks']} in all).",
                   f"- {s['within_tolerance']} of {s['timed_in_both']} runtimes timed by both sides are within "
-                  f"{s['tolerance']:.0%} ({'mean' if stat == 'mean_ms' else 'median'} against the plain mean).",
+                  f"{s['tolerance']:.0%} ({'means' if stat == 'mean_ms' else 'medians'}).",
                   f"- Suite geomean speedup, PIKE-clamped (max(1, s); 1.0 when not correct): harness "
                   f"{ms(s['geomean_harness_clamped'])}x, plain loop {ms(s['geomean_plain_clamped'])}x; raw over the "
                   f"correct ones: harness {ms(s['geomean_harness_raw'])}x, plain {ms(s['geomean_plain_raw'])}x.",

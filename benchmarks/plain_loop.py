@@ -11,7 +11,7 @@ harness (or at this page, which is short enough to check by eye). The protocol i
 * inputs from the reference's ``get_inputs()`` after ``torch.manual_seed(0)``, moved to the device;
 * under ``no_grad``: one call of each, ``torch.allclose(ref, new, atol, rtol)`` (1e-2 both);
 * ``triton.testing.do_bench(lambda: (model(*x), torch.cuda.synchronize()), warmup, rep,
-  return_mode="mean")``. On a CPU (tests, smoke checks) a plain ``perf_counter`` loop with the same
+  return_mode="mean")`` (asked for all samples, whose mean that is, so the median comes too). On a CPU (tests, smoke checks) a plain ``perf_counter`` loop with the same
   warm-up and repetition budgets stands in for do_bench.
 
 The eager reference is timed first, before the solution's file is even imported: a solution that
@@ -25,6 +25,8 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import json
+import math
+import statistics
 import sys
 import time
 import traceback
@@ -100,13 +102,24 @@ def synchronize(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
-def bench(fn: Callable[[], Any], device: torch.device, warmup_ms: float, rep_ms: float) -> float:
-    """Mean milliseconds per call: do_bench on CUDA (PIKE's call), a perf_counter loop on a CPU."""
+def bench(fn: Callable[[], Any], device: torch.device, warmup_ms: float, rep_ms: float) -> tuple[float, float]:
+    """(mean, median) milliseconds per call: do_bench on CUDA (PIKE's call), a perf_counter loop on a CPU.
+
+    do_bench is asked for every sample (``return_mode="all"``) so that one run gives both statistics;
+    its mean is what ``return_mode="mean"`` returns (torch.mean of the same samples). A Triton without
+    "all" gets ``"mean"``, and the median is then not known."""
     if device.type == "cuda":
         import triton.testing
 
-        return float(triton.testing.do_bench(lambda: (fn(), torch.cuda.synchronize()), warmup=warmup_ms,
-                                             rep=rep_ms, return_mode="mean"))
+        def call() -> Any:
+            return fn(), torch.cuda.synchronize()
+
+        try:
+            times = [float(t) for t in triton.testing.do_bench(call, warmup=warmup_ms, rep=rep_ms, return_mode="all")]
+        except (AssertionError, ValueError):
+            mean = float(triton.testing.do_bench(call, warmup=warmup_ms, rep=rep_ms, return_mode="mean"))
+            return mean, math.nan
+        return statistics.fmean(times), statistics.median(times)
     began = time.perf_counter()
     while (time.perf_counter() - began) * 1e3 < warmup_ms:
         fn()
@@ -115,7 +128,14 @@ def bench(fn: Callable[[], Any], device: torch.device, warmup_ms: float, rep_ms:
         start = time.perf_counter()
         fn()
         times.append((time.perf_counter() - start) * 1e3)
-    return sum(times) / len(times)
+    return statistics.fmean(times), statistics.median(times)
+
+
+def timed(fn: Callable[[], Any], device: torch.device, repeats: int, warmup_ms: float,
+          rep_ms: float) -> tuple[list[float], list[float]]:
+    """``repeats`` runs of bench: (their means, their medians)."""
+    runs = [bench(fn, device, warmup_ms, rep_ms) for _ in range(repeats)]
+    return [mean for mean, _ in runs], [median for _, median in runs]
 
 
 def measure(reference: Path, solution: Path | None, device: torch.device, repeats: int, warmup_ms: float,
@@ -131,7 +151,7 @@ def measure(reference: Path, solution: Path | None, device: torch.device, repeat
         ref_out = ref(*x)
         synchronize(device)
         if time_eager:
-            out["eager_ms"] = [bench(lambda: ref(*x), device, warmup_ms, rep_ms) for _ in range(repeats)]
+            out["eager_ms"], out["eager_median_ms"] = timed(lambda: ref(*x), device, repeats, warmup_ms, rep_ms)
         if solution is None:
             return out
         stage = "compile"
@@ -150,7 +170,7 @@ def measure(reference: Path, solution: Path | None, device: torch.device, repeat
             out["verdict"] = "incorrect"
             return out
         out["verdict"] = "correct"
-        out["solution_ms"] = [bench(lambda: new(*x), device, warmup_ms, rep_ms) for _ in range(repeats)]
+        out["solution_ms"], out["solution_median_ms"] = timed(lambda: new(*x), device, repeats, warmup_ms, rep_ms)
     return out
 
 

@@ -60,6 +60,7 @@ def test_plain_loop_accepts_a_factory_and_times_both_models(plain_loop, tmp_path
     assert out["max_diff"] == 0.0  # the same weights under seed 1, the same inputs under seed 0
     assert len(out["eager_ms"]) == 2 and len(out["solution_ms"]) == 2
     assert all(t > 0 for t in out["eager_ms"] + out["solution_ms"])
+    assert len(out["eager_median_ms"]) == 2 and all(t > 0 for t in out["solution_median_ms"])
 
 
 def test_plain_loop_rejects_a_wrong_solution_without_timing_it(plain_loop, tmp_path):
