@@ -90,6 +90,16 @@ def run_plain(args: list[str], timeout_s: float, cache: Path | None, script: Pat
             "seconds": time.monotonic() - began}
 
 
+def run_plain_within(args: list[str], budget: Budget, margin_s: float, cache: Path | None,
+                     script: Path = PLAIN_LOOP) -> dict[str, Any]:
+    """run_plain from a pool: its limit is what the budget leaves when it starts, not when it was queued
+    (and it does not start at all with less than ``margin_s`` left)."""
+    left = budget.left() - margin_s
+    if left <= 0:
+        return {"verdict": "timeout", "reason": "not started: the budget is spent"}
+    return run_plain(args, left, cache, script)
+
+
 def plain_phase(work: list[tuple[Any, Path]], state: State, device: str, settings: dict[str, Any],
                 budget: Budget, cache: Path | None, warm_jobs: int, margin_s: float, log: Any = print) -> bool:
     """Warm every solution in parallel (builds), then check and time each task in its own process, one
@@ -102,8 +112,8 @@ def plain_phase(work: list[tuple[Any, Path]], state: State, device: str, setting
     if to_warm and warm_jobs > 0:
         log(f"[fidelity] plain loop: warming {len(to_warm)} solutions, {warm_jobs} at a time")
         with concurrent.futures.ThreadPoolExecutor(warm_jobs) as pool:
-            futures = {pool.submit(run_plain, ["--reference", str(task.path), "--solution", str(path),
-                                               "--warm-only", *common(task)], budget.left() - margin_s, cache):
+            futures = {pool.submit(run_plain_within, ["--reference", str(task.path), "--solution", str(path),
+                                                      "--warm-only", *common(task)], budget, margin_s, cache):
                        (task, path) for task, path in to_warm}
             for future in concurrent.futures.as_completed(futures):
                 task, path = futures[future]
@@ -320,10 +330,10 @@ def compare(work: list[tuple[Any, Path]], state: State, protocol: str, concurren
                "tasks": len(rows), "verdicts_agree": sum(_agree(r) for r in rows if _both(r)),
                "verdicts_compared": sum(_both(r) for r in rows),
                "timed_in_both": len(ratios), "within_tolerance": sum(abs(r - 1) <= tol for r in ratios),
-               "geomean_harness_clamped": _geomean([_clamp(r["speedup_harness"]) for r in rows]),
-               "geomean_plain_clamped": _geomean([_clamp(r["speedup_plain"]) for r in rows]),
-               "geomean_harness_raw": _geomean([r["speedup_harness"] for r in rows if r["speedup_harness"]]),
-               "geomean_plain_raw": _geomean([r["speedup_plain"] for r in rows if r["speedup_plain"]]),
+               "geomean_harness_clamped": geomean([clamp(r["speedup_harness"]) for r in rows]),
+               "geomean_plain_clamped": geomean([clamp(r["speedup_plain"]) for r in rows]),
+               "geomean_harness_raw": geomean([r["speedup_harness"] for r in rows if r["speedup_harness"]]),
+               "geomean_plain_raw": geomean([r["speedup_plain"] for r in rows if r["speedup_plain"]]),
                "missing": sum(r["harness"] == "-" or r["plain"] == "-" or not r["eager_harness"]
                               or not r["eager_plain"] for r in rows)}
     return {"summary": summary, "rows": rows}
@@ -355,12 +365,12 @@ def _agree(row: dict[str, Any]) -> bool:
     return (row["harness"] == "correct") == (row["plain"] == "correct")
 
 
-def _clamp(speedup: float | None) -> float:
+def clamp(speedup: float | None) -> float:
     """PIKE's suite score per task: max(1, s), and 1.0 when the solution is not correct."""
     return max(1.0, speedup) if speedup else 1.0
 
 
-def _geomean(values: list[float]) -> float | None:
+def geomean(values: list[float]) -> float | None:
     values = [v for v in values if v and v > 0]
     return math.exp(sum(math.log(v) for v in values) / len(values)) if values else None
 
@@ -488,7 +498,7 @@ def baselines_markdown(work: list[tuple[Any, Path]], state: State, modes: list[s
                 continue
             if eager:
                 speedup = eager["mean_ms"] / timing["mean_ms"] if timing else None
-                clamped[mode].append(_clamp(speedup))
+                clamped[mode].append(clamp(speedup))
                 if speedup:
                     raw[mode].append(speedup)
             cells.append(f"{ms(timing['mean_ms'])} ({eager['mean_ms'] / timing['mean_ms']:.2f}x)" if timing and eager
@@ -502,7 +512,7 @@ def baselines_markdown(work: list[tuple[Any, Path]], state: State, modes: list[s
         if mode in notes:
             lines.append(f"| {mode} | not measured: {notes[mode]} | - | {f'{paper:.2f}x' if paper else '-'} |")
             continue
-        lines.append(f"| {mode} | {ms(_geomean(raw[mode]))}x ({len(raw[mode])} tasks) | "
-                     f"{ms(_geomean(clamped[mode]))}x ({len(clamped[mode])} tasks) | "
+        lines.append(f"| {mode} | {ms(geomean(raw[mode]))}x ({len(raw[mode])} tasks) | "
+                     f"{ms(geomean(clamped[mode]))}x ({len(clamped[mode])} tasks) | "
                      f"{f'{paper:.2f}x' if paper else 'not published'} |")
     return "\n".join(lines) + "\n"

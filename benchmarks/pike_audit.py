@@ -26,8 +26,8 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import fidelity_runs as runs  # noqa: E402
 from fidelity import DEFAULT_SOLUTIONS, solutions  # noqa: E402
-from fidelity_runs import State, _clamp, _geomean, gpu_name, harness_phase, run_plain, torch_version, verdict  # noqa: E402
 from perf_common import REPO, Budget, arguments, default_device, workdir  # noqa: E402
 
 from pike_harness.host.tasks import Suite  # noqa: E402
@@ -40,7 +40,7 @@ VARIATIONS = (("call_twice", "a second call with the same input"),
               ("input_sensitivity", "output unchanged by a new input"))
 
 
-def probe_all(work: list[tuple[Any, Path]], state: State, device: str, budget: Budget, cache: Path | None,
+def probe_all(work: list[tuple[Any, Path]], state: runs.State, device: str, budget: Budget, cache: Path | None,
               jobs: int, margin_s: float) -> bool:
     """``pike_probes`` for every solution not yet probed, ``jobs`` processes at a time (nothing is timed)."""
     todo = [(task, path) for task, path in work if not state.done(f"probe|{path.name}")]
@@ -49,9 +49,9 @@ def probe_all(work: list[tuple[Any, Path]], state: State, device: str, budget: B
     print(f"[audit] probing {len(todo)} solutions, {jobs} at a time", flush=True)
     finished = True
     with concurrent.futures.ThreadPoolExecutor(jobs) as pool:
-        futures = {pool.submit(run_plain, ["--reference", str(task.path), "--solution", str(path), "--device", device,
-                                           "--atol", str(task.meta.atol), "--rtol", str(task.meta.rtol)],
-                               budget.left() - margin_s, cache, PROBES): (task, path) for task, path in todo}
+        futures = {pool.submit(runs.run_plain_within, ["--reference", str(task.path), "--solution", str(path), "--device",
+                                                  device, "--atol", str(task.meta.atol), "--rtol", str(task.meta.rtol)],
+                               budget, margin_s, cache, PROBES): (task, path) for task, path in todo}
         for future in concurrent.futures.as_completed(futures):
             task, path = futures[future]
             result = future.result()
@@ -108,7 +108,7 @@ def _finding(probe: dict[str, Any]) -> str:
     return "; ".join(parts)
 
 
-def audit_rows(work: list[tuple[Any, Path]], state: State) -> list[dict[str, Any]]:
+def audit_rows(work: list[tuple[Any, Path]], state: runs.State) -> list[dict[str, Any]]:
     rows = []
     for task, path in work:
         probe = state.get(f"probe|{path.name}")
@@ -119,11 +119,11 @@ def audit_rows(work: list[tuple[Any, Path]], state: State) -> list[dict[str, Any
         pike = _pike_verdict(probe)
         breaks = _breaks(probe)
         really = pike == "correct" and not breaks and probe is not None
-        rows.append({"task": task.id, "name": task.name, "file": path.name, "ours": verdict(ours),
+        rows.append({"task": task.id, "name": task.name, "file": path.name, "ours": runs.verdict(ours),
                      "ours_reason": (ours or {}).get("reason"), "pike": pike, "breaks": breaks,
                      "really_passes": really, "finding": _finding(probe) if breaks else "",
                      "speedup_plain": speedup, "probe": probe,
-                     "disagree": (verdict(ours) == "correct") != (pike == "correct") if ours else None})
+                     "disagree": (runs.verdict(ours) == "correct") != (pike == "correct") if ours else None})
     return rows
 
 
@@ -133,10 +133,10 @@ def summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
             "really_pass": sum(r["really_passes"] for r in rows),
             "ours_correct": sum(r["ours"] == "correct" for r in rows),
             "disagreements": sum(bool(r["disagree"]) for r in rows),
-            "geomean_pike_verdicts": _geomean([_clamp(r["speedup_plain"] if r["pike"] == "correct" else None)
+            "geomean_pike_verdicts": runs.geomean([runs.clamp(r["speedup_plain"] if r["pike"] == "correct" else None)
                                                for r in rows]),
-            "geomean_really_pass": _geomean([_clamp(r["speedup_plain"] if r["really_passes"] else None) for r in rows]),
-            "geomean_ours": _geomean([_clamp(r["speedup_plain"] if r["ours"] == "correct" else None) for r in rows]),
+            "geomean_really_pass": runs.geomean([runs.clamp(r["speedup_plain"] if r["really_passes"] else None) for r in rows]),
+            "geomean_ours": runs.geomean([runs.clamp(r["speedup_plain"] if r["ours"] == "correct" else None) for r in rows]),
             "published": PUBLISHED_GEOMEAN, "timed": sum(r["speedup_plain"] is not None for r in rows)}
 
 
@@ -221,17 +221,17 @@ def main() -> int:
     suite = Suite.from_dir(REPO / "tasks" / args.suite, origin="benchmarks")
     work = solutions(folder, suite, {int(t) for t in args.tasks.split(",")} if args.tasks else None)
     budget = Budget(args.budget_s)
-    state = State(args.state or args.out)
+    state = runs.State(args.state or args.out)
     cache = args.cache.resolve() if args.cache else None
     finished = args.render_only or probe_all(work, state, device, budget, cache, args.probe_jobs, args.margin_s)
     if args.run_harness and finished and not args.render_only:
         settings = {"warmup_ms": 500.0, "rep_ms": 2000.0}
-        finished = harness_phase(work, state, device, "pike", "all", settings, budget, cache,
+        finished = runs.harness_phase(work, state, device, "pike", "all", settings, budget, cache,
                                  workdir(args, "audit"), args.jobs, args.margin_s)
     rows = audit_rows(work, state)
     s = summary(rows)
-    gpu = gpu_name(device, state)
-    setup = {"gpu": gpu, "torch": torch_version(state), "date": time.strftime("%Y-%m-%d"), "solutions": str(folder),
+    gpu = runs.gpu_name(device, state)
+    setup = {"gpu": gpu, "torch": runs.torch_version(state), "date": time.strftime("%Y-%m-%d"), "solutions": str(folder),
              "new_seed": 42, "finished": finished,
              "suite": args.suite}
     text = markdown(rows, s, setup)
