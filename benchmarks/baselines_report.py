@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-PIKE_PUBLISHED = {"compile-max-autotune": 1.64}
+PIKE_PUBLISHED = {"compile-max-autotune": 1.64, "tensorrt": 1.41}  # over eager, H100, torch 2.8
 MODE_ORDER = ("eager", "compile", "compile-max-autotune", "cudagraphs", "tensorrt")
 
 
@@ -99,8 +99,11 @@ def render(folder: Path) -> str:
         published = PIKE_PUBLISHED.get(mode)
         lines.append(f"| {mode} | {g_raw:.3f}x over {len(raw[mode])} |" if g_raw else f"| {mode} | - |")
         lines[-1] += (f" {g_clamped:.3f}x over {len(clamped[mode])} |" if g_clamped else " - |")
-        lines[-1] += f" {published:.2f}x (max-autotune, torch 2.8) |" if published else \
+        lines[-1] += f" {published:.2f}x (H100, torch 2.8) |" if published else \
             (" 1.64x for max-autotune (torch 2.8); default mode not published |" if mode == "compile" else " - |")
+    for mode, why in sorted((meta.get("unavailable") or {}).items()):
+        published = PIKE_PUBLISHED.get(mode)
+        lines.append(f"| {mode} | not measured: {why} | - | {f'{published:.2f}x (H100, torch 2.8)' if published else '-'} |")
     if "compile" in modes or "compile-max-autotune" in modes:
         lines += ["", "For comparison: PIKE published 1.64x for `torch.compile` max-autotune over eager on level3-pike "
                       "(torch 2.8, H100). An earlier measurement of default-mode `torch.compile` on an H100 host with "

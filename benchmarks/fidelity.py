@@ -1,21 +1,26 @@
-"""Evaluator fidelity: the same solutions through ``--evaluator local`` and ``--evaluator queue``, in one sitting.
+"""Evaluator fidelity: the harness against an independent plain do_bench loop, in one sitting on one GPU.
 
-Both evaluators run the one evaluation engine (``pike_harness.worker.supervise.engine``): ``local`` in this
-process, ``queue`` in a worker process this script starts on a private queue folder. So the verdicts
-must agree and the runtimes must be the same within noise (issue 14: within 3 % on a GPU). For each
-solution file it records both verdicts, both runtimes and the queue/local runtime ratio; the summary
-gives the verdict agreement count and the median and maximum ratio. Written to ``--out`` as
-``fidelity.json`` (everything, with both engines' figures) and ``fidelity.md``, and printed.
+By default (``--compare plain``, issue 16) a folder of solutions (PIKE-B's 30 published best
+programs, ``../shared/fidelity/pike-b-level3``, when present) and the suite's eager references go
+through two sides: the harness (``LocalEvaluator``, ``--protocols pike`` and optionally ``robust``;
+all submitted at once and/or one at a time, ``--concurrency all,serial``) and the plain loop of
+``plain_loop.py`` (PIKE's protocol written plainly, one process per task, nothing from pike_harness).
+Per task: both verdicts, runtimes (harness mean/median/CV, plain mean of ``--plain-repeats``),
+speedups both ways and the ratios harness/plain; summary: how many runtimes are within 5 % (pike) /
+3 % (robust), the suite's clamped geomean both ways. Writes ``fidelity.json`` and ``fidelity.md`` to
+``--out`` and ``reports/fidelity-<gpu>.md`` under ``--reports``.
 
-Solution files map to task ids by their names: ``task_N.py`` (PIKE's published solutions, as in
-``../shared/fidelity/pike-b-level3``) or ``N_anything.py`` (a suite's own naming). Each evaluator gets
-every request at once, as a run would submit them, with its own fresh build cache, unless ``--cache DIR``
-gives both one cache (the queue worker then loads what local built: verdicts and timings are the same,
-the sitting is shorter; on a warm GPU machine a second call reuses it).
+Resumable: each finished measurement is appended to ``fidelity.jsonl`` in ``--state`` (default
+``--out``); the next call with the same state folder continues. ``--budget-s`` stops starting work
+before the limit. ``--cache DIR`` keeps build/JIT caches (both sides) between calls on a warm machine.
 
-  PYTHONPATH=src:plugins python3 benchmarks/fidelity.py --out $OUT                 # GPU, level3-pike
-  PYTHONPATH=src:plugins python3 benchmarks/fidelity.py --suite smoke --solutions DIR --device cpu \\
-      --protocol quick --out /tmp/fidelity                                          # a quick CPU check
+``--compare evaluators`` is the older check (issue 14): the same solutions through ``--evaluator
+local`` and ``--evaluator queue``, whose verdicts must agree and runtimes match within 3 %.
+
+  PYTHONPATH=src:plugins python3 benchmarks/fidelity.py --out $OUT --state .fidelity/state \
+      --cache .fidelity/cache --budget-s 540                                       # GPU, level3-pike
+  PYTHONPATH=src:plugins python3 benchmarks/fidelity.py --suite smoke --solutions DIR --device cpu \
+      --warmup-ms 5 --rep-ms 20 --out /tmp/fidelity                                 # a quick CPU check
 """
 
 from __future__ import annotations
@@ -39,6 +44,8 @@ from pike_harness.contracts.evaluation import EvaluatorError, EvaluatorOptions  
 from pike_harness.host.tasks import Suite  # noqa: E402
 
 DEFAULT_SOLUTIONS = REPO.parent / "shared" / "fidelity" / "pike-b-level3"
+if not DEFAULT_SOLUTIONS.is_dir():  # on a GPU machine the corpus travels in an ignored folder of the checkout
+    DEFAULT_SOLUTIONS = REPO / ".fidelity" / "pike-b-level3"
 NAME = re.compile(r"^(?:task_)?(\d+)(?:_.*)?\.py$")
 TOLERANCE = 0.03  # issue 14: queue runtimes within 3 % of local's on a GPU
 
@@ -202,31 +209,17 @@ def markdown(rows: list[dict], summary: dict, setup: dict) -> str:
     return "\n".join(lines)
 
 
-def main() -> int:
-    parser = arguments(__doc__.split("\n\n")[0], budget_s=3600.0)
-    parser.add_argument("--suite", default="level3-pike", help="Task suite of the solutions (default level3-pike).")
-    parser.add_argument("--solutions", type=Path, default=None,
-                        help=f"Folder of solution files (default: {DEFAULT_SOLUTIONS} when present).")
-    parser.add_argument("--tasks", default=None, help="Only these task ids, e.g. 1,2,9.")
-    parser.add_argument("--timeout", type=float, default=None, help="Per-stage limit in seconds (default: the request's).")
-    parser.add_argument("--cache", type=Path, default=None,
-                        help="One build/JIT cache folder for both evaluators (default: a fresh one each).")
-    args = parser.parse_args()
+def _records(results: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    return {name: ({k: v for k, v in entry.items() if k != "result"}
+                   | ({"record": entry["result"].to_dict()} if "result" in entry else {}))
+            for name, entry in results.items()}
+
+
+def compare_evaluators(args: Any, folder: Path, work: list[tuple[Any, Path]]) -> int:
+    """``--compare evaluators``: local against queue (issue 14)."""
     args.protocol = args.protocol or "robust"
-    args.device = args.device or default_device()
-    folder = args.solutions or DEFAULT_SOLUTIONS
-    if not folder.is_dir():
-        parser.error(f"no solutions folder {folder}: give --solutions DIR")
-    suite = Suite.from_dir(REPO / "tasks" / args.suite, origin="benchmarks")
-    wanted = {int(t) for t in args.tasks.split(",")} if args.tasks else None
-    work = solutions(folder, suite, wanted)
-    if not work:
-        parser.error(f"no solution in {folder} names a task of {args.suite}")
     budget = Budget(args.budget_s)
     base = workdir(args, "fidelity")
-    if args.device == "cpu":  # small tensors on a few shared cores: threads only contend
-        os.environ.setdefault("OMP_NUM_THREADS", "1")
-
     began = time.monotonic()
     local, local_engine, local_stats = run_local(args, base, work, budget)
     local_s = time.monotonic() - began
@@ -246,10 +239,113 @@ def main() -> int:
     return 0 if summary["verdicts_agree"] == summary["solutions"] else 1
 
 
-def _records(results: dict[str, dict[str, Any]]) -> dict[str, Any]:
-    return {name: ({k: v for k, v in entry.items() if k != "result"}
-                   | ({"record": entry["result"].to_dict()} if "result" in entry else {}))
-            for name, entry in results.items()}
+def compare_plain(args: Any, folder: Path, work: list[tuple[Any, Path]]) -> int:
+    """The default: the harness against the plain loop, resumable through ``--state``."""
+    import fidelity_runs as runs
+
+    budget = Budget(args.budget_s)
+    base = workdir(args, "fidelity")
+    state = runs.State(args.state or args.out)
+    cache = args.cache.resolve() if args.cache else None
+    protocols = [p.strip() for p in args.protocols.split(",") if p.strip()]
+    concurrencies = [c.strip() for c in args.concurrency.split(",") if c.strip()]
+    if any(c not in ("all", "serial") for c in concurrencies):
+        raise SystemExit("--concurrency takes all, serial or both")
+    settings = {"warmup_ms": args.warmup_ms, "rep_ms": args.rep_ms, "repeats": args.plain_repeats}
+    sides = {s.strip() for s in args.sides.split(",")}
+    finished = True
+    if "plain" in sides:
+        finished = runs.plain_phase(work, state, args.device, settings, budget, cache, args.warm_jobs, args.margin_s)
+    for protocol in protocols if "harness" in sides else []:
+        for concurrency in concurrencies:
+            if finished:
+                finished = runs.harness_phase(work, state, args.device, protocol, concurrency, settings, budget, cache,
+                                         base, args.jobs, args.margin_s)
+    modes = [m.strip() for m in args.baselines.split(",") if m.strip() not in ("", "eager")]
+    if modes and finished and "harness" in sides:  # after the solutions: the fidelity table comes first
+        finished = runs.harness_phase(work, state, args.device, "pike", "all", settings, budget, cache, base,
+                                      args.jobs, args.margin_s, modes=modes, precompile_jobs=args.precompile_jobs,
+                                      jit_margin_s=args.jit_margin_s)
+    gpu = runs.gpu_name(args.device, state)
+    comparisons = [runs.compare(work, state, p, c) for p in protocols for c in concurrencies]
+    setup = {"suite": args.suite, "device": args.device, "solutions": str(folder), "tasks": len(work), "gpu": gpu,
+             "torch": runs.torch_version(state), "triton": _triton_version(), "date": time.strftime("%Y-%m-%d"),
+             "protocols": protocols, "concurrency": concurrencies, "finished": finished, **settings}
+    text = runs.markdown(comparisons, setup)
+    if not finished:
+        text += ("\n**Partial**: the budget stopped this call; run the same command with the same --state "
+                 "to continue.\n")
+    write(args.out, "fidelity", {"setup": setup, "comparisons": comparisons}, text)
+    reports = args.reports or args.out / "reports"
+    reports.mkdir(parents=True, exist_ok=True)
+    (reports / f"fidelity-{runs.gpu_slug(gpu)}.md").write_text(text)
+    if modes:
+        (reports / f"baselines-{runs.gpu_slug(gpu)}.md").write_text(runs.baselines_markdown(work, state, modes, setup))
+    if (args.state or args.out).resolve() != args.out.resolve():  # the state travels back with --out
+        (args.out / "fidelity.jsonl").write_bytes(state.path.read_bytes())
+    print(f"[fidelity] {'finished' if finished else 'stopped at the budget: run again to continue'}; "
+          f"report {reports / f'fidelity-{runs.gpu_slug(gpu)}.md'}", flush=True)
+    return 0 if finished else 3
+
+
+def _triton_version() -> str | None:
+    try:
+        import triton
+
+        return triton.__version__
+    except ImportError:
+        return None
+
+
+def main() -> int:
+    parser = arguments(__doc__.split("\n\n")[0], budget_s=3600.0)
+    parser.add_argument("--compare", choices=("plain", "evaluators"), default="plain",
+                        help="plain: harness against the plain do_bench loop (default); evaluators: local vs queue.")
+    parser.add_argument("--suite", default="level3-pike", help="Task suite of the solutions (default level3-pike).")
+    parser.add_argument("--solutions", type=Path, default=None,
+                        help=f"Folder of solution files (default: {DEFAULT_SOLUTIONS} when present).")
+    parser.add_argument("--tasks", default=None, help="Only these task ids, e.g. 1,2,9.")
+    parser.add_argument("--timeout", type=float, default=None,
+                        help="evaluators: per-stage limit in seconds (default: the request's).")
+    parser.add_argument("--cache", type=Path, default=None,
+                        help="Build/JIT cache folder, reused between calls (default: a fresh one in the workdir).")
+    parser.add_argument("--state", type=Path, default=None,
+                        help="plain: folder of fidelity.jsonl, the finished measurements (default: --out).")
+    parser.add_argument("--reports", type=Path, default=None,
+                        help="plain: folder for fidelity-<gpu>.md (default: OUT/reports).")
+    parser.add_argument("--protocols", default="pike", help="plain: harness protocols, e.g. pike,robust.")
+    parser.add_argument("--concurrency", default="all",
+                        help="plain: all (every request submitted at once), serial (one at a time) or all,serial.")
+    parser.add_argument("--baselines", default="",
+                        help="plain: also time the references in these pikeh-baselines modes (pike, all at once), "
+                             "e.g. compile,compile-max-autotune,cudagraphs,tensorrt; writes reports/baselines-<gpu>.md.")
+    parser.add_argument("--precompile-jobs", type=int, default=8,
+                        help="plain: --baselines compiles (torch.compile, TensorRT) run this many at a time first.")
+    parser.add_argument("--jit-margin-s", type=float, default=240.0,
+                        help="plain: start no --baselines compile with less than this left of --budget-s.")
+    parser.add_argument("--sides", default="plain,harness", help="plain: which sides to measure this call (none: only render the reports from --state).")
+    parser.add_argument("--plain-repeats", type=int, default=2, help="plain: do_bench calls per model.")
+    parser.add_argument("--warmup-ms", type=float, default=500.0, help="plain and pike: warm-up budget (ms).")
+    parser.add_argument("--rep-ms", type=float, default=2000.0, help="plain and pike: repetition budget (ms).")
+    parser.add_argument("--warm-jobs", type=int, default=8,
+                        help="plain: solutions built in parallel before any timing (0: build while timing).")
+    parser.add_argument("--margin-s", type=float, default=45.0,
+                        help="plain: start no new measurement with less than this left of --budget-s.")
+    args = parser.parse_args()
+    args.device = args.device or default_device()
+    folder = args.solutions or DEFAULT_SOLUTIONS
+    if not folder.is_dir():
+        parser.error(f"no solutions folder {folder}: give --solutions DIR")
+    suite = Suite.from_dir(REPO / "tasks" / args.suite, origin="benchmarks")
+    wanted = {int(t) for t in args.tasks.split(",")} if args.tasks else None
+    work = solutions(folder, suite, wanted)
+    if not work:
+        parser.error(f"no solution in {folder} names a task of {args.suite}")
+    if args.device == "cpu":  # small tensors on a few shared cores: threads only contend
+        os.environ.setdefault("OMP_NUM_THREADS", "1")
+    if args.compare == "evaluators":
+        return compare_evaluators(args, folder, work)
+    return compare_plain(args, folder, work)
 
 
 if __name__ == "__main__":

@@ -22,8 +22,9 @@ def _baselines(cli, folder: Path, cache: Path, modes: str, tasks: str = "1"):
 
 def test_eager_baselines_are_written_for_the_reporter_and_resumed(cli, tmp_path):
     folder, cache = tmp_path / "set", tmp_path / "cache"
-    first = _baselines(cli, folder, cache, "eager", tasks="1,5")
+    first = _baselines(cli, folder, cache, "eager,tensorrt", tasks="1,5")
     assert first.exit_code == 0, first.output
+    assert "skipping mode tensorrt" in first.output
     lines = _lines(folder)
     assert sorted((e["task"], e["mode"]) for e in lines) == [("smoke/1", "eager"), ("smoke/5", "eager")]
     for event in lines:
@@ -33,6 +34,15 @@ def test_eager_baselines_are_written_for_the_reporter_and_resumed(cli, tmp_path)
         assert event["result"]["protocol"]["name"] == "quick"
     meta = json.loads((folder / "meta.json").read_text())
     assert meta["environment"]["host"] and meta["environment"]["cpu"] and meta["environment"]["torch"]
+    assert meta["unavailable"] == {"tensorrt": "tensorrt needs a CUDA device"}
+    # the markdown report says why the mode has no runtime, next to PIKE's figure
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
+    import baselines_report
+
+    assert "| tensorrt | not measured: tensorrt needs a CUDA device | - | 1.41x (H100, torch 2.8) |" in \
+        baselines_report.render(folder)
     # the reporter's loader reads the set as it is
     rows = baseline_set_rows(folder)
     assert [r["runtime_ms"] > 0 for r in rows["baselines"]] == [True, True]

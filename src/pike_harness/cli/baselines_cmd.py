@@ -90,13 +90,14 @@ def baselines(suite: str, tasks_spec: str | None, modes: str, output_dir: Path, 
 
     with build_evaluator(values) as evaluator:
         device_kind = _device_kind(evaluator, values.get("device") or "auto")
-        wanted = _available_modes(wanted, device_kind, console)
+        requested, wanted = wanted, _available_modes(wanted, device_kind, console)
+        cannot = {mode: _why_unavailable(mode, device_kind) for mode in requested if mode not in wanted}
         todo = [(task, mode) for task in tasks for mode in wanted
                 if (task.ref, mode, device_kind) not in done]
         skipped = len(tasks) * len(wanted) - len(todo)
         if skipped:
             console.print(f"{skipped} entries already in {output_dir / BASELINES_FILE}: skipped")
-        _write_meta(output_dir, suite, protocol, wanted, evaluator, None)
+        _write_meta(output_dir, suite, protocol, wanted, evaluator, None, unavailable=cannot)
         if not todo:
             console.print("nothing to do")
             return
@@ -149,6 +150,12 @@ def _finished(path: Path, protocol: str, retry_failed: bool) -> set[tuple[str, s
     return finished
 
 
+def _why_unavailable(mode: str, device_kind: str) -> str:
+    from pike_harness.worker.inside.baseline_modes import unavailable
+
+    return unavailable(mode, device_kind) or ""
+
+
 def _check_host(folder: Path) -> None:
     """A baseline set belongs to one host: launch-bound runtimes differ up to 2x between hosts."""
     from pike_harness.worker.environment import host_info
@@ -170,7 +177,8 @@ def _read_meta(folder: Path) -> dict[str, Any]:
 
 
 def _write_meta(folder: Path, suite: str, protocol: str, modes: list[str], evaluator: Evaluator,
-                environment: dict[str, Any] | None) -> None:
+                environment: dict[str, Any] | None, unavailable: dict[str, str] | None = None) -> None:
+    """``unavailable``: requested modes that cannot run on this host, with why (the report shows them)."""
     from pike_harness import __version__
     from pike_harness.worker.environment import host_info
 
@@ -187,6 +195,9 @@ def _write_meta(folder: Path, suite: str, protocol: str, modes: list[str], evalu
                  "updated": now(), "suite": suite, "protocol": protocol,
                  "modes": sorted(set(meta.get("modes") or []) | set(modes)), "pikeh": __version__,
                  "evaluator": evaluator.describe(), "environment": env})
+    if unavailable is not None:
+        meta["unavailable"] = {m: why for m, why in {**(meta.get("unavailable") or {}), **unavailable}.items()
+                               if m not in meta["modes"]}
     tmp = folder / f".{META_FILE}.tmp{os.getpid()}"
     tmp.write_text(json.dumps(meta, indent=2, sort_keys=True, default=str) + "\n", encoding="utf-8")
     os.replace(tmp, folder / META_FILE)

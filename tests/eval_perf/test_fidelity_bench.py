@@ -1,0 +1,215 @@
+"""The fidelity benchmark on the CPU: the plain loop's protocol, and a resumable end-to-end run."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+BENCH = REPO / "benchmarks"
+SMOKE = REPO / "tasks" / "smoke"
+
+FACTORY = '''
+import torch.nn as nn
+
+
+def Model(input_size, hidden_size, output_size):
+    """A factory function, as some METR solutions write ModelNew/Model."""
+    return nn.Sequential(nn.Linear(input_size, hidden_size), nn.ReLU(), nn.Linear(hidden_size, hidden_size),
+                         nn.ReLU(), nn.Linear(hidden_size, output_size))
+'''
+
+WRONG = '''
+import torch
+import torch.nn as nn
+
+
+class ModelNew(nn.Module):
+    def __init__(self, scale):
+        super().__init__()
+
+    def forward(self, x):
+        return torch.softmax(x, dim=-1)
+'''
+
+
+@pytest.fixture(scope="module")
+def plain_loop():
+    sys.path.insert(0, str(BENCH))
+    try:
+        import plain_loop
+
+        yield plain_loop
+    finally:
+        sys.path.remove(str(BENCH))
+
+
+def test_plain_loop_accepts_a_factory_and_times_both_models(plain_loop, tmp_path):
+    import torch
+
+    solution = tmp_path / "task_6.py"
+    solution.write_text(FACTORY)
+    out = plain_loop.measure(SMOKE / "6_MLP3.py", solution, torch.device("cpu"), repeats=2, warmup_ms=1,
+                             rep_ms=5, atol=1e-2, rtol=1e-2)
+    assert out["verdict"] == "correct", out
+    assert out["max_diff"] == 0.0  # the same weights under seed 1, the same inputs under seed 0
+    assert len(out["eager_ms"]) == 2 and len(out["solution_ms"]) == 2
+    assert all(t > 0 for t in out["eager_ms"] + out["solution_ms"])
+    assert len(out["eager_median_ms"]) == 2 and all(t > 0 for t in out["solution_median_ms"])
+
+
+def test_plain_loop_rejects_a_wrong_solution_without_timing_it(plain_loop, tmp_path):
+    import torch
+
+    solution = tmp_path / "task_2.py"
+    solution.write_text(WRONG)
+    out = plain_loop.measure(SMOKE / "2_Softmax.py", solution, torch.device("cpu"), repeats=1, warmup_ms=1,
+                             rep_ms=2, atol=1e-5, rtol=1e-3)
+    assert out["verdict"] == "incorrect" and out["max_diff"] > 1e-3
+    assert "solution_ms" not in out and len(out["eager_ms"]) == 1
+
+
+@pytest.mark.slow
+def test_fidelity_run_reports_both_sides_and_resumes(tmp_path):
+    folder = tmp_path / "solutions"
+    folder.mkdir()
+    (folder / "task_6.py").write_text(FACTORY)
+    (folder / "task_2.py").write_text((SMOKE / "2_Softmax.py").read_text().replace("class Model(", "class ModelNew("))
+    out, state = tmp_path / "out", tmp_path / "state"
+    command = [sys.executable, str(BENCH / "fidelity.py"), "--suite", "smoke", "--solutions", str(folder),
+               "--device", "cpu", "--warmup-ms", "2", "--rep-ms", "10", "--plain-repeats", "1", "--warm-jobs", "1",
+               "--out", str(out), "--state", str(state), "--workdir", str(tmp_path / "work"), "--budget-s", "240"]
+    env = {**os.environ, "OMP_NUM_THREADS": "1",
+           "PYTHONPATH": os.pathsep.join([str(REPO / "src"), str(REPO / "plugins")])}
+    first = subprocess.run(command, capture_output=True, text=True, env=env, timeout=300)
+    assert first.returncode == 0, first.stderr[-3000:]
+    lines = (state / "fidelity.jsonl").read_text().splitlines()
+    keys = {json.loads(line)["key"] for line in lines}
+    assert {"plain|2", "plain|6", "harness|pike|all|eager:2", "harness|pike|all|task_2.py",
+            "harness|pike|all|task_6.py", "plainwarm|task_6.py"} <= keys
+    payload = json.loads((out / "fidelity.json").read_text())
+    rows = {row["task"]: row for row in payload["comparisons"][0]["rows"]}
+    assert rows[2]["harness"] == "correct" and rows[2]["plain"] == "correct"
+    assert rows[2]["eager_ratio"] is not None and rows[2]["speedup_plain"] is not None
+    assert rows[6]["plain"] == "correct"  # the independent side accepts a factory function
+    report = (out / "reports" / "fidelity-cpu.md").read_text()
+    assert "| 2 Softmax | correct | correct |" in report
+    assert (out / "fidelity.jsonl").read_text() == (state / "fidelity.jsonl").read_text()
+
+    again = subprocess.run(command, capture_output=True, text=True, env=env, timeout=300)
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert (state / "fidelity.jsonl").read_text().splitlines() == lines  # nothing measured twice
+    assert "harness pike/all" not in again.stdout
+
+
+STATEFUL = '''
+import torch
+import torch.nn as nn
+
+
+class ModelNew(nn.Module):
+    """Right on the first call only: adds how often it was called before."""
+
+    def __init__(self, scale):
+        super().__init__()
+        self.scale, self.calls = scale, 0
+
+    def forward(self, x):
+        self.calls += 1
+        return torch.softmax(x * self.scale, dim=-1) + (self.calls - 1) * 0.5
+'''
+
+STALE = '''
+import torch
+import torch.nn as nn
+
+_SAVED = {}
+
+
+class ModelNew(nn.Module):
+    """Computes once per process and returns that output for every input, as a stale CUDA graph does."""
+
+    def __init__(self, in_features, out_features):
+        super().__init__()
+        self.linear = nn.Linear(in_features, out_features, bias=False)
+
+    def forward(self, x):
+        if "y" not in _SAVED:
+            _SAVED["y"] = torch.relu(self.linear(x))
+        return _SAVED["y"]
+'''
+
+
+@pytest.fixture(scope="module")
+def probes(plain_loop):
+    import pike_probes
+
+    return pike_probes
+
+
+def test_probes_find_state_kept_across_calls(probes, tmp_path):
+    import torch
+
+    solution = tmp_path / "task_2.py"
+    solution.write_text(STATEFUL)
+    out = probes.probe(SMOKE / "2_Softmax.py", solution, torch.device("cpu"), atol=1e-5, rtol=1e-3)
+    assert out["one_call"] == {"ok": True, "max_diff": 0.0}  # PIKE's one-call check passes it
+    assert not out["call_twice"]["ok"] and out["call_twice"]["call1_vs_call2"] == pytest.approx(0.5)
+    assert out["second_instance"]["ok"] and out["new_input"]["ok"]  # each fresh instance's first call is right
+
+
+def test_probes_find_an_output_that_ignores_its_input(probes, tmp_path):
+    import torch
+
+    solution = tmp_path / "task_1.py"
+    solution.write_text(STALE)
+    out = probes.probe(SMOKE / "1_MatmulReLU.py", solution, torch.device("cpu"), atol=1e-2, rtol=1e-2)
+    assert out["one_call"]["ok"] and out["call_twice"]["ok"] and out["second_instance"]["ok"]
+    assert not out["new_input"]["ok"]
+    sensitivity = out["input_sensitivity"]
+    assert sensitivity["solution_moves"] == 0.0 and sensitivity["reference_moves"] > 0.1 and not sensitivity["ok"]
+
+
+def test_audit_names_what_breaks_and_recomputes_the_suite_score(probes, tmp_path):
+    """The audit's table and findings from real probe results, our verdicts and plain-loop timings."""
+    import pike_audit
+    import torch
+    from fidelity_runs import State
+
+    from pike_harness.host.tasks import Suite
+
+    suite = Suite.from_dir(SMOKE, origin="test")
+    folder = tmp_path / "solutions"
+    folder.mkdir()
+    (folder / "task_2.py").write_text(STATEFUL)
+    (folder / "task_6.py").write_text(FACTORY)
+    work = [(suite.task(2), folder / "task_2.py"), (suite.task(6), folder / "task_6.py")]
+    state = State(tmp_path / "state")
+    for task, path in work:
+        result = probes.probe(task.path, path, torch.device("cpu"), task.meta.atol, task.meta.rtol)
+        state.add({"key": f"probe|{path.name}", "kind": "probe", "file": path.name, "task": task.id, **result})
+        state.add({"key": f"plain|{task.id}", "kind": "plain", "task": task.id, "verdict": "correct",
+                   "eager_ms": [2.0, 2.0], "solution_ms": [1.0, 1.0]})
+    state.add({"key": "harness|pike|all|task_2.py", "kind": "harness", "task": 2, "category": "incorrect",
+               "check": "stateful", "reason": "wrong on call 2"})
+    state.add({"key": "harness|pike|all|task_6.py", "kind": "harness", "task": 6, "category": "compile_error",
+               "check": "load", "reason": "defines none of ModelNew, Model"})
+
+    rows = pike_audit.audit_rows(work, State(tmp_path / "state"))  # read back from the JSONL
+    by_task = {r["task"]: r for r in rows}
+    assert by_task[2]["pike"] == "correct" and by_task[2]["breaks"] == ["call_twice"]
+    assert not by_task[2]["really_passes"] and by_task[2]["disagree"] is True  # a catch PIKE misses
+    assert by_task[6]["really_passes"] and by_task[6]["disagree"] is True
+    summary = pike_audit.summary(rows)
+    assert summary["geomean_pike_verdicts"] == pytest.approx(2.0)  # both pass PIKE's one call, 2x each
+    assert summary["geomean_really_pass"] == pytest.approx(2 ** 0.5)  # task 2 counts 1.0
+    text = pike_audit.markdown(rows, summary, {"gpu": "cpu", "torch": "t", "date": "d", "solutions": str(folder),
+                                               "new_seed": 42, "suite": "smoke"})
+    assert "call 1 max diff 0, call 2 with the same input 0.5" in text
+    assert "**Task 6**: every variation passes, yet our verdict is `compile_error/load`" in text
+    assert "| published (PIKE-B, paper) | 2.88x |" in text
