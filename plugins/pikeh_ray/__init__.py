@@ -45,7 +45,7 @@ class RayConfig:
                                       "the node; 'off' builds every candidate from scratch."})
     ray_node_dir: str | None = field(default=None, metadata={
         "metavar": "DIR", "help": "Node-local folder for scratch and reference files (default /tmp/pikeh-ray)."})
-    unsafe_no_sandbox: bool | None = field(default=None, metadata={"help": UNSAFE_OPTION_HELP})
+    unsafe_no_sandbox: bool | None = field(default=None, metadata={"help": UNSAFE_OPTION_HELP, "flag": True})
 
 
 def _build(options: EvaluatorOptions):

@@ -107,7 +107,7 @@ class EngineOptions:
     pin_cpus: bool | None = field(default=None, metadata={
         "help": "Keep one core per GPU free of loads and builds for timing (default: on with at least 4 "
                 "cores)."})
-    unsafe_no_sandbox: bool | None = field(default=None, metadata={"help": UNSAFE_OPTION_HELP})
+    unsafe_no_sandbox: bool | None = field(default=None, metadata={"help": UNSAFE_OPTION_HELP, "flag": True})
 
 
 @dataclass
