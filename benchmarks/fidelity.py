@@ -115,7 +115,7 @@ def run_local(args: Any, base: Path, work: list, budget: Budget) -> tuple[dict, 
 class Worker:
     """``pikeh worker`` (``python -m pike_harness worker``) on a private queue folder, as users run it."""
 
-    def __init__(self, io_dir: Path, device: str, base: Path, cache: Path):
+    def __init__(self, io_dir: Path, device: str, base: Path, cache: Path, unsandboxed: bool = False):
         self.io_dir, self.worker_id = io_dir, "fidelity"
         env = {**os.environ, "PIKEH_CACHE_DIR": str(cache),
                "PYTHONPATH": os.pathsep.join([str(REPO / "src"), os.environ.get("PYTHONPATH", "")])}
@@ -123,7 +123,8 @@ class Worker:
         with open(self.log_path, "ab") as log:
             self.popen = subprocess.Popen([sys.executable, "-m", "pike_harness", "worker", "--io-dir", str(io_dir),
                                            "--device", device, "--worker-id", self.worker_id, "--workdir",
-                                           str(base / "worker")], stdout=log, stderr=subprocess.STDOUT, env=env)
+                                           str(base / "worker"), *(["--unsafe-no-sandbox"] if unsandboxed else [])],
+                                          stdout=log, stderr=subprocess.STDOUT, env=env)
 
     def wait_ready(self, timeout: float = 300.0) -> None:
         beat = self.io_dir / "workers" / f"{self.worker_id}.json"
@@ -147,7 +148,7 @@ def run_queue(args: Any, base: Path, work: list, budget: Budget) -> tuple[dict, 
     from pikeh_queue import QueueEvaluator
 
     io_dir = base / "io"
-    worker = Worker(io_dir, args.device, base, cache_dir(args, base, "queue"))
+    worker = Worker(io_dir, args.device, base, cache_dir(args, base, "queue"), unsandboxed=args.unsandboxed_queue)
     try:
         worker.wait_ready()
         evaluator = QueueEvaluator(EvaluatorOptions(protocol=args.protocol, extra={"io_dir": str(io_dir)}))
@@ -194,7 +195,8 @@ def markdown(rows: list[dict], summary: dict, setup: dict) -> str:
 
     lines = [f"## Evaluator fidelity: local vs queue ({setup['suite']}, {setup['device']}, {setup['protocol']})", "",
              f"{setup['gpu'] or setup['cpu']}; {summary['solutions']} solutions from `{setup['solutions']}`; "
-             f"{setup['date']}.", "",
+             f"{setup['date']}. Candidate isolation: local {setup['isolation']['local']}, "
+             f"queue {setup['isolation']['queue']}.", "",
              "| file | task | local | queue | local ms | queue ms | queue/local |", "|---|---|---|---|---|---|---|"]
     for row in rows:
         ratio = f"{row['ratio']:.3f}" if row["ratio"] is not None else "-"
@@ -229,6 +231,7 @@ def compare_evaluators(args: Any, folder: Path, work: list[tuple[Any, Path]]) ->
     rows, summary = compare(local, queue)
     environment = environment_of([e["result"] for e in local.values() if "result" in e])
     setup = {"suite": args.suite, "device": args.device, "protocol": args.protocol, "solutions": str(folder),
+             "isolation": {"local": _isolation(local), "queue": _isolation(queue)},
              "gpu": environment.get("gpu"), "cpu": environment.get("cpu"), "date": time.strftime("%Y-%m-%d")}
     payload = {"setup": setup, "environment": environment, "summary": summary, "rows": rows,
                "seconds": {"local": local_s, "queue": queue_s},
@@ -309,6 +312,9 @@ def main() -> int:
                         help="evaluators: per-stage limit in seconds (default: the request's).")
     parser.add_argument("--cache", type=Path, default=None,
                         help="Build/JIT cache folder, reused between calls (default: a fresh one in the workdir).")
+    parser.add_argument("--unsandboxed-queue", action="store_true",
+                        help="evaluators: run the queue worker with --unsafe-no-sandbox: the queue column is then "
+                             "the candidate sandbox off, local's on (the two transports agree otherwise).")
     parser.add_argument("--state", type=Path, default=None,
                         help="plain: folder of fidelity.jsonl, the finished measurements (default: --out).")
     parser.add_argument("--reports", type=Path, default=None,

@@ -37,6 +37,8 @@ CONFIGS: dict[str, dict[str, Any]] = {
     "no-prestart": {"prestart": 0},
     "pike-like": {"jobs": 1, "max_ready": 0, "prestart": 0, "build_cache": "off", "jit_cache": "private",
                   "quiet_timing": False, "pin_cpus": False, "prewarm": "off"},
+    "unsandboxed": {"unsafe_no_sandbox": True},
+    "no-prestart-unsandboxed": {"prestart": 0, "unsafe_no_sandbox": True},
 }
 
 TRIVIAL = """

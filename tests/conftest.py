@@ -69,3 +69,15 @@ def run_pikeh(pikeh_exe: str, tmp_path: Path):
                               timeout=timeout, cwd=cwd or tmp_path)
 
     return run
+
+
+@pytest.fixture
+def visible_tmp():
+    """A temporary folder that sandboxed candidates can see (read-only): /tmp is private inside the
+    candidate sandbox, so a file a test shows a candidate (a gate it waits at) must live elsewhere."""
+    import shutil
+    import tempfile
+
+    folder = Path(tempfile.mkdtemp(prefix="pikeh-visible-", dir="/var/tmp"))
+    yield folder
+    shutil.rmtree(folder, ignore_errors=True)

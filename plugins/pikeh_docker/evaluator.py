@@ -129,7 +129,7 @@ class DockerEvaluator(Evaluator):
     # -- containers -----------------------------------------------------------------------------------
     def _worker_args(self, spec: ContainerSpec, replace: bool) -> list[str]:
         args = ["--io-dir", "/io", "--device", spec.worker_device, "--worker-id", spec.worker_id,
-                "--workdir", "/scratch/worker", "--key-stdin", "--stdin-lifeline"]
+                "--workdir", "/scratch/worker", "--key-stdin", "--stdin-lifeline", "--sandbox-optional"]
         if self.max_active:
             args += ["--max-active", str(self.max_active)]
         if replace:

@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from pike_harness.api import EvaluatorOptions, EvaluatorSpec, hookimpl
+from pike_harness.worker.supervise.isolation import UNSAFE_OPTION_HELP
 
 
 @dataclass
@@ -44,6 +45,7 @@ class RayConfig:
                                       "the node; 'off' builds every candidate from scratch."})
     ray_node_dir: str | None = field(default=None, metadata={
         "metavar": "DIR", "help": "Node-local folder for scratch and reference files (default /tmp/pikeh-ray)."})
+    unsafe_no_sandbox: bool | None = field(default=None, metadata={"help": UNSAFE_OPTION_HELP, "flag": True})
 
 
 def _build(options: EvaluatorOptions):

@@ -81,6 +81,7 @@ class Config:
     prewarm: str | None = None  # None: the engine's default (as for local)
     quiet: bool | None = None
     jobs: int | None = None  # the device engines' CPU slots; None: the node's share (node.py)
+    unsafe_no_sandbox: bool = False  # candidates unisolated (--unsafe-no-sandbox)
     idle_exit_s: float = 300.0
     no_device_grace_s: float = NO_DEVICE_GRACE_S
 
@@ -244,7 +245,7 @@ class Bridge:
             count = int(resources.get(self.resource, 0))
             cpus = max(1, int(resources.get("CPU", 1)))
             options = engine_options(self.config.cache, self.config.prewarm, self.config.quiet, self.config.jobs,
-                                     max(1, cpus // max(1, count)))
+                                     max(1, cpus // max(1, count)), self.config.unsafe_no_sandbox)
             for slot in range(count):
                 name = f"pikeh-device-{node['NodeID']}-{slot}"
                 known = self.devices.get(name)

@@ -240,6 +240,7 @@ class RayEvaluator(Evaluator):
             "inflight": int(extra["ray_inflight"]) if extra.get("ray_inflight") else None,
             "node_dir": str(extra["ray_node_dir"]) if extra.get("ray_node_dir") else None,
             "cache": str(cache) if cache is not None else "off",
+            "unsafe_no_sandbox": bool(extra.get("unsafe_no_sandbox")),
         }
         self.connect_timeout_s = float(extra.get("ray_connect_timeout") or CONNECT_TIMEOUT_S)
         self._own_workdir = options.workdir is None

@@ -188,8 +188,9 @@ def physical_environ() -> dict[str, str]:
 
 
 def engine_options(cache: str | None, prewarm: str | None, quiet: bool | None, jobs: int | None,
-                   cpus_per_device: int | None) -> dict[str, Any]:
+                   cpus_per_device: int | None, unsafe_no_sandbox: bool = False) -> dict[str, Any]:
     """The ``EngineConfig`` values a bridge gives the device actors it creates (the first bridge to
     create an actor sets them; later runs share it as it is)."""
     return {"build_cache": "off" if cache is None else (None if cache == "default" else cache),
-            "prewarm": prewarm, "quiet_timing": quiet, "jobs": jobs, "cpus_per_device": cpus_per_device}
+            "prewarm": prewarm, "quiet_timing": quiet, "jobs": jobs, "cpus_per_device": cpus_per_device,
+            "unsafe_no_sandbox": unsafe_no_sandbox}

@@ -39,13 +39,17 @@ def _cases():
 
 
 def _evaluate(evaluator) -> dict[str, tuple[str, str | None]]:
-    """The eight candidates at once, then the repeat: name -> (category, check)."""
+    """The eight candidates at once, then the repeat: name -> (category, check); and under "isolation"
+    the candidate isolations the results name (the same sandbox whatever the transport)."""
     cases = _cases()
     futures = {case.name: evaluator.submit(case.request()) for case in cases}
-    verdicts = {}
+    verdicts: dict = {}
+    isolations = set()
     for name, future in futures.items():
         result = future.result(timeout=600)
         verdicts[name] = (result.category, result.check)
+        isolations.add(result.isolation)
+    verdicts["isolation"] = sorted(isolations)
     repeat = next(case for case in cases if case.name == REPEAT)
     again = evaluator.submit(repeat.request()).result(timeout=600)
     verdicts[f"{REPEAT} (again)"] = (again.category, again.check)
@@ -132,6 +136,7 @@ def test_local_gives_the_corpus_verdicts(through_local):
     for case in _cases():
         assert verdicts[case.name] == (case.category, case.check), case.name
     assert verdicts[f"{REPEAT} (again)"] == verdicts[REPEAT]
+    assert verdicts["isolation"] == ["bwrap"]
     assert stats["build_cache"]["misses"] == 1 and stats["build_cache"]["hits"] == 1, stats["build_cache"]
     assert stats["quiet"]["pauses"] == stats["timed"] > 0, "every timing ran quiet"
 

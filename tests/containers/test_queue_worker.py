@@ -48,14 +48,14 @@ def test_many_concurrent_requests_over_two_workers_arrive_once_each(shared_queue
     assert all(heartbeat(io_dir, w.worker_id)["max_active"] == 2 for w in workers)
 
 
-def test_worker_killed_mid_request_and_restarted_loses_and_duplicates_nothing(tmp_path):
+def test_worker_killed_mid_request_and_restarted_loses_and_duplicates_nothing(tmp_path, visible_tmp):
     io_dir = tmp_path / "io"
     first = WorkerProcess(io_dir, tmp_path / "first.log", "--max-active", "3", "--workdir", str(tmp_path / "first"),
                           worker_id="restartable").wait_ready()  # killed: its workdir stays behind, here
     client = QueueClient(io_dir, stale_after_s=5, wait_for_worker_s=60)
     second = None
     try:
-        gate = tmp_path / "gate"
+        gate = visible_tmp / "gate"
         gate.touch()
         requests = [request(gated(CORRECT, gate)) for _ in range(3)]
         futures = [client.submit(r) for r in requests]
@@ -105,7 +105,7 @@ def test_a_live_worker_id_cannot_be_taken_twice(shared_queue, tmp_path):
     assert "worker id shared-a is in use by process" in proc.stderr and "--worker-id" in proc.stderr
 
 
-def test_a_result_that_cannot_be_written_is_given_back_not_held_forever(tmp_path):
+def test_a_result_that_cannot_be_written_is_given_back_not_held_forever(tmp_path, visible_tmp):
     """The worker cannot write into results/ (here it is a file, not a folder): each try gives the
     request back as an attempt, so the host gets an answer (given up) instead of waiting forever."""
     io_dir = tmp_path / "io"
@@ -113,7 +113,7 @@ def test_a_result_that_cannot_be_written_is_given_back_not_held_forever(tmp_path
     client = QueueClient(io_dir, stale_after_s=5, wait_for_worker_s=60)
     qdir = qc.QueueDir(io_dir)
     try:
-        gate = tmp_path / "gate"
+        gate = visible_tmp / "gate"
         gate.touch()
         future = client.submit(request(gated(CORRECT, gate)))
         wait_until(lambda: qc.names(qdir.claimed / "blocked"), what="the request to be claimed")
@@ -143,7 +143,7 @@ def test_a_deleted_host_file_is_written_again(tmp_path):
     assert not host_file.exists(), "closing still says goodbye"
 
 
-def test_a_request_held_past_its_deadline_is_given_back_counted(tmp_path):
+def test_a_request_held_past_its_deadline_is_given_back_counted(tmp_path, visible_tmp):
     """A live worker may hold a request only for its stage limits plus a grace; past that the worker
     gives it back as an attempt (here the last one, so it is given up) and kills the evaluation.
 
@@ -162,7 +162,7 @@ def test_a_request_held_past_its_deadline_is_given_back_counted(tmp_path):
     thread = threading.Thread(target=service.run, daemon=True)
     thread.start()
     client = QueueClient(io_dir, stale_after_s=5, wait_for_worker_s=60, max_attempts=1)
-    gate = tmp_path / "gate"
+    gate = visible_tmp / "gate"
     gate.touch()
     try:
         started = time.monotonic()

@@ -177,7 +177,9 @@ def test_an_evaluation_stuck_past_its_deadline_is_retried_then_failed(make_clust
             f"and time.time() < _deadline:\n    time.sleep(0.05)\n")
     stuck_request = dataclasses.replace(stuck.request, candidate_source=wait + stuck.request.candidate_source)
     cluster = make_cluster(head_cpus=2)
-    evaluator = ray_evaluator(cluster, tmp_path / "ev", devices=1, ray_retries=1,
+    # Unsandboxed: the test follows the candidates through their host pids in a host file, which a
+    # sandboxed candidate can neither know nor write (the abort of a sandboxed one: test_queue_worker).
+    evaluator = ray_evaluator(cluster, tmp_path / "ev", devices=1, ray_retries=1, unsafe_no_sandbox=True,
                               ray_hold_grace=4.0 - hold_deadline_s(stuck.request.limits, grace_s=0.0))
     try:
         assert evaluator.retry_policy == RetryPolicy(max_attempts=2)

@@ -5,7 +5,9 @@ the field's metadata; see ``pike_harness.contracts.configurable``), and every co
 the options here. Field types may be bool, int, float or str, each optionally ``| None`` (None: "the
 plugin's default"), or ``tuple[str, ...]`` (a repeatable option). Metadata keys: ``help``;
 ``choices`` (a click.Choice); ``min``/``max`` (bounds for int/float); ``metavar``; ``cli: False``
-keeps a field off the command line (settable from Python only).
+keeps a field off the command line (settable from Python only); ``flag: True`` makes a bool a plain
+``--name`` switch without ``--no-name`` (for names that are already a negation, such as
+``--unsafe-no-sandbox``).
 """
 
 from __future__ import annotations
@@ -35,7 +37,9 @@ def dataclass_options(config_cls: type, *, tag: str, show_default: bool = True) 
         flag = "--" + f.name.replace("_", "-")
         extra: dict[str, Any] = {"default": default, "show_default": show_default and default is not None,
                                  "help": meta.get("help", "")}
-        if base is bool:
+        if base is bool and meta.get("flag"):
+            option = click.Option([flag, f.name], is_flag=True, **extra)
+        elif base is bool:
             option = click.Option([f"{flag}/--no-{f.name.replace('_', '-')}", f.name], **extra)
         else:
             kind: Any = base

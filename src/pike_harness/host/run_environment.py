@@ -30,4 +30,7 @@ def environment_info(evaluator: Evaluator) -> dict[str, Any]:
     described = evaluator.describe()
     info["evaluator"] = described
     info["gpu"] = described.get("gpu") or described.get("device_name")
+    # How candidates were isolated (docs/evaluator.md): an engine in this process says; workers
+    # elsewhere decide for themselves, and each result's ``isolation`` field records it.
+    info["isolation"] = described.get("isolation") or "per worker: see each result's isolation field"
     return info

@@ -128,6 +128,7 @@ class EvalResult:
     protocol: dict[str, Any] = field(default_factory=dict)
     environment: dict[str, Any] = field(default_factory=dict)
     seeds: dict[str, Any] = field(default_factory=dict)
+    isolation: str = ""  # how the candidate was isolated: "bwrap", "none (--unsafe-no-sandbox)", ...
     schema: int = SCHEMA_VERSION
 
     @property

@@ -1,5 +1,6 @@
 # threat: 14 (read secrets): prints every environment variable of its own process and of its
-# parent (the harness) and raises with them, hoping they reach the result record; otherwise correct
+# parent (the harness; sandboxed, bwrap's init with the scrubbed environment) and raises with them,
+# hoping they reach the result record; otherwise correct
 # task: smoke/5
 # expect: correct
 import os

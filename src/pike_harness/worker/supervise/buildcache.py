@@ -98,6 +98,7 @@ class BuildCache:
     max_jobs: int = 2  # ninja jobs per build (a load_inline build has one or two sources)
     cpus: set[int] | None = None  # cores builders may run on (schedulers keep timing cores free)
     registry: Any = None  # optional: .add(pid, marker, scope) -> token / .remove(token) (quiet timing)
+    isolation: Any = None  # optional isolation.Isolation: builders compile candidate code in the sandbox
     stats: BuildStats = field(default_factory=BuildStats)
 
     def __post_init__(self) -> None:
@@ -282,15 +283,14 @@ class BuildCache:
         token = None
         paused = 0.0
         try:
-            with open(staging / "build.log", "wb") as log:
-                popen = subprocess.Popen([self.python, "-m", "pike_harness.worker.supervise.buildcache", "build",
-                                          str(staging / "build")], stdin=subprocess.PIPE, stdout=log,
-                                         stderr=subprocess.STDOUT, cwd=str(staging), env=env,
-                                         start_new_session=True)
-            if self.cpus:
-                from pike_harness.worker.supervise.spawn import set_affinity
+            from pike_harness.worker.supervise.spawn import thread_affinity
 
-                set_affinity(popen.pid, self.cpus)
+            argv = [self.python, "-m", "pike_harness.worker.supervise.buildcache", "build", str(staging / "build")]
+            if self.isolation is not None and self.isolation.active:  # writes only to its staging folder
+                argv = self.isolation.wrap(argv, cwd=staging, hide=[self.root / "locks"], writable=[staging])
+            with open(staging / "build.log", "wb") as log, thread_affinity(self.cpus):
+                popen = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=log, stderr=subprocess.STDOUT,
+                                         cwd=str(staging), env=env, start_new_session=True)
             if self.registry is not None:
                 token = self.registry.add(popen.pid, marker, "host")
             assert popen.stdin is not None

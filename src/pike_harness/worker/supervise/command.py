@@ -16,6 +16,7 @@ from typing import Any
 
 import click
 
+from pike_harness.worker.supervise.isolation import UNSAFE_OPTION_HELP
 from pike_harness.worker.supervise.liveness import STALE_AFTER_S
 from pike_harness.worker.supervise.retry import MAX_ATTEMPTS
 
@@ -50,6 +51,11 @@ _OPTIONS = [
     click.option("--idle-exit", type=click.FloatRange(min=0), default=None, metavar="SECONDS",
                  help="Exit after this long without work (batch jobs)."),
     click.option("--quiet", is_flag=True, help="Log warnings and errors only."),
+    click.option("--unsafe-no-sandbox", is_flag=True, help=UNSAFE_OPTION_HELP),
+    click.option("--sandbox-optional", is_flag=True,
+                 help="Inside a container (the isolation): sandbox candidates where the container allows it and "
+                      "say in each result when it does not, instead of refusing to start (the docker evaluator "
+                      "passes it)."),
 ]
 
 
@@ -69,7 +75,8 @@ class StartError(click.ClickException):
 def run_service(*, io_dir: Path | None, device: str, max_active: int | None, worker_id: str | None,
                 workdir: Path | None, heartbeat: float, stale_after: float, max_attempts: int,
                 key_file: Path | None, key_stdin: bool, stdin_lifeline: bool, replace: bool,
-                idle_exit: float | None, quiet: bool) -> int:
+                idle_exit: float | None, quiet: bool, unsafe_no_sandbox: bool = False,
+                sandbox_optional: bool = False) -> int:
     """Serve with these options until stopped; the exit status. Raises ``click.UsageError`` for a bad
     combination and ``service.ServiceError`` when the worker cannot start."""
     if io_dir is None:
@@ -79,6 +86,7 @@ def run_service(*, io_dir: Path | None, device: str, max_active: int | None, wor
         raise click.UsageError("give --key-file or --key-stdin, not both")
     from pike_harness.worker import queue_channel as qc
     from pike_harness.worker.supervise import service
+    from pike_harness.worker.supervise.engine import EngineConfig
 
     try:
         key = qc.read_key(key_file) if key_file else (service.read_key_line(sys.stdin.buffer) if key_stdin else None)
@@ -87,7 +95,10 @@ def run_service(*, io_dir: Path | None, device: str, max_active: int | None, wor
     config = service.ServiceConfig(io_dir=io_dir, device=device, max_active=max_active, worker_id=worker_id,
                                    workdir=workdir, heartbeat_s=heartbeat, stale_after_s=stale_after,
                                    max_attempts=max_attempts, key=key, stdin_lifeline=stdin_lifeline,
-                                   replace=replace, idle_exit_s=idle_exit)
+                                   replace=replace, idle_exit_s=idle_exit,
+                                   engine=EngineConfig(unsafe_no_sandbox=unsafe_no_sandbox,
+                                                       sandbox_optional=sandbox_optional,
+                                                       hidden_paths=(str(key_file.absolute()),) if key_file else ()))
     service.setup_logging(quiet)
     return service.serve(config)
 

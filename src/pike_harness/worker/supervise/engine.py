@@ -56,6 +56,7 @@ from typing import Any, Protocol
 
 from pike_harness.worker.records import EvalRequest, EvalResult
 from pike_harness.worker.supervise.errors import InfrastructureError
+from pike_harness.worker.supervise.isolation import UNSAFE_OPTION_HELP
 
 log = logging.getLogger("pikeh.engine")
 
@@ -106,6 +107,7 @@ class EngineOptions:
     pin_cpus: bool | None = field(default=None, metadata={
         "help": "Keep one core per GPU free of loads and builds for timing (default: on with at least 4 "
                 "cores)."})
+    unsafe_no_sandbox: bool | None = field(default=None, metadata={"help": UNSAFE_OPTION_HELP, "flag": True})
 
 
 @dataclass
@@ -115,6 +117,8 @@ class EngineConfig(EngineOptions):
     device: str = "auto"  # auto, cpu, cuda, cuda:N or cuda:0,1 (ignored when a DeviceProvider is given)
     workdir: Path | None = None  # private files (reference outputs, scratch); None: a temporary folder
     environ: Mapping[str, str] | None = None  # the environment candidates' is scrubbed from (None: os.environ)
+    sandbox_optional: bool | None = None  # inside a container (the isolation): sandbox only where it can
+    hidden_paths: tuple[str, ...] = ()  # more files/folders candidates must not see (a worker's key file)
 
     def slots(self, devices: list[str]) -> tuple[int, int]:
         """(CPU slots, loaded candidates that may wait for a device) on ``devices``, defaults resolved."""
@@ -131,6 +135,18 @@ class EngineConfig(EngineOptions):
         merged = {k: v for k, v in (values or {}).items() if k in known and v is not None}
         merged.update({k: v for k, v in fixed.items() if v is not None})
         return cls(**merged)
+
+
+def _isolation(config: EngineConfig) -> Any:
+    """The sandbox candidates run in (``isolation.choose``); a host that cannot make one is an EngineError."""
+    from pike_harness.worker.supervise.isolation import SandboxUnavailable, choose
+
+    home = (config.environ if config.environ is not None else os.environ).get("HOME")
+    try:
+        return choose(unsafe=bool(config.unsafe_no_sandbox), optional=bool(config.sandbox_optional), home=home,
+                      extra_hidden=config.hidden_paths)
+    except SandboxUnavailable as exc:
+        raise EngineError(str(exc)) from None
 
 
 def usable_cores() -> int:
@@ -304,6 +320,7 @@ class Engine:
             log.warning("killed %d process(es) left by an earlier harness that was killed "
                         "(candidates it had paused for quiet timing never resume by themselves)", swept)
 
+        self.isolation = _isolation(config)
         self.jobs, self.max_ready = config.slots(names)
         self.prestart_per_device = int(config.prestart) if config.prestart is not None else 2
         self.prewarm = str(config.prewarm or "jit")
@@ -324,6 +341,8 @@ class Engine:
             self.workdir.mkdir(parents=True, exist_ok=True, mode=0o700)
         except OSError as exc:
             raise EngineError(f"cannot create the work folder {self.workdir}: {exc}") from None
+        # Candidates and builders never see the work folder (reference outputs, others' scratch).
+        self.isolation = replace(self.isolation, hidden=(*self.isolation.hidden, str(self.workdir)))
         self.cache_root = cache_root(config.build_cache)
         self.jit_mode = jit_mode if self.cache_root is not None else "private"
 
@@ -343,10 +362,11 @@ class Engine:
             set_affinity(os.getpid(), self.load_cpus)
         self.all_cpus = (self.load_cpus | self.timing_cpus) if self.load_cpus and self.timing_cpus else None
 
-        self.build_cache = (BuildCache(self.cache_root / "build", cpus=self.load_cpus, registry=self.quiet)
-                            if self.cache_root is not None else None)
+        self.build_cache = (BuildCache(self.cache_root / "build", cpus=self.load_cpus, registry=self.quiet,
+                                       isolation=self.isolation) if self.cache_root is not None else None)
         self.settings = WorkerSettings(
             workdir=self.workdir, build_cache=self.build_cache, cpus=self.load_cpus, environ=config.environ,
+            isolation=self.isolation,
             jit_cache_root=(self.cache_root / "jit") if self.jit_mode == "shared" and self.cache_root else None)
         self.prestart = (PrestartPool(self.settings, names, self.prestart_per_device, cpus=self.load_cpus,
                                       registry=self.quiet) if self.prestart_per_device > 0 else None)
@@ -608,6 +628,7 @@ class Engine:
                                "timing_cpus": sorted(self.timing_cpus) if self.timing_cpus else None,
                                "build_cache": str(self.cache_root / "build") if self.build_cache else None,
                                "jit_cache": self.jit_mode},
+                "isolation": self.isolation.label,
                 "host": host_info()}
 
     def stats(self) -> dict[str, Any]:

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pike_harness.worker.channel import ChannelClosed, ProtocolViolation
+from pike_harness.worker.supervise import sandbox
 from pike_harness.worker.supervise.spawn import Spawned, spawn_child
 
 if TYPE_CHECKING:
@@ -68,11 +69,12 @@ class PrestartPool:
             return None
 
     def idle_pids(self) -> list[int]:
-        """Processes the pool holds (ready or starting): none of them has seen a candidate."""
+        """Processes the pool holds (ready or starting), with their sessions (a sandboxed one is bwrap
+        and the Python under it): none of them has seen a candidate."""
         with self._cond:
             pids = [s.popen.pid for items in self._ready.values() for s in items]
             pids += [s.popen.pid for items in self._starting.values() for s, _ in items]
-            return pids
+        return pids + [m.pid for pid in pids for m in sandbox.session_members(pid, fresh=True) if m.pid != pid]
 
     def idle_scratch(self) -> list[Path]:
         """The scratch directories of the processes the pool holds."""

@@ -101,8 +101,10 @@ def spawn_child(settings: WorkerSettings, device: str, *, prestart: bool = False
     argv = [settings.python, "-m", "pike_harness.worker.inside.child", str(to_child_r), str(from_child_w)]
     if prestart:
         argv += ["--prestart", device]
+    argv = sandboxed(settings, argv, scratch, [root])
     try:
-        with open(scratch / ".stdout", "wb") as out, open(scratch / ".stderr", "wb") as err:
+        with open(scratch / ".stdout", "wb") as out, open(scratch / ".stderr", "wb") as err, \
+                thread_affinity(cpus):
             popen = subprocess.Popen(argv, pass_fds=(to_child_r, from_child_w), stdin=subprocess.DEVNULL,
                                      stdout=out, stderr=err, cwd=str(scratch), env=env, start_new_session=True)
     except BaseException:
@@ -116,6 +118,41 @@ def spawn_child(settings: WorkerSettings, device: str, *, prestart: bool = False
         set_affinity(popen.pid, cpus)
     return Spawned(popen=popen, channel=Channel(from_child_r, to_child_w), scratch=scratch, marker=marker,
                    device=device, prestarted=prestart)
+
+
+def sandboxed(settings: WorkerSettings, argv: list[str], folder: Path, hide: list[Path]) -> list[str]:
+    """``argv`` inside the evaluator's isolation (``settings.isolation``), writing only to ``folder``
+    and the shared JIT caches; the work folder and ``hide`` are invisible (reference outputs, other
+    candidates' scratch). Unchanged where there is no isolation."""
+    isolation = settings.isolation
+    if isolation is None or not isolation.active:
+        return argv
+    writable = [folder]
+    if settings.jit_cache_root is not None:
+        Path(settings.jit_cache_root).mkdir(parents=True, exist_ok=True, mode=0o700)
+        writable.append(Path(settings.jit_cache_root))
+    return isolation.wrap(argv, cwd=folder, hide=[settings.workdir, *hide], writable=writable)
+
+
+@contextlib.contextmanager
+def thread_affinity(cpus: set[int] | None):
+    """Run the block with this thread pinned to ``cpus``: a process it starts inherits the mask from
+    its first instruction (pinning it afterwards would miss what it forked meanwhile, such as bwrap's
+    sandboxed child)."""
+    if not cpus:
+        yield
+        return
+    try:
+        before = os.sched_getaffinity(0)
+        os.sched_setaffinity(0, cpus)
+    except (AttributeError, OSError):
+        yield
+        return
+    try:
+        yield
+    finally:
+        with contextlib.suppress(OSError):
+            os.sched_setaffinity(0, before)
 
 
 def set_affinity(pid: int, cpus: set[int]) -> None:

@@ -81,6 +81,7 @@ class WorkerSettings:
     build_cache: Any = None  # a buildcache.BuildCache: load_inline builds shared by content
     jit_cache_root: Path | None = None  # Triton/Inductor caches in ROOT/<hash of the source>/
     cpus: set[int] | None = None  # cores a freshly started candidate process may use
+    isolation: Any = None  # an isolation.Isolation: the sandbox candidate processes start in (None: none)
 
     def source_environ(self) -> Mapping[str, str]:
         return os.environ if self.environ is None else self.environ
@@ -383,7 +384,7 @@ class Evaluation:
         self._policed = now
         members = sandbox.session_members(self.popen.pid)
         limits = self.request.limits
-        if len(members) > limits.max_processes:
+        if len(members) - self._wrappers() > limits.max_processes:
             raise _Concluded(self._conclude(RUNTIME_ERROR, "process_limit",
                                             f"the candidate started more than {limits.max_processes} processes"))
         memory_mb = limits.memory_mb
@@ -400,6 +401,8 @@ class Evaluation:
             code = self.popen.wait(timeout=2)
         except subprocess.TimeoutExpired:
             code = None
+        if code is not None and self._wrappers() and code > 128:  # bwrap exits 128+N for a child killed by N
+            code = 128 - code
         if code is None:
             reason = f"the candidate's process closed its channel during {stage} without reporting"
             check = "crash"
@@ -413,6 +416,11 @@ class Evaluation:
             check = "exited"
             reason = f"the candidate's process exited with status {code} during {stage} without reporting"
         return self._conclude(RUNTIME_ERROR, check, reason)
+
+    def _wrappers(self) -> int:
+        """Processes of the candidate's session that belong to its sandbox, not to the candidate."""
+        isolation = self.settings.isolation
+        return isolation.wrapper_processes if isolation is not None else 0
 
     def _read_outputs(self, torch: Any) -> list[list[Any]]:
         assert self.scratch is not None
@@ -490,7 +498,7 @@ class Evaluation:
             check=check, runtime_ms=runtime.headline_ms if runtime is not None else None, runtime=runtime,
             outputs=list(outputs or []), flags=list(self.flags), stage_seconds=dict(self.stages.seconds),
             stdout_tail=mask(stdout), stderr_tail=mask(stderr), protocol=protocol,
-            environment=self.environment,
+            environment=self.environment, isolation=_isolation_label(self.settings.isolation),
             seeds={"weight": request.weight_seed, "public": list(request.input_seeds), "hidden": self.hidden_seeds},
         )
         return self.result
@@ -507,6 +515,10 @@ class Evaluation:
         """Idempotent: kill whatever is left and delete the scratch directory."""
         self._kill()
         self._cleanup()
+
+
+def _isolation_label(isolation: Any) -> str:
+    return isolation.label if isolation is not None else "none"
 
 
 def _cross_check(samples: list[float], host: list[float], wall_ms: float, *, cuda: bool) -> str | None:

