@@ -56,8 +56,8 @@ def profile_command(candidate: Path, task_ref: str, reference: bool, as_json: bo
                         "correct candidate is profiled")
     summary = result.profile or {}
     if as_json:
-        click.echo(json.dumps({"task": task.ref, "runtime_ms": result.runtime_ms, "profile": summary},
-                              sort_keys=True))
+        click.echo(json.dumps({"task": task.ref, "runtime_ms": result.runtime_ms, "profile": summary,
+                               "environment": result.environment}, sort_keys=True, default=str))
         return
     if summary.get("error") or not summary:
         raise UserError(f"the profile failed: {summary.get('error') or 'no profile came back'}")

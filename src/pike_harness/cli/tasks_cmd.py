@@ -89,7 +89,7 @@ def show_task(ref: str, as_json: bool, bound: bool | None, device_name: str | No
     if task.meta.notes:
         console.print(f"notes: {task.meta.notes}")
     if record is not None:
-        console.print(bound_line(record))
+        console.print(bound_line(record), soft_wrap=True)
     console.print(Syntax(task.source, "python", line_numbers=True))
 
 

@@ -126,7 +126,7 @@ def run_rows(run_dir: Path) -> dict[str, list[dict[str, Any]]]:
                                   "name": task["name"], "atol": task.get("atol"), "rtol": task.get("rtol"),
                                   "end_reason": None, "queries_used": None, "spend_usd": None}
     hardware: dict[tuple[str, str], str | None] = {}  # (task, key) -> what timed its evaluation
-    clocks: dict[tuple[str, str], Any] = {}  # (task, key) -> its GPU clocks around the timing
+    clocks: dict[tuple[str, str], dict[str, Any] | None] = {}  # (task, key) -> its GPU clocks around the timing
     for event in events:
         kind = event.get("type")
         if kind == EvalDone.type:
@@ -207,10 +207,9 @@ def _baseline_row(event: dict[str, Any], *, run: str | None, baseline_set: str |
     }
 
 
-def _clocks(environment: dict[str, Any] | None) -> str | None:
-    """The GPU clocks an evaluation recorded around its timing (JSON), or None (a CPU, no NVML)."""
-    clocks = (environment or {}).get("gpu_clocks")
-    return json.dumps(clocks) if clocks else None
+def _clocks(environment: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The GPU clocks an evaluation recorded around its timing, or None (a CPU, no NVML)."""
+    return (environment or {}).get("gpu_clocks") or None
 
 
 def _hardware(environment: dict[str, Any] | None) -> str | None:

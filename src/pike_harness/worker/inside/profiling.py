@@ -26,8 +26,9 @@ import torch
 PROFILED_CALLS = 5
 TOP_KERNELS = 25
 
-LIBRARY = re.compile(r"cublas|cudnn|cutlass|xmma|gemm|gemv|nvjet|cutensor|sm\d+_|ampere_|volta_|turing_|"
-                     r"hopper_|magma|rocblas|miopen|hipblas", re.IGNORECASE)
+LIBRARY = re.compile(r"cublas|cudnn|cutlass|xmma|nvjet|cutensor|magma|rocblas|miopen|hipblas|"
+                     r"^(void )?(sm\d+|ampere|volta|turing|hopper)_|gemv2?[NT]_kernel|gemmSN|gemmk1",
+                     re.IGNORECASE)
 PYTORCH = re.compile(r"at::|at_cuda|c10::|pytorch|elementwise_kernel|vectorized_|reduce_kernel|"
                      r"distribution_|index_elementwise|CatArrayBatched|softmax_warp|cunn_|"
                      r"native::|^aten::", re.IGNORECASE)
