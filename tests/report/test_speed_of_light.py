@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import csv
 import json
+import sys
 from pathlib import Path
 
 import pytest
@@ -137,3 +138,34 @@ def test_report_sol_table_figure_and_clock_flags(cli, tmp_path):
     assert 'id="gpu-clocks"' in page and "sm clock 1500 MHz vs baseline 1980 MHz" in page
     assert "q002" not in page.split('id="gpu-clocks"')[1].split("</table>")[0]
     assert "timed at GPU clocks more than 5%" in result.output
+
+
+def test_sol_table_script_on_cpu(tmp_path):
+    """benchmarks/sol_table.py with a peak table for this CPU and a baseline set: eager 0.5 ms, compile
+    0.25 ms on smoke/1, whose bound on the test peaks (1 TFLOP/s fp32, 2 fp16, 10 GB/s) is the memory
+    side, 786432 bytes / 10 GB/s = 0.0786 ms."""
+    sys.path.insert(0, str(TASKS.parents[1] / "benchmarks"))
+    try:
+        import sol_table
+    finally:
+        sys.path.pop(0)
+    peaks = tmp_path / "peaks.toml"
+    peaks.write_text('[[device]]\nmatch = "."\nname = "any cpu"\nfp32 = 1.0\ntf32 = 1.0\nbf16 = 2.0\nfp16 = 2.0\n'
+                     'bandwidth_gbs = 10.0\n')
+    baselines = tmp_path / "set"
+    baselines.mkdir()
+    events = [{"type": "baseline", "task": "smoke/1", "mode": mode, "result": {"category": "correct", "runtime_ms": ms}}
+              for mode, ms in (("eager", 0.5), ("compile", 0.25))]
+    (baselines / "baselines.jsonl").write_text("".join(json.dumps(e) + "\n" for e in events))
+    out = tmp_path / "out"
+    assert sol_table.main(["--suite", "smoke", "--tasks", "1", "--device", "cpu", "--device-name", "Test CPU",
+                           "--output-dir", str(out), "--baselines", str(baselines), "--peaks", str(peaks),
+                           "--no-microbench"]) == 0
+    table = (out / "sol-smoke-test-cpu.md").read_text()
+    sol_ms = 2 * MATMUL_FLOATS / 10e9 * 1e3
+    row = next(line for line in table.splitlines() if line.startswith("| smoke/1"))
+    cells = [c.strip() for c in row.strip("|").split("|")]
+    assert cells[1:6] == ["fp16", "0.06711", "0.7864", f"{sol_ms:.4g}", "memory"]
+    assert cells[8] == f"{sol_ms / 0.5 * 100:.3g}%" and cells[10] == f"{sol_ms / 0.25 * 100:.3g}%"
+    assert sol_table.measured_sol_ms(MATMUL_FLOPS, 1e6, "fp16", {"matmul_tflops": {"fp32": 1.0}, "copy_gbs": 100.0}) \
+        == pytest.approx(max(MATMUL_FLOPS / 1e12, 1e6 / 100e9) * 1e3)
