@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import subprocess
 import sys
@@ -26,6 +27,8 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 if str(REPO / "src") not in sys.path:
     sys.path.insert(0, str(REPO / "src"))
+# The counting and microbenchmark processes import pike_harness too, installed or not.
+os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO / "src"), os.environ.get("PYTHONPATH")) if p)
 
 from pike_harness.host import speed_of_light as sol  # noqa: E402
 from pike_harness.host.tasks import Suite, parse_id_list  # noqa: E402
@@ -34,8 +37,7 @@ from pike_harness.host.tasks import Suite, parse_id_list  # noqa: E402
 def measured_peaks(device: str) -> dict[str, Any] | None:
     """worker/microbench.py in a process of its own (the counting process holds no GPU memory)."""
     done = subprocess.run([sys.executable, "-m", "pike_harness.worker.microbench", "--device", device],
-                          capture_output=True, text=True, timeout=300, check=False,
-                          env={**__import__("os").environ, "PYTHONPATH": str(REPO / "src")})
+                          capture_output=True, text=True, timeout=300, check=False)
     if done.returncode != 0:
         print(f"microbenchmark failed: {done.stderr[-1000:]}", file=sys.stderr)
         return None
