@@ -86,9 +86,9 @@ def profile(model: Any, input_sets: list[list[Any]], device: torch.device, calls
         timed = [e for e in events if e.device_type == torch.autograd.DeviceType.CUDA]
         busy_events = timed
     else:
-        # Top-level operators only: a nested aten:: call is part of its parent's time.
-        timed = [e for e in events if e.cpu_parent is None and e.name.startswith("aten::")]
-        busy_events = [e for e in events if e.cpu_parent is None]
+        # Top-level operators only (ATen's and a load_inline extension's): a nested call is part of its
+        # parent's time.
+        timed = busy_events = [e for e in events if e.cpu_parent is None]
     totals: dict[str, dict[str, Any]] = {}
     for event in timed:
         duration = float(event.time_range.end - event.time_range.start)
