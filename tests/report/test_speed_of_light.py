@@ -29,20 +29,37 @@ MLP_FLOATS = 64 * 256 + (256 * 512 + 512) + (512 * 512 + 512) + (512 * 10 + 10) 
 
 
 @pytest.fixture(scope="module")
-def smoke_counts() -> list[dict]:
-    items = [((TASKS / name).read_text(), precision) for name, precision in
-             (("1_MatmulReLU.py", "fp16"), ("2_Softmax.py", "fp32"), ("6_MLP3.py", "fp32"))]
-    counts, gpu = sol.count_work(items)
-    assert gpu is None
-    return counts
+def sol_table_run(tmp_path_factory) -> tuple[Path, list[dict]]:
+    """benchmarks/sol_table.py on smoke/1, 2 and 6 (one counting process), with a peak table for any
+    device (1 TFLOP/s fp32, 2 fp16, 10 GB/s) and a baseline set: eager 0.5 ms, compile 0.25 ms on smoke/1."""
+    tmp_path = tmp_path_factory.mktemp("sol")
+    sys.path.insert(0, str(TASKS.parents[1] / "benchmarks"))
+    try:
+        import sol_table
+    finally:
+        sys.path.pop(0)
+    peaks = tmp_path / "peaks.toml"
+    peaks.write_text('[[device]]\nmatch = "."\nname = "any cpu"\nfp32 = 1.0\ntf32 = 1.0\nbf16 = 2.0\nfp16 = 2.0\n'
+                     'bandwidth_gbs = 10.0\n')
+    baselines = tmp_path / "set"
+    baselines.mkdir()
+    events = [{"type": "baseline", "task": "smoke/1", "mode": mode, "result": {"category": "correct", "runtime_ms": ms}}
+              for mode, ms in (("eager", 0.5), ("compile", 0.25))]
+    (baselines / "baselines.jsonl").write_text("".join(json.dumps(e) + "\n" for e in events))
+    out = tmp_path / "out"
+    assert sol_table.main(["--suite", "smoke", "--tasks", "1,2,6", "--device", "cpu", "--device-name", "Test CPU",
+                           "--output-dir", str(out), "--baselines", str(baselines), "--peaks", str(peaks),
+                           "--no-microbench"]) == 0
+    return out / "sol-smoke-test-cpu.md", json.loads((out / "sol-smoke-test-cpu.json").read_text())["tasks"]
 
 
-def test_flop_and_byte_counts_match_hand_counts(smoke_counts):
-    matmul, softmax, mlp = smoke_counts
+def test_flop_and_byte_counts_match_hand_counts(sol_table_run):
+    matmul, softmax, mlp = sol_table_run[1]
+    assert [r["precision"] for r in sol_table_run[1]] == ["fp16", "fp32", "fp16"]
     assert matmul["flops"] == MATMUL_FLOPS and matmul["bytes"] == 2 * MATMUL_FLOATS  # fp16: 2 bytes a float
     assert matmul["bytes_by_part"] == {"inputs": 2 * 128 * 512, "state": 2 * 512 * 512, "outputs": 2 * 128 * 512}
     assert softmax["flops"] == 0 and softmax["bytes"] == 4 * SOFTMAX_FLOATS
-    assert mlp["flops"] == MLP_FLOPS and mlp["bytes"] == 4 * MLP_FLOATS
+    assert mlp["flops"] == MLP_FLOPS and mlp["bytes"] == 2 * MLP_FLOATS
     assert matmul["counted_on"] == "meta"
 
 
@@ -140,28 +157,14 @@ def test_report_sol_table_figure_and_clock_flags(cli, tmp_path):
     assert "timed at GPU clocks more than 5%" in result.output
 
 
-def test_sol_table_script_on_cpu(tmp_path):
-    """benchmarks/sol_table.py with a peak table for this CPU and a baseline set: eager 0.5 ms, compile
-    0.25 ms on smoke/1, whose bound on the test peaks (1 TFLOP/s fp32, 2 fp16, 10 GB/s) is the memory
-    side, 786432 bytes / 10 GB/s = 0.0786 ms."""
+def test_sol_table_script_on_cpu(sol_table_run):
+    """smoke/1's bound on the test peaks is the memory side, 786432 bytes / 10 GB/s = 0.0786 ms."""
     sys.path.insert(0, str(TASKS.parents[1] / "benchmarks"))
     try:
         import sol_table
     finally:
         sys.path.pop(0)
-    peaks = tmp_path / "peaks.toml"
-    peaks.write_text('[[device]]\nmatch = "."\nname = "any cpu"\nfp32 = 1.0\ntf32 = 1.0\nbf16 = 2.0\nfp16 = 2.0\n'
-                     'bandwidth_gbs = 10.0\n')
-    baselines = tmp_path / "set"
-    baselines.mkdir()
-    events = [{"type": "baseline", "task": "smoke/1", "mode": mode, "result": {"category": "correct", "runtime_ms": ms}}
-              for mode, ms in (("eager", 0.5), ("compile", 0.25))]
-    (baselines / "baselines.jsonl").write_text("".join(json.dumps(e) + "\n" for e in events))
-    out = tmp_path / "out"
-    assert sol_table.main(["--suite", "smoke", "--tasks", "1", "--device", "cpu", "--device-name", "Test CPU",
-                           "--output-dir", str(out), "--baselines", str(baselines), "--peaks", str(peaks),
-                           "--no-microbench"]) == 0
-    table = (out / "sol-smoke-test-cpu.md").read_text()
+    table = sol_table_run[0].read_text()
     sol_ms = 2 * MATMUL_FLOATS / 10e9 * 1e3
     row = next(line for line in table.splitlines() if line.startswith("| smoke/1"))
     cells = [c.strip() for c in row.strip("|").split("|")]
