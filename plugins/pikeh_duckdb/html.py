@@ -113,10 +113,11 @@ def render(*, title: str, generated: str, version: str, inputs: Sequence[str], s
            matrix_body: Sequence[Sequence[Any]], tasks: Sequence[dict[str, Any]],
            trajectory_spec: dict[str, Any], has_retime: bool, warnings: Sequence[str] = (),
            configuration: Sequence[dict[str, Any]] = (), banner: Sequence[str] = (),
-           static_figures: dict[str, str] | None = None) -> str:
+           static_figures: dict[str, str] | None = None, sections: Sequence[dict[str, Any]] = ()) -> str:
     """The report page. ``figures`` are (name, Vega-Lite spec, caption); ``tasks`` carry per-run details;
     ``configuration`` says what each run measured and ``banner`` why the numbers are not a GPU benchmark;
-    ``static_figures``: figure name -> a data: URI of its PNG, shown when JavaScript is off."""
+    ``static_figures``: figure name -> a data: URI of its PNG, shown when JavaScript is off; ``sections``:
+    extra tables ({"id", "title", "note", "columns", "rows"}: speed of light, GPU clocks, profiles)."""
     import jinja2
 
     template_dir = files("pikeh_duckdb").joinpath("templates")
@@ -134,7 +135,7 @@ def render(*, title: str, generated: str, version: str, inputs: Sequence[str], s
         matrix_header=matrix_header, matrix_body=matrix_body, tasks=tasks,
         trajectory_json=_json_for_script(trajectory_spec), vega_bundle=vega_bundle(), has_retime=has_retime,
         notes=NOTES, warnings=list(warnings), configuration=list(configuration), banner=list(banner),
-        static_figures=dict(static_figures or {}))
+        static_figures=dict(static_figures or {}), sections=list(sections))
 
 
 def write(path: Path, page: str) -> Path:

@@ -34,6 +34,7 @@ Definitions (specs/reporting.md; docs/report.md restates them for users):
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -416,6 +417,17 @@ def create_metrics(con: Any, params: MetricParams, prices: Sequence[dict[str, An
     con.execute(RETIMES_DDL)
     for name, sql in VIEWS:
         con.execute(f"CREATE OR REPLACE VIEW {name} AS {sql}")
+
+
+def json_object(value: Any) -> dict[str, Any]:
+    """A JSON column's object (DuckDB returns JSON as text), {} for NULL or anything else."""
+    if isinstance(value, dict):
+        return value
+    try:
+        loaded = json.loads(value) if value else {}
+    except (TypeError, ValueError):
+        return {}
+    return loaded if isinstance(loaded, dict) else {}
 
 
 def rows(con: Any, sql: str, params: Sequence[Any] = ()) -> list[dict[str, Any]]:

@@ -36,6 +36,14 @@ class DuckDBConfig:
     repeats: int = field(default=10, metadata={
         "min": 2, "help": "With --retime: reference/candidate pairs per task (timed by the evaluator that "
                           "--evaluator, --device, --protocol and the evaluator's own options describe)."})
+    speed_of_light: bool = field(default=True, metadata={
+        "help": "Count each reference's FLOPs and bytes and report every source's fraction of speed of light, "
+                "where the device it was timed on has peak figures (docs/report.md)."})
+    peaks: tuple[str, ...] = field(default=(), metadata={
+        "metavar": "FILE", "help": "Extra peak table(s) (TOML, docs/report.md) for devices the datasheet table lacks."})
+    profile_best: int = field(default=0, metadata={
+        "min": 0, "metavar": "N", "help": "Profile each task's N fastest correct candidates under torch.profiler "
+                                          "(by the evaluator --evaluator/--device describe) and show their kernels."})
 
 
 def _run(row: dict[str, Any]) -> str:

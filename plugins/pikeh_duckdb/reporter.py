@@ -20,10 +20,11 @@ from typing import Any
 
 from pike_harness.api import ReportOptions, ReportSummary, UserError
 
+from . import clock_flags, html, profiles, sol, tables
 from . import figures as fig
-from . import html, tables
 from . import retime as retiming
 from .metrics import MetricParams, create_metrics, rows
+from .metrics import json_object as _json
 
 # Per-attempt fields of the HTML trajectory, sent as rows of values (columns once) to keep pages small.
 TRAJECTORY_COLUMNS = ("idx", "key", "role", "category", "runtime_ms", "speedup", "best_speedup", "reason")
@@ -37,6 +38,7 @@ FIGURE_CAPTIONS = {
     "fast_p": "fast_p: share of tasks whose best attempt is correct and more than p times faster than eager.",
     "outcomes": "Attempt outcomes per run, and failed lineages repaired by the error-fixing agent.",
     "per_task": "Per-task clamped speedup at the full budget.",
+    "sol": sol.CAPTION,
     "retime": "Finalists re-timed side by side with their eager reference (interleaved), with 95% intervals, "
               "beside the search-time speedup.",
 }
@@ -142,8 +144,12 @@ def build_report(options: ReportOptions) -> ReportSummary:
                               money_max=extra.get("money_max") or 25.0, money_budget=extra.get("money_budget"))
         create_metrics(con, params, price_rows(con, extra.get("price_as"), extra.get("prices") or ()))
         _retimes(con, output, extra, say)
+        sol_table = sol.build(con, extra.get("resolve_task"), extra.get("peaks") or (), say) \
+            if extra.get("speed_of_light", True) else []
+        profiled = profiles.run_profiles(con, output, extra, say)
         data = collect(con)
-        for warning in mismatch_warnings(data["summary"]):
+        data.update(sol=sol_table, clock_flags=clock_flags.flagged(con), profiles=profiled)
+        for warning in mismatch_warnings(data["summary"]) + clock_flags.warnings(data["clock_flags"]):
             say(f"warning: {warning}")
     finally:
         con.close()
@@ -216,8 +222,8 @@ def write_outputs(data: dict[str, Any], output: Path, formats: Sequence[str], ex
                                           data["summary"])
     if "csv" in formats:
         for name in ("summary", "queries", "money", "fast_p", "outcomes", "efa", "efa_by_category", "references",
-                     "configs", "retime"):
-            if data[name] or name in ("summary", "queries"):
+                     "configs", "retime", "sol"):
+            if data.get(name) or name in ("summary", "queries"):
                 file_name = {"queries": "score_vs_queries", "money": "score_vs_money"}.get(name, name)
                 written.append(tables.write_csv(output / f"{file_name}.csv", data[name]))
         long_columns = ["run", "task", "name", "baseline_ms", "best_ms", "speedup", "speedup_raw", "best_key",
@@ -237,7 +243,10 @@ def write_outputs(data: dict[str, Any], output: Path, formats: Sequence[str], ex
             configs=data["configs"],
             figures=[(name, chart.to_dict(), FIGURE_CAPTIONS[name]) for name, chart in charts],
             matrix_header=header, matrix_body=body, tasks=task_views(data), trajectory_spec=fig.trajectory_spec(),
-            has_retime=bool(data["retime"]), warnings=mismatch_warnings(data["summary"]),
+            has_retime=bool(data["retime"]),
+            warnings=mismatch_warnings(data["summary"]) + clock_flags.warnings(data.get("clock_flags") or []),
+            sections=[s for s in (sol.section(data.get("sol") or []), clock_flags.section(data.get("clock_flags") or []),
+                                  profiles.section(data.get("profiles") or [])) if s],
             configuration=[configuration_row(r) for r in data["runs"]], banner=not_a_benchmark(data["runs"]),
             static_figures={name: "data:image/png;base64," + base64.b64encode((output / f"{name}.png").read_bytes()).decode()
                             for name, _ in charts if (output / f"{name}.png").exists()})
@@ -275,16 +284,6 @@ def not_a_benchmark(runs: Sequence[dict[str, Any]]) -> list[str]:
     return reasons
 
 
-def _json(value: Any) -> dict[str, Any]:
-    if isinstance(value, dict):
-        return value
-    try:
-        loaded = json.loads(value) if value else {}
-    except (TypeError, ValueError):
-        return {}
-    return loaded if isinstance(loaded, dict) else {}
-
-
 def build_figures(data: dict[str, Any], runs: list[str]) -> list[tuple[str, Any]]:
     """The figures that have something to show, by file stem."""
     charts: list[tuple[str, Any]] = []
@@ -302,6 +301,8 @@ def build_figures(data: dict[str, Any], runs: list[str]) -> list[tuple[str, Any]
         charts.append(("per_task", fig.per_task(data["final"], runs)))
     if data["retime"]:
         charts.append(("retime", fig.retime(data["retime"], runs)))
+    if any(r.get("eager_fraction") or r.get("best_fraction") for r in data.get("sol") or []):
+        charts.append(("sol", sol.figure(data["sol"])))
     return charts
 
 

@@ -68,6 +68,7 @@ from pike_harness.contracts.model import (
 from pike_harness.contracts.reporting import Column, Reporter, ReportOptions, ReportSummary
 from pike_harness.contracts.strategy import BudgetView, Strategy, TaskContext, require_at_least
 from pike_harness.errors import BudgetExhausted, PikehError, UserError
+from pike_harness.host import speed_of_light
 from pike_harness.host.journal_reading import scan_journal
 from pike_harness.host.pricing import Price, PriceTable
 from pike_harness.host.store import JOURNAL, RUN_FILE, RunStore, find_runs, read_journal, sha256
@@ -78,6 +79,7 @@ from pike_harness.kit.rounds import Order, Sample, fix_rounds, run_round
 from pike_harness.kit.sdk_errors import parse_retry_after, redact_secrets, reject_non_json, sdk_errors
 
 __all__ = [
+    "speed_of_light",
     "BackendFactory",
     "Column",
     "Configurable",

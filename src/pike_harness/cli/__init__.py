@@ -50,6 +50,7 @@ BUILTIN_COMMANDS = {
     "plugins": "pike_harness.cli.plugins_cmd:plugins",
     "tasks": "pike_harness.cli.tasks_cmd:tasks",
     "eval": "pike_harness.cli.eval_cmd:eval_command",
+    "profile": "pike_harness.cli.profile_cmd:profile_command",
     "run": "pike_harness.cli.run_cmd:run",
     "demo": "pike_harness.cli.demo_cmd:demo",
     "report": "pike_harness.cli.report_cmd:report",

@@ -58,11 +58,15 @@ ENVIRONMENT_KEYS = ("host", "cpu", "cpu_count", "platform", "python", "gpu", "gp
 @click.option("--precompile-jobs", type=click.IntRange(min=1), default=None,
               help="Parallel compiles in the precompile pass (default: the evaluator's CPU slots, at most 8).")
 @click.option("--retry-failed", is_flag=True, help="Time again the entries whose verdict was not correct.")
+@click.option("--microbench/--no-microbench", default=True, show_default=True,
+              help="On a GPU, measure a large copy and large matmuls first (a few seconds) and record them in "
+                   "meta.json beside the datasheet peaks (docs/report.md, speed of light).")
 @click.option("--budget", "budget_s", type=click.FloatRange(min=0, min_open=True), default=None, metavar="SECONDS",
               help="Start no new entry after SECONDS (the run can be resumed with the same command).")
 @evaluator_options
 def baselines(suite: str, tasks_spec: str | None, modes: str, output_dir: Path, precompile: bool,
-              precompile_jobs: int | None, retry_failed: bool, budget_s: float | None, **kwargs: Any) -> None:
+              precompile_jobs: int | None, retry_failed: bool, microbench: bool, budget_s: float | None,
+              **kwargs: Any) -> None:
     """Time the references of a suite in each mode (eager, torch.compile, ...) on this host, one at a
     time per GPU, with the same protocol and checks as candidates; resumable.
 
@@ -98,6 +102,8 @@ def baselines(suite: str, tasks_spec: str | None, modes: str, output_dir: Path, 
         if skipped:
             console.print(f"{skipped} entries already in {output_dir / BASELINES_FILE}: skipped")
         _write_meta(output_dir, suite, protocol, wanted, evaluator, None, unavailable=cannot)
+        if microbench and device_kind == "cuda" and todo:
+            _record_microbench(output_dir, (_devices(evaluator) or ["cuda"])[0], console)
         if not todo:
             console.print("nothing to do")
             return
@@ -198,9 +204,38 @@ def _write_meta(folder: Path, suite: str, protocol: str, modes: list[str], evalu
     if unavailable is not None:
         meta["unavailable"] = {m: why for m, why in {**(meta.get("unavailable") or {}), **unavailable}.items()
                                if m not in meta["modes"]}
+    _save_meta(folder, meta)
+
+
+def _save_meta(folder: Path, meta: dict[str, Any]) -> None:
     tmp = folder / f".{META_FILE}.tmp{os.getpid()}"
     tmp.write_text(json.dumps(meta, indent=2, sort_keys=True, default=str) + "\n", encoding="utf-8")
     os.replace(tmp, folder / META_FILE)
+
+
+def _record_microbench(folder: Path, device: str, console: Any) -> None:
+    """The device's measured copy bandwidth and matmul rates (worker/microbench.py), in meta.json, measured
+    in a process of its own before any timing; a host that cannot see the GPU (a remote evaluator) skips it."""
+    import subprocess
+    import sys
+
+    from pike_harness.worker.supervise.spawn import visible_devices
+
+    env = {**os.environ, "CUDA_VISIBLE_DEVICES": visible_devices(device if device.startswith("cuda") else "cuda")}
+    try:
+        done = subprocess.run([sys.executable, "-m", "pike_harness.worker.microbench", "--device", "cuda"],
+                              capture_output=True, text=True, timeout=300, env=env, check=False)
+        measured = json.loads(done.stdout.strip().splitlines()[-1]) if done.returncode == 0 else None
+    except (OSError, subprocess.SubprocessError, ValueError, IndexError):
+        measured = None
+    if measured is None:
+        console.print("microbenchmark skipped: this host cannot run it on the GPU (see --no-microbench)")
+        return
+    meta = _read_meta(folder)
+    meta["microbenchmark"] = {**measured, "time": now()}
+    _save_meta(folder, meta)
+    rates = ", ".join(f"{k} {v:.1f}" for k, v in measured.get("matmul_tflops", {}).items())
+    console.print(f"microbenchmark: copy {measured['copy_gbs']:.0f} GB/s; matmul TFLOP/s {rates}")
 
 
 def _append(path: Path, event: dict[str, Any]) -> None:

@@ -63,11 +63,22 @@ def list_tasks(suite: str | None, as_json: bool) -> None:
 @tasks.command("show")
 @click.argument("ref", metavar="SUITE/ID")
 @click.option("--json", "as_json", is_flag=True, help="Print the task's metadata and source as JSON.")
-def show_task(ref: str, as_json: bool) -> None:
-    """Show one task's metadata and source (e.g. `pikeh tasks show level3-pike/9`)."""
+@click.option("--bound/--no-bound", default=None,
+              help="Count the reference's FLOPs and least bytes and print its speed-of-light bound "
+                   "(default: on, off with --json).")
+@click.option("--device-name", metavar="NAME", default=None,
+              help="Bound for this device (a GPU name as torch prints it, e.g. 'NVIDIA H100 80GB HBM3'; "
+                   "default: this machine's GPU).")
+@click.option("--peaks", "peak_files", multiple=True, type=click.Path(exists=True, dir_okay=False),
+              metavar="FILE", help="Extra peak table (TOML, see docs/report.md), tried before the datasheet one.")
+def show_task(ref: str, as_json: bool, bound: bool | None, device_name: str | None,
+              peak_files: tuple[str, ...]) -> None:
+    """Show one task's metadata, speed-of-light bound and source (e.g. `pikeh tasks show level3-pike/9`)."""
     task = get_app().catalog.resolve(ref)
+    record = _bound(task, device_name, peak_files) if (bound if bound is not None else not as_json) else None
     if as_json:
-        click.echo(json.dumps({**task_dict(task), "source": task.source}, indent=2))
+        extra = {"speed_of_light": record} if record is not None else {}
+        click.echo(json.dumps({**task_dict(task), **extra, "source": task.source}, indent=2))
         return
     console = Console()
     console.print(f"[bold]{task.ref}[/bold]  {task.name}  ({task.path})")
@@ -77,4 +88,32 @@ def show_task(ref: str, as_json: bool) -> None:
         console.print(f"[yellow]quirk:[/yellow] {quirk}")
     if task.meta.notes:
         console.print(f"notes: {task.meta.notes}")
+    if record is not None:
+        console.print(bound_line(record), soft_wrap=True)
     console.print(Syntax(task.source, "python", line_numbers=True))
+
+
+def _bound(task: Task, device_name: str | None, peak_files: tuple[str, ...]) -> dict:
+    """The task's counts and, where the device has peak figures, its speed-of-light bound."""
+    from pike_harness.host import speed_of_light as sol
+
+    counts, local_gpu = sol.count_work([(task.source, sol.bound_precision(task.meta.precision, task.meta.precision_rule,
+                                                                          task.meta.atol, task.meta.rtol))],
+                                       gpu_name=device_name is None)
+    device = device_name or local_gpu
+    peaks = sol.find_peaks(device, sol.load_peaks(peak_files))
+    return {**sol.task_bound(task, counts[0], peaks), "device_name": device or "cpu",
+            "peaks": sol.peaks_dict(peaks)}
+
+
+def bound_line(record: dict) -> str:
+    """One line: FLOPs, bytes, precision, and the bound (or why there is none)."""
+    if record.get("error"):
+        return f"speed of light: the reference could not be counted ({record['error']})"
+    counts = (f"{record['flops'] / 1e9:.4g} GFLOP, {record['bytes'] / 1e6:.4g} MB at least "
+              f"({record['precision']}, {record['bytes_per_float']} bytes per float)")
+    if record.get("sol_ms") is None:
+        return f"speed of light: {counts}; no peak figures for this device ({record['device_name']})"
+    return (f"speed of light on {record['device_name']} ({record['device']} datasheet peaks): {record['sol_ms']:.4g} ms, "
+            f"{record['bound']}-bound (compute {record['compute_ms']:.4g} ms, memory {record['memory_ms']:.4g} ms); "
+            f"{counts}")

@@ -72,6 +72,7 @@ TABLES: dict[str, dict[str, str]] = {
         "reason": "VARCHAR", "check_name": "VARCHAR", "code_sha256": "VARCHAR", "cost_usd": "DOUBLE",
         "time": "VARCHAR", "meta": "JSON",
         "hardware": "VARCHAR",  # what timed it (GPU name, else "cpu: " and the CPU model); see _hardware
+        "clocks": "JSON",  # the GPU's clocks before and after timing (worker/supervise/gpu_clocks.py), or NULL
         "dir": "VARCHAR",  # the attempt's mirror folder (prompt.md, response.md, code.py), relative to the run
         # Its number on the speedup-vs-queries curve (see curve_positions): idx renumbered in PIKE's order.
         "curve_idx": "INTEGER",
@@ -79,7 +80,7 @@ TABLES: dict[str, dict[str, str]] = {
     "baselines": {
         "run": "VARCHAR", "task": "VARCHAR", "mode": "VARCHAR", "device": "VARCHAR", "protocol": "VARCHAR",
         "category": "VARCHAR", "runtime_ms": "DOUBLE", "stats": "JSON", "gpu": "VARCHAR", "host": "VARCHAR",
-        "hardware": "VARCHAR", "time": "VARCHAR",
+        "hardware": "VARCHAR", "time": "VARCHAR", "clocks": "JSON",
         "baseline_set": "VARCHAR",  # NULL for a run's own baselines; the set's name for `pikeh baselines` output
     },
     "baseline_sets": {
@@ -125,10 +126,13 @@ def run_rows(run_dir: Path) -> dict[str, list[dict[str, Any]]]:
                                   "name": task["name"], "atol": task.get("atol"), "rtol": task.get("rtol"),
                                   "end_reason": None, "queries_used": None, "spend_usd": None}
     hardware: dict[tuple[str, str], str | None] = {}  # (task, key) -> what timed its evaluation
+    clocks: dict[tuple[str, str], dict[str, Any] | None] = {}  # (task, key) -> its GPU clocks around the timing
     for event in events:
         kind = event.get("type")
         if kind == EvalDone.type:
-            hardware[(event["task"], event["key"])] = _hardware((event.get("result") or {}).get("environment"))
+            environment = (event.get("result") or {}).get("environment")
+            hardware[(event["task"], event["key"])] = _hardware(environment)
+            clocks[(event["task"], event["key"])] = _clocks(environment)
         elif kind in (LLMAnswer.type, LLMFailure.type):
             rows["llm_calls"].append(_llm_row(run, event))
         elif kind == AttemptDone.type and id(event) in latest:
@@ -141,6 +145,7 @@ def run_rows(run_dir: Path) -> dict[str, list[dict[str, Any]]]:
                 "code_sha256": event.get("code_sha256"), "cost_usd": event.get("cost_usd"),
                 "time": event.get("time"), "meta": json.dumps(meta_field),
                 "hardware": hardware.get((event["task"], event["key"])),
+                "clocks": clocks.get((event["task"], event["key"])),
                 "dir": str(attempt_dir(event["task"], event["key"], event.get("index"))),
             })
         elif kind == Baseline.type:
@@ -198,7 +203,13 @@ def _baseline_row(event: dict[str, Any], *, run: str | None, baseline_set: str |
         "runtime_ms": result.get("runtime_ms"), "stats": json.dumps(result.get("runtime")),
         "gpu": environment.get("device_name") or environment.get("gpu"), "host": environment.get("host"),
         "hardware": _hardware(environment), "time": event.get("time"), "baseline_set": baseline_set,
+        "clocks": _clocks(environment),
     }
+
+
+def _clocks(environment: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The GPU clocks an evaluation recorded around its timing, or None (a CPU, no NVML)."""
+    return (environment or {}).get("gpu_clocks") or None
 
 
 def _hardware(environment: dict[str, Any] | None) -> str | None:

@@ -62,6 +62,10 @@ class EvalRequest:
     # worker/inside/baseline_modes.py). None for candidates. The mode is applied by the worker, so the
     # source stays the task's own and passes the candidate checks unchanged.
     baseline_mode: str | None = None
+    # `pikeh profile` / `pikeh report --profile-best`: after a correct timing, run a few calls under
+    # torch.profiler in the same process (worker/inside/profiling.py); the summary lands in
+    # EvalResult.profile. Never affects the verdict or the runtime.
+    profile: bool = False
 
     def to_json(self) -> str:
         return json.dumps(dataclasses.asdict(self), sort_keys=True)
@@ -129,6 +133,7 @@ class EvalResult:
     environment: dict[str, Any] = field(default_factory=dict)
     seeds: dict[str, Any] = field(default_factory=dict)
     isolation: str = ""  # how the candidate was isolated: "bwrap", "none (--unsafe-no-sandbox)", ...
+    profile: dict[str, Any] | None = None  # only when the request asked for one (worker/inside/profiling.py)
     schema: int = SCHEMA_VERSION
 
     @property

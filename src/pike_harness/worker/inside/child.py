@@ -8,6 +8,7 @@ a CPU slot for loading and a GPU lock for checking and timing:
   "warm"   -> one call on a throwaway model (optional)    -> "warmed"  (JIT compiles outside the device lock)
   "check"  -> construct, run every input set, self-checks -> "checked" (outputs saved for the supervisor)
   "time"   -> the protocol's timed loop                   -> "timed"
+  "profile"-> a few calls under torch.profiler (only when the request asks) -> "profiled"
   Both commands carry a fresh nonce that the reply echoes: the candidate runs in this process and can
   write to the channel, but it never sees a command, so a report it forges lacks the nonce.
   "exit"
@@ -225,6 +226,19 @@ class CandidateProcess:
         self.channel.send({"event": "timed", "run": run.to_dict(), "threads": threads, "notes": self.notes,
                            "backend_flags": self.flags_set, "nonce": nonce})
 
+    # -- stage 3 (on request): profile ------------------------------------------------------------
+    def profile(self, nonce: str | None) -> None:
+        """The judged model and inputs under torch.profiler; a failure here is reported, never a verdict."""
+        from pike_harness.worker.inside import profiling
+
+        self._restore_flags()
+        try:
+            summary: dict[str, Any] = profiling.profile(self.model, self.input_sets, self.device)
+        except Exception as exc:
+            traceback.print_exc()
+            summary = {"error": _summary(exc)}
+        self.channel.send({"event": "profiled", "profile": summary, "nonce": nonce})
+
     # -- helpers -------------------------------------------------------------------------------
     def _synchronize(self) -> None:
         if self.device.type == "cuda":
@@ -335,6 +349,8 @@ def main(argv: list[str]) -> int:
                 process.check([int(seed) for seed in message["hidden_seeds"]], message.get("nonce"))
             elif command == "time":
                 process.time(request.protocol, request.protocol_params, message.get("nonce"))
+            elif command == "profile":
+                process.profile(message.get("nonce"))
             else:
                 break
     except Verdict as verdict:

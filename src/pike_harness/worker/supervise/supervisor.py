@@ -43,12 +43,12 @@ from pike_harness.worker.records import (
     EvalRequest,
     EvalResult,
 )
-from pike_harness.worker.supervise import sandbox, static_checks
+from pike_harness.worker.supervise import gpu_clocks, sandbox, static_checks
 from pike_harness.worker.supervise.buildcache import BuildTimeout, ToolchainError, jit_cache_key
 from pike_harness.worker.supervise.compare import compare_outputs
 from pike_harness.worker.supervise.errors import InfrastructureError
 from pike_harness.worker.supervise.reference import ReferenceOracle
-from pike_harness.worker.supervise.spawn import Spawned, spawn_child
+from pike_harness.worker.supervise.spawn import Spawned, spawn_child, visible_devices
 
 OUTPUTS_FILE = "outputs.pt"  # the child's name for it; the supervisor never takes a path from the child
 # Peak memory bandwidth (bytes/s) by GPU name, for the "faster than reading its own data" flag.
@@ -115,6 +115,7 @@ class Evaluation:
         self.stages = _Stages()
         self.flags: list[str] = []
         self.environment: dict[str, Any] = {**host_info(), "device": request.device}
+        self.profile: dict[str, Any] | None = None  # the profile stage's summary, when the request asks
         self.hidden_seeds = _draw_seeds(request.hidden_input_sets, exclude=set(request.input_seeds))
         self.secrets = sandbox.secret_values(settings.source_environ())
         self.popen: subprocess.Popen | None = None
@@ -228,6 +229,7 @@ class Evaluation:
             return self._conclude(comparison.category, comparison.check, comparison.reason,
                                   outputs=comparison.checks)
 
+        clocks_before = self._gpu_clocks()
         self._notify("timing_start")
         try:
             began = time.monotonic()
@@ -238,6 +240,8 @@ class Evaluation:
         finally:
             self._notify("timing_end")
         self.stages.add("timing", wall_ms / 1000.0)
+        if clocks_before is not None:
+            self.environment["gpu_clocks"] = {"before": clocks_before, "after": self._gpu_clocks()}
         self._note(timed.get("notes"))
         self.environment["threads"] = timed.get("threads")
         self.environment["backend_flags"] = timed.get("backend_flags")
@@ -255,7 +259,25 @@ class Evaluation:
         self.protocol_details = {"warmup": run.get("warmup"), "reps": run.get("reps"),
                                  "estimate_ms": run.get("estimate_ms")}
         self._plausibility(stats.headline_ms, reference_outputs, candidate_outputs)
+        if request.profile:
+            self._profile()
         return self._conclude(CORRECT, None, None, outputs=comparison.checks, runtime=stats)
+
+    def _gpu_clocks(self) -> dict[str, Any] | None:
+        """SM/memory clocks, power limit, temperature of the evaluation's GPU (None on a CPU/without NVML)."""
+        if not self.request.device.startswith("cuda"):
+            return None
+        return gpu_clocks.read(visible_devices(self.request.device, self.settings.source_environ()))
+
+    def _profile(self) -> None:
+        """The profile stage (EvalRequest.profile): informational, so a failure is recorded, not judged."""
+        began = time.monotonic()
+        nonce = secrets.token_hex(16)
+        assert self.channel is not None
+        self.channel.send({"cmd": "profile", "nonce": nonce})
+        profiled = self._await("profiled", self.request.limits.run_timeout_s, "profile", nonce=nonce)
+        self.stages.add("profile", time.monotonic() - began)
+        self.profile = profiled.get("profile") if isinstance(profiled.get("profile"), dict) else None
 
     # -- the candidate's process ---------------------------------------------------------------
     def _static_checks(self) -> None:
@@ -500,6 +522,7 @@ class Evaluation:
             stdout_tail=mask(stdout), stderr_tail=mask(stderr), protocol=protocol,
             environment=self.environment, isolation=_isolation_label(self.settings.isolation),
             seeds={"weight": request.weight_seed, "public": list(request.input_seeds), "hidden": self.hidden_seeds},
+            profile=self.profile,
         )
         return self.result
 

@@ -1,0 +1,93 @@
+"""Profiles on a CPU (`pikeh profile`, `pikeh report --profile-best`) through the real local evaluator, and
+GPU-clock readings: absent without a GPU, never an error; the >5% drift rule on synthetic readings."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from pike_harness.cli import App
+from pike_harness.worker.inside.profiling import classify
+from pike_harness.worker.supervise import gpu_clocks
+
+from .handmade import HandRun
+from .test_retime import GELU
+
+
+def test_clock_readings_are_absent_without_a_gpu():
+    assert gpu_clocks.read(None) is None and gpu_clocks.read("") is None
+    assert gpu_clocks.read("GPU-1a2b") is None  # a UUID is not resolved
+    if gpu_clocks._library() is False and not gpu_clocks.shutil.which("nvidia-smi"):
+        assert gpu_clocks.read("0") is None  # this CI machine: no NVML, no nvidia-smi
+
+
+def test_nvidia_smi_line_and_drift_rule():
+    reading = gpu_clocks.parse_smi("1980, 2619, 700.00, 40")
+    assert reading == {"sm_mhz": 1980.0, "mem_mhz": 2619.0, "power_limit_w": 700.0, "temperature_c": 40.0}
+    assert gpu_clocks.parse_smi("[N/A], 2619, [N/A], 40") == {"mem_mhz": 2619.0, "temperature_c": 40.0}
+    assert gpu_clocks.parse_smi("garbage") is None
+
+    def clocks(sm_before, sm_after, mem=2619.0):
+        return {"before": {"sm_mhz": sm_before, "mem_mhz": mem}, "after": {"sm_mhz": sm_after, "mem_mhz": mem}}
+
+    base = clocks(1980, 1980)
+    assert gpu_clocks.drift(clocks(1900, 1900), base) == []  # 4% below: within 5%
+    assert gpu_clocks.drift(clocks(1980, 1700), base) == ["sm clock 1840 MHz vs baseline 1980 MHz"]  # mean 7% off
+    assert gpu_clocks.drift(clocks(1980, 1980, mem=1593.0), base) == ["mem clock 1593 MHz vs baseline 2619 MHz"]
+    assert gpu_clocks.drift(None, base) == [] and gpu_clocks.drift(base, None) == []  # CPU side: no flag
+    assert gpu_clocks.drift(clocks(1980, 1700), base, threshold=0.10) == []
+
+
+def test_kernel_origins():
+    assert classify("triton_poi_fused_add_relu_0") == "custom"
+    assert classify("fused_gemm_relu_kernel") == "custom"  # a load_inline kernel that mentions gemm
+    assert classify("sm90_xmma_gemm_f32f32_tf32f32_f32_tn_n_tilesize128x128x32") == "library"
+    assert classify("ampere_sgemm_128x64_tn") == "library"
+    assert classify("void cudnn::bn_fw_inf_1C11_kernel_NCHW<float, float, true, 1>") == "library"
+    assert classify("void at::native::vectorized_elementwise_kernel<4, at::native::GeluCUDAKernelImpl>") == "pytorch"
+    assert classify("aten::gelu") == "pytorch"
+    assert classify("Memcpy DtoD (Device -> Device)") == "memory"
+
+
+@pytest.fixture
+def gelu_file(tmp_path: Path) -> Path:
+    path = tmp_path / "gelu.py"
+    path.write_text(GELU)
+    return path
+
+
+def test_pikeh_profile_on_cpu(cli, gelu_file):
+    App.reset()
+    result = cli("profile", str(gelu_file), "--task", "smoke/5", "--device", "cpu", "--protocol", "quick", "--json")
+    assert result.exit_code == 0, result.output
+    record = json.loads(result.output[result.output.index("{"):])
+    profile = record["profile"]
+    assert profile["device"] == "cpu" and profile["unit"] == "operator" and profile["calls"] == 5
+    names = {k["name"]: k for k in profile["kernels"]}
+    assert names["aten::gelu"]["origin"] == "pytorch" and names["aten::gelu"]["per_call"] == 1
+    assert profile["launches_per_call"] >= 1 and profile["share"]["pytorch"] == pytest.approx(1.0)
+    assert 0 <= profile["gap_ms_per_call"] <= profile["wall_ms_per_call"]
+    assert record["runtime_ms"] > 0
+    assert "gpu_clocks" not in record["environment"]  # a CPU evaluation: absent, not an error
+
+
+def test_report_profiles_the_best_candidate(cli, tmp_path):
+    App.reset()
+    run = HandRun(tmp_path / "runs", "smoke-run", suite="smoke").task(5, "5_GELU").baseline(5, 1.0)
+    run.attempt(5, 1, "incorrect").attempt(5, 2, "correct", 0.5, code=GELU)
+    path = run.write()
+    out = tmp_path / "report"
+    result = cli("report", "--input", str(path), "--output", str(out), "--format", "html", "--profile-best", "1",
+                 "--device", "cpu", "--protocol", "quick")
+    assert result.exit_code == 0, result.output
+    (record,) = [json.loads(line) for line in (out / "profiles.jsonl").read_text().splitlines()]
+    assert record["key"] == "q002" and record["profile"]["unit"] == "operator"
+    page = (out / "index.html").read_text()
+    section = page.split('id="profiles"')[1].split("</table>")[0]
+    assert "aten::gelu [pytorch]" in section and "pytorch 100%" in section
+    # A later report reuses the stored profile (no evaluator needed).
+    again = cli("report", "--input", str(path), "--output", str(out), "--format", "html")
+    assert again.exit_code == 0 and 'id="profiles"' in (out / "index.html").read_text()
+    assert len((out / "profiles.jsonl").read_text().splitlines()) == 1
