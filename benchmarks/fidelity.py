@@ -211,6 +211,10 @@ def markdown(rows: list[dict], summary: dict, setup: dict) -> str:
     return "\n".join(lines)
 
 
+def _isolation(results: dict[str, dict[str, Any]]) -> str | None:
+    return next((e["result"].isolation for e in results.values() if "result" in e), None)
+
+
 def _records(results: dict[str, dict[str, Any]]) -> dict[str, Any]:
     return {name: ({k: v for k, v in entry.items() if k != "result"}
                    | ({"record": entry["result"].to_dict()} if "result" in entry else {}))
