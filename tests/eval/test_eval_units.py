@@ -406,3 +406,15 @@ def test_reasons_say_what_was_observed():
     assert first.check == "allclose" and first.reason.startswith("input set 0 (seed 0)")
     constant = _judge([1.0, 1.0, 1.0, 1.0, 1.0])
     assert constant.check == "hidden_input"  # outside the tolerance: wrong, not merely constant
+
+
+def test_guard_counts_timed_calls_through_every_holder_of_the_reference_code(guarded):
+    module, guard = guarded
+    model = module.ModelNew(4)
+    guard.count_timed_calls()
+    x = torch.ones(2, 4)
+    want = torch.relu(model.inner.linear(x))
+    for how in ("own", "module", "saved", "code_copy", "base"):
+        assert torch.equal(model(x, how=how), want)
+    seen = guard.stop_counting()
+    assert seen.reference_calls == ["Model.forward, 4 calls"] and not seen.tampering

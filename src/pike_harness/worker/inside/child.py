@@ -258,9 +258,9 @@ class CandidateProcess:
         """A rejection for what the reference guard saw in one watched stretch; flags for the rest."""
         if seen.tampering:
             raise Verdict(REJECTED, "reference_guard", f"{where}: {seen.tampering[0]}")
-        if seen.reference_calls and where.startswith("input set"):
+        if seen.reference_calls and where.startswith(("input set", "timing")):
             raise Verdict(REJECTED, "calls_reference_model",
-                          f"{where}: the checked call ran the reference Model's code "
+                          f"{where}: the {'timed calls' if where == 'timing' else 'checked call'} ran the reference Model's code "
                           f"({', '.join(seen.reference_calls[:3])}); a candidate must compute with its own code")
         if seen.copies and "runs_reference_copy" not in self.notes:
             self.notes.append("runs_reference_copy")
@@ -275,12 +275,14 @@ class CandidateProcess:
         try:
             loop = TimedLoop(self.model, self.input_sets, self.validated, device=self.device, protocol=protocol,
                              atol=self.request.atol, rtol=self.request.rtol)
+            self.guard.count_timed_calls()
             run = loop.run()
         except OutputProblem as exc:
             raise Verdict(REJECTED, exc.check, f"timing: {exc}") from None
         except BaseException as exc:
             traceback.print_exc()
             raise _resource_verdict(exc) or Verdict(RUNTIME_ERROR, "timing", f"timing: {_summary(exc)}") from None
+        self._judge_guard(self.guard.stop_counting(), "timing")
         bad = [(index, count) for index, count in enumerate(run.mismatches) if count]
         if bad:
             detail = ", ".join(f"set {index}: {count} elements" for index, count in bad)

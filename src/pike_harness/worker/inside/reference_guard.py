@@ -26,9 +26,11 @@ Not caught (documented in docs/evaluator.md): running the reference's submodules
 (``self.ref.features(x)``: torch's own modules, equivalent to writing the eager code); a thread started
 and joined inside a call after ``threading.setprofile`` was undone; ``torch.compile`` of the reference
 (Dynamo runs transformed code, not the reference's frames); ctypes (flagged ``introspection``).
-Timed calls are not profiled (it would distort the timing): a candidate that passes the check with its
-own code gains nothing by calling the reference later, and a timed call that computes differently from
-its checked call is caught by the timed-output comparison. Standard library only.
+Timed calls are not profiled (it would distort the timing): ``count_timed_calls`` swaps the code of
+every function object running the reference's methods for a counting trampoline instead. A candidate
+that passes the check with its own code gains nothing by calling the reference later, and a timed call
+that computes differently from its checked call is caught by the timed-output comparison. Standard
+library only.
 """
 
 from __future__ import annotations
@@ -161,6 +163,60 @@ class ReferenceGuard:
                                               "part of the reference Model")
                 self._methods[name] = self.reference.__dict__.get(name)
 
+    # -- timed calls -----------------------------------------------------------------------------
+    def count_timed_calls(self) -> None:
+        """Make every function running the reference's methods count its calls, at no cost otherwise.
+
+        Timed calls cannot run under a profiler. Instead each function object whose code is one of
+        the reference's (found through ``gc``: the class's own, references kept at import time,
+        ``FunctionType`` copies) gets a trampoline as its ``__code__``: it counts, then calls a copy
+        of the original. The function objects stay the same, so every reference to them sees it.
+        Functions with a closure (``__code__`` must keep the number of free variables) are left as
+        they are; a code object kept bare and made into a function after this point is not seen.
+        """
+        import gc
+
+        if not self.active:
+            return
+        self.timed_calls: dict[str, int] = {}
+        for code_id, (name, is_init) in list(self.codes.items()):
+            code = next((kept for kept in self._keep if id(kept) == code_id), None)
+            if code is None or is_init:
+                continue
+            for holder in gc.get_referrers(code):
+                if type(holder) is types.FunctionType and holder.__code__ is code and not holder.__closure__:
+                    self._trampoline(holder, name)
+
+    def stop_counting(self) -> Observation:
+        """What the timed calls ran of the reference (the trampolines stay: the process ends next)."""
+        self.current = Observation(tampering=list(self.after_import))
+        self.after_import.clear()
+        self._check_class()
+        self.current.reference_calls = [f"{name}, {count} calls"
+                                        for name, count in getattr(self, "timed_calls", {}).items()]
+        return self.current
+
+    def _trampoline(self, function: types.FunctionType, name: str) -> None:
+        original = types.FunctionType(function.__code__, function.__globals__, function.__name__,
+                                      function.__defaults__)
+        original.__kwdefaults__ = function.__kwdefaults__
+        counts = self.timed_calls
+
+        def counted(*args: Any, **kwargs: Any) -> Any:
+            counts[name] = counts.get(name, 0) + 1
+            return original(*args, **kwargs)
+
+        key = f"__pikeh_reference_{id(function):x}"
+        function.__globals__[key] = counted
+        namespace: dict[str, Any] = {}
+        exec(compile(f"def trampoline(*args, **kwargs):\n    return {key}(*args, **kwargs)\n",
+                     "<pikeh reference guard>", "exec"), namespace)
+        self._own_change = True
+        try:
+            function.__code__ = namespace["trampoline"].__code__
+        finally:
+            self._own_change = False
+
     def _change(self, function: Any) -> None:
         self._own_change = True
         try:
@@ -194,7 +250,8 @@ class ReferenceGuard:
             return
         if event == "sys.setprofile" and self.armed and not self._own_change:
             self.current.tampering.append("the candidate called sys.setprofile during a checked call")
-        elif event == "object.__setattr__" and args and any(args[0] is f for f in self.functions):
+        elif event == "object.__setattr__" and not self._own_change and args \
+                and any(args[0] is f for f in self.functions):
             what = f"{getattr(args[0], '__qualname__', '?')}.{args[1]}"
             target = self.current.tampering if self.armed else self.after_import
             target.append(f"the candidate assigned {what}, part of the reference Model")
