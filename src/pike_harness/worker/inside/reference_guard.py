@@ -179,13 +179,10 @@ class ReferenceGuard:
         if not self.active:
             return
         self.timed_calls: dict[str, int] = {}
-        for code_id, (name, is_init) in list(self.codes.items()):
-            code = next((kept for kept in self._keep if id(kept) == code_id), None)
-            if code is None or is_init:
-                continue
-            for holder in gc.get_referrers(code):
-                if type(holder) is types.FunctionType and holder.__code__ is code and not holder.__closure__:
-                    self._trampoline(holder, name)
+        wanted = {code_id: name for code_id, (name, is_init) in self.codes.items() if not is_init}
+        for holder in gc.get_objects():  # one pass: the device may be held while this runs
+            if type(holder) is types.FunctionType and id(holder.__code__) in wanted and not holder.__closure__:
+                self._trampoline(holder, wanted[id(holder.__code__)])
 
     def stop_counting(self) -> Observation:
         """What the timed calls ran of the reference (the trampolines stay: the process ends next)."""
