@@ -1,7 +1,8 @@
 """The transformations ``offline:mutate`` applies, and the programs it writes from them.
 
 Every program is the task's reference source with ``class Model`` renamed to ``_Reference`` (the
-evaluator rejects candidates that call or subclass the reference ``Model``, so the name never appears),
+evaluator rejects a checked call that runs the in-file ``Model``'s code; a renamed copy is the program's
+own eager code, flagged ``runs_reference_copy``),
 followed by a ``ModelNew`` that builds ``_Reference`` from the same constructor arguments (same
 parameters created in the same order, so the same weights under the same seed) and runs it through the
 chosen transformations. A header line records the transformations, so a later prompt quoting the

@@ -88,3 +88,83 @@ def test_secrets_in_the_harness_environment_never_reach_the_candidate(run_pikeh)
     assert record["category"] == "correct" and record["isolation"] == "bwrap"
     assert re.search(r"PARENT [^\n]*PIKEH_SANDBOX=", record["stdout_tail"]), record["stdout_tail"][-2000:]
     assert "OPENAI_API_KEY" not in record["stdout_tail"]
+
+
+# -- many candidates at once -------------------------------------------------------------------------
+
+def _solutions(folder: Path, files: dict[str, str]) -> Path:
+    folder.mkdir()
+    for name, corpus_file in files.items():
+        (folder / name).write_text((CORPUS / corpus_file).read_text(encoding="utf-8"), encoding="utf-8")
+    return folder
+
+
+def test_a_folder_of_solutions_gives_a_table(cli, tmp_path):
+    folder = _solutions(tmp_path / "solutions", {"task_1.py": "ok_plain.py", "5_gelu.py": "wrong_values.py"})
+    (folder / "notes.py").write_text("x = 1\n", encoding="utf-8")
+    result = cli("eval", str(folder), "--suite", "smoke", "--device", "cpu", "--protocol", "quick")
+    assert result.exit_code == 0, result.output
+    assert "skipped notes.py: no task id in its name" in result.output
+    rows = {line.split("│")[2].strip(): line for line in result.output.splitlines() if line.startswith("│ smoke/")}
+    assert set(rows) == {"task_1.py", "5_gelu.py"}
+    assert "correct" in rows["task_1.py"] and "incorrect" in rows["5_gelu.py"] and "allclose" in rows["5_gelu.py"]
+    assert "5_gelu.py (smoke/5): input set 0 (seed 0), output 0: max abs diff" in result.output
+    assert "2 of 2 candidates evaluated" in result.output
+
+
+def test_a_manifest_as_json_lines_and_ctrl_c_reports_what_finished(tmp_path):
+    """Two candidates through one evaluator; one hangs. After the first JSON line, SIGINT: exit 130,
+    the finished one reported, the hanging one's process gone."""
+    import signal
+    import subprocess
+    import sys
+
+    from corpus_cases import sandbox_leftovers
+
+    folder = _solutions(tmp_path / "mine", {"fast.py": "ok_plain.py", "hangs.py": "hang_forward.py"})
+    manifest = tmp_path / "candidates.jsonl"
+    manifest.write_text('# one object per line\n{"task": "smoke/1", "file": "mine/fast.py"}\n\n'
+                        f'{{"task": "smoke/5", "file": "{folder / "hangs.py"}"}}\n', encoding="utf-8")
+    workdir = tmp_path / "work"
+    proc = subprocess.Popen([sys.executable, "-m", "pike_harness", "eval", "--manifest", str(manifest), "--json",
+                             "--device", "cpu", "--protocol", "quick", "--timeout", "300", "--workdir", str(workdir)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        first = json.loads(proc.stdout.readline())
+        proc.send_signal(signal.SIGINT)
+        rest, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130, err[-2000:]
+    assert first["file"] == str(folder / "fast.py") and first["task"] == "smoke/1" and first["category"] == "correct"
+    assert rest.strip() == "" and "interrupted: 1 of 2 candidates evaluated" in err
+    assert sandbox_leftovers(workdir) == []
+
+
+def test_mistakes_with_many_candidates_are_one_line_errors(cli, tmp_path):
+    from corpus_cases import SMOKE
+
+    from pike_harness.host.candidate_sets import from_folder
+
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    unknown = _solutions(tmp_path / "unknown", {"task_1.py": "ok_plain.py", "task_99.py": "ok_plain.py"})
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"task": "smoke/1", "file": "x.py"}\nnot json\n', encoding="utf-8")
+    (tmp_path / "x.py").write_text("x = 1\n", encoding="utf-8")
+    cases = {
+        (str(empty), "--suite", "smoke"): "no .py files",
+        (str(unknown), "--suite", "smoke"): "suite 'smoke' has no task 99",
+        (str(unknown),): "is a folder: name the suite",
+        (str(unknown / "task_1.py"),): "give its task with --task",
+        ("--manifest", str(bad)): "bad.jsonl:2: not a JSON object",
+        (): "give a candidate file with --task",
+    }
+    for args, message in cases.items():
+        result = cli("eval", *args, "--device", "cpu")
+        assert result.exit_code == 1 and message in result.output, (args, result.output)
+        assert "Traceback" not in result.output
+    # The benchmark's lenient form skips what the suite lacks and says so.
+    lenient = from_folder(unknown, SMOKE, strict=False)
+    assert [c.path.name for c in lenient.candidates] == ["task_1.py"] and "task_99.py" in lenient.skipped[0]

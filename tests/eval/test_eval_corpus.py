@@ -48,3 +48,22 @@ def test_evaluator_is_healthy_after_the_corpus(corpus_results, cpu_evaluator):
     scratch = cpu_evaluator.workdir / "scratch"
     idle = set(cpu_evaluator.engine.prestart.idle_scratch()) if cpu_evaluator.engine.prestart is not None else set()
     assert not scratch.exists() or [p for p in scratch.iterdir() if p not in idle] == []
+
+
+def test_reasons_say_what_was_observed(corpus_results):
+    """The verdicts PIKE's one-call check misses name the pattern and the measured differences."""
+    reasons = {name: result.reason or "" for name, (_, result) in corpus_results.items()}
+    assert reasons["stateful_calls"].startswith(
+        "right on call 1, wrong on call 2 with the same input (state kept across calls): "
+        "input set 0 (seed 0), output 0: max abs diff")
+    assert reasons["stateful_instances"].startswith("right on the first instance, wrong on a second built in the "
+                                                    "same process (state shared between instances)")
+    assert reasons["seed_specialisation"].startswith("right on the public input set, wrong on 2 of 2 hidden ones")
+    assert "max abs diff 0 on the public set" in reasons["seed_specialisation"]
+    assert reasons["constant_output"].startswith("the same output for every input set")
+    assert reasons["calls_reference"].startswith("input set 0 (public): the checked call ran the reference "
+                                                 "Model's code (Model.forward)")
+    assert "sys.setprofile" in reasons["calls_reference_profiler_off"]
+    _, factory = corpus_results["ok_factory_model"]
+    _, borrower = corpus_results["ok_borrows_reference"]
+    assert factory.category == borrower.category == "correct" and "borrows_reference" in borrower.flags

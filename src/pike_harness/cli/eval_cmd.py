@@ -1,4 +1,5 @@
-"""``pikeh eval CANDIDATE.py --task SUITE/ID``: check and time one candidate file, print the verdict."""
+"""``pikeh eval``: check and time one candidate file (``--task``), a folder of them (``--suite``) or a
+manifest (``--manifest``), and print the verdicts (many candidates: ``cli.eval_batch``)."""
 
 from __future__ import annotations
 
@@ -18,22 +19,45 @@ from pike_harness.cli.evaluator_options import (
 from pike_harness.contracts.evaluation import EvaluatorError
 from pike_harness.contracts.model import EvalResult
 from pike_harness.errors import UserError
+from pike_harness.host import candidate_sets
+from pike_harness.host.candidate_sets import CandidateSet
 
 
 @click.command("eval", cls=EvaluatorCommand)
-@click.argument("candidate", type=click.Path(exists=True, dir_okay=False, path_type=Path))
-@click.option("--task", "task_ref", required=True, metavar="SUITE/ID", help="The task, e.g. smoke/1.")
-@click.option("--json", "as_json", is_flag=True, help="Print the result record as one JSON object.")
+@click.argument("candidate", required=False, type=click.Path(exists=True, path_type=Path))
+@click.option("--task", "task_ref", metavar="SUITE/ID", help="The task of one candidate file, e.g. smoke/1.")
+@click.option("--suite", "suite_name", metavar="SUITE",
+              help="CANDIDATE is a folder of solutions for this suite (task_N.py or N_name.py).")
+@click.option("--only", metavar="IDS", help="With --suite: only these task ids, e.g. 1-5,9.")
+@click.option("--manifest", type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help='A JSON-lines file of candidates: {"task": "SUITE/ID", "file": "PATH"} per line.')
+@click.option("--json", "as_json", is_flag=True,
+              help="Print the result record as one JSON object (one line per candidate for several).")
 @evaluator_options
-def eval_command(candidate: Path, task_ref: str, as_json: bool, **kwargs: Any) -> None:
-    """Evaluate one candidate file against a task: load it in a sandboxed process, check it on public
-    and hidden input sets against the reference, time it, and print the verdict.
+def eval_command(candidate: Path | None, task_ref: str | None, suite_name: str | None, only: str | None,
+                 manifest: Path | None, as_json: bool, **kwargs: Any) -> None:
+    """Evaluate candidate files against their tasks: load each in a sandboxed process, check it on
+    public and hidden input sets against the reference, time it, and print the verdict.
 
-    The verdict is one of compile_error, runtime_error, timeout, incorrect, rejected (a cheat was
-    detected; the result names the check) or correct (with a runtime). The exit status is 0 whenever
-    an evaluation happened, whatever the verdict.
+    \b
+    One file:        pikeh eval CANDIDATE.py --task SUITE/ID
+    A folder:        pikeh eval FOLDER --suite SUITE [--only IDS]   (task_N.py or N_name.py)
+    A manifest:      pikeh eval --manifest FILE.jsonl
+
+    Several candidates go to one evaluator at once, with a progress bar and a table at the end (JSON
+    lines with --json); Ctrl-C stops and reports what finished (exit status 130). The verdict is one
+    of compile_error, runtime_error, timeout, incorrect, rejected (a cheat was detected; the result
+    names the check) or correct (with a runtime). The exit status is 0 whenever the evaluations
+    happened, whatever the verdicts.
     """
     values = pop_evaluator_values(kwargs)
+    batch = _candidate_set(candidate, task_ref, suite_name, only, manifest)
+    if batch is not None:
+        from pike_harness.cli.eval_batch import evaluate_set
+
+        evaluate_set(batch, values, as_json=as_json)
+        return
+    assert candidate is not None and task_ref is not None
     task = get_app().catalog.resolve(task_ref)
     try:
         source = candidate.read_text(encoding="utf-8")
@@ -57,6 +81,30 @@ def eval_command(candidate: Path, task_ref: str, as_json: bool, **kwargs: Any) -
         click.echo(json.dumps(result.to_dict(), sort_keys=True))
     else:
         _print(result, candidate)
+
+
+def _candidate_set(candidate: Path | None, task_ref: str | None, suite_name: str | None, only: str | None,
+                   manifest: Path | None) -> CandidateSet | None:
+    """The candidates a folder or a manifest names; None for the one-file form (checked here)."""
+    catalog = get_app().catalog
+    if manifest is not None:
+        if candidate is not None or task_ref or suite_name:
+            raise UserError("--manifest names the candidates and their tasks: give no CANDIDATE, --task or --suite")
+        return candidate_sets.from_manifest(manifest, catalog)
+    if candidate is None:
+        raise UserError("give a candidate file with --task SUITE/ID, a folder with --suite SUITE, or --manifest FILE")
+    if candidate.is_dir():
+        if task_ref:
+            raise UserError(f"{candidate} is a folder: give --suite SUITE (its files map to task ids), not --task")
+        if not suite_name:
+            raise UserError(f"{candidate} is a folder: name the suite of its solutions with --suite")
+        wanted = {task.id for task in catalog.select(suite_name, only)} if only else None
+        return candidate_sets.from_folder(candidate, catalog.suite(suite_name), wanted=wanted)
+    if suite_name or only:
+        raise UserError("--suite and --only go with a folder of candidates; for one file give --task SUITE/ID")
+    if not task_ref:
+        raise UserError(f"{candidate.name}: give its task with --task SUITE/ID")
+    return None
 
 
 def _print(result: EvalResult, candidate: Path) -> None:

@@ -1,7 +1,7 @@
 # threat: 9 (cache results by input shape): every input set has the same shape, so the second
 # set gets the first set's answer.
 # task: smoke/1
-# expect: incorrect/allclose
+# expect: incorrect/hidden_input
 import torch
 import torch.nn as nn
 

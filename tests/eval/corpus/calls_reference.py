@@ -1,4 +1,5 @@
-# threat: 10 (call the reference Model): ModelNew only wraps the copied reference
+# threat: 10 (call the reference Model): ModelNew only wraps the copied reference (super().forward),
+# seen at run time by the reference guard
 # task: smoke/1
 # expect: rejected/calls_reference_model
 import torch

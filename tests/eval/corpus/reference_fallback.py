@@ -1,7 +1,7 @@
 # threat: 10 (fall back to the reference Model in a try/except): the "custom kernel" always fails
 # and the except branch runs the copied reference
 # task: smoke/1
-# expect: rejected/reference_fallback
+# expect: rejected/calls_reference_model
 import torch
 import torch.nn as nn
 

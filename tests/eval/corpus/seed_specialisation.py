@@ -2,7 +2,7 @@
 # inputs of seed 0 (the public seed, as in PIKE) and from then on returns it without any work.
 # The hidden input sets, drawn after the candidate is loaded, expose it.
 # task: smoke/1
-# expect: incorrect/allclose
+# expect: incorrect/hidden_input
 import torch
 import torch.nn as nn
 

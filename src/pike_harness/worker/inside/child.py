@@ -85,6 +85,9 @@ class CandidateProcess:
     # -- stage 1 -------------------------------------------------------------------------------
     def load(self) -> None:
         from pike_harness.worker.inside import loading
+        from pike_harness.worker.inside.reference_guard import (
+            ReferenceGuard,  # its audit hook precedes the candidate
+        )
 
         if "gpu_error" in self.environment:
             self.channel.send({"event": "infra_error", "reason": self.environment["gpu_error"]})
@@ -100,6 +103,7 @@ class CandidateProcess:
             name = loading.module_name_for(self.request.candidate_source, "pikeh_candidate")
             module = loading.load_source(self.request.candidate_source, name, directory=Path.cwd() / "candidate")
             self.model_class = loading.model_class(module)
+            self.guard = ReferenceGuard(module, self.model_class)
         except BaseException as exc:  # SystemExit included: a candidate that exits at import failed to load
             traceback.print_exc()
             raise _resource_verdict(exc) or Verdict(COMPILE_ERROR, "load", _summary(exc)) from None
@@ -142,60 +146,125 @@ class CandidateProcess:
 
     # -- stage 2: correctness ------------------------------------------------------------------
     def check(self, hidden_seeds: list[int], nonce: str | None) -> None:
-        from pike_harness.worker.inside import baseline_modes, loading
-        from pike_harness.worker.inside.timing import OutputProblem, output_tensors
+        """Every planned call (``check_plan``): outputs saved in plan order for the supervisor.
+
+        Construction and each call run under the reference guard: building the reference to borrow its
+        weights is noted (``borrows_reference``), computing a checked call with it is a rejection.
+        """
+        from pike_harness.worker.check_plan import check_plan
+        from pike_harness.worker.inside import loading
 
         torch, T, request = self.torch, self.T, self.request
         self.flags_set = self.flags.apply(request.precision)
-        try:
-            self.model = loading.build_model(self.model_class, loading.init_inputs(self.inputs_module),
-                                             weight_seed=request.weight_seed, device=self.device)
-        except BaseException as exc:
-            traceback.print_exc()
-            raise _resource_verdict(exc) or Verdict(RUNTIME_ERROR, "construct", _summary(exc)) from None
         seeds = list(request.input_seeds) + list(hidden_seeds)
         pristine = [loading.make_inputs(self.inputs_module, seed) for seed in seeds]
         torch.manual_seed(secrets.randbits(62))  # the hidden seeds must not stay readable via initial_seed()
         self.input_sets = [loading.to_device(values, self.device) for values in pristine]
-        try:
-            self.model = baseline_modes.apply(request.baseline_mode, self.model, self.device)
-        except BaseException as exc:
-            traceback.print_exc()
-            raise _resource_verdict(exc) or Verdict(RUNTIME_ERROR, "construct",
-                                                    f"baseline mode {request.baseline_mode}: {_summary(exc)}") from None
+        self.model = self._construct("construct")
         self._restore_flags()
+        plan = check_plan(len(seeds), request.baseline_mode)
+        models = [self.model]
         outputs: list[list[Any]] = []
-        for index, args in enumerate(self.input_sets):
-            try:
-                with torch.no_grad():
-                    out = self.model(*args)
-                tensors = output_tensors(out, self.device)
-                first = [T.clone(t) for t in tensors]  # now: the next call may reuse a static buffer
-                self._synchronize()
-                T.sleep(SETTLE_S)
-                self._synchronize()
-                later = [T.clone(t) for t in tensors]
-            except OutputProblem as exc:
-                raise Verdict(REJECTED, exc.check, f"input set {index}: {exc}") from None
-            except BaseException as exc:
-                traceback.print_exc()
-                raise _resource_verdict(exc) or Verdict(RUNTIME_ERROR, "forward",
-                                                        f"input set {index}: {_summary(exc)}") from None
-            for out_index, (a, b) in enumerate(zip(first, later, strict=True)):
-                if not _same(T, a, b):
-                    raise Verdict(REJECTED, "output_changed_after_return",
-                                  f"input set {index}, output {out_index} kept changing after the call "
-                                  "returned (work left running on a side stream or a background thread)")
-            for arg_index, (arg, original) in enumerate(zip(args, pristine[index], strict=True)):
-                if T.is_instance(original, T.Tensor) and not _same(T, T.to(arg, "cpu"), original):
-                    raise Verdict(REJECTED, "input_mutation",
-                                  f"input set {index}: the candidate modified input {arg_index} in place")
+        validated: dict[int, list[Any]] = {}
+        for call in plan:
+            if call.instance == len(models):
+                models.append(self._construct("construct a second instance"))
+                self._restore_flags()
+            args = self.input_sets[call.set_index] if call.first_sight else loading.to_device(
+                pristine[call.set_index], self.device)
+            where = self._call_label(call, len(request.input_seeds))
+            first = self._checked_call(models[call.instance], args, pristine[call.set_index], where)
             outputs.append([T.to(t, "cpu") for t in first])
-        self.validated = [[T.to(t, self.device) for t in values] for values in outputs]
+            if call.first_sight:
+                validated[call.set_index] = outputs[-1]
+        del models[1:]
+        self.validated = [[T.to(t, self.device) for t in validated[index]] for index in range(len(seeds))]
         self._self_checks("correctness")
         T.save(outputs, OUTPUTS_FILE)
         self.channel.send({"event": "checked", "outputs": OUTPUTS_FILE, "sets": len(outputs),
                            "notes": self.notes, "nonce": nonce})
+
+    @staticmethod
+    def _call_label(call: Any, n_public: int) -> str:
+        kind = "public" if call.set_index < n_public else "hidden"
+        label = f"input set {call.set_index} ({kind})"
+        if call.repeat:
+            label += ", second call"
+        if call.instance:
+            label += ", second instance"
+        return label
+
+    def _construct(self, what: str) -> Any:
+        """One model instance, built under the weight seed and the reference guard, in its baseline mode."""
+        from pike_harness.worker.inside import baseline_modes, loading
+
+        request = self.request
+        self.guard.watch()
+        try:
+            model = loading.build_model(self.model_class, loading.init_inputs(self.inputs_module),
+                                        weight_seed=request.weight_seed, device=self.device)
+        except BaseException as exc:
+            self.guard.stop()
+            traceback.print_exc()
+            raise _resource_verdict(exc) or Verdict(RUNTIME_ERROR, "construct", _summary(exc)) from None
+        seen = self.guard.stop()
+        self._judge_guard(seen, what)
+        if (seen.reference_inits or seen.reference_calls) and "borrows_reference" not in self.notes:
+            self.notes.append("borrows_reference")
+        try:
+            return baseline_modes.apply(request.baseline_mode, model, self.device)
+        except BaseException as exc:
+            traceback.print_exc()
+            raise _resource_verdict(exc) or Verdict(RUNTIME_ERROR, "construct",
+                                                    f"baseline mode {request.baseline_mode}: {_summary(exc)}") from None
+
+    def _checked_call(self, model: Any, args: list[Any], pristine: list[Any], where: str) -> list[Any]:
+        """One watched call: its outputs cloned at return, after the settle checks and the input check."""
+        from pike_harness.worker.inside.timing import OutputProblem, output_tensors
+
+        torch, T = self.torch, self.T
+        try:
+            self.guard.watch()
+            try:
+                with torch.no_grad():
+                    out = model(*args)
+            finally:
+                seen = self.guard.stop()
+            self._judge_guard(seen, where)
+            tensors = output_tensors(out, self.device)
+            first = [T.clone(t) for t in tensors]  # now: the next call may reuse a static buffer
+            self._synchronize()
+            T.sleep(SETTLE_S)
+            self._synchronize()
+            later = [T.clone(t) for t in tensors]
+        except Verdict:
+            raise
+        except OutputProblem as exc:
+            raise Verdict(REJECTED, exc.check, f"{where}: {exc}") from None
+        except BaseException as exc:
+            traceback.print_exc()
+            raise _resource_verdict(exc) or Verdict(RUNTIME_ERROR, "forward", f"{where}: {_summary(exc)}") from None
+        for out_index, (a, b) in enumerate(zip(first, later, strict=True)):
+            if not _same(T, a, b):
+                raise Verdict(REJECTED, "output_changed_after_return",
+                              f"{where}, output {out_index} kept changing after the call "
+                              "returned (work left running on a side stream or a background thread)")
+        for arg_index, (arg, original) in enumerate(zip(args, pristine, strict=True)):
+            if T.is_instance(original, T.Tensor) and not _same(T, T.to(arg, "cpu"), original):
+                raise Verdict(REJECTED, "input_mutation",
+                              f"{where}: the candidate modified input {arg_index} in place")
+        return first
+
+    def _judge_guard(self, seen: Any, where: str) -> None:
+        """A rejection for what the reference guard saw in one watched stretch; flags for the rest."""
+        if seen.tampering:
+            raise Verdict(REJECTED, "reference_guard", f"{where}: {seen.tampering[0]}")
+        if seen.reference_calls and where.startswith(("input set", "timing")):
+            raise Verdict(REJECTED, "calls_reference_model",
+                          f"{where}: the {'timed calls' if where == 'timing' else 'checked call'} ran the reference Model's code "
+                          f"({', '.join(seen.reference_calls[:3])}); a candidate must compute with its own code")
+        if seen.copies and "runs_reference_copy" not in self.notes:
+            self.notes.append("runs_reference_copy")
 
     # -- stage 2: timing -----------------------------------------------------------------------
     def time(self, protocol_name: str, params: dict[str, Any], nonce: str | None) -> None:
@@ -207,12 +276,14 @@ class CandidateProcess:
         try:
             loop = TimedLoop(self.model, self.input_sets, self.validated, device=self.device, protocol=protocol,
                              atol=self.request.atol, rtol=self.request.rtol)
+            self.guard.count_timed_calls()
             run = loop.run()
         except OutputProblem as exc:
             raise Verdict(REJECTED, exc.check, f"timing: {exc}") from None
         except BaseException as exc:
             traceback.print_exc()
             raise _resource_verdict(exc) or Verdict(RUNTIME_ERROR, "timing", f"timing: {_summary(exc)}") from None
+        self._judge_guard(self.guard.stop_counting(), "timing")
         bad = [(index, count) for index, count in enumerate(run.mismatches) if count]
         if bad:
             detail = ", ".join(f"set {index}: {count} elements" for index, count in bad)
@@ -301,7 +372,8 @@ def _prestart(channel: Channel, device: str) -> dict[str, Any]:
 
     # torch, then the worker's modules (``trusted`` captures the timer references now).
     for module in ("torch", "pike_harness.worker.inside.backend_flags", "pike_harness.worker.inside.baseline_modes",
-                   "pike_harness.worker.inside.loading", "pike_harness.worker.inside.timing", "pike_harness.worker.inside.trusted"):
+                   "pike_harness.worker.inside.loading", "pike_harness.worker.inside.timing", "pike_harness.worker.inside.trusted",
+                   "pike_harness.worker.inside.reference_guard"):
         importlib.import_module(module)
     with contextlib.suppress(ImportError):  # what load_inline candidates and the build hook need
         importlib.import_module("torch.utils.cpp_extension")

@@ -14,7 +14,7 @@ import importlib.util
 import random
 import sys
 import types
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -52,12 +52,17 @@ def module_name_for(source: str, prefix: str) -> str:
     return f"{prefix}_{hashlib.sha256(source.encode()).hexdigest()[:16]}"
 
 
-def model_class(module: types.ModuleType, preference: Sequence[str] = MODEL_CLASS_PREFERENCE) -> type:
-    """``ModelNew`` when the module defines it, else ``Model`` (PIKE's rule for candidates)."""
+def model_class(module: types.ModuleType, preference: Sequence[str] = MODEL_CLASS_PREFERENCE) -> Callable[..., Any]:
+    """``ModelNew`` when the module defines it, else ``Model`` (PIKE's rule for candidates).
+
+    Any callable counts, not only a class: KernelBench and PIKE call ``ModelNew(*init_inputs)`` and
+    accept a factory function that returns an ``nn.Module``. A module *instance* is callable too, but
+    calling it runs ``forward`` with the constructor's arguments, so it is never taken for a factory.
+    """
     for name in preference:
-        cls = getattr(module, name, None)
-        if isinstance(cls, type):
-            return cls
+        candidate = getattr(module, name, None)
+        if callable(candidate) and not isinstance(candidate, torch.nn.Module):
+            return candidate
     raise AttributeError(f"defines none of {', '.join(preference)}")
 
 
@@ -79,10 +84,18 @@ def make_inputs(module: types.ModuleType, seed: int) -> list[Any]:
     return list(module.get_inputs())
 
 
-def build_model(cls: type, args: Sequence[Any], *, weight_seed: int, device: torch.device | str) -> torch.nn.Module:
-    """Construct under the weight seed, then move to ``device`` and switch to eval mode (BN running stats)."""
+def build_model(factory: Callable[..., Any], args: Sequence[Any], *, weight_seed: int,
+                device: torch.device | str) -> torch.nn.Module:
+    """Construct under the weight seed, then move to ``device`` and switch to eval mode (BN running stats).
+
+    ``factory`` is the class or a function returning the model; what it returns must be callable.
+    """
     torch.manual_seed(weight_seed)
-    model = cls(*args)
+    model = factory(*args)
+    if not callable(model):
+        kind = type(model)
+        raise TypeError(f"{getattr(factory, '__name__', 'the model factory')}(...) returned a "
+                        f"{kind.__module__}.{kind.__qualname__}, not a callable model")
     if isinstance(model, torch.nn.Module):
         model = model.to(device).eval()
     return model
@@ -106,5 +119,7 @@ def inputs_only_source(task_source: str) -> str:
     candidate could otherwise call it and pass off its output as its own).
     """
     tree = ast.parse(task_source)
-    tree.body = [node for node in tree.body if not isinstance(node, ast.ClassDef)]
+    tree.body = [node for node in tree.body if not isinstance(node, ast.ClassDef)
+                 and not (isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)
+                          and node.name in MODEL_CLASS_PREFERENCE)]  # a factory ``def Model`` is the reference too
     return ast.unparse(tree)

@@ -47,13 +47,16 @@ def _diffs(got: torch.Tensor, want: torch.Tensor) -> tuple[float, float]:
 
 
 def compare_outputs(candidate: Sequence[Sequence[torch.Tensor]], reference: Sequence[Sequence[torch.Tensor]],
-                    *, atol: float, rtol: float, set_labels: Sequence[str]) -> Comparison:
+                    *, atol: float, rtol: float, set_labels: Sequence[str],
+                    set_indexes: Sequence[int] | None = None) -> Comparison:
+    """``set_indexes``: the input-set numbers to report for each entry (default: their positions)."""
     result = Comparison()
     if len(candidate) != len(reference):
         result.fail(REJECTED, "protocol", f"{len(candidate)} output sets for {len(reference)} input sets")
         return result
-    for set_index, (got_set, want_set) in enumerate(zip(candidate, reference, strict=True)):
-        where = f"input set {set_index} ({set_labels[set_index]})"
+    for position, (got_set, want_set) in enumerate(zip(candidate, reference, strict=True)):
+        set_index = set_indexes[position] if set_indexes is not None else position
+        where = f"input set {set_index} ({set_labels[position]})"
         if len(got_set) != len(want_set):
             result.fail(INCORRECT, "output_count", f"{where}: {len(got_set)} outputs, expected {len(want_set)}")
             continue
@@ -116,7 +119,10 @@ def _constant_check(result: Comparison, candidate: Sequence[Sequence[torch.Tenso
         got_constant = all(torch.equal(got[0], other) for other in got[1:])
         want_constant = all(torch.equal(want[0], other) for other in want[1:])
         if got_constant and not want_constant:
+            spread = max((float((other.double() - want[0].double()).abs().max()) for other in want[1:]
+                          if other.shape == want[0].shape and other.numel()), default=float("nan"))
             result.fail(REJECTED, "constant_output",
-                        f"output {index} is identical for every input set while the reference's changes "
-                        f"(a constant answer that only passes because of the tolerance, atol {atol:g})")
+                        f"the same output for every input set (output {index}, {len(got)} sets) while the "
+                        f"reference's changes by up to {spread:.3g} between them: a constant answer that "
+                        f"only passes because of the tolerance (atol {atol:g})")
             return

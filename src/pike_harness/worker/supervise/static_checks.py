@@ -1,10 +1,10 @@
-"""What a candidate's source says before it runs: reference reuse, harness access, techniques used.
+"""What a candidate's source says before it runs: harness access, reference inheritance, techniques.
 
-A candidate may carry a copy of the task's ``Model`` (LLMs often do). Wrapping it, calling its
-``forward``, or falling back to it in a ``try/except`` passes the reference off as a kernel: those
-are rejections. Naming the harness or its task packages is an attempt to reach the reference or the
-checker: also a rejection. Inheriting ``Model`` only to reuse ``__init__`` is legitimate and only
-noted. Whether any custom-kernel technique appears is a flag for reports, not a verdict. Standard
+A candidate may carry a copy of the task's ``Model`` (LLMs often do). Whether its checked calls
+compute with it cannot be read from the source (building it in ``__init__`` to borrow its weights is
+legitimate), so that is decided at run time by ``inside.reference_guard``. Naming the harness or its
+task packages is an attempt to reach the reference or the checker: a rejection here. Inheriting
+``Model`` is only noted. Whether any custom-kernel technique appears is a flag for reports, not a verdict. Standard
 library only; the code is parsed, never executed.
 """
 
@@ -45,7 +45,7 @@ def scan(source: str) -> StaticReport:
     classes = {node.name: node for node in tree.body if isinstance(node, ast.ClassDef)}
     candidate = classes.get(CANDIDATE_CLASS)
     if candidate is not None and REFERENCE_CLASS in classes:
-        _reference_reuse(tree, candidate, report)
+        _reference_reuse(candidate, report)
     report.techniques = _techniques(tree)
     if not report.techniques:
         report.flags.append("no_custom_kernel")
@@ -83,69 +83,9 @@ def _harness_access(tree: ast.AST, report: StaticReport) -> None:
                 return
 
 
-def _reference_holders(scope: list[ast.stmt]) -> set[str]:
-    """Names and ``self.`` attributes that are assigned an instance of the reference Model."""
-    holders = set()
-    for top in scope:
-        for node in ast.walk(top):
-            if isinstance(node, ast.Assign) and _is_reference_call(node.value, False, set()):
-                for target in node.targets:
-                    if isinstance(target, ast.Attribute):
-                        holders.add(target.attr)
-                    elif isinstance(target, ast.Name):
-                        holders.add(target.id)
-    return holders
-
-
-def _is_reference_call(node: ast.AST, inherits: bool, holders: set[str]) -> bool:
-    """``Model(...)``, ``Model.forward(...)``, ``super().forward(...)`` in a class inheriting Model,
-    or a call of something holding a Model instance (``self.ref(x)``, ``self.ref.forward(x)``)."""
-    if not isinstance(node, ast.Call):
-        return False
-    func = node.func
-    if isinstance(func, ast.Name) and func.id in ({REFERENCE_CLASS} | holders):
-        return True
-    if isinstance(func, ast.Attribute) and func.attr in holders:
-        return True
-    if isinstance(func, ast.Attribute) and func.attr in ("forward", "__call__"):
-        owner = func.value
-        if isinstance(owner, ast.Name) and owner.id in ({REFERENCE_CLASS} | holders):
-            return True
-        if isinstance(owner, ast.Attribute) and owner.attr in holders:
-            return True
-        if inherits and isinstance(owner, ast.Call) and isinstance(owner.func, ast.Name) and owner.func.id == "super":
-            return True
-    return False
-
-
-def _reference_reuse(tree: ast.Module, candidate: ast.ClassDef, report: StaticReport) -> None:
-    inherits = any(isinstance(base, ast.Name) and base.id == REFERENCE_CLASS for base in candidate.bases)
-    if inherits:
+def _reference_reuse(candidate: ast.ClassDef, report: StaticReport) -> None:
+    if any(isinstance(base, ast.Name) and base.id == REFERENCE_CLASS for base in candidate.bases):
         report.flags.append("inherits_reference_model")
-    # Everything but the reference class itself and a `if __name__ == "__main__":` block.
-    scope = [node for node in tree.body
-             if not (isinstance(node, ast.ClassDef) and node.name == REFERENCE_CLASS) and not _is_main_guard(node)]
-    holders = _reference_holders(scope)
-    for top in scope:
-        for node in ast.walk(top):
-            if isinstance(node, ast.Try):
-                for handler in node.handlers:
-                    if any(_is_reference_call(inner, inherits, holders)
-                           for stmt in handler.body for inner in ast.walk(stmt)):
-                        report.reject("reference_fallback",
-                                      "the candidate falls back to the reference Model in an exception handler")
-                        return
-    for top in scope:
-        for node in ast.walk(top):
-            if _is_reference_call(node, inherits, holders):
-                report.reject("calls_reference_model",
-                              f"the candidate calls the reference Model (line {node.lineno})")
-                return
-
-
-def _is_main_guard(node: ast.stmt) -> bool:
-    return (isinstance(node, ast.If) and isinstance(node.test, ast.Compare)
-            and isinstance(node.test.left, ast.Name) and node.test.left.id == "__name__")
 
 
 def _dotted(node: ast.AST) -> str | None:

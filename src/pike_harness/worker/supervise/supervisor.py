@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from pike_harness.worker.channel import Channel, ChannelClosed, ChannelTimeout, ProtocolViolation
+from pike_harness.worker.check_plan import PlannedCall, check_plan
 from pike_harness.worker.environment import host_info
 from pike_harness.worker.inside.protocols import TimingProtocol, get_protocol
 from pike_harness.worker.records import (
@@ -43,9 +44,8 @@ from pike_harness.worker.records import (
     EvalRequest,
     EvalResult,
 )
-from pike_harness.worker.supervise import gpu_clocks, sandbox, static_checks
+from pike_harness.worker.supervise import checked_calls, gpu_clocks, sandbox, static_checks
 from pike_harness.worker.supervise.buildcache import BuildTimeout, ToolchainError, jit_cache_key
-from pike_harness.worker.supervise.compare import compare_outputs
 from pike_harness.worker.supervise.errors import InfrastructureError
 from pike_harness.worker.supervise.reference import ReferenceOracle
 from pike_harness.worker.supervise.spawn import Spawned, spawn_child, visible_devices
@@ -216,13 +216,15 @@ class Evaluation:
 
         began = time.monotonic()
         seeds = list(request.input_seeds) + self.hidden_seeds
-        reference_outputs = self.oracle.outputs(request, seeds, timeout_s=request.limits.run_timeout_s)
+        plan = self._plan()
+        reference_outputs = checked_calls.reference_outputs(self.oracle, request, seeds, plan,
+                                                            timeout_s=request.limits.run_timeout_s)
         self.stages.add("reference", time.monotonic() - began)
 
         began = time.monotonic()
         labels = [f"seed {s}" for s in request.input_seeds] + ["hidden seed"] * len(self.hidden_seeds)
-        comparison = compare_outputs(candidate_outputs, reference_outputs, atol=request.atol, rtol=request.rtol,
-                                     set_labels=labels)
+        comparison = checked_calls.judge(candidate_outputs, reference_outputs, plan, labels, atol=request.atol,
+                                         rtol=request.rtol, warmed="warmup" in self.stages.seconds)
         self.stages.add("compare", time.monotonic() - began)
         self.flags.extend(f for f in comparison.flags if f not in self.flags)
         if comparison.category is not None:
@@ -465,13 +467,17 @@ class Evaluation:
         finally:
             if fd >= 0:
                 os.close(fd)
-        expected = len(self.request.input_seeds) + len(self.hidden_seeds)
+        expected = len(self._plan())
         well_formed = (type(outputs) is list and len(outputs) == expected
                        and all(type(s) is list and all(type(t) is torch.Tensor for t in s) for s in outputs))
         if not well_formed:
             raise _Concluded(self._conclude(REJECTED, "outputs_file", "the outputs file does not hold one list "
                                                                       "of tensors per input set"))
         return outputs
+
+    def _plan(self) -> list[PlannedCall]:
+        """The checked calls, in the order the child makes them (the supervisor's own copy of the plan)."""
+        return check_plan(len(self.request.input_seeds) + len(self.hidden_seeds), self.request.baseline_mode)
 
     # -- the verdict ---------------------------------------------------------------------------
     def _note(self, notes: Any) -> None:
