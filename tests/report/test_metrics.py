@@ -182,25 +182,6 @@ def test_reference_lines_from_runs_and_baseline_sets(run_a, tmp_path):
     assert curve(con) == pytest.approx({1: 1.0, 2: 2 ** 0.25, 3: 4 ** 0.25, 4: 2.0})
 
 
-def test_seeds_of_one_configuration_give_a_confidence_interval(tmp_path):
-    # Three seeds, one task each: speedups 2, 2.5, 4. Mean 17/6; sample sd sqrt(13/12); t(2) = 4.303.
-    dirs = []
-    for seed, best in enumerate((5.0, 4.0, 2.5)):
-        run = HandRun(tmp_path, f"seed{seed}", seed=seed).task(1, "1_One").baseline(1, 10.0)
-        dirs.append(run.attempt(1, 1, "correct", best).attempt(1, 2, "incorrect").write())
-    other = HandRun(tmp_path, "other", llm="openai:gpt-5").task(1, "1_One").baseline(1, 10.0)
-    dirs.append(other.attempt(1, 1, "correct", 1.0).write())
-    con = database(dirs)
-    configs = [r for r in rows(con, "FROM config_scores") if r["n_runs"] > 1]
-    assert len(configs) == 1 and configs[0]["runs"] == ["seed0", "seed1", "seed2"]
-    mean, sd = 17 / 6, math.sqrt(13 / 12)
-    half = 4.303 * sd / math.sqrt(3)
-    assert configs[0]["mean_score"] == pytest.approx(mean)
-    assert (configs[0]["ci_low"], configs[0]["ci_high"]) == pytest.approx((mean - half, mean + half))
-    single = [r for r in rows(con, "FROM config_scores") if r["n_runs"] == 1][0]
-    assert single["ci_low"] is None  # one seed: no interval
-
-
 def test_retime_interval(con_a):
     con_a.executemany("INSERT INTO retimes VALUES (?, ?, 'k', 's', ?, ?, ?, 'correct', ?, 'cpu', 'robust', 't')", [
         # hand/1: three pairs with ratio exactly 4 -> 4 with a zero-width interval.
