@@ -325,7 +325,7 @@ VIEWS: list[tuple[str, str]] = [
     # seed_stats.py writes: config_scores, config_score_vs_queries, config_score_vs_money, config_comparison.
     # -- finalist re-timing (filled by `pikeh report --retime`) -----------------------------------
     ("retime_pairs", """
-        SELECT run, task, rep, baseline_ms, candidate_ms, ln(baseline_ms / candidate_ms) AS log_ratio
+        SELECT run, task, rep, baseline_ms, candidate_ms, ln(baseline_ms / candidate_ms) AS log_ratio, candidate_cv
         FROM retimes
         WHERE baseline_category = 'correct' AND candidate_category = 'correct'
           AND baseline_ms > 0 AND candidate_ms > 0
@@ -334,9 +334,16 @@ VIEWS: list[tuple[str, str]] = [
         SELECT c.run, c.task, c.n, exp(c.mean_log) AS speedup,
                exp(c.mean_log - t.q * c.sd / sqrt(c.n)) AS ci_low,
                exp(c.mean_log + t.q * c.sd / sqrt(c.n)) AS ci_high,
-               c.baseline_ms, c.candidate_ms
+               c.baseline_ms, c.candidate_ms,
+               -- the candidate's own runtime: geometric mean of its K timings with a Student-t 95% interval
+               exp(c.mean_cand - t.q * c.sd_cand / sqrt(c.n)) AS candidate_ms_low,
+               exp(c.mean_cand + t.q * c.sd_cand / sqrt(c.n)) AS candidate_ms_high,
+               c.between_cv, c.within_cv
         FROM (SELECT run, task, count(*) AS n, avg(log_ratio) AS mean_log, stddev_samp(log_ratio) AS sd,
-                     median(baseline_ms) AS baseline_ms, median(candidate_ms) AS candidate_ms
+                     median(baseline_ms) AS baseline_ms, median(candidate_ms) AS candidate_ms,
+                     avg(ln(candidate_ms)) AS mean_cand, stddev_samp(ln(candidate_ms)) AS sd_cand,
+                     -- spread between the K timings against the mean spread of calls within one timing
+                     stddev_samp(candidate_ms) / avg(candidate_ms) AS between_cv, avg(candidate_cv) AS within_cv
               FROM retime_pairs GROUP BY run, task) c
         ASOF LEFT JOIN t_quantiles t ON c.n - 1 >= t.df
     """),
@@ -376,7 +383,7 @@ RETIMES_DDL = """
 CREATE TABLE IF NOT EXISTS retimes (
     run VARCHAR, task VARCHAR, key VARCHAR, code_sha256 VARCHAR, rep INTEGER,
     baseline_ms DOUBLE, candidate_ms DOUBLE, baseline_category VARCHAR, candidate_category VARCHAR,
-    device VARCHAR, protocol VARCHAR, time VARCHAR
+    device VARCHAR, protocol VARCHAR, time VARCHAR, baseline_cv DOUBLE, candidate_cv DOUBLE
 )
 """
 
