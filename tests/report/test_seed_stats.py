@@ -68,3 +68,17 @@ def test_compare_names_and_counts(tmp_path):
                            (["*", "a"], "matches 3 configurations")):
         with pytest.raises(UserError, match=message):
             seed_stats.analyse(con, names, replicates=10)
+
+
+def test_report_compare_option_on_the_command_line(cli, tmp_path):
+    runs = tmp_path / "runs"
+    _seed_runs(runs, "a", {0: (5.0, 10.0), 1: (5.0, 10.0)})
+    _seed_runs(runs, "b", {0: (10.0, 5.0)}, llm="openai:gpt-5")
+    _seed_runs(runs, "c", {0: (10.0, 10.0)}, llm="openai:gpt-4o")
+    out = tmp_path / "report"
+    result = cli("report", "--input", str(runs), "--output", str(out), "--format", "csv", "--compare", "a", "c_s0")
+    assert result.exit_code == 0, result.output
+    assert "a vs c: score ratio 1.414x" in result.output and "tasks favouring a: 1, c: 0, ties: 1" in result.output
+    assert (out / "config_comparison.csv").read_text().startswith("a,b,a_key")
+    bad = cli("report", "--input", str(runs), "--output", str(out), "--format", "csv", "--compare", "a", "nope")
+    assert bad.exit_code == 1 and "'nope' matches no configuration" in bad.output and "Traceback" not in bad.output
