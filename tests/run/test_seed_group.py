@@ -102,3 +102,17 @@ def test_ctrl_c_stops_the_group_and_a_rerun_resumes_the_unfinished_seeds(tmp_pat
     asked = [e["key"] for e in resumed if e["type"] == "llm"]
     assert len(asked) == len(set(asked))  # answers journaled before the Ctrl-C were replayed, not asked again
     assert _events(group / "study_s2")[-1]["status"] == "complete"
+
+
+def test_a_stop_reaches_the_group_around_a_run():
+    from pike_harness.host.run_signals import StopSignals
+
+    with StopSignals() as group:
+        os.kill(os.getpid(), signal.SIGINT)  # between two seeds' runs
+        time.sleep(0.05)
+        with StopSignals() as run:
+            assert run.requested  # the next run starts already stopping, so it stops at once
+            os.kill(os.getpid(), signal.SIGTERM)  # during a run: the run's handler forwards it
+            time.sleep(0.05)
+        assert (group.count, group.last) == (2, "SIGTERM") and run.abandon
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler

@@ -24,6 +24,7 @@ from typing import Any
 from pike_harness.contracts.journal import safe_name
 from pike_harness.errors import UserError
 from pike_harness.host.run_config import RunConfig
+from pike_harness.host.run_signals import StopSignals
 from pike_harness.host.store import SEED_GROUP_FILE as GROUP_FILE
 from pike_harness.host.store import _atomic_write, config_differences
 
@@ -119,18 +120,20 @@ def launch_seeds(app: Any, core: dict[str, Any], strategy_values: dict[str, Any]
     _record_group(folder, config, seeds)
     console.print(f"seed group: {folder} (seeds {', '.join(map(str, seeds))})")
     statuses: list[str] = []
-    for number, seed in enumerate(seeds, 1):
-        console.print(f"[bold]seed {seed}[/bold] ({number}/{len(seeds)})")
-        try:
+    # Counts every Ctrl-C/SIGTERM, between runs and (forwarded by the run's own handler) during one, so a
+    # stop that lands as a seed finishes still stops the group.
+    with StopSignals() as stops:
+        for number, seed in enumerate(seeds, 1):
+            console.print(f"[bold]seed {seed}[/bold] ({number}/{len(seeds)})")
             status = launch_run(app, {**core, "seed": seed, "run_name": seed_run_name(group, seed),
                                       "output_dir": folder}, strategy_values, evaluator_values,
                                 console=console, live=live)
-        except KeyboardInterrupt:  # between two runs, outside a run's own signal handling
-            status = "interrupted"
-        statuses.append(status)
-        if status == "interrupted":
-            left = seeds[number - 1:]
-            console.print(f"[yellow]stopped[/yellow]: seed(s) {', '.join(map(str, left))} unfinished; rerun the "
-                          "same command to resume them")
-            break
+            statuses.append(status)
+            if status == "interrupted" or stops.requested:
+                left = seeds[number - 1 if status == "interrupted" else number:]
+                statuses.append("interrupted")
+                if left:
+                    console.print(f"[yellow]stopped[/yellow]: seed(s) {', '.join(map(str, left))} unfinished; "
+                                  "rerun the same command to resume them")
+                break
     return min(statuses, key=STATUS_ORDER.index)
