@@ -44,6 +44,12 @@ def test_runs_group_by_configuration_with_intervals(tmp_path):
     assert pikeb["ci_low"] >= 1.25 - 1e-9 and pikeb["ci_high"] <= 5 + 1e-9
     curve = rows(con, "FROM config_score_vs_queries WHERE label = 'pikeb' ORDER BY queries")
     assert [r["queries"] for r in curve] == [1] and curve[0]["score"] == pytest.approx(pikeb["score"])
+    # Costs are known (Gemini prices for every call, $0.15 each): the money curve and the money-budget score
+    # have bands too; by $0.20 per task every seed has spent its one query per task.
+    money = rows(con, "FROM config_score_vs_money WHERE label = 'pikeb' ORDER BY usd")
+    assert [round(r["usd"], 2) for r in money] == [0.2] and money[0]["score"] == pytest.approx(pikeb["score"])
+    assert money[0]["ci_low"] < money[0]["score"] < money[0]["ci_high"]
+    assert pikeb["money_score"] == pytest.approx(pikeb["score"]) and pikeb["money_low"] < pikeb["money_high"]
     # Exactly two configurations: the paired comparison is made without being asked.
     (pair,) = result["comparison"]
     assert (pair["a"], pair["b"]) == ("other", "pikeb") and pair["n_tasks"] == 2
