@@ -120,7 +120,7 @@ def analyse(con: Any, compare: Sequence[str] | None = None, replicates: int = bo
         row = {"config_key": config.key, "label": config.label, "strategy": config.strategy, "llm": config.llm,
                "runs": config.runs, "seeds": config.seeds, "n_runs": len(config.runs), "n_tasks": len(config.tasks),
                "queries": last, "score": final.estimate, "ci_low": final.low, "ci_high": final.high,
-               "seed_scores": [float(np.exp(np.nanmean(cells[-1][:, s]))) for s in range(len(config.runs))],
+               "seed_scores": [_seed_score(cells[-1][:, s]) for s in range(len(config.runs))],
                "money_score": None, "money_low": None, "money_high": None}
         if all(run in paid for run in config.runs):
             grid = sorted({u for (run, _), series in by_money.items() if run in config.runs for u in series})
@@ -141,6 +141,12 @@ def analyse(con: Any, compare: Sequence[str] | None = None, replicates: int = bo
     _store(con, summary, curves, money_curves, comparison)
     return {"configs": summary, "config_queries": curves, "config_money": money_curves,
             "comparison": [comparison] if comparison else []}
+
+
+def _seed_score(logs: np.ndarray) -> float | None:
+    """One seed's suite score over the tasks it has a value for (None when it has none)."""
+    present = logs[~np.isnan(logs)]
+    return float(np.exp(present.mean())) if present.size else None
 
 
 def pick_pair(configs: Sequence[Configuration], names: Sequence[str] | None) -> tuple[Configuration, Configuration] | None:
