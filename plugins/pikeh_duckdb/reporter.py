@@ -240,7 +240,7 @@ def write_outputs(data: dict[str, Any], output: Path, formats: Sequence[str], ex
         page = html.render(
             title=extra.get("title") or "pike-harness report", generated=time.strftime("%Y-%m-%d %H:%M:%S"),
             version=version, inputs=inputs, summary=data["summary"], references=data["references"],
-            configs=data["configs"], comparison=data["comparison"],
+            configs=data["configs"] if len(runs) > 1 else [], comparison=data["comparison"],
             figures=[(name, chart.to_dict(), FIGURE_CAPTIONS[name]) for name, chart in charts],
             matrix_header=header, matrix_body=body, tasks=task_views(data), trajectory_spec=fig.trajectory_spec(),
             has_retime=bool(data["retime"]), warnings=mismatch_warnings(data["summary"]),
@@ -308,7 +308,7 @@ def build_figures(data: dict[str, Any], runs: list[str]) -> list[tuple[str, Any]
         charts.append(("per_task", fig.per_task(data["final"], runs)))
     if data["retime"]:
         charts.append(("retime", fig.retime(data["retime"], runs)))
-    if data["config_queries"]:
+    if data["config_queries"] and len(runs) > 1:  # one run: the suite-score figure already shows it
         charts.append(("seed_bands", seed_figures.bands(data["config_queries"], data["config_money"])))
     return charts
 

@@ -88,3 +88,23 @@ def test_report_compare_option_on_the_command_line(cli, tmp_path):
     assert (out / "config_comparison.csv").read_text().startswith("a,b,a_key")
     bad = cli("report", "--input", str(runs), "--output", str(out), "--format", "csv", "--compare", "a", "nope")
     assert bad.exit_code == 1 and "'nope' matches no configuration" in bad.output and "Traceback" not in bad.output
+
+
+def test_bands_render_in_a_browser(tmp_path):
+    import re
+
+    from pikeh_duckdb.reporter import build_report
+
+    from pike_harness.contracts.reporting import ReportOptions
+
+    from .test_html_chromium import browse, chromium
+
+    chromium()  # skips without Chromium
+    runs = tmp_path / "runs"
+    _seed_runs(runs, "pikeb", BEST)
+    build_report(ReportOptions(inputs=[runs], output=tmp_path / "report", formats=("html",),
+                               extra={"progress": lambda _: None}))
+    dom = browse(tmp_path / "report" / "index.html", tmp_path / "profile", "--dump-dom").stdout
+    assert 'data-render-error="' not in dom
+    assert re.search(r'id="fig-seed_bands"[^>]*>\s*<svg[^>]*class="marks"', dom)  # the band figure drew
+    assert "Configurations: seeds and 95% intervals" in dom and "pikeb_s0, pikeb_s1, pikeb_s2" in dom
