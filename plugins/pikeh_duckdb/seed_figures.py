@@ -15,10 +15,10 @@ def _panel(rows: Sequence[dict[str, Any]], x: str, title: str, x_title: str, lab
            x_format: str = "") -> alt.LayerChart:
     color = alt.Color("label:N", scale=alt.Scale(domain=labels, range=[RUN_PALETTE[i % len(RUN_PALETTE)]
                                                                        for i in range(len(labels))]),
-                      legend=alt.Legend(title="configuration (mean of its seeds; band: 95% CI)", orient="bottom",
-                                        labelLimit=400, columns=1))
+                      legend=alt.Legend(title="configuration (band: 95% CI)", orient="bottom", labelLimit=400,
+                                        titleLimit=400, columns=1))
     base = alt.Chart(_data(rows)).encode(x=alt.X(f"{x}:Q", title=x_title, axis=alt.Axis(tickCount=8)), color=color)
-    band = base.mark_area(opacity=0.22, interpolate="step-after" if x == "usd" else "linear").encode(
+    band = base.mark_area(opacity=0.22).encode(
         y=alt.Y("ci_low:Q", title=SPEEDUP_TITLE, scale=alt.Scale(zero=False)), y2="ci_high:Q")
     line = base.mark_line(strokeWidth=2).encode(
         y="score:Q",
