@@ -4,16 +4,18 @@ Why this design (docs/report.md, "Seeds, bands and confidence intervals", says i
 
 - A configuration's score is the geometric mean of its per-task speedups, averaged over its seeds:
   ``exp(mean_t mean_s ln speedup[t, s])``. Each task's search in a run is independent of the others
-  (its own RNG stream, its own queries), so the (task, seed) searches are the independent units.
-- The interval is a *two-stage* percentile bootstrap: draw the tasks with replacement, then, for every
-  drawn task, draw its seeds with replacement. It answers "how much would the score move with another
-  draw of tasks like these and another draw of seeds", the two sources of noise of a headline number.
-  With one seed it is the task bootstrap; with two or three seeds a bootstrap over seeds alone would
-  have only a handful of distinct values and understate the spread.
+  (its own RNG stream, its own queries), so tasks, each with its seeds, are independent clusters.
+- The interval is a percentile bootstrap over *tasks*, each drawn with all its seeds (a cluster
+  bootstrap). It answers "how much would the score move with another draw of tasks like these and
+  another draw of seeds": a task's mean over its seeds carries the seed noise, so resampling the
+  tasks accounts for both. Resampling the seeds again inside each drawn task (a two-stage bootstrap)
+  would count the seed noise twice and overstate the spread (Davison & Hinkley 1997, section 3.8). With
+  one seed it is the plain task bootstrap. With one task there is nothing to resample but its seeds,
+  so the bootstrap is over seeds. A bootstrap over seeds alone for several tasks was rejected: with
+  two or three seeds it has a handful of distinct values and understates the spread.
 - Every point of a curve uses the same draws (common random numbers), so a band is as smooth as its
   curve and its points can be compared with each other.
-- A paired comparison of two configurations draws the same tasks for both (the pairing) and each
-  configuration's seeds independently within them.
+- A paired comparison of two configurations draws the same tasks for both (the pairing).
 
 Replicates are computed with a weight matrix: replicate r's score is ``sum_ts W[r, t, s] * L[t, s]``,
 with ``W`` summing to one per replicate, so a whole curve is one matrix product.
@@ -43,21 +45,21 @@ def weights(available: np.ndarray, replicates: int = REPLICATES, *, rng: np.rand
     """Bootstrap weights, shape (replicates, T, S), each replicate summing to one.
 
     ``available[t, s]`` says whether seed s has a value for task t (every task needs at least one).
-    ``tasks`` (replicates, T), when given, are the task counts to use: a paired comparison passes the
-    same counts to both of its configurations.
+    Tasks are drawn with their seeds; a single task's seeds are drawn instead. ``tasks`` (replicates,
+    T), when given, are the task counts to use: a paired comparison passes the same counts to both of
+    its configurations.
     """
     rng = rng or np.random.default_rng(SEED)
     n_tasks, n_seeds = available.shape
+    if n_tasks == 1:  # nothing to resample but the seeds
+        seeds = np.flatnonzero(available[0])
+        picks = rng.integers(0, len(seeds), size=(replicates, len(seeds)))
+        out = np.zeros((replicates, 1, n_seeds))
+        np.add.at(out, (np.arange(replicates)[:, None], 0, seeds[picks]), 1.0 / len(seeds))
+        return out
     if tasks is None:
         tasks = task_counts(n_tasks, replicates, rng)
-    out = np.zeros((replicates, n_tasks, n_seeds))
-    for t in range(n_tasks):
-        seeds = np.flatnonzero(available[t])
-        picks = rng.integers(0, len(seeds), size=(replicates, len(seeds)))
-        counts = np.zeros((replicates, len(seeds)))
-        np.add.at(counts, (np.arange(replicates)[:, None], picks), 1.0)
-        out[:, t, seeds] = counts / len(seeds)
-    return out * (tasks / n_tasks)[:, :, None]
+    return (tasks / n_tasks)[:, :, None] * (available / available.sum(axis=1, keepdims=True))[None]
 
 
 def task_counts(n_tasks: int, replicates: int, rng: np.random.Generator) -> np.ndarray:
@@ -120,7 +122,7 @@ def compare(logs_a: np.ndarray, logs_b: np.ndarray, *, replicates: int = REPLICA
             rng: np.random.Generator | None = None, tie: float = 1e-9) -> Comparison:
     """Paired bootstrap of two configurations: (T, S_a) and (T, S_b) log speedups on the same T tasks.
 
-    Each replicate draws the tasks once for both (the pairing) and each side's seeds independently.
+    Each replicate draws the tasks once for both (the pairing); with one task, each side's seeds.
     """
     rng = rng or np.random.default_rng(SEED)
     avail_a, avail_b = ~np.isnan(logs_a), ~np.isnan(logs_b)

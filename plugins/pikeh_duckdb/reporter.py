@@ -38,7 +38,7 @@ FIGURE_CAPTIONS = {
     "outcomes": "Attempt outcomes per run, and failed lineages repaired by the error-fixing agent.",
     "per_task": "Per-task clamped speedup at the full budget.",
     "seed_bands": "Suite score per configuration (runs that differ only in their seed), averaged over its seeds, "
-                  "with a 95% bootstrap band (tasks drawn with replacement, then each drawn task's seeds), against "
+                  "with a 95% bootstrap band (tasks drawn with replacement, each with its seeds), against "
                   "LLM queries per task and, when costs are known, dollars per task.",
     "retime": "Finalists re-timed side by side with their eager reference (interleaved), with 95% intervals, "
               "beside the search-time speedup.",
