@@ -109,6 +109,7 @@ def _distribution_version(name: str) -> str:
 
 def render(*, title: str, generated: str, version: str, inputs: Sequence[str], summary: Sequence[dict[str, Any]],
            references: Sequence[dict[str, Any]], configs: Sequence[dict[str, Any]],
+           comparison: Sequence[dict[str, Any]],
            figures: Sequence[tuple[str, dict[str, Any], str]], matrix_header: Sequence[str],
            matrix_body: Sequence[Sequence[Any]], tasks: Sequence[dict[str, Any]],
            trajectory_spec: dict[str, Any], has_retime: bool, warnings: Sequence[str] = (),
@@ -129,7 +130,7 @@ def render(*, title: str, generated: str, version: str, inputs: Sequence[str], s
             run["attempts_json"] = _json_for_script(run.pop("attempts"))
     return env.get_template(TEMPLATE).render(
         title=title, generated=generated, version=version, inputs=list(inputs), runs=[r["run"] for r in summary],
-        summary=summary, references=references, configs=configs,
+        summary=summary, references=references, configs=configs, comparison=comparison,
         figures=[{"name": name, "caption": caption} for name, _, caption in figures],
         specs_json=_json_for_script({name: spec for name, spec, _ in figures}),
         matrix_header=matrix_header, matrix_body=matrix_body, tasks=tasks,

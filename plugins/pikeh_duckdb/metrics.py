@@ -42,7 +42,7 @@ from typing import Any
 OUTCOME_CATEGORIES = ("compile_error", "runtime_error", "timeout", "incorrect", "rejected", "correct", "llm_error")
 
 # Two-sided 95% Student-t quantiles by degrees of freedom; a larger df uses the nearest smaller entry
-# (slightly conservative). Used for the seed and re-timing confidence intervals.
+# (slightly conservative). Used for the re-timing confidence intervals (seeds use seed_stats.py's bootstrap).
 T_QUANTILES_95 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262,
                   10: 2.228, 11: 2.201, 12: 2.179, 13: 2.160, 14: 2.145, 15: 2.131, 16: 2.120, 17: 2.110,
                   18: 2.101, 19: 2.093, 20: 2.086, 22: 2.074, 24: 2.064, 26: 2.056, 28: 2.048, 30: 2.042,
@@ -322,17 +322,11 @@ VIEWS: list[tuple[str, str]] = [
         SELECT r.run, r.config_key, s.score, s.score_raw, s.n_tasks, s.n_solved
         FROM report_runs r LEFT JOIN score_vs_queries s ON s.run = r.run AND s.queries = r.queries_done
     """),
-    ("config_scores", """
-        SELECT c.*, c.mean_score - t.q * c.sd / sqrt(c.n_runs) AS ci_low,
-               c.mean_score + t.q * c.sd / sqrt(c.n_runs) AS ci_high
-        FROM (SELECT config_key, list(run ORDER BY run) AS runs, count(*) AS n_runs, avg(score) AS mean_score,
-                     stddev_samp(score) AS sd, min(score) AS min_score, max(score) AS max_score
-              FROM run_scores WHERE score IS NOT NULL GROUP BY config_key) c
-        ASOF LEFT JOIN t_quantiles t ON c.n_runs - 1 >= t.df
-    """),
+    # Configurations (seeds grouped by config_key) and their bootstrap intervals are tables that
+    # seed_stats.py writes: config_scores, config_score_vs_queries, config_score_vs_money, config_comparison.
     # -- finalist re-timing (filled by `pikeh report --retime`) -----------------------------------
     ("retime_pairs", """
-        SELECT run, task, rep, baseline_ms, candidate_ms, ln(baseline_ms / candidate_ms) AS log_ratio
+        SELECT run, task, rep, baseline_ms, candidate_ms, ln(baseline_ms / candidate_ms) AS log_ratio, candidate_cv
         FROM retimes
         WHERE baseline_category = 'correct' AND candidate_category = 'correct'
           AND baseline_ms > 0 AND candidate_ms > 0
@@ -341,9 +335,16 @@ VIEWS: list[tuple[str, str]] = [
         SELECT c.run, c.task, c.n, exp(c.mean_log) AS speedup,
                exp(c.mean_log - t.q * c.sd / sqrt(c.n)) AS ci_low,
                exp(c.mean_log + t.q * c.sd / sqrt(c.n)) AS ci_high,
-               c.baseline_ms, c.candidate_ms
+               c.baseline_ms, c.candidate_ms,
+               -- the candidate's own runtime: geometric mean of its K timings with a Student-t 95% interval
+               exp(c.mean_cand - t.q * c.sd_cand / sqrt(c.n)) AS candidate_ms_low,
+               exp(c.mean_cand + t.q * c.sd_cand / sqrt(c.n)) AS candidate_ms_high,
+               c.between_cv, c.within_cv
         FROM (SELECT run, task, count(*) AS n, avg(log_ratio) AS mean_log, stddev_samp(log_ratio) AS sd,
-                     median(baseline_ms) AS baseline_ms, median(candidate_ms) AS candidate_ms
+                     median(baseline_ms) AS baseline_ms, median(candidate_ms) AS candidate_ms,
+                     avg(ln(candidate_ms)) AS mean_cand, stddev_samp(ln(candidate_ms)) AS sd_cand,
+                     -- spread between the K timings against the mean spread of calls within one timing
+                     stddev_samp(candidate_ms) / avg(candidate_ms) AS between_cv, avg(candidate_cv) AS within_cv
               FROM retime_pairs GROUP BY run, task) c
         ASOF LEFT JOIN t_quantiles t ON c.n - 1 >= t.df
     """),
@@ -383,7 +384,7 @@ RETIMES_DDL = """
 CREATE TABLE IF NOT EXISTS retimes (
     run VARCHAR, task VARCHAR, key VARCHAR, code_sha256 VARCHAR, rep INTEGER,
     baseline_ms DOUBLE, candidate_ms DOUBLE, baseline_category VARCHAR, candidate_category VARCHAR,
-    device VARCHAR, protocol VARCHAR, time VARCHAR
+    device VARCHAR, protocol VARCHAR, time VARCHAR, baseline_cv DOUBLE, candidate_cv DOUBLE
 )
 """
 

@@ -30,6 +30,11 @@ class DuckDBConfig:
     prices: tuple[str, ...] = field(default=(), metadata={
         "metavar": "FILE", "help": "Extra price file(s) (TOML, the price-file format of docs/llm.md); later ones win."})
     title: str = field(default="pike-harness report", metadata={"help": "Title of the HTML report."})
+    compare: tuple[str, ...] | None = field(default=None, metadata={
+        "nargs": 2, "metavar": "A B",
+        "help": "Compare two configurations (a configuration's label, a prefix of its config key, or a run name or "
+                "pattern of its runs): ratio of suite geomeans with a paired bootstrap 95% CI, and the tasks that "
+                "favour each. Automatic when exactly two configurations are reported."})
     retime: bool = field(default=False, metadata={
         "help": "Re-time each task's best solution side by side with its eager reference (interleaved) "
                 "and report those confirmed speedups with 95% intervals."})

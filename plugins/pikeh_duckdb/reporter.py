@@ -20,7 +20,7 @@ from typing import Any
 
 from pike_harness.api import ReportOptions, ReportSummary, UserError
 
-from . import clock_flags, html, profiles, sol, tables
+from . import clock_flags, html, profiles, seed_figures, seed_stats, sol, tables
 from . import figures as fig
 from . import retime as retiming
 from .metrics import MetricParams, create_metrics, rows
@@ -39,6 +39,9 @@ FIGURE_CAPTIONS = {
     "outcomes": "Attempt outcomes per run, and failed lineages repaired by the error-fixing agent.",
     "per_task": "Per-task clamped speedup at the full budget.",
     "sol": sol.CAPTION,
+    "seed_bands": "Suite score per configuration (runs that differ only in their seed), averaged over its seeds, "
+                  "with a 95% bootstrap band (tasks drawn with replacement, each with its seeds), against "
+                  "LLM queries per task and, when costs are known, dollars per task.",
     "retime": "Finalists re-timed side by side with their eager reference (interleaved), with 95% intervals, "
               "beside the search-time speedup.",
 }
@@ -147,8 +150,10 @@ def build_report(options: ReportOptions) -> ReportSummary:
         sol_table = sol.build(con, extra.get("resolve_task"), extra.get("peaks") or (), say) \
             if extra.get("speed_of_light", True) else []
         profiled = profiles.run_profiles(con, output, extra, say)
-        data = collect(con)
+        data = {**collect(con), **seed_stats.analyse(con, extra.get("compare"))}
         data.update(sol=sol_table, clock_flags=clock_flags.flagged(con), profiles=profiled)
+        for line in seed_stats.describe(data["configs"], data["comparison"]):
+            say(line)
         for warning in mismatch_warnings(data["summary"]) + clock_flags.warnings(data["clock_flags"]):
             say(f"warning: {warning}")
     finally:
@@ -207,7 +212,6 @@ def collect(con: Any) -> dict[str, Any]:
         "reference_tasks": rows(con, "FROM reference_tasks ORDER BY source, mode, task"),
         "final": rows(con, "SELECT f.*, r.path FROM task_final f JOIN runs r USING (run) ORDER BY f.run, f.suite, "
                            "f.task_id"),
-        "configs": rows(con, "FROM config_scores WHERE n_runs > 1 ORDER BY config_key"),
         "attempts": rows(con, "FROM attempt_detail ORDER BY run, task, idx NULLS FIRST, key"),
         "retime": rows(con, "SELECT c.*, f.name, f.speedup_raw AS search_speedup, c.run || ' ' || f.name AS label "
                             "FROM retime_ci c JOIN task_final f USING (run, task) ORDER BY c.run, f.task_id"),
@@ -222,9 +226,11 @@ def write_outputs(data: dict[str, Any], output: Path, formats: Sequence[str], ex
                                           data["summary"])
     if "csv" in formats:
         for name in ("summary", "queries", "money", "fast_p", "outcomes", "efa", "efa_by_category", "references",
-                     "configs", "retime", "sol"):
+                     "configs", "config_queries", "config_money", "comparison", "retime", "sol"):
             if data.get(name) or name in ("summary", "queries"):
-                file_name = {"queries": "score_vs_queries", "money": "score_vs_money"}.get(name, name)
+                file_name = {"queries": "score_vs_queries", "money": "score_vs_money",
+                             "config_queries": "config_score_vs_queries", "config_money": "config_score_vs_money",
+                             "comparison": "config_comparison"}.get(name, name)
                 written.append(tables.write_csv(output / f"{file_name}.csv", data[name]))
         long_columns = ["run", "task", "name", "baseline_ms", "best_ms", "speedup", "speedup_raw", "best_key",
                         "best_idx", "n_attempts", "n_correct", "queries", "spend_usd"]
@@ -240,7 +246,7 @@ def write_outputs(data: dict[str, Any], output: Path, formats: Sequence[str], ex
         page = html.render(
             title=extra.get("title") or "pike-harness report", generated=time.strftime("%Y-%m-%d %H:%M:%S"),
             version=version, inputs=inputs, summary=data["summary"], references=data["references"],
-            configs=data["configs"],
+            configs=data["configs"] if len(runs) > 1 else [], comparison=data["comparison"],
             figures=[(name, chart.to_dict(), FIGURE_CAPTIONS[name]) for name, chart in charts],
             matrix_header=header, matrix_body=body, tasks=task_views(data), trajectory_spec=fig.trajectory_spec(),
             has_retime=bool(data["retime"]),
@@ -303,6 +309,8 @@ def build_figures(data: dict[str, Any], runs: list[str]) -> list[tuple[str, Any]
         charts.append(("retime", fig.retime(data["retime"], runs)))
     if any(r.get("eager_fraction") or r.get("best_fraction") for r in data.get("sol") or []):
         charts.append(("sol", sol.figure(data["sol"])))
+    if data["config_queries"] and len(runs) > 1:  # one run: the suite-score figure already shows it
+        charts.append(("seed_bands", seed_figures.bands(data["config_queries"], data["config_money"])))
     return charts
 
 

@@ -6,6 +6,14 @@ and its reference are evaluated again, alternately (B, C, B, C, ... one evaluati
 same evaluator and device; a pair whose two sides ran on different devices is dropped), and the speedup is the geometric mean of the paired ratios with a Student-t interval
 (``retime_ci`` in metrics.py). Pairing adjacent measurements cancels slow drift.
 
+Why K separate evaluations and not a bootstrap over the calls of one long timing: the evaluator
+returns each timing's summary (``RuntimeStats``: median, mean, cv, n), not its calls; and calls within
+one timing share a process, a compiled kernel, an allocator state and a clock state, so they are
+correlated and their spread understates what moves a number from one evaluation to the next, which is
+the noise that makes the best of many evaluations look better than it is. Each pair's ratio is one
+independent observation; the interval is over those K. Each timing's own cv is kept
+(``baseline_cv``, ``candidate_cv``) so the report can show both spreads side by side.
+
 Results are written to ``retime.jsonl`` in the report folder (never into run directories) and reused by
 later reports as long as the finalist's code hash still matches.
 """
@@ -23,7 +31,7 @@ from pike_harness.api import read_journal, sha256
 
 RETIME_FILE = "retime.jsonl"
 COLUMNS = ("run", "task", "key", "code_sha256", "rep", "baseline_ms", "candidate_ms", "baseline_category",
-           "candidate_category", "device", "protocol", "time")
+           "candidate_category", "device", "protocol", "time", "baseline_cv", "candidate_cv")
 
 
 @dataclass
@@ -78,8 +86,15 @@ def retime(items: list[Finalist], *, resolve_task: Callable[[str], Any], evaluat
                 "baseline_category": base.category, "candidate_category": cand.category,
                 "device": _place(cand)[1] or device, "protocol": protocol,
                 "time": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+                # The spread of the calls within one timing, kept beside the spread between timings.
+                "baseline_cv": _cv(base), "candidate_cv": _cv(cand),
             })
     return rows
+
+
+def _cv(result: Any) -> float | None:
+    stats = getattr(result, "runtime", None)
+    return getattr(stats, "cv", None)
 
 
 def _place(result: Any) -> tuple[str | None, str | None]:

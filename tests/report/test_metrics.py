@@ -182,27 +182,9 @@ def test_reference_lines_from_runs_and_baseline_sets(run_a, tmp_path):
     assert curve(con) == pytest.approx({1: 1.0, 2: 2 ** 0.25, 3: 4 ** 0.25, 4: 2.0})
 
 
-def test_seeds_of_one_configuration_give_a_confidence_interval(tmp_path):
-    # Three seeds, one task each: speedups 2, 2.5, 4. Mean 17/6; sample sd sqrt(13/12); t(2) = 4.303.
-    dirs = []
-    for seed, best in enumerate((5.0, 4.0, 2.5)):
-        run = HandRun(tmp_path, f"seed{seed}", seed=seed).task(1, "1_One").baseline(1, 10.0)
-        dirs.append(run.attempt(1, 1, "correct", best).attempt(1, 2, "incorrect").write())
-    other = HandRun(tmp_path, "other", llm="openai:gpt-5").task(1, "1_One").baseline(1, 10.0)
-    dirs.append(other.attempt(1, 1, "correct", 1.0).write())
-    con = database(dirs)
-    configs = [r for r in rows(con, "FROM config_scores") if r["n_runs"] > 1]
-    assert len(configs) == 1 and configs[0]["runs"] == ["seed0", "seed1", "seed2"]
-    mean, sd = 17 / 6, math.sqrt(13 / 12)
-    half = 4.303 * sd / math.sqrt(3)
-    assert configs[0]["mean_score"] == pytest.approx(mean)
-    assert (configs[0]["ci_low"], configs[0]["ci_high"]) == pytest.approx((mean - half, mean + half))
-    single = [r for r in rows(con, "FROM config_scores") if r["n_runs"] == 1][0]
-    assert single["ci_low"] is None  # one seed: no interval
-
-
 def test_retime_interval(con_a):
-    con_a.executemany("INSERT INTO retimes VALUES (?, ?, 'k', 's', ?, ?, ?, 'correct', ?, 'cpu', 'robust', 't')", [
+    con_a.executemany("INSERT INTO retimes VALUES (?, ?, 'k', 's', ?, ?, ?, 'correct', ?, 'cpu', 'robust', 't', "
+                      "NULL, 0.01)", [
         # hand/1: three pairs with ratio exactly 4 -> 4 with a zero-width interval.
         ["A", "hand/1", 0, 10.0, 2.5, "correct"], ["A", "hand/1", 1, 12.0, 3.0, "correct"],
         ["A", "hand/1", 2, 8.0, 2.0, "correct"],
@@ -216,6 +198,13 @@ def test_retime_interval(con_a):
     assert ci["hand/2"]["n"] == 2 and ci["hand/2"]["speedup"] == pytest.approx(math.e ** 2)
     assert ci["hand/2"]["ci_low"] == pytest.approx(math.exp(2 - 12.706))
     assert ci["hand/2"]["ci_high"] == pytest.approx(math.exp(2 + 12.706))
+    # The candidate's own runtime: hand/1 timed 2.5, 3, 2 ms -> geometric mean with a t(2) interval.
+    logs = [math.log(x) for x in (2.5, 3.0, 2.0)]
+    mean, sd = sum(logs) / 3, math.sqrt(sum((x - sum(logs) / 3) ** 2 for x in logs) / 2)
+    assert (ci["hand/1"]["candidate_ms_low"], ci["hand/1"]["candidate_ms_high"]) == pytest.approx(
+        (math.exp(mean - 4.303 * sd / math.sqrt(3)), math.exp(mean + 4.303 * sd / math.sqrt(3))))
+    assert ci["hand/1"]["within_cv"] == pytest.approx(0.01)
+    assert ci["hand/1"]["between_cv"] == pytest.approx(0.5 / 2.5)  # sd 0.5 over mean 2.5
     # Confirmed suite score: hand/1 4, hand/2 e^2, hand/3 and hand/5 not re-timed (1.0).
     confirmed = rows(con_a, "FROM confirmed_scores")[0]
     assert confirmed["confirmed_score"] == pytest.approx((4 * math.e ** 2) ** 0.25)

@@ -52,6 +52,7 @@ def test_retime_confirms_with_the_local_evaluator(cli, smoke_run, tmp_path):
         assert line["baseline_category"] == line["candidate_category"] == "correct", line
         assert line["baseline_ms"] > 0 and line["candidate_ms"] > 0
         assert line["task"] == "smoke/5" and line["key"] == "q002"
+        assert line["candidate_cv"] is not None and line["baseline_cv"] is not None  # each timing's own spread
     summary = summary_of(result.output)
     # The search-time number (1.0 / 0.5 = 2x) was made up; the confirmed one is what was measured now:
     # the geometric mean of the paired ratios, clamped at 1 like every suite score.

@@ -40,7 +40,7 @@ def test_a_third_party_default_demo_replaces_the_builtin(tmp_path: Path):
     plugins = {"my-demo": _demo_plugin(Demo(name="default", **SMALL)), "fake-evaluator": fake_evaluator_plugin()}
     result = invoke("demo", "--device", "cpu", "--output-dir", str(tmp_path), plugins=plugins)
     assert result.exit_code == 0, result.output
-    run = json.loads((tmp_path / "runs" / "demo" / "run.json").read_text())
+    run = json.loads((tmp_path / "runs" / "demo" / "demo_s0" / "run.json").read_text())  # a seed group of 2
     assert (run["config"]["strategy"], run["config"]["evaluator"], run["config"]["query_budget"]) == \
         ("best-of-n", "fake", 2)
     assert run["config"]["tasks"] == "1"
@@ -54,7 +54,7 @@ def test_demo_picks_a_named_demo_and_refuses_one_it_cannot_run(tmp_path: Path):
                "fake-evaluator": fake_evaluator_plugin()}
     result = invoke("demo", "--demo", "tiny", "--device", "cpu", "--output-dir", str(tmp_path), plugins=plugins)
     assert result.exit_code == 0, result.output
-    assert (tmp_path / "runs" / "demo-tiny" / "run.json").exists()
+    assert (tmp_path / "runs" / "demo-tiny" / "demo-tiny_s1" / "run.json").exists()
     broken = invoke("demo", "--demo", "broken", "--output-dir", str(tmp_path), plugins=plugins)
     assert broken.exit_code == 1
     assert "needs strategy 'no-such-strategy'" in broken.output and "Traceback" not in broken.output

@@ -112,7 +112,7 @@ def test_demo_fresh_deletes_only_its_own_run_and_report(tmp_path, cli, monkeypat
         (folder / "keep.txt").write_text("x")
 
     def stop_here(*args, **kwargs):
-        assert not (out / "runs" / "demo").exists() and not (out / "report").exists()
+        assert not (out / "runs" / "demo" / "keep.txt").exists() and not (out / "report").exists()
         raise UserError("stopped by the test")
 
     from pike_harness.errors import UserError

@@ -4,7 +4,8 @@ Strategies, evaluators and reporters declare their options the same way (a datac
 the field's metadata; see ``pike_harness.contracts.configurable``), and every command that attaches them builds
 the options here. Field types may be bool, int, float or str, each optionally ``| None`` (None: "the
 plugin's default"), or ``tuple[str, ...]`` (a repeatable option). Metadata keys: ``help``;
-``choices`` (a click.Choice); ``min``/``max`` (bounds for int/float); ``metavar``; ``cli: False``
+``choices`` (a click.Choice); ``min``/``max`` (bounds for int/float); ``metavar``; ``nargs`` (an option
+taking that many values, for a ``tuple[str, ...] | None`` field: ``--compare A B``); ``cli: False``
 keeps a field off the command line (settable from Python only); ``flag: True`` makes a bool a plain
 ``--name`` switch without ``--no-name`` (for names that are already a negation, such as
 ``--unsafe-no-sandbox``).
@@ -49,7 +50,7 @@ def dataclass_options(config_cls: type, *, tag: str, show_default: bool = True) 
                 ranged = click.IntRange if base is int else click.FloatRange
                 kind = ranged(min=meta.get("min"), max=meta.get("max"))
             option = click.Option([flag, f.name], type=kind, multiple=multiple, metavar=meta.get("metavar"),
-                                  **extra)
+                                  nargs=meta.get("nargs", 1), **extra)
         setattr(option, tag, True)
         options.append(option)
     return options

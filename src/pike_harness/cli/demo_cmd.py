@@ -21,6 +21,8 @@ from pike_harness.contracts.demo import DEFAULT_DEMO, Demo
 from pike_harness.errors import UserError
 from pike_harness.host.plugins import SINGULAR
 
+DEMO_SEEDS = "0,1"  # two seeds: the report's bands and intervals have something to show
+
 
 def _cpu_protocol(device: str) -> str:
     """On a CPU the demo uses the short protocol; on a GPU the default one."""
@@ -54,13 +56,16 @@ def chosen_demo(name: str) -> Demo:
               show_default=True, help="Where the demo's run and report go.")
 @click.option("--device", default="auto", show_default=True, help="auto (GPU if there is one), cpu or cuda.")
 @click.option("--query-budget", type=click.IntRange(min=1), help="LLM queries per task (default: the demo's).")
+@click.option("--seeds", default=DEMO_SEEDS, show_default=True, metavar="LIST",
+              help="Seeds to run (one run each, as `pikeh run --seeds`); the report draws 95% bands over them.")
 @click.option("--fresh", is_flag=True, help="Delete this demo's earlier run and report first, and start over.")
-def demo(demo_name: str, output_dir: Path, device: str, query_budget: int | None, fresh: bool) -> None:
+def demo(demo_name: str, output_dir: Path, device: str, query_budget: int | None, seeds: str, fresh: bool) -> None:
     """Run the default demo (PIKE-B with offline:mutate on the smoke suite), then write the report.
 
-    Resumable, like any run. Plugins register demos; a third-party `default` replaces the built-in one.
+    Two seeds by default, so the report shows confidence bands. Resumable, like any run. Plugins register
+    demos; a third-party `default` replaces the built-in one.
     """
-    from pike_harness.host.launch import launch_run
+    from pike_harness.host.seed_group import launch_seeds, parse_seeds
 
     chosen = chosen_demo(demo_name)
     console = Console(stderr=True)
@@ -74,11 +79,12 @@ def demo(demo_name: str, output_dir: Path, device: str, query_budget: int | None
             "output_dir": output_dir / "runs", "llm_concurrency": chosen.llm_concurrency}
     evaluator = {"evaluator": chosen.evaluator, "device": device, "protocol": chosen.protocol or _cpu_protocol(device)}
     console.print(f"[bold]pikeh demo[/bold] {chosen.name}: {chosen.description or chosen.strategy}")
-    status = launch_run(get_app(), core, dict(chosen.strategy_options), evaluator, console=console)
+    status = launch_seeds(get_app(), core, dict(chosen.strategy_options), evaluator, parse_seeds(seeds),
+                          console=console)
     if status == "interrupted":
         sys.stdout.flush()
         os._exit(130)
-    run_dir = output_dir / "runs" / run_name
+    run_dir = output_dir / "runs" / run_name  # the seed group: one run directory per seed
     if chosen.reporter is None:
         console.print(f"run: {run_dir}")
     else:

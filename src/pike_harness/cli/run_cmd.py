@@ -115,7 +115,12 @@ RUN_OPTIONS = [
                  show_default=True,
                  help="Where run directories live."),
     click.Option(["--seed"], type=int, default=default("seed"), show_default=True,
-                 help="Seed for the strategy's random choices."),
+                 help="Seed for the strategy's random choices and the LLM's per-query seeds."),
+    click.Option(["--seeds"], metavar="LIST",
+                 help="Run the configuration once per seed (0,1,2 or 0-4), one run directory each, in a seed "
+                      "group folder (docs/run-layout.md); the report gives confidence intervals over them."),
+    click.Option(["--repeats"], type=click.IntRange(min=1),
+                 help="As --seeds with N seeds counting up from --seed."),
     click.Option(["--temperature"], type=click.FloatRange(min=0), default=default("temperature"), show_default=True,
                  help="Sampling temperature (PIKE: 0.8)."),
     click.Option(["--max-tokens"], type=click.IntRange(min=1), default=default("max_tokens"), show_default=True,
@@ -198,9 +203,14 @@ def run(ctx: click.Context, **values: Any) -> None:
         if not merged.get(required):
             raise click.UsageError(f"--{required.replace('_', '-')} is required (or set it in --config)")
     from pike_harness.host.launch import launch_run
+    from pike_harness.host.seed_group import chosen_seeds, launch_seeds
 
+    seeds = chosen_seeds(merged.pop("seeds", None), merged.pop("repeats", None), merged.get("seed") or 0)
     try:
-        status = launch_run(get_app(), merged, strategy_values, evaluator_values)
+        if seeds is None:
+            status = launch_run(get_app(), merged, strategy_values, evaluator_values)
+        else:
+            status = launch_seeds(get_app(), merged, strategy_values, evaluator_values, seeds)
     except UserError as exc:
         if _run_threads_left():
             # The run stopped on an error while queries were still waiting (in a retry's back-off, say):

@@ -8,7 +8,8 @@ typed values from ``self.config`` and never from a dict of strings.
 
 Field types: bool, int, float, str, ``X | None`` of those, and ``tuple[str, ...]`` (a repeatable
 option). ``field(metadata={...})`` keys: ``help`` (the option's help), ``min``/``max`` (a range the
-CLI enforces), ``metavar``. Validate further in the dataclass's ``__post_init__`` (see
+CLI enforces), ``metavar``, ``nargs`` (a ``tuple[str, ...] | None`` field taking that many values in one
+option, as ``--compare A B``). Validate further in the dataclass's ``__post_init__`` (see
 ``pike_harness.contracts.strategy.require_at_least``).
 """
 

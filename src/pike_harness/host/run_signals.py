@@ -38,11 +38,17 @@ class StopSignals:
     def _handle(self, signum: int, _frame: Any) -> None:
         self.count += 1
         self.last = signal.Signals(signum).name
+        outer = self._previous.get(signum)
+        if isinstance(getattr(outer, "__self__", None), StopSignals):  # nested (a seed group around a run): it counts too
+            outer(signum, _frame)
 
     def __enter__(self) -> StopSignals:
         if threading.current_thread() is threading.main_thread():
             for signum in STOP_SIGNALS:
                 self._previous[signum] = signal.signal(signum, self._handle)
+                outer = getattr(self._previous[signum], "__self__", None)
+                if isinstance(outer, StopSignals) and outer.count > self.count:  # asked to stop before we began
+                    self.count, self.last = outer.count, outer.last
         return self
 
     def __exit__(self, *exc: Any) -> None:

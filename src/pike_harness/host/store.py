@@ -30,6 +30,7 @@ __all__ = ["JOURNAL", "RUN_FILE", "RunStore", "Replay", "read_journal", "safe_na
 RUN_SCHEMA = 1
 JOURNAL = "journal.jsonl"
 RUN_FILE = "run.json"
+SEED_GROUP_FILE = "seeds.json"  # a folder of runs of one configuration, one per seed (host/seed_group.py)
 LOCK_FILE = "run.lock"
 LOG_FILE = "log.txt"
 DB_FILE = "run.duckdb"
@@ -229,3 +230,5 @@ def find_runs(paths: list[Path]) -> Iterator[Path]:
             for child in sorted(path.iterdir()):
                 if (child / RUN_FILE).exists():
                     yield child
+                elif (child / SEED_GROUP_FILE).is_file():  # a seed group (host/seed_group.py): its seeds' runs
+                    yield from (c for c in sorted(child.iterdir()) if (c / RUN_FILE).exists())
