@@ -105,7 +105,7 @@ def test_malformed_or_linked_outputs_are_rejected_without_following(server, tmp_
 
 
 def test_the_candidate_never_sees_a_hidden_seed_and_the_exchange_is_in_memory(corpus_results):
-    _, result, _ = corpus_results["seed_search"]
+    _, result = corpus_results["seed_search"]
     assert result.category == "correct", result.reason
     stdout = result.stdout_tail
     assert "exchange: ['inputs.pt']" in stdout  # it found the folder its hidden inputs came from: nothing else there
