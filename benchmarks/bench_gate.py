@@ -7,8 +7,9 @@ device gate (``JobTrace.granted`` to ``released``), plus the wall time. This pro
 writes ``gate.md``/``gate.json``:
 
 * wall time per tree;
-* gate-held seconds per evaluation, mean, split by stage (``inputs``, ``correctness``, ``reference``,
-  ``compare``, ``timing``; what the stages do not cover is ``other``);
+* gate-held seconds per evaluation, mean, split by stage (``correctness``, ``reference``,
+  ``reference_wait``, ``compare``, ``timing``; what they do not cover is ``other``; ``inputs`` is
+  shown too, but runs before the gate);
 * the timing share (timing / gate-held, summed over evaluations);
 * verdict agreement, and runtime agreement for candidates correct in both (new/old ratio; the
   issue's goal: within 2 %), over the candidates both trees finished.
@@ -41,7 +42,7 @@ from typing import Any
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
-STAGES = ("inputs", "correctness", "reference", "compare", "timing")
+STAGES = ("inputs", "correctness", "reference", "reference_wait", "compare", "timing")
 NAME = re.compile(r"^(?:task_)?(\d+)(?:_.*)?\.py$")
 RUNTIME_TOLERANCE = 0.02
 
@@ -177,7 +178,7 @@ def side_summary(side: dict[str, Any]) -> dict[str, Any]:
     rows = [r for r in side["rows"] if "gate_s" in r]
     gate = [r["gate_s"] for r in rows]
     stages = {name: _mean([float(r.get("stages", {}).get(name, 0.0)) for r in rows]) for name in STAGES}
-    inside = ("correctness", "reference", "compare", "timing")
+    inside = ("correctness", "reference", "reference_wait", "compare", "timing")
     other = _mean([r["gate_s"] - sum(float(r.get("stages", {}).get(n, 0.0)) for n in inside) for r in rows])
     timing_total = sum(float(r.get("stages", {}).get("timing", 0.0)) for r in rows)
     return {"wall_s": side["wall_s"], "evaluations": len(side["rows"]), "gated": len(rows),

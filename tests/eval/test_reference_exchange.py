@@ -137,3 +137,29 @@ def test_tmpfs_detection(tmp_path):
     assert _on_tmpfs(Path("/proc/self")) is False
     if _shared_memory_root(1) is not None:
         assert _on_tmpfs(Path("/dev/shm/x"))
+
+
+def test_a_comparison_goes_before_waiting_input_writes():
+    """Requests made while holding the device gate (urgent) pass those made before it (ordinary)."""
+    import threading
+    import time
+
+    from pike_harness.worker.supervise.reference import _PriorityLock
+
+    lock, order = _PriorityLock(), []
+
+    def take(name: str, urgent: bool) -> None:
+        with lock.hold(urgent):
+            order.append(name)
+
+    with lock.hold(urgent=False):
+        ordinary = threading.Thread(target=take, args=("inputs", False))
+        ordinary.start()
+        urgent = threading.Thread(target=take, args=("compare", True))
+        urgent.start()
+        deadline = time.monotonic() + 10
+        while lock._urgent == 0 and time.monotonic() < deadline:
+            time.sleep(0.01)
+    ordinary.join(10)
+    urgent.join(10)
+    assert order == ["compare", "inputs"]

@@ -60,6 +60,37 @@ def draw_seeds(count: int, exclude: set[int]) -> list[int]:
     return seeds
 
 
+class _PriorityLock:
+    """A lock whose urgent holders go before waiting ordinary ones.
+
+    A comparison runs while its evaluation holds the device gate; writing input sets runs before the
+    gate is taken. With everything submitted at once, dozens of writes can be waiting: a comparison
+    then waits for the one write in progress, not for all of them.
+    """
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._held = False
+        self._urgent = 0
+
+    @contextlib.contextmanager
+    def hold(self, urgent: bool) -> Any:
+        with self._cond:
+            self._urgent += urgent
+            try:
+                while self._held or (not urgent and self._urgent):
+                    self._cond.wait()
+            finally:
+                self._urgent -= urgent
+            self._held = True
+        try:
+            yield
+        finally:
+            with self._cond:
+                self._held = False
+                self._cond.notify_all()
+
+
 def _task_key(request: EvalRequest) -> str:
     return hashlib.sha256(request.reference_source.encode()).hexdigest()
 
@@ -75,7 +106,7 @@ class ReferenceOracle:
         self.environ = dict(os.environ if environ is None else environ)
         self.cache_mb = int(cache_mb if cache_mb is not None
                             else self.environ.get("PIKEH_REFERENCE_CACHE_MB", REFERENCE_CACHE_MB))
-        self._lock = threading.Lock()
+        self._lock = _PriorityLock()
         self._pool_lock = threading.Lock()
         self._pools: dict[tuple[Any, ...], list[int]] = {}
         self._popen: subprocess.Popen | None = None
@@ -106,7 +137,7 @@ class ReferenceOracle:
     def start(self) -> None:
         """Start the reference process now (idempotent, thread-safe): its torch import and device
         initialisation then happen before the first evaluation instead of under its device lock."""
-        with self._lock:
+        with self._lock.hold(urgent=False):
             if self._popen is None or self._popen.poll() is not None:
                 self._start()
 
@@ -120,7 +151,7 @@ class ReferenceOracle:
 
     def write_inputs(self, request: EvalRequest, seeds: list[int], path: Path, timeout_s: float) -> None:
         """The task's input sets for ``seeds`` (CPU tensors, ``torch.save``) into ``path``."""
-        self._call(request, {"op": "inputs", "seeds": seeds, "out": str(path)}, timeout_s)
+        self._call(request, {"op": "inputs", "seeds": seeds, "out": str(path)}, timeout_s, urgent=False)
 
     def compare(self, request: EvalRequest, seeds: list[int], outputs: Path, labels: list[str],
                 timeout_s: float) -> dict[str, Any]:
@@ -132,19 +163,21 @@ class ReferenceOracle:
         ``seconds`` (``reference``, ``compare``).
         """
         return self._call(request, {"op": "compare", "seeds": seeds, "outputs": str(outputs), "labels": labels,
-                                    "atol": request.atol, "rtol": request.rtol}, timeout_s)
+                                    "atol": request.atol, "rtol": request.rtol}, timeout_s, urgent=True)
 
     def stats(self, timeout_s: float = 60.0) -> dict[str, Any]:
         """The reference process's cache counters (``outputs``/``inputs``: hits, misses, evictions)."""
-        return self._send({"op": "stats"}, timeout_s)
+        return self._send({"op": "stats"}, timeout_s, urgent=False)
 
-    def _call(self, request: EvalRequest, message: dict[str, Any], timeout_s: float) -> dict[str, Any]:
+    def _call(self, request: EvalRequest, message: dict[str, Any], timeout_s: float, *,
+              urgent: bool) -> dict[str, Any]:
         device = "cuda" if self.device.startswith("cuda") else "cpu"
         return self._send({**message, "source": request.reference_source, "weight_seed": request.weight_seed,
-                           "precision": request.precision, "device": device}, timeout_s)
+                           "precision": request.precision, "device": device}, timeout_s, urgent=urgent)
 
-    def _send(self, message: dict[str, Any], timeout_s: float) -> dict[str, Any]:
-        with self._lock:
+    def _send(self, message: dict[str, Any], timeout_s: float, *, urgent: bool) -> dict[str, Any]:
+        """One request and its reply; ``urgent`` for requests made while holding the device gate."""
+        with self._lock.hold(urgent):
             if self._popen is None or self._popen.poll() is not None:
                 self._start()
             assert self._channel is not None
@@ -174,7 +207,7 @@ class ReferenceOracle:
         self._channel = None
 
     def close(self) -> None:
-        with self._lock:
+        with self._lock.hold(urgent=True):
             self._stop()
 
 

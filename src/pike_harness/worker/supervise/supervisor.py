@@ -249,9 +249,11 @@ class Evaluation:
         if reply.get("malformed"):
             return self._conclude(REJECTED, "outputs_file", str(reply["malformed"]))
         seconds = reply.get("seconds") or {}
-        reference_s = float(seconds.get("reference", 0.0))
+        reference_s, compare_s = float(seconds.get("reference", 0.0)), float(seconds.get("compare", 0.0))
         self.stages.add("reference", reference_s)
-        self.stages.add("compare", max(0.0, time.monotonic() - began - reference_s))
+        self.stages.add("compare", compare_s)
+        # waiting for the reference process (another request in progress) and the round trip
+        self.stages.add("reference_wait", max(0.0, time.monotonic() - began - reference_s - compare_s))
         comparison = Comparison.from_dict(reply["comparison"])
         self.flags.extend(f for f in comparison.flags if f not in self.flags)
         if comparison.category is not None:
