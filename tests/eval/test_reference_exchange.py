@@ -65,21 +65,26 @@ def server():
     torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32, torch.backends.cudnn.benchmark = saved
 
 
-def _compare(server: _Server, tmp_path, outputs, *, seeds=(1, 2, 3), precision="fp32"):
+def _compare(server: _Server, tmp_path, outputs, *, seeds=(1, 2, 3), precision="fp32", device="cpu"):
     path = tmp_path / f"outputs-{secrets.token_hex(4)}.pt"
     torch.save(outputs, path)
     return server.handle({"op": "compare", "source": TASK, "weight_seed": 42, "precision": precision,
-                          "device": "cpu", "seeds": list(seeds), "outputs": str(path),
+                          "device": device, "seeds": list(seeds), "outputs": str(path),
                           "labels": [f"set {s}" for s in seeds], "atol": 1e-5, "rtol": 1e-5})
 
 
-def test_reference_outputs_are_computed_once_per_task_seeds_and_mode(server, tmp_path):
+def _right_answer(server: _Server, tmp_path) -> list[list[torch.Tensor]]:
+    """The task's outputs for seeds 1, 2, 3, from the input sets the server writes (as a candidate gets them)."""
     inputs_path = tmp_path / "inputs.pt"
     server.handle({"op": "inputs", "source": TASK, "seeds": [1, 2, 3], "out": str(inputs_path)})
     inputs = torch.load(inputs_path, weights_only=True)
     torch.manual_seed(42)
     scale = torch.randn(8)
-    right = [[values[0] * scale] for values in inputs]
+    return [[values[0] * scale] for values in inputs]
+
+
+def test_reference_outputs_are_computed_once_per_task_seeds_and_mode(server, tmp_path):
+    right = _right_answer(server, tmp_path)
     first = _compare(server, tmp_path, right)
     assert first["computed"] is True and first["comparison"]["category"] is None
     second = _compare(server, tmp_path, [[t + 1.0 for t in values] for values in right])
@@ -90,6 +95,21 @@ def test_reference_outputs_are_computed_once_per_task_seeds_and_mode(server, tmp
     stats = server.handle({"op": "stats"})
     assert stats["outputs"] == {"hits": 2, "misses": 3, "evictions": 0}
     assert stats["inputs"]["misses"] == 3  # input sets are made once per seed, whoever asks
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_references_stay_on_the_gpu_and_are_compared_there(server, tmp_path):
+    right = _right_answer(server, tmp_path)
+    before = torch.cuda.memory_allocated()
+    first = _compare(server, tmp_path, right, device="cuda")
+    assert first["computed"] is True and first["comparison"]["category"] is None, first
+    (kept, _), = server.references._items.values()
+    assert all(t.is_cuda for values in kept for t in values)
+    wrong = _compare(server, tmp_path, [[t * 1.5 for t in values] for values in right], device="cuda")
+    assert wrong["computed"] is False and wrong["comparison"]["check"] == "allclose"
+    held = sum(t.numel() * t.element_size() for values in kept for t in values)
+    assert torch.cuda.memory_allocated() - before <= held + (1 << 20)  # the model, the references: no outputs left
 
 
 def test_malformed_or_linked_outputs_are_rejected_without_following(server, tmp_path):
