@@ -178,9 +178,15 @@ class Gate(Protocol):
 
 
 class Oracle(Protocol):
-    """A device's trusted reference (``reference.ReferenceOracle``)."""
+    """A device's trusted reference (``reference.ReferenceOracle``): hidden seeds from a per-run pool,
+    input sets written for the candidate, comparisons against reference outputs it keeps."""
 
-    def outputs(self, request: EvalRequest, seeds: list[int], timeout_s: float) -> list[list[Any]]: ...
+    def hidden_seeds(self, request: EvalRequest) -> list[int]: ...
+
+    def write_inputs(self, request: EvalRequest, seeds: list[int], path: Path, timeout_s: float) -> None: ...
+
+    def compare(self, request: EvalRequest, seeds: list[int], outputs: Path, labels: list[str],
+                timeout_s: float) -> dict[str, Any]: ...
 
 
 class DeviceProvider(Protocol):
