@@ -19,7 +19,7 @@ from corpus_cases import CORPUS, load_case
 
 from pike_harness.worker.supervise.refcache import ByteLRU, tensor_bytes
 from pike_harness.worker.supervise.reference import _Server
-from pike_harness.worker.supervise.supervisor import _on_tmpfs, _shared_memory_root
+from pike_harness.worker.supervise.supervisor import _on_tmpfs, _shared_memory_root, sweep_exchange_folders
 
 TASK = """
 import torch
@@ -183,3 +183,16 @@ def test_a_comparison_goes_before_waiting_input_writes():
     ordinary.join(10)
     urgent.join(10)
     assert order == ["compare", "inputs"]
+
+
+def test_exchange_folders_of_gone_harnesses_are_swept(tmp_path):
+    import subprocess
+    import sys
+
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    dead, live = tmp_path / f"pikeh-x-{gone.stdout.strip()}-abc", tmp_path / f"pikeh-x-{os.getpid()}-def"
+    for folder in (dead, live):
+        folder.mkdir()
+        (folder / "outputs.pt").write_bytes(b"x")
+    assert sweep_exchange_folders(tmp_path) == 1
+    assert not dead.exists() and live.exists()

@@ -292,7 +292,7 @@ class Engine:
         from pike_harness.worker.supervise.prestart import PrestartPool
         from pike_harness.worker.supervise.sandbox import sweep_orphans
         from pike_harness.worker.supervise.scheduling import FifoSlots, QuietRegistry, cpu_partition
-        from pike_harness.worker.supervise.supervisor import WorkerSettings
+        from pike_harness.worker.supervise.supervisor import WorkerSettings, sweep_exchange_folders
 
         config = config or EngineConfig()
         self.config = config
@@ -309,6 +309,7 @@ class Engine:
         if swept:
             log.warning("killed %d process(es) left by an earlier harness that was killed "
                         "(candidates it had paused for quiet timing never resume by themselves)", swept)
+        sweep_exchange_folders()  # shared memory a killed harness left behind
 
         self.jobs, self.max_ready = config.slots(names)
         self.prestart_per_device = int(config.prestart) if config.prestart is not None else 2

@@ -57,6 +57,7 @@ from pike_harness.worker.supervise.reference import ReferenceOracle
 from pike_harness.worker.supervise.spawn import Spawned, spawn_child
 
 SHARED_MEMORY = Path("/dev/shm")
+EXCHANGE_PREFIX = "pikeh-x-"  # then the harness's pid: folders of a harness that is gone can be swept
 # Peak memory bandwidth (bytes/s) by GPU name, for the "faster than reading its own data" flag.
 # Unknown GPUs get the fastest entry, so the flag errs towards silence.
 PEAK_BANDWIDTH = {"H200": 4.8e12, "H100": 3.35e12, "A100": 2.04e12, "B200": 8.0e12, "L40": 0.864e12,
@@ -193,7 +194,7 @@ class Evaluation:
             return
         assert self.scratch is not None
         root = self.settings.exchange_root or _shared_memory_root(self.request.limits.file_size_mb) or self.scratch
-        self.exchange = Path(tempfile.mkdtemp(prefix="pikeh-x-", dir=root))
+        self.exchange = Path(tempfile.mkdtemp(prefix=f"{EXCHANGE_PREFIX}{os.getpid()}-", dir=root))
         self.environment["exchange"] = "shared_memory" if _on_tmpfs(self.exchange) else "disk"
         began = time.monotonic()
         self.oracle.write_inputs(self.request, self.hidden_seeds, self.exchange / "inputs.pt",
@@ -538,6 +539,26 @@ def _shared_memory_root(file_size_mb: int) -> Path | None:
     if not os.access(SHARED_MEMORY, os.W_OK | os.X_OK) or usage.f_bavail * usage.f_frsize < file_size_mb * 2**20:
         return None
     return SHARED_MEMORY
+
+
+def sweep_exchange_folders(root: Path = SHARED_MEMORY) -> int:
+    """Remove the exchange folders that harness processes no longer running left in ``root`` (killed
+    harnesses never reach ``close()``; shared memory is only freed by deleting the files)."""
+    removed = 0
+    for path in root.glob(f"{EXCHANGE_PREFIX}*-*") if root.is_dir() else []:
+        pid = path.name[len(EXCHANGE_PREFIX):].split("-")[0]
+        if not pid.isdigit():
+            continue
+        try:
+            os.kill(int(pid), 0)
+            continue  # alive (or another user's, which this process may not touch either)
+        except ProcessLookupError:
+            pass
+        except PermissionError:
+            continue
+        sandbox.remove_tree(path)
+        removed += 1
+    return removed
 
 
 def _on_tmpfs(path: Path) -> bool:
