@@ -234,16 +234,18 @@ def test_result_record_round_trips_through_json():
 
 def test_implausible_runtimes_are_flagged(tmp_path):
     from pike_harness.worker.records import EvalRequest
+    from pike_harness.worker.supervise.reference import ReferenceOracle
     from pike_harness.worker.supervise.supervisor import Evaluation, WorkerSettings
 
     request = EvalRequest(task="t", reference_source="", candidate_source="", device="cuda:0")
-    evaluation = Evaluation(request, oracle=None, settings=WorkerSettings(workdir=tmp_path))
+    oracle = ReferenceOracle("cuda:0", tmp_path)  # its process starts on first use: never, here
+    evaluation = Evaluation(request, oracle=oracle, settings=WorkerSettings(workdir=tmp_path))
     evaluation.environment["gpu"] = "NVIDIA H100 80GB HBM3"
-    written = [[torch.ones(1024, 1024)]]  # 4 MB: at least 1.25 us at 3.35 TB/s
-    evaluation._plausibility(0.0005, written, written)
+    written = 1024 * 1024 * 4  # the reference's first output set, 4 MB: at least 1.25 us at 3.35 TB/s
+    evaluation._plausibility(0.0005, written)
     assert evaluation.flags == ["below_timer_floor", "faster_than_memory_bound"]
     evaluation.flags.clear()
-    evaluation._plausibility(0.01, written, written)
+    evaluation._plausibility(0.01, written)
     assert evaluation.flags == []
 
 

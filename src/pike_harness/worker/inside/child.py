@@ -6,7 +6,7 @@ a CPU slot for loading and a GPU lock for checking and timing:
 
   request  -> load (import; load_inline builds)          -> "loaded"  (or "failed")
   "warm"   -> one call on a throwaway model (optional)    -> "warmed"  (JIT compiles outside the device lock)
-  "check"  -> construct, run every input set, self-checks -> "checked" (outputs saved for the supervisor)
+  "check"  -> construct, run every input set, self-checks -> "checked" (outputs saved for the reference process)
   "time"   -> the protocol's timed loop                   -> "timed"
   "profile"-> a few calls under torch.profiler (only when the request asks) -> "profiled"
   Both commands carry a fresh nonce that the reply echoes: the candidate runs in this process and can
@@ -19,10 +19,11 @@ before the candidate exists. The request message may carry ``setup``: environmen
 shared per-source Triton/Inductor cache directories) applied before the candidate is imported, and
 ``build_cache`` to route ``load_inline`` through the supervisor's build cache (``inline_hook``).
 
-The hidden input seeds arrive only with "check", after the candidate's code has been imported. This
-process never holds the reference model (it gets the task's source without its classes) and never
-decides correctness: it ships its outputs to the supervisor, which compares them with outputs the
-reference process computed. Only torch and the standard library are imported before the candidate.
+The hidden input sets arrive only with "check", after the candidate's code has been imported, as
+tensors the reference process wrote into the evaluation's exchange folder (shared memory): this
+process never learns a hidden seed. It never holds the reference model (it gets the task's source
+without its classes) and never decides correctness: it writes its outputs into the exchange folder,
+and the reference process compares them with the reference's outputs on its device. Only torch and the standard library are imported before the candidate.
 """
 
 from __future__ import annotations
@@ -40,7 +41,6 @@ from pike_harness.worker.channel import Channel
 from pike_harness.worker.inside.limits import apply_limits
 from pike_harness.worker.records import COMPILE_ERROR, REJECTED, RUNTIME_ERROR, EvalRequest
 
-OUTPUTS_FILE = "outputs.pt"
 SETTLE_S = 0.05  # how long an output must stay unchanged after the call returned
 
 
@@ -145,9 +145,10 @@ class CandidateProcess:
         self.channel.send({"event": "warmed", "seconds": time.monotonic() - started})
 
     # -- stage 2: correctness ------------------------------------------------------------------
-    def check(self, hidden_seeds: list[int], nonce: str | None) -> None:
-        """Every planned call (``check_plan``): outputs saved in plan order for the supervisor.
+    def check(self, inputs_path: str, outputs_path: str, nonce: str | None) -> None:
+        """Every planned call (``check_plan``): outputs saved in plan order for the reference process.
 
+        The hidden input sets arrive as tensors the reference process wrote (never as seeds).
         Construction and each call run under the reference guard: building the reference to borrow its
         weights is noted (``borrows_reference``), computing a checked call with it is a rejection.
         """
@@ -156,13 +157,20 @@ class CandidateProcess:
 
         torch, T, request = self.torch, self.T, self.request
         self.flags_set = self.flags.apply(request.precision)
-        seeds = list(request.input_seeds) + list(hidden_seeds)
-        pristine = [loading.make_inputs(self.inputs_module, seed) for seed in seeds]
+        pristine = [loading.make_inputs(self.inputs_module, seed) for seed in request.input_seeds]
+        try:  # the reference process wrote it: a failure here is the harness's, not the candidate's
+            hidden = T.load(inputs_path, weights_only=True, map_location="cpu")
+            assert T.is_instance(hidden, list) and all(T.is_instance(values, list) for values in hidden)
+        except Exception as exc:
+            self.channel.send({"event": "infra_error", "reason": f"the hidden input sets: {_summary(exc)}"})
+            os._exit(3)
+        pristine.extend(hidden)
+        n_sets = len(pristine)
         torch.manual_seed(secrets.randbits(62))  # the hidden seeds must not stay readable via initial_seed()
         self.input_sets = [loading.to_device(values, self.device) for values in pristine]
         self.model = self._construct("construct")
         self._restore_flags()
-        plan = check_plan(len(seeds), request.baseline_mode)
+        plan = check_plan(n_sets, request.baseline_mode)
         models = [self.model]
         outputs: list[list[Any]] = []
         validated: dict[int, list[Any]] = {}
@@ -178,10 +186,10 @@ class CandidateProcess:
             if call.first_sight:
                 validated[call.set_index] = outputs[-1]
         del models[1:]
-        self.validated = [[T.to(t, self.device) for t in validated[index]] for index in range(len(seeds))]
+        self.validated = [[T.to(t, self.device) for t in validated[index]] for index in range(n_sets)]
         self._self_checks("correctness")
-        T.save(outputs, OUTPUTS_FILE)
-        self.channel.send({"event": "checked", "outputs": OUTPUTS_FILE, "sets": len(outputs),
+        T.save(outputs, outputs_path)
+        self.channel.send({"event": "checked", "sets": len(outputs),
                            "notes": self.notes, "nonce": nonce})
 
     @staticmethod
@@ -418,7 +426,7 @@ def main(argv: list[str]) -> int:
             if command == "warm":
                 process.warm()
             elif command == "check":
-                process.check([int(seed) for seed in message["hidden_seeds"]], message.get("nonce"))
+                process.check(str(message["inputs"]), str(message["outputs"]), message.get("nonce"))
             elif command == "time":
                 process.time(request.protocol, request.protocol_params, message.get("nonce"))
             elif command == "profile":

@@ -72,6 +72,7 @@ logical_not = torch.logical_not
 count_nonzero = torch.count_nonzero
 equal = torch.equal
 save = torch.save
+load = torch.load
 Tensor = torch.Tensor
 clone = torch.Tensor.clone
 copy_ = torch.Tensor.copy_

@@ -16,24 +16,12 @@ torch only.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
 import torch
 
 from pike_harness.worker.check_plan import PlannedCall
-from pike_harness.worker.records import INCORRECT, EvalRequest
+from pike_harness.worker.records import INCORRECT
 from pike_harness.worker.supervise.compare import Comparison, compare_outputs
-
-
-def reference_outputs(oracle: Any, request: EvalRequest, seeds: Sequence[int], plan: Sequence[PlannedCall],
-                      timeout_s: float) -> list[list[torch.Tensor]]:
-    """The reference's output for every planned call: one oracle round per instance (a fresh copy each)."""
-    per_instance: dict[int, Any] = {}
-    for instance in sorted({call.instance for call in plan}):
-        calls = [call for call in plan if call.instance == instance]
-        per_instance[instance] = iter(oracle.outputs(request, [seeds[call.set_index] for call in calls],
-                                                     timeout_s=timeout_s))
-    return [next(per_instance[call.instance]) for call in plan]
 
 
 def _max_abs(comparison: Comparison) -> float:

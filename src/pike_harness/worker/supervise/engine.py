@@ -194,9 +194,15 @@ class Gate(Protocol):
 
 
 class Oracle(Protocol):
-    """A device's trusted reference (``reference.ReferenceOracle``)."""
+    """A device's trusted reference (``reference.ReferenceOracle``): hidden seeds from a per-run pool,
+    input sets written for the candidate, comparisons against reference outputs it keeps."""
 
-    def outputs(self, request: EvalRequest, seeds: list[int], timeout_s: float) -> list[list[Any]]: ...
+    def hidden_seeds(self, request: EvalRequest) -> list[int]: ...
+
+    def write_inputs(self, request: EvalRequest, seeds: list[int], path: Path, timeout_s: float) -> None: ...
+
+    def compare(self, request: EvalRequest, seeds: list[int], outputs: Path, labels: list[str],
+                timeout_s: float) -> dict[str, Any]: ...
 
 
 class DeviceProvider(Protocol):
@@ -299,6 +305,7 @@ class Engine:
                  error_type: Callable[[str], BaseException] = InfrastructureError):
         from pike_harness.worker.supervise.buildcache import BuildCache
         from pike_harness.worker.supervise.devices import resolve_devices
+        from pike_harness.worker.supervise.exchange import sweep_exchange_folders
         from pike_harness.worker.supervise.prestart import PrestartPool
         from pike_harness.worker.supervise.sandbox import sweep_orphans
         from pike_harness.worker.supervise.scheduling import FifoSlots, QuietRegistry, cpu_partition
@@ -319,6 +326,7 @@ class Engine:
         if swept:
             log.warning("killed %d process(es) left by an earlier harness that was killed "
                         "(candidates it had paused for quiet timing never resume by themselves)", swept)
+        sweep_exchange_folders()  # shared memory a killed harness left behind
 
         self.isolation = _isolation(config)
         self.jobs, self.max_ready = config.slots(names)

@@ -3,10 +3,22 @@
 PIKE computed the reference in the candidate's process, right after it, which is how a candidate can
 find the reference's output in a freed buffer or make the reference "match" by mutating the inputs
 they share. Here one long-lived reference process per device (``ReferenceOracle``) builds each task's
-``Model`` once, and for every evaluation computes the outputs for the public and the hidden seeds on
-a fresh deep copy (a stateful model sees the same call sequence as the candidate's), with the same
-backend flags, and writes them into the evaluator's private directory. Task code is trusted; it still
-gets a scrubbed environment. Server side: torch and the standard library.
+``Model`` once and serves three requests:
+
+* ``write_inputs``: the task's input sets for the hidden seeds, written (``torch.save``) into the
+  evaluation's exchange folder in shared memory, so the candidate's process receives tensors and
+  never a seed (a seed it printed could otherwise reach a later prompt through its logs);
+* ``compare``: the reference outputs for the public and hidden seeds, computed once per (task,
+  weights, precision, device, seed sequence) on a fresh deep copy of the model (a stateful model
+  sees the same call sequence as the candidate's) and kept on the device in a byte-capped LRU
+  (``refcache.ByteLRU``), then compared on the device with the candidate's outputs read from the
+  exchange folder (``compare.read_outputs``). Only the comparison goes back: reference outputs never
+  leave this process, and nothing is written to disk.
+* ``stats``: cache counters, for tests and benchmarks.
+
+Hidden seeds come from a per-run secret pool (``hidden_seeds``): drawn once per task by this client,
+so every candidate of a task meets the same hidden inputs and the references are reused. Task code
+is trusted; it still gets a scrubbed environment. Server side: torch and the standard library.
 """
 
 from __future__ import annotations
@@ -21,31 +33,83 @@ import sys
 import threading
 import time
 import traceback
-import uuid
 from collections import OrderedDict
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from pike_harness.worker.channel import Channel, ChannelClosed, ChannelTimeout, ProtocolViolation
+from pike_harness.worker.check_plan import PlannedCall
 from pike_harness.worker.records import EvalRequest
+from pike_harness.worker.supervise.compare import MalformedOutputs, read_outputs
 from pike_harness.worker.supervise.errors import InfrastructureError
+from pike_harness.worker.supervise.refcache import ByteLRU, tensor_bytes
 from pike_harness.worker.supervise.sandbox import marker_environment, scrubbed_environment, tail
 from pike_harness.worker.supervise.spawn import visible_devices
 
 MODELS_KEPT = 4
+REFERENCE_CACHE_MB = 8192  # reference outputs kept per device (and as much again for input sets, on the host)
+
+
+def draw_seeds(count: int, exclude: set[int]) -> list[int]:
+    """Secret seeds for hidden input sets: never told to the candidate's process."""
+    seeds: list[int] = []
+    while len(seeds) < count:
+        seed = secrets.randbelow(2**31 - 1) + 1
+        if seed not in exclude and seed not in seeds:
+            seeds.append(seed)
+    return seeds
+
+
+class _PriorityLock:
+    """A lock whose urgent holders go before waiting ordinary ones.
+
+    A comparison runs while its evaluation holds the device gate; writing input sets runs before the
+    gate is taken. With everything submitted at once, dozens of writes can be waiting: a comparison
+    then waits for the one write in progress, not for all of them.
+    """
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._held = False
+        self._urgent = 0
+
+    @contextlib.contextmanager
+    def hold(self, urgent: bool) -> Any:
+        with self._cond:
+            self._urgent += urgent
+            try:
+                while self._held or (not urgent and self._urgent):
+                    self._cond.wait()
+            finally:
+                self._urgent -= urgent
+            self._held = True
+        try:
+            yield
+        finally:
+            with self._cond:
+                self._held = False
+                self._cond.notify_all()
+
+
+def _task_key(request: EvalRequest) -> str:
+    return hashlib.sha256(request.reference_source.encode()).hexdigest()
 
 
 class ReferenceOracle:
     """Client of one reference process for one device; thread-safe, started on first use."""
 
     def __init__(self, device: str, workdir: Path, *, environ: Mapping[str, str] | None = None,
-                 python: str = sys.executable):
+                 python: str = sys.executable, cache_mb: int | None = None):
         self.device = device
         self.workdir = Path(workdir)
         self.python = python
         self.environ = dict(os.environ if environ is None else environ)
-        self._lock = threading.Lock()
+        self.cache_mb = int(cache_mb if cache_mb is not None
+                            else self.environ.get("PIKEH_REFERENCE_CACHE_MB", REFERENCE_CACHE_MB))
+        self._lock = _PriorityLock()
+        self._pool_lock = threading.Lock()
+        self._pools: dict[tuple[Any, ...], list[int]] = {}
         self._popen: subprocess.Popen | None = None
         self._channel: Channel | None = None
         self.log_path = self.workdir / f"reference-{device.replace(':', '')}.log"
@@ -58,7 +122,8 @@ class ReferenceOracle:
                                                   "HOME": str(self.workdir),
                                                   **marker_environment(secrets.token_hex(12))})
         with open(self.log_path, "ab") as log:
-            self._popen = subprocess.Popen([self.python, "-m", "pike_harness.worker.supervise.reference"],
+            self._popen = subprocess.Popen([self.python, "-m", "pike_harness.worker.supervise.reference",
+                                            str(self.cache_mb)],
                                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log,
                                            cwd=self.workdir, env=env, start_new_session=True)
         assert self._popen.stdin is not None and self._popen.stdout is not None
@@ -73,24 +138,56 @@ class ReferenceOracle:
     def start(self) -> None:
         """Start the reference process now (idempotent, thread-safe): its torch import and device
         initialisation then happen before the first evaluation instead of under its device lock."""
-        with self._lock:
+        with self._lock.hold(urgent=False):
             if self._popen is None or self._popen.poll() is not None:
                 self._start()
 
-    def outputs(self, request: EvalRequest, seeds: list[int], timeout_s: float) -> list[list[Any]]:
-        """The reference's outputs for ``seeds`` (in order), as CPU tensors."""
-        import torch
+    def hidden_seeds(self, request: EvalRequest) -> list[int]:
+        """This run's secret hidden seeds for the request's task: drawn on first use, then reused."""
+        key = (_task_key(request), request.weight_seed, tuple(request.input_seeds), request.hidden_input_sets)
+        with self._pool_lock:
+            if key not in self._pools:
+                self._pools[key] = draw_seeds(request.hidden_input_sets, exclude=set(request.input_seeds))
+            return list(self._pools[key])
 
-        with self._lock:
+    def write_inputs(self, request: EvalRequest, seeds: list[int], path: Path, timeout_s: float) -> None:
+        """The task's input sets for ``seeds`` (CPU tensors, ``torch.save``) into ``path``."""
+        self._call(request, {"op": "inputs", "seeds": seeds, "out": str(path)}, timeout_s, urgent=False)
+
+    def compare(self, request: EvalRequest, seeds: list[int], outputs: Path, labels: list[str],
+                plan: list[PlannedCall], *, warmed: bool, timeout_s: float) -> dict[str, Any]:
+        """Judge the candidate's outputs file (one entry per planned call) against the reference's.
+
+        The reference replays the plan (``check_plan``): per instance, a fresh copy of the model called
+        with the same sequence of input sets, so a stateful reference matches call for call; the
+        verdict names the observed pattern (``checked_calls.judge``). The reply: ``malformed`` (a reason)
+        when the file is not one list of tensors per planned call, else ``comparison``
+        (``compare.Comparison.to_dict()``), ``reference_bytes`` (the first call's output bytes),
+        ``computed`` (whether any reference output was computed now rather than reused) and
+        ``seconds`` (``reference``, ``compare``).
+        """
+        return self._call(request, {"op": "compare", "seeds": seeds, "outputs": str(outputs), "labels": labels,
+                                    "plan": [[c.instance, c.set_index, c.repeat] for c in plan], "warmed": warmed,
+                                    "atol": request.atol, "rtol": request.rtol}, timeout_s, urgent=True)
+
+    def stats(self, timeout_s: float = 60.0) -> dict[str, Any]:
+        """The reference process's cache counters (``outputs``/``inputs``: hits, misses, evictions)."""
+        return self._send({"op": "stats"}, timeout_s, urgent=False)
+
+    def _call(self, request: EvalRequest, message: dict[str, Any], timeout_s: float, *,
+              urgent: bool) -> dict[str, Any]:
+        device = "cuda" if self.device.startswith("cuda") else "cpu"
+        return self._send({**message, "source": request.reference_source, "weight_seed": request.weight_seed,
+                           "precision": request.precision, "device": device}, timeout_s, urgent=urgent)
+
+    def _send(self, message: dict[str, Any], timeout_s: float, *, urgent: bool) -> dict[str, Any]:
+        """One request and its reply; ``urgent`` for requests made while holding the device gate."""
+        with self._lock.hold(urgent):
             if self._popen is None or self._popen.poll() is not None:
                 self._start()
             assert self._channel is not None
-            path = self.workdir / f"ref-{uuid.uuid4().hex}.pt"
-            device = "cuda" if self.device.startswith("cuda") else "cpu"
             try:
-                self._channel.send({"source": request.reference_source, "weight_seed": request.weight_seed,
-                                    "seeds": seeds, "precision": request.precision, "device": device,
-                                    "out": str(path)})
+                self._channel.send(message)
                 deadline = time.monotonic() + timeout_s
                 reply = None
                 while reply is None:
@@ -101,10 +198,7 @@ class ReferenceOracle:
                                           f"{tail(self.log_path, 2000)}") from None
             if not reply.get("ok"):
                 raise InfrastructureError(f"the task's reference Model failed: {reply.get('error')}")
-            try:
-                return torch.load(path, weights_only=True, map_location="cpu")
-            finally:
-                path.unlink(missing_ok=True)
+            return reply
 
     def _stop(self) -> None:
         if self._popen is not None:
@@ -118,24 +212,127 @@ class ReferenceOracle:
         self._channel = None
 
     def close(self) -> None:
-        with self._lock:
+        with self._lock.hold(urgent=True):
             self._stop()
 
 
-# -- the server: python -m pike_harness.worker.supervise.reference ------------------------------------------
+# -- the server: python -m pike_harness.worker.supervise.reference [CACHE_MB] -------------------------------
 
-def serve() -> None:
+class _Server:
+    """The reference process's state: task modules, pristine models, and the two byte-capped caches."""
+
+    def __init__(self, cache_bytes: int):
+        import torch
+
+        from pike_harness.worker.inside import backend_flags, loading
+
+        self.torch, self.flags, self.loading = torch, backend_flags, loading
+        self.modules: OrderedDict[str, Any] = OrderedDict()
+        self.models: OrderedDict[str, Any] = OrderedDict()
+        self.inputs = ByteLRU(cache_bytes)  # (task, seed) -> the input set on the CPU, as get_inputs made it
+        self.references = ByteLRU(cache_bytes)  # (task, weights, precision, device, seeds) -> outputs on the device
+
+    def handle(self, message: dict[str, Any]) -> dict[str, Any]:
+        op = message.get("op")
+        if op == "stats":
+            return {"ok": True, "outputs": self.references.stats.to_dict(), "inputs": self.inputs.stats.to_dict(),
+                    "held_bytes": {"outputs": self.references.held_bytes, "inputs": self.inputs.held_bytes}}
+        if op == "inputs":
+            self.torch.save([self._input_set(message["source"], seed) for seed in message["seeds"]], message["out"])
+            return {"ok": True}
+        if op == "compare":
+            return self._compare(message)
+        raise ValueError(f"unknown request {op!r}")
+
+    def _module(self, source: str) -> Any:
+        key = hashlib.sha256(source.encode()).hexdigest()
+        if key not in self.modules:
+            self.modules[key] = self.loading.load_source(source, self.loading.module_name_for(source, "pikeh_reference"))
+            while len(self.modules) > MODELS_KEPT:
+                self.modules.popitem(last=False)
+        self.modules.move_to_end(key)
+        return self.modules[key]
+
+    def _input_set(self, source: str, seed: int) -> list[Any]:
+        key = (hashlib.sha256(source.encode()).hexdigest(), int(seed))
+        value, _ = self.inputs.get_or_make(key, lambda: self.loading.make_inputs(self._module(source), int(seed)),
+                                           tensor_bytes)
+        return value
+
+    def _pristine(self, message: dict[str, Any], device: Any) -> Any:
+        key = json.dumps([hashlib.sha256(message["source"].encode()).hexdigest(), message["weight_seed"],
+                          message["precision"], message["device"]])
+        if key not in self.models:
+            module = self._module(message["source"])
+            self.flags.apply(message["precision"])
+            self.models[key] = self.loading.build_model(self.loading.model_class(module, ("Model",)),
+                                                        self.loading.init_inputs(module),
+                                                        weight_seed=message["weight_seed"], device=device)
+            while len(self.models) > MODELS_KEPT:
+                self.models.popitem(last=False)
+        self.models.move_to_end(key)
+        return self.models[key]
+
+    def _reference(self, message: dict[str, Any], device: Any, seeds: list[int]) -> list[list[Any]]:
+        """The outputs of one fresh copy of the model called with ``seeds`` in order."""
+        import copy
+
+        torch = self.torch
+        model = copy.deepcopy(self._pristine(message, device))
+        self.flags.apply(message["precision"])
+        outputs = []
+        for seed in seeds:
+            inputs = self.loading.to_device(self._input_set(message["source"], seed), device)
+            with torch.no_grad():
+                out = model(*inputs)
+            items = list(out) if isinstance(out, tuple | list) else [out]
+            outputs.append([item.detach().clone() for item in items])
+        return outputs
+
+    def _compare(self, message: dict[str, Any]) -> dict[str, Any]:
+        from pike_harness.worker.supervise import checked_calls
+
+        torch = self.torch
+        device = torch.device(message["device"])
+        began = time.monotonic()
+        seeds = [int(seed) for seed in message["seeds"]]
+        plan = [PlannedCall(int(instance), int(index), bool(repeat)) for instance, index, repeat in message["plan"]]
+        task = (hashlib.sha256(message["source"].encode()).hexdigest(), message["weight_seed"], message["precision"],
+                message["device"])
+        per_instance, computed = {}, False
+        for instance in sorted({call.instance for call in plan}):
+            sequence = tuple(seeds[call.set_index] for call in plan if call.instance == instance)
+            outputs, made = self.references.get_or_make(
+                (*task, sequence), lambda sequence=sequence: self._reference(message, device, list(sequence)),
+                tensor_bytes)
+            per_instance[instance], computed = iter(outputs), computed or made
+        reference = [next(per_instance[call.instance]) for call in plan]
+        if device.type == "cuda":
+            torch.cuda.synchronize()
+        reference_s = time.monotonic() - began
+        began = time.monotonic()
+        try:
+            candidate = read_outputs(message["outputs"], len(plan), device)
+        except MalformedOutputs as exc:
+            return {"ok": True, "malformed": str(exc)}
+        try:
+            comparison = checked_calls.judge(candidate, reference, plan, message["labels"], atol=message["atol"],
+                                             rtol=message["rtol"], warmed=bool(message.get("warmed")))
+        finally:
+            del candidate
+            if device.type == "cuda":  # what the candidate's outputs took goes back to the candidates
+                torch.cuda.empty_cache()
+        return {"ok": True, "comparison": comparison.to_dict(), "computed": computed,
+                "reference_bytes": tensor_bytes(reference[0]) if reference else 0,
+                "seconds": {"reference": reference_s, "compare": time.monotonic() - began}}
+
+
+def serve(cache_mb: int = REFERENCE_CACHE_MB) -> None:
     # The protocol owns the real stdout; anything the task prints goes to the log instead.
     protocol_out = os.dup(1)
     os.dup2(2, 1)
-    import copy
-
-    import torch
-
-    from pike_harness.worker.inside import backend_flags, loading
-
     channel = Channel(0, protocol_out)
-    models: OrderedDict[str, tuple[Any, torch.nn.Module]] = OrderedDict()
+    server = _Server(cache_mb * 1024 * 1024)
     while True:
         try:
             message = channel.receive(deadline=None, poll_s=5.0)
@@ -144,36 +341,13 @@ def serve() -> None:
         if message is None:
             continue
         try:
-            device = torch.device(message["device"])
-            key = json.dumps([hashlib.sha256(message["source"].encode()).hexdigest(), message["weight_seed"],
-                              message["precision"], message["device"]])
-            if key not in models:
-                module = loading.load_source(message["source"],
-                                             loading.module_name_for(message["source"], "pikeh_reference"))
-                backend_flags.apply(message["precision"])
-                model = loading.build_model(loading.model_class(module, ("Model",)), loading.init_inputs(module),
-                                            weight_seed=message["weight_seed"], device=device)
-                models[key] = (module, model)
-                while len(models) > MODELS_KEPT:
-                    models.popitem(last=False)
-            models.move_to_end(key)
-            module, pristine = models[key]
-            model = copy.deepcopy(pristine)
-            backend_flags.apply(message["precision"])
-            outputs = []
-            for seed in message["seeds"]:
-                inputs = loading.to_device(loading.make_inputs(module, seed), device)
-                with torch.no_grad():
-                    out = model(*inputs)
-                items = list(out) if isinstance(out, tuple | list) else [out]
-                outputs.append([item.detach().clone().cpu() for item in items])
-            torch.save(outputs, message["out"])
-            channel.send({"ok": True})
+            reply = server.handle(message)
         except Exception as exc:
             traceback.print_exc()
-            channel.send({"ok": False, "error": f"{type(exc).__name__}: {exc}"[:2000]})
+            reply = {"ok": False, "error": f"{type(exc).__name__}: {exc}"[:2000]}
+        channel.send(reply)
 
 
 if __name__ == "__main__":
-    serve()
+    serve(int(sys.argv[1]) if len(sys.argv) > 1 else REFERENCE_CACHE_MB)
     sys.exit(0)

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pike_harness.worker.channel import Channel
-from pike_harness.worker.supervise import sandbox
+from pike_harness.worker.supervise import exchange, sandbox
 
 if TYPE_CHECKING:
     from pike_harness.worker.supervise.supervisor import WorkerSettings
@@ -39,6 +39,7 @@ class Spawned:
     prestarted: bool = False
     started: float = field(default_factory=time.monotonic)
     environment: dict[str, Any] | None = None  # what a pre-started child reported with "ready"
+    exchange: Path | None = None  # its exchange folder (hidden inputs in, outputs out), bound into its sandbox
 
     def alive(self) -> bool:
         return self.popen.poll() is None
@@ -48,6 +49,8 @@ class Spawned:
         sandbox.kill_all(self.popen, self.marker)
         self.channel.close()
         sandbox.remove_tree(self.scratch)
+        if self.exchange is not None:
+            sandbox.remove_tree(self.exchange)
 
 
 def visible_devices(device: str, environ: Mapping[str, str] | None = None) -> str:
@@ -101,7 +104,8 @@ def spawn_child(settings: WorkerSettings, device: str, *, prestart: bool = False
     argv = [settings.python, "-m", "pike_harness.worker.inside.child", str(to_child_r), str(from_child_w)]
     if prestart:
         argv += ["--prestart", device]
-    argv = sandboxed(settings, argv, scratch, [root])
+    folder = exchange.make(settings.exchange_root, scratch)
+    argv = sandboxed(settings, argv, scratch, [root], extra_writable=[folder])
     try:
         with open(scratch / ".stdout", "wb") as out, open(scratch / ".stderr", "wb") as err, \
                 thread_affinity(cpus):
@@ -111,23 +115,25 @@ def spawn_child(settings: WorkerSettings, device: str, *, prestart: bool = False
         for fd in (to_child_r, to_child_w, from_child_r, from_child_w):
             os.close(fd)
         sandbox.remove_tree(scratch)
+        sandbox.remove_tree(folder)
         raise
     os.close(to_child_r)
     os.close(from_child_w)
     if cpus:
         set_affinity(popen.pid, cpus)
     return Spawned(popen=popen, channel=Channel(from_child_r, to_child_w), scratch=scratch, marker=marker,
-                   device=device, prestarted=prestart)
+                   device=device, prestarted=prestart, exchange=folder)
 
 
-def sandboxed(settings: WorkerSettings, argv: list[str], folder: Path, hide: list[Path]) -> list[str]:
+def sandboxed(settings: WorkerSettings, argv: list[str], folder: Path, hide: list[Path], *,
+              extra_writable: list[Path] = ()) -> list[str]:
     """``argv`` inside the evaluator's isolation (``settings.isolation``), writing only to ``folder``
     and the shared JIT caches; the work folder and ``hide`` are invisible (reference outputs, other
     candidates' scratch). Unchanged where there is no isolation."""
     isolation = settings.isolation
     if isolation is None or not isolation.active:
         return argv
-    writable = [folder]
+    writable = [folder, *extra_writable]
     if settings.jit_cache_root is not None:
         Path(settings.jit_cache_root).mkdir(parents=True, exist_ok=True, mode=0o700)
         writable.append(Path(settings.jit_cache_root))

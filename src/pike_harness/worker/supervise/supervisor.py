@@ -1,7 +1,7 @@
 """Evaluate one EvalRequest into one EvalResult: the building block of the evaluation engine
 (``engine.Engine``), which every evaluator (local, queue, docker, Ray) runs. It runs in a trusted
-process, starts the candidate's sandboxed process, drives its stages, polices it, compares its
-outputs with the reference's and writes the verdict.
+process, starts the candidate's sandboxed process, drives its stages, polices it, has the reference
+process compare its outputs with the reference's and writes the verdict.
 
 The work is split in two phases so the engine can place them: ``Evaluation.load()`` (static
 checks, process start, import and ``load_inline`` builds: CPU only, run in parallel) and
@@ -12,7 +12,13 @@ engine strings the phases together (``Engine._run``). Optional pieces it plugs i
 build cache (``buildcache.BuildCache``), shared per-source Triton/Inductor caches (``jit_cache_root``),
 and ``Evaluation.warm()`` (one call in phase 1, so JIT compiles run outside the lock).
 ``Evaluation.listener`` hears when the candidate's process starts and when timing begins and ends
-(quiet timing pauses neighbours then). torch (for loading tensors) and the standard library.
+(quiet timing pauses neighbours then).
+
+Tensors cross process boundaries through a private per-evaluation exchange folder in shared memory
+(``/dev/shm``; the candidate's scratch directory only where shared memory lacks room): the reference
+process writes the hidden input sets there (the candidate gets tensors, never seeds) and reads the
+candidate's outputs from there to compare them on its device. Nothing goes through a disk, and the
+reference outputs and the comparison never come near the candidate's process. torch and the standard library.
 """
 
 from __future__ import annotations
@@ -20,7 +26,6 @@ from __future__ import annotations
 import dataclasses
 import os
 import secrets
-import stat
 import subprocess
 import sys
 import threading
@@ -44,13 +49,13 @@ from pike_harness.worker.records import (
     EvalRequest,
     EvalResult,
 )
-from pike_harness.worker.supervise import checked_calls, gpu_clocks, sandbox, static_checks
+from pike_harness.worker.supervise import exchange, gpu_clocks, sandbox, static_checks
 from pike_harness.worker.supervise.buildcache import BuildTimeout, ToolchainError, jit_cache_key
+from pike_harness.worker.supervise.compare import Comparison
 from pike_harness.worker.supervise.errors import InfrastructureError
 from pike_harness.worker.supervise.reference import ReferenceOracle
 from pike_harness.worker.supervise.spawn import Spawned, spawn_child, visible_devices
 
-OUTPUTS_FILE = "outputs.pt"  # the child's name for it; the supervisor never takes a path from the child
 # Peak memory bandwidth (bytes/s) by GPU name, for the "faster than reading its own data" flag.
 # Unknown GPUs get the fastest entry, so the flag errs towards silence.
 PEAK_BANDWIDTH = {"H200": 4.8e12, "H100": 3.35e12, "A100": 2.04e12, "B200": 8.0e12, "L40": 0.864e12,
@@ -82,6 +87,9 @@ class WorkerSettings:
     jit_cache_root: Path | None = None  # Triton/Inductor caches in ROOT/<hash of the source>/
     cpus: set[int] | None = None  # cores a freshly started candidate process may use
     isolation: Any = None  # an isolation.Isolation: the sandbox candidate processes start in (None: none)
+    # Where per-evaluation exchange folders (hidden inputs, outputs to compare) go; None: /dev/shm when
+    # it has room for the largest file a candidate may write, else the candidate's scratch directory.
+    exchange_root: Path | None = None
 
     def source_environ(self) -> Mapping[str, str]:
         return os.environ if self.environ is None else self.environ
@@ -116,11 +124,13 @@ class Evaluation:
         self.flags: list[str] = []
         self.environment: dict[str, Any] = {**host_info(), "device": request.device}
         self.profile: dict[str, Any] | None = None  # the profile stage's summary, when the request asks
-        self.hidden_seeds = _draw_seeds(request.hidden_input_sets, exclude=set(request.input_seeds))
+        self.hidden_seeds = oracle.hidden_seeds(request)  # this run's secret pool for the task
         self.secrets = sandbox.secret_values(settings.source_environ())
         self.popen: subprocess.Popen | None = None
         self.channel: Channel | None = None
         self.scratch: Path | None = None
+        self.exchange: Path | None = None  # the exchange folder, once the hidden inputs are in it
+        self.spawned_exchange: Path | None = None  # the one made (and bound) with the candidate's process
         self.marker = secrets.token_hex(12)
         self.result: EvalResult | None = None
         self._policed = 0.0
@@ -165,6 +175,10 @@ class Evaluation:
 
     def wait_for(self, lock: DeviceLock) -> EvalResult | None:
         """Acquire ``lock`` while policing the idle candidate; a result means it broke a limit meanwhile."""
+        try:
+            self._prepare_inputs()  # CPU work in the reference process: before the device is held
+        except _Concluded as done:
+            return done.result
         began = time.monotonic()
         try:
             while not lock.acquire(timeout=self.settings.poll_s):
@@ -174,6 +188,19 @@ class Evaluation:
             return done.result
         finally:
             self.stages.add("wait_device", time.monotonic() - began)
+
+    def _prepare_inputs(self) -> None:
+        """Create the exchange folder and have the reference process write the hidden input sets into it."""
+        if self.exchange is not None:
+            return
+        assert self.scratch is not None
+        # Made with the process (bound into its sandbox then): a pre-started one's too.
+        self.exchange = self.spawned_exchange or exchange.make(self.settings.exchange_root, self.scratch)
+        self.environment["exchange"] = "shared_memory" if exchange.on_tmpfs(self.exchange) else "disk"
+        began = time.monotonic()
+        self.oracle.write_inputs(self.request, self.hidden_seeds, self.exchange / "inputs.pt",
+                                 timeout_s=self.request.limits.run_timeout_s)
+        self.stages.add("inputs", time.monotonic() - began)
 
     def warm(self) -> EvalResult | None:
         """Phase 1, optional: one call of the candidate on a throwaway model, outside the lock.
@@ -202,30 +229,36 @@ class Evaluation:
             return done.result
 
     def _finish(self) -> EvalResult:
-        import torch
-
         request = self.request
+        self._prepare_inputs()
+        assert self.channel is not None and self.exchange is not None
+        inputs, outputs = self.exchange / "inputs.pt", self.exchange / "outputs.pt"
         began = time.monotonic()
-        assert self.channel is not None
         nonce = secrets.token_hex(16)
-        self.channel.send({"cmd": "check", "hidden_seeds": self.hidden_seeds, "nonce": nonce})
+        self.channel.send({"cmd": "check", "inputs": str(inputs), "outputs": str(outputs), "nonce": nonce})
         checked = self._await("checked", request.limits.run_timeout_s, "correctness", nonce=nonce)
         self.stages.add("correctness", time.monotonic() - began)
         self._note(checked.get("notes"))
-        candidate_outputs = self._read_outputs(torch)
+        inputs.unlink(missing_ok=True)
 
         began = time.monotonic()
         seeds = list(request.input_seeds) + self.hidden_seeds
-        plan = self._plan()
-        reference_outputs = checked_calls.reference_outputs(self.oracle, request, seeds, plan,
-                                                            timeout_s=request.limits.run_timeout_s)
-        self.stages.add("reference", time.monotonic() - began)
-
-        began = time.monotonic()
         labels = [f"seed {s}" for s in request.input_seeds] + ["hidden seed"] * len(self.hidden_seeds)
-        comparison = checked_calls.judge(candidate_outputs, reference_outputs, plan, labels, atol=request.atol,
-                                         rtol=request.rtol, warmed="warmup" in self.stages.seconds)
-        self.stages.add("compare", time.monotonic() - began)
+        try:
+            reply = self.oracle.compare(request, seeds, outputs, labels, self._plan(),
+                                        warmed="warmup" in self.stages.seconds,
+                                        timeout_s=request.limits.run_timeout_s)
+        finally:
+            outputs.unlink(missing_ok=True)
+        if reply.get("malformed"):
+            return self._conclude(REJECTED, "outputs_file", str(reply["malformed"]))
+        seconds = reply.get("seconds") or {}
+        reference_s, compare_s = float(seconds.get("reference", 0.0)), float(seconds.get("compare", 0.0))
+        self.stages.add("reference", reference_s)
+        self.stages.add("compare", compare_s)
+        # waiting for the reference process (another request in progress) and the round trip
+        self.stages.add("reference_wait", max(0.0, time.monotonic() - began - reference_s - compare_s))
+        comparison = Comparison.from_dict(reply["comparison"])
         self.flags.extend(f for f in comparison.flags if f not in self.flags)
         if comparison.category is not None:
             return self._conclude(comparison.category, comparison.check, comparison.reason,
@@ -260,7 +293,7 @@ class Evaluation:
         stats = self.protocol.summarize(samples, float(run.get("host_wall_ms", 0.0)))
         self.protocol_details = {"warmup": run.get("warmup"), "reps": run.get("reps"),
                                  "estimate_ms": run.get("estimate_ms")}
-        self._plausibility(stats.headline_ms, reference_outputs, candidate_outputs)
+        self._plausibility(stats.headline_ms, int(reply.get("reference_bytes") or 0))
         if request.profile:
             self._profile()
         return self._conclude(CORRECT, None, None, outputs=comparison.checks, runtime=stats)
@@ -304,6 +337,7 @@ class Evaluation:
             spawned = spawn_child(settings, device, cpus=settings.cpus)
         self.popen, self.channel, self.scratch, self.marker = (spawned.popen, spawned.channel, spawned.scratch,
                                                                spawned.marker)
+        self.spawned_exchange = spawned.exchange
         self.environment["prestarted"] = spawned.prestarted
         self.stages.add("spawn", time.monotonic() - began)
         self._notify("spawned")
@@ -446,35 +480,6 @@ class Evaluation:
         isolation = self.settings.isolation
         return isolation.wrapper_processes if isolation is not None else 0
 
-    def _read_outputs(self, torch: Any) -> list[list[Any]]:
-        assert self.scratch is not None
-        path = self.scratch / OUTPUTS_FILE
-        try:
-            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
-        except OSError:
-            raise _Concluded(self._conclude(REJECTED, "outputs_file", "the outputs file is missing or a link")) \
-                from None
-        try:
-            if not stat.S_ISREG(os.fstat(fd).st_mode):
-                raise _Concluded(self._conclude(REJECTED, "outputs_file", "the outputs file is not a plain file"))
-            with os.fdopen(fd, "rb") as handle:
-                fd = -1
-                outputs = torch.load(handle, weights_only=True, map_location="cpu")
-        except _Concluded:
-            raise
-        except Exception as exc:
-            raise _Concluded(self._conclude(REJECTED, "outputs_file", f"unreadable outputs: {exc}"[:500])) from None
-        finally:
-            if fd >= 0:
-                os.close(fd)
-        expected = len(self._plan())
-        well_formed = (type(outputs) is list and len(outputs) == expected
-                       and all(type(s) is list and all(type(t) is torch.Tensor for t in s) for s in outputs))
-        if not well_formed:
-            raise _Concluded(self._conclude(REJECTED, "outputs_file", "the outputs file does not hold one list "
-                                                                      "of tensors per input set"))
-        return outputs
-
     def _plan(self) -> list[PlannedCall]:
         """The checked calls, in the order the child makes them (the supervisor's own copy of the plan)."""
         return check_plan(len(self.request.input_seeds) + len(self.hidden_seeds), self.request.baseline_mode)
@@ -485,7 +490,7 @@ class Evaluation:
             if isinstance(note, str) and note not in self.flags:
                 self.flags.append(note)
 
-    def _plausibility(self, headline_ms: float, reference: list[list[Any]], candidate: list[list[Any]]) -> None:
+    def _plausibility(self, headline_ms: float, written: int) -> None:
         """Flags (never verdicts) for runtimes no real forward pass reaches (threat 17, first cut)."""
         if headline_ms < TIMER_FLOOR_MS:
             self.flags.append("below_timer_floor")
@@ -493,7 +498,6 @@ class Evaluation:
         if not self.request.device.startswith("cuda") or not gpu:
             return
         peak = next((bw for name, bw in PEAK_BANDWIDTH.items() if name in gpu), max(PEAK_BANDWIDTH.values()))
-        written = sum(t.numel() * t.element_size() for t in reference[0])
         if headline_ms / 1000.0 < written / peak:
             self.flags.append("faster_than_memory_bound")
 
@@ -536,6 +540,9 @@ class Evaluation:
         if self.channel is not None:
             self.channel.close()
             self.channel = None
+        for folder in {self.exchange, self.spawned_exchange} - {None}:
+            sandbox.remove_tree(folder)
+        self.exchange = self.spawned_exchange = None
         if self.scratch is not None and not self.settings.keep_scratch:
             sandbox.remove_tree(self.scratch)
             self.scratch = None
@@ -568,16 +575,6 @@ def _cross_check(samples: list[float], host: list[float], wall_ms: float, *, cud
         if total > 1.5 * host_total + 1.0:
             return f"CUDA events measured {total:.3f} ms, more than the host clock's {host_total:.3f} ms"
     return None
-
-
-def _draw_seeds(count: int, exclude: set[int]) -> list[int]:
-    """Secret seeds for the hidden input sets, drawn per evaluation, told to the candidate after it loads."""
-    seeds: list[int] = []
-    while len(seeds) < count:
-        seed = secrets.randbelow(2**31 - 1) + 1
-        if seed not in exclude and seed not in seeds:
-            seeds.append(seed)
-    return seeds
 
 
 def _as_dict(request: EvalRequest) -> dict[str, Any]:

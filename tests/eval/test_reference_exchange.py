@@ -1,0 +1,202 @@
+"""Reference outputs computed once and kept; hidden inputs as tensors, never seeds; no disk round trip.
+
+The reference process's state (``reference._Server``) is exercised in this process (it is plain
+torch); the whole path (exchange folder in shared memory, the candidate's view) through the session's
+CPU evaluator and the corpus's ``seed_search`` candidate.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import re
+import secrets
+from pathlib import Path
+
+import pytest
+import torch
+from corpus_cases import CORPUS, load_case
+
+from pike_harness.worker.supervise.exchange import on_tmpfs as _on_tmpfs
+from pike_harness.worker.supervise.exchange import shared_memory_root as _shared_memory_root
+from pike_harness.worker.supervise.exchange import sweep_exchange_folders
+from pike_harness.worker.supervise.refcache import ByteLRU, tensor_bytes
+from pike_harness.worker.supervise.reference import _Server
+
+TASK = """
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def __init__(self, n):
+        super().__init__()
+        self.scale = nn.Parameter(torch.randn(n))
+
+    def forward(self, x):
+        return x * self.scale
+
+
+def get_inputs():
+    return [torch.randn(4, 8)]
+
+
+def get_init_inputs():
+    return [8]
+"""
+
+
+def test_byte_lru_keeps_within_its_cap_and_evicts_the_oldest():
+    cache = ByteLRU(100)
+    made = []
+    for key in ("a", "b", "a", "c"):
+        cache.get_or_make(key, lambda k=key: made.append(k) or k, lambda _: 40)
+    assert made == ["a", "b", "c"]  # "a" came from the cache the second time
+    assert "b" not in cache and "a" in cache and "c" in cache  # "b" was the least recently used
+    assert cache.held_bytes == 80 and cache.stats.to_dict() == {"hits": 1, "misses": 3, "evictions": 1}
+    cache.get_or_make("huge", lambda: "x", lambda _: 101)  # larger than the cap: used, never kept
+    assert "huge" not in cache and cache.held_bytes == 80
+    assert tensor_bytes([[torch.zeros(3)], (torch.zeros(2, dtype=torch.float64), 7)]) == 12 + 16
+
+
+@pytest.fixture
+def server():
+    """A reference process's state in this process; it sets torch's backend flags, restored after."""
+    saved = (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32, torch.backends.cudnn.benchmark)
+    yield _Server(1 << 20)
+    torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32, torch.backends.cudnn.benchmark = saved
+
+
+def _compare(server: _Server, tmp_path, outputs, *, seeds=(1, 2, 3), precision="fp32", device="cpu"):
+    path = tmp_path / f"outputs-{secrets.token_hex(4)}.pt"
+    torch.save(outputs, path)
+    return server.handle({"op": "compare", "source": TASK, "weight_seed": 42, "precision": precision,
+                          "device": device, "seeds": list(seeds), "outputs": str(path),
+                          "labels": [f"set {s}" for s in seeds], "atol": 1e-5, "rtol": 1e-5,
+                          "plan": [[0, index, False] for index in range(len(seeds))]})
+
+
+def _right_answer(server: _Server, tmp_path) -> list[list[torch.Tensor]]:
+    """The task's outputs for seeds 1, 2, 3, from the input sets the server writes (as a candidate gets them)."""
+    inputs_path = tmp_path / "inputs.pt"
+    server.handle({"op": "inputs", "source": TASK, "seeds": [1, 2, 3], "out": str(inputs_path)})
+    inputs = torch.load(inputs_path, weights_only=True)
+    torch.manual_seed(42)
+    scale = torch.randn(8)
+    return [[values[0] * scale] for values in inputs]
+
+
+def test_reference_outputs_are_computed_once_per_task_seeds_and_mode(server, tmp_path):
+    right = _right_answer(server, tmp_path)
+    first = _compare(server, tmp_path, right)
+    assert first["computed"] is True and first["comparison"]["category"] is None
+    second = _compare(server, tmp_path, [[t + 1.0 for t in values] for values in right])
+    assert second["computed"] is False and second["comparison"]["check"] == "allclose"
+    assert _compare(server, tmp_path, right)["computed"] is False
+    assert _compare(server, tmp_path, right, precision="tf32")["computed"] is True  # another mode
+    assert _compare(server, tmp_path, right[:2], seeds=(1, 2))["computed"] is True  # another seed sequence
+    stats = server.handle({"op": "stats"})
+    assert stats["outputs"] == {"hits": 2, "misses": 3, "evictions": 0}
+    assert stats["inputs"]["misses"] == 3  # input sets are made once per seed, whoever asks
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_references_stay_on_the_gpu_and_are_compared_there(server, tmp_path):
+    right = _right_answer(server, tmp_path)
+    before = torch.cuda.memory_allocated()
+    first = _compare(server, tmp_path, right, device="cuda")
+    assert first["computed"] is True and first["comparison"]["category"] is None, first
+    (kept, _), = server.references._items.values()
+    assert all(t.is_cuda for values in kept for t in values)
+    wrong = _compare(server, tmp_path, [[t * 1.5 for t in values] for values in right], device="cuda")
+    assert wrong["computed"] is False and wrong["comparison"]["check"] == "allclose"
+    held = sum(t.numel() * t.element_size() for values in kept for t in values)
+    assert torch.cuda.memory_allocated() - before <= held + (1 << 20)  # the model, the references: no outputs left
+
+
+def test_malformed_or_linked_outputs_are_rejected_without_following(server, tmp_path):
+    assert "one list of tensors" in _compare(server, tmp_path, {"not": "a list"})["malformed"]
+    target = tmp_path / "elsewhere.pt"
+    torch.save([[torch.zeros(4, 8)]] * 3, target)
+    link = tmp_path / "link.pt"
+    link.symlink_to(target)
+    reply = server.handle({"op": "compare", "source": TASK, "weight_seed": 42, "precision": "fp32", "device": "cpu",
+                           "seeds": [1, 2, 3], "outputs": str(link), "labels": ["a", "b", "c"], "atol": 1e-5,
+                           "rtol": 1e-5, "plan": [[0, 0, False], [0, 1, False], [0, 2, False]]})
+    assert reply["malformed"] == "the outputs file is missing or a link"
+
+
+def test_the_candidate_never_sees_a_hidden_seed_and_the_exchange_is_in_memory(corpus_results):
+    _, result = corpus_results["seed_search"]
+    assert result.category == "correct", result.reason
+    stdout = result.stdout_tail
+    assert "exchange: ['inputs.pt']" in stdout  # it found the folder its hidden inputs came from: nothing else there
+    numbers = set(re.search(r"numbers: (.*)", stdout).group(1).split())
+    hidden = [str(seed) for seed in result.seeds["hidden"]]
+    assert hidden and not numbers & set(hidden)
+    if _shared_memory_root(4096) is not None:  # room for the default file size limit
+        assert result.environment["exchange"] == "shared_memory"
+
+
+def test_candidates_of_a_task_share_hidden_inputs_and_one_reference_computation(cpu_evaluator):
+    """Two evaluations of one task (made unique to this test): one reference computation per checked
+    instance (the plan's first instance, then the second), same hidden sets."""
+    case = load_case(CORPUS / "ok_plain.py")
+    oracle = cpu_evaluator.engine.provider.oracles["cpu"]
+    before = oracle.stats()["outputs"]
+    request = case.request()
+    request = dataclasses.replace(request, reference_source=request.reference_source + f"\n# {secrets.token_hex(8)}\n")
+    first = cpu_evaluator.submit(request).result(timeout=300)
+    second = cpu_evaluator.submit(dataclasses.replace(request, request_id=request.request_id + "-2")).result(timeout=300)
+    assert first.category == second.category == "correct", (first.reason, second.reason)
+    assert first.seeds["hidden"] == second.seeds["hidden"] and first.seeds["hidden"]
+    after = oracle.stats()["outputs"]
+    assert after["misses"] - before["misses"] == 2 and after["hits"] - before["hits"] == 2
+    assert "reference" in first.stage_seconds and "inputs" in first.stage_seconds
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc"), reason="needs /proc/mounts")
+def test_tmpfs_detection(tmp_path):
+    assert _on_tmpfs(Path("/proc/self")) is False
+    if _shared_memory_root(1) is not None:
+        assert _on_tmpfs(Path("/dev/shm/x"))
+
+
+def test_a_comparison_goes_before_waiting_input_writes():
+    """Requests made while holding the device gate (urgent) pass those made before it (ordinary)."""
+    import threading
+    import time
+
+    from pike_harness.worker.supervise.reference import _PriorityLock
+
+    lock, order = _PriorityLock(), []
+
+    def take(name: str, urgent: bool) -> None:
+        with lock.hold(urgent):
+            order.append(name)
+
+    with lock.hold(urgent=False):
+        ordinary = threading.Thread(target=take, args=("inputs", False))
+        ordinary.start()
+        urgent = threading.Thread(target=take, args=("compare", True))
+        urgent.start()
+        deadline = time.monotonic() + 10
+        while lock._urgent == 0 and time.monotonic() < deadline:
+            time.sleep(0.01)
+    ordinary.join(10)
+    urgent.join(10)
+    assert order == ["compare", "inputs"]
+
+
+def test_exchange_folders_of_gone_harnesses_are_swept(tmp_path):
+    import subprocess
+    import sys
+
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    dead, live = tmp_path / f"pikeh-x-{gone.stdout.strip()}-abc", tmp_path / f"pikeh-x-{os.getpid()}-def"
+    for folder in (dead, live):
+        folder.mkdir()
+        (folder / "outputs.pt").write_bytes(b"x")
+    assert sweep_exchange_folders(tmp_path) == 1
+    assert not dead.exists() and live.exists()
