@@ -33,7 +33,7 @@ class Limits:
     compile_timeout_s: float = 900.0
     run_timeout_s: float = 600.0
     memory_mb: int | None = None  # None: the evaluator picks a share of the host's memory
-    file_size_mb: int = 4096
+    file_size_mb: int = 16384  # the checked calls' outputs pass through one file: 5 calls of ~1 GB for level3 task 6
     max_processes: int = 256
 
 

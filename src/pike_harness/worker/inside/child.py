@@ -188,7 +188,13 @@ class CandidateProcess:
         del models[1:]
         self.validated = [[T.to(t, self.device) for t in validated[index]] for index in range(n_sets)]
         self._self_checks("correctness")
-        T.save(outputs, outputs_path)
+        try:
+            T.save(outputs, outputs_path)
+        except (OSError, RuntimeError) as exc:  # Python ignores SIGXFSZ: a write past RLIMIT_FSIZE fails instead
+            size_mb = sum(t.numel() * t.element_size() for values in outputs for t in values) / 2**20
+            raise Verdict(RUNTIME_ERROR, "file_size_limit",
+                          f"the outputs of the {len(outputs)} checked calls ({size_mb:.0f} MB) could not be handed "
+                          f"over within the {request.limits.file_size_mb} MB file size limit: {_summary(exc)}") from None
         self.channel.send({"event": "checked", "sets": len(outputs),
                            "notes": self.notes, "nonce": nonce})
 

@@ -17,7 +17,7 @@ from pike_harness.worker.supervise import sandbox
 
 SHARED_MEMORY = Path("/dev/shm")
 EXCHANGE_PREFIX = "pikeh-x-"  # then the harness's pid: folders of a harness that is gone can be swept
-ROOM_MB = 4096  # free shared memory wanted for a folder: the default limit on a candidate's file size
+ROOM_MB = 4096  # free shared memory wanted before a folder goes there (else: the scratch folder on disk)
 
 
 def make(root: Path | None, fallback: Path, room_mb: int = ROOM_MB) -> Path:
