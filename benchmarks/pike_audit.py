@@ -37,6 +37,7 @@ PUBLISHED_GEOMEAN = 2.88  # PIKE-B on level3-pike, H100, 300 queries per task (a
 VARIATIONS = (("call_twice", "a second call with the same input"),
               ("second_instance", "a second instance in the same process"),
               ("new_input", "a new input (another seed)"),
+              ("reused_new_input", "the same instance on a new input"),
               ("input_sensitivity", "output unchanged by a new input"))
 
 
@@ -99,6 +100,10 @@ def _finding(probe: dict[str, Any]) -> str:
         elif name == "second_instance":
             parts.append(f"first instance max diff {_num(one['max_diff'])}, a second instance in the same process "
                          f"{_num(data['max_diff'])}: state shared across instances")
+        elif name == "reused_new_input":
+            parts.append(f"public input (seed 0) max diff {_num(one['max_diff'])}, the same instance then given "
+                         f"seed {probe.get('new_seed')}'s input {_num(data['max_diff'])}: it replays what it "
+                         "computed for the first input")
         elif name == "new_input":
             parts.append(f"public input (seed 0) max diff {_num(one['max_diff'])}, seed {probe.get('new_seed')} "
                          f"{_num(data['max_diff'])}")
@@ -161,17 +166,20 @@ def markdown(rows: list[dict[str, Any]], s: dict[str, Any], setup: dict[str, Any
              "The next columns vary one thing each (`benchmarks/pike_probes.py`, one process per solution, plain "
              "torch): *call 2* calls the same instance again with the same input; *2nd instance* builds another "
              "instance in the same process; *new input* builds a fresh instance and feeds `get_inputs()` after "
-             f"`torch.manual_seed({setup['new_seed']})`; *input moves* is how much the solution's output changes "
+             f"`torch.manual_seed({setup['new_seed']})`; *same inst., new input* feeds that input to the first "
+             "instance (new tensors), as any caller of one model does (probed from 2026-11-26 14:00; '-' where a "
+             "solution was probed before); *input moves* is how much the solution's output changes "
              "between the two inputs (the reference's change is in the findings). **x** marks a failed check. "
              "*Ours*: `pikeh eval --protocol pike` (all solutions submitted at once). *Speedup*: eager / solution, "
              "both by the plain do_bench loop of `benchmarks/plain_loop.py` (`reports/fidelity-*.md`).", "",
-             "| task | PIKE one-call | call 2 | 2nd instance | new input | input moves | really passes | ours | speedup (plain) |",
-             "|---|---|---|---|---|---|---|---|---|"]
+             "| task | PIKE one-call | call 2 | 2nd instance | new input | same inst., new input | input moves | really passes | ours | speedup (plain) |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         probe = r["probe"]
         one = (probe or {}).get("one_call") or {}
         lines.append(f"| {r['task']} {r['name'].split('_', 1)[-1]} | {r['pike']} ({_num(one.get('max_diff'))}) | "
                      f"{diff(probe, 'call_twice')} | {diff(probe, 'second_instance')} | {diff(probe, 'new_input')} | "
+                     f"{diff(probe, 'reused_new_input')} | "
                      f"{diff(probe, 'input_sensitivity')} | {'yes' if r['really_passes'] else 'no'} | {r['ours']}"
                      f"{' **(differs from PIKE)**' if r['disagree'] else ''} | {_num(r['speedup_plain'])} |")
     lines += ["", "## Findings", ""]

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -94,3 +95,17 @@ def test_secret_locations_are_hidden_even_through_links():
                                             cwd=Path("/")), capture_output=True, text=True, timeout=60)
         assert "plain-notes" in shown.stdout, shown.stderr
         assert "s3cret" not in shown.stdout
+
+
+def test_interpreter_folders_under_tmp_stay_visible(monkeypatch, tmp_path):
+    """A virtual environment or checkout in /tmp (a CI clone) is bound back read-only under the private /tmp."""
+    from pike_harness.worker.supervise.isolation import code_roots_in_tmp
+
+    checkout = tmp_path / "clone"
+    (checkout / "src").mkdir(parents=True)
+    monkeypatch.setattr(sys, "path", [*sys.path, str(checkout), str(checkout / "src")])
+    roots = code_roots_in_tmp()
+    if str(tmp_path).startswith("/tmp/"):
+        assert os.path.realpath(checkout) in roots
+        assert os.path.realpath(checkout / "src") not in roots  # inside a root already listed
+    assert all(root.startswith("/tmp/") for root in roots)

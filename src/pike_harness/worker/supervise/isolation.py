@@ -30,6 +30,7 @@ import glob
 import os
 import shutil
 import subprocess
+import sys
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -82,6 +83,8 @@ class Isolation:
                 args += ["--dev-bind-try", node, node]
         args += ["--proc", "/proc", "--tmpfs", "/tmp", "--unshare-pid", "--unshare-net", "--unshare-ipc",
                  "--unshare-uts", "--cap-drop", "ALL", "--die-with-parent"]
+        for root in code_roots_in_tmp():  # the interpreter and the harness stay importable under the new /tmp
+            args += ["--ro-bind", root, root]
         for entry in [*self.hidden, *(str(p) for p in hide)]:
             real = os.path.realpath(entry)  # a link (dotfile managers link ~/.config) is hidden where it leads
             if os.path.isdir(real):
@@ -92,6 +95,25 @@ class Isolation:
             real = os.path.realpath(folder)
             args += ["--bind", real, real]
         return [*args, "--chdir", str(cwd), "--", *argv]
+
+
+def code_roots_in_tmp() -> list[str]:
+    """The folders under ``/tmp`` that the candidate's interpreter needs, bound back read-only.
+
+    The sandbox mounts a private ``/tmp``. A virtual environment, an editable checkout or a
+    ``PYTHONPATH`` entry that lives in ``/tmp`` (a CI clone, a scratch install) would vanish with it
+    and the candidate's ``python`` would not start. Only the outermost such folders are listed.
+    """
+    candidates = {sys.prefix, sys.exec_prefix, os.path.dirname(os.path.realpath(sys.executable)),
+                  *(entry for entry in sys.path if entry),
+                  *(entry for entry in os.environ.get("PYTHONPATH", "").split(os.pathsep) if entry)}
+    inside = sorted({os.path.realpath(path) for path in candidates
+                     if os.path.realpath(path).startswith("/tmp/") and os.path.isdir(os.path.realpath(path))})
+    roots: list[str] = []
+    for path in inside:
+        if not any(path == root or path.startswith(root + "/") for root in roots):
+            roots.append(path)
+    return roots
 
 
 def find_bwrap() -> str | None:
