@@ -107,6 +107,12 @@ def code_roots_in_tmp() -> list[str]:
     candidates = {sys.prefix, sys.exec_prefix, os.path.dirname(os.path.realpath(sys.executable)),
                   *(entry for entry in sys.path if entry),
                   *(entry for entry in os.environ.get("PYTHONPATH", "").split(os.pathsep) if entry)}
+    # Editable installs map packages through an import hook, not sys.path: take where they were found.
+    for name, module in list(sys.modules.items()):
+        where = getattr(module, "__file__", None) if "." not in name else None
+        if where:
+            folder = os.path.dirname(where)
+            candidates.add(os.path.dirname(folder) if os.path.basename(where) == "__init__.py" else folder)
     inside = sorted({os.path.realpath(path) for path in candidates
                      if os.path.realpath(path).startswith("/tmp/") and os.path.isdir(os.path.realpath(path))})
     roots: list[str] = []
