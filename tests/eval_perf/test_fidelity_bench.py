@@ -202,7 +202,8 @@ def test_audit_names_what_breaks_and_recomputes_the_suite_score(probes, tmp_path
 
     rows = pike_audit.audit_rows(work, State(tmp_path / "state"))  # read back from the JSONL
     by_task = {r["task"]: r for r in rows}
-    assert by_task[2]["pike"] == "correct" and by_task[2]["breaks"] == ["call_twice"]
+    # the accumulator also breaks when the same instance meets a new input (its state is still there)
+    assert by_task[2]["pike"] == "correct" and by_task[2]["breaks"] == ["call_twice", "reused_new_input"]
     assert not by_task[2]["really_passes"] and by_task[2]["disagree"] is True  # a catch PIKE misses
     assert by_task[6]["really_passes"] and by_task[6]["disagree"] is True
     summary = pike_audit.summary(rows)
@@ -211,5 +212,6 @@ def test_audit_names_what_breaks_and_recomputes_the_suite_score(probes, tmp_path
     text = pike_audit.markdown(rows, summary, {"gpu": "cpu", "torch": "t", "date": "d", "solutions": str(folder),
                                                "new_seed": 42, "suite": "smoke"})
     assert "call 1 max diff 0, call 2 with the same input 0.5" in text
+    assert "the same instance then given seed 42's input" in text
     assert "**Task 6**: every variation passes, yet our verdict is `compile_error/load`" in text
     assert "| published (PIKE-B, paper) | 2.88x |" in text
