@@ -6,6 +6,7 @@ is one clock for every process on the host), so each test checks an ordering, no
 
 from __future__ import annotations
 
+import contextlib
 import re
 import sys
 import time
@@ -95,21 +96,27 @@ def test_prestarted_processes_serve_one_candidate_each(make_local):
 
     evaluator = make_local(jobs=1, prestart=1)
     assert evaluator.engine.prestart.wait_full(timeout=120)
-    source = candidate(prelude="import os\nprint('pid', os.getpid(), 'inductor', os.environ['TORCHINDUCTOR_CACHE_DIR'], "
+    # Sandboxed, the candidate sees its own PID namespace: it names its scratch folder instead, which
+    # the supervisor's side can match with the pre-started processes' working directories.
+    source = candidate(prelude="import os\nprint('cwd', os.getcwd(), 'inductor', os.environ['TORCHINDUCTOR_CACHE_DIR'], "
                                "flush=True)\n")
     pids = []
     for _ in range(2):
         assert evaluator.engine.prestart.wait_full(timeout=120)
-        idle = set(evaluator.engine.prestart.idle_pids())
+        idle = {}
+        for idle_pid in evaluator.engine.prestart.idle_pids():
+            with contextlib.suppress(OSError):
+                idle.setdefault(os.readlink(f"/proc/{idle_pid}/cwd"), set()).add(idle_pid)
         result = evaluator.evaluate(request(source))
         assert result.category == "correct", result.reason
         assert result.environment["prestarted"] is True
-        pid = int(re.search(r"pid (\d+)", result.stdout_tail).group(1))
-        assert pid in idle, "the candidate ran in a process the pool had started before it arrived"
-        assert not os.path.exists(f"/proc/{pid}") or _zombie(pid), "the process outlived its one candidate"
+        cwd = re.search(r"cwd (\S+)", result.stdout_tail).group(1)
+        assert cwd in idle, "the candidate ran in a process the pool had started before it arrived"
+        assert all(not os.path.exists(f"/proc/{pid}") or _zombie(pid) for pid in idle[cwd]), \
+            "the process outlived its one candidate"
         expected = evaluator.engine.cache_root / "jit" / jit_cache_key(source, None) / "inductor"
         assert f"inductor {expected}" in result.stdout_tail
-        pids.append(pid)
+        pids.append(cwd)
     assert pids[0] != pids[1]
 
 
