@@ -48,6 +48,8 @@ class ModelNew(nn.Module):
 
 # Correct, and slow on the device (200 ms per call), so evaluations are still on a node when it dies.
 SLOW_OK = OK.replace("return torch.relu", "import time; time.sleep(0.2); return torch.relu")
+# Seconds per call: an evaluation of it cannot end in the moment between "running" and a cluster kill.
+SLOWER_OK = OK.replace("return torch.relu", "import time; time.sleep(2.0); return torch.relu")
 WRONG = OK.replace("torch.relu(self.linear(x))", "torch.relu(self.linear(x)) + 1.0")
 RAISES = OK.replace("return torch.relu(self.linear(x))", "raise ValueError('bad launch')")
 BROKEN = OK.replace("import torch\n", "import torch\nimport not_a_module_pikeh\n", 1)
@@ -56,6 +58,7 @@ BROKEN = OK.replace("import torch\n", "import torch\nimport not_a_module_pikeh\n
 CANDIDATES = {
     "ok": (OK, "correct", None),
     "slow_ok": (SLOW_OK, "correct", None),
+    "slower_ok": (SLOWER_OK, "correct", None),
     "wrong": (WRONG, "incorrect", "allclose"),
     "raises": (RAISES, "runtime_error", "forward"),
     "broken": (BROKEN, "compile_error", "load"),
