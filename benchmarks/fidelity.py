@@ -25,6 +25,7 @@ local`` and ``--evaluator queue``, whose verdicts must agree and runtimes match 
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
@@ -261,13 +262,16 @@ def compare_plain(args: Any, folder: Path, work: list[tuple[Any, Path]]) -> int:
     settings = {"warmup_ms": args.warmup_ms, "rep_ms": args.rep_ms, "repeats": args.plain_repeats}
     sides = {s.strip() for s in args.sides.split(",")}
     finished = True
+    if args.bracket:
+        return bracket(args, work, state, settings, budget, base)
     if "plain" in sides:
-        finished = runs.plain_phase(work, state, args.device, settings, budget, cache, args.warm_jobs, args.margin_s)
+        finished = runs.plain_phase(work, state, args.device, settings, budget, cache, args.warm_jobs, args.margin_s,
+                                    eager_only=args.eager_only)
     for protocol in protocols if "harness" in sides else []:
         for concurrency in concurrencies:
             if finished:
                 finished = runs.harness_phase(work, state, args.device, protocol, concurrency, settings, budget, cache,
-                                         base, args.jobs, args.margin_s)
+                                              base, args.jobs, args.margin_s, eager_only=args.eager_only)
     modes = [m.strip() for m in args.baselines.split(",") if m.strip() not in ("", "eager")]
     if modes and finished and "harness" in sides:  # after the solutions: the fidelity table comes first
         finished = runs.harness_phase(work, state, args.device, "pike", "all", settings, budget, cache, base,
@@ -275,8 +279,17 @@ def compare_plain(args: Any, folder: Path, work: list[tuple[Any, Path]]) -> int:
                                       jit_margin_s=args.jit_margin_s)
     gpu = runs.gpu_name(args.device, state)
     comparisons = [runs.compare(work, state, p, c) for p in protocols for c in concurrencies]
+    ids = {task.id for task, _ in work}
+    recorded = {json.dumps(row["settings"], sort_keys=True) for row in state.rows.values()
+                if row.get("kind") == "plain" and row.get("task") in ids and row.get("settings")}
+    if len(recorded) > 1:
+        raise SystemExit(f"the state mixes plain-loop settings {sorted(recorded)}: render them apart (--tasks)")
+    if recorded:  # the report states what was measured, not this call's defaults (--sides none)
+        settings = json.loads(recorded.pop())
     setup = {"suite": args.suite, "device": args.device, "solutions": str(folder), "tasks": len(work), "gpu": gpu,
-             "torch": runs.torch_version(state), "triton": _triton_version(), "date": time.strftime("%Y-%m-%d"),
+             "torch": runs.torch_version(state), "date": time.strftime("%Y-%m-%d"),
+             "triton": next((row["environment"]["triton"] for row in state.rows.values()  # as measured
+                             if (row.get("environment") or {}).get("triton")), None) or _triton_version(),
              "protocols": protocols, "concurrency": concurrencies, "finished": finished, **settings}
     text = runs.markdown(comparisons, setup)
     if not finished:
@@ -292,6 +305,28 @@ def compare_plain(args: Any, folder: Path, work: list[tuple[Any, Path]]) -> int:
         (args.out / "fidelity.jsonl").write_bytes(state.path.read_bytes())
     print(f"[fidelity] {'finished' if finished else 'stopped at the budget: run again to continue'}; "
           f"report {reports / f'fidelity-{runs.gpu_slug(gpu)}.md'}", flush=True)
+    return 0 if finished else 3
+
+
+def bracket(args: Any, work: list[tuple[Any, Path]], state: Any, settings: dict[str, Any], budget: Budget,
+            base: Path) -> int:
+    """``--bracket``: the eager references, plain / harness / plain, task by task (fidelity_runs.bracket_phase)."""
+    import fidelity_runs as runs
+
+    finished = "harness" not in args.sides or runs.bracket_phase(work, state, args.device, settings, budget, base,
+                                                                 args.margin_s)
+    rows = runs.bracket_rows(work, state)
+    recorded = [row["settings"] for row in state.rows.values() if row.get("kind") == "bracket" and row.get("settings")]
+    setup = {"gpu": runs.gpu_name(args.device, state), "date": time.strftime("%Y-%m-%d"),
+             **(recorded[-1] if recorded else settings)}  # rendering elsewhere: the settings it was measured with
+    text = runs.bracket_markdown(rows, setup)
+    write(args.out, "bracket", {"setup": setup, "rows": rows, "finished": finished}, text)
+    reports = args.reports or args.out / "reports"
+    reports.mkdir(parents=True, exist_ok=True)
+    (reports / f"fidelity-bracket-{runs.gpu_slug(setup['gpu'])}.md").write_text(text)
+    if (args.state or args.out).resolve() != args.out.resolve():
+        (args.out / "fidelity.jsonl").write_bytes(state.path.read_bytes())
+    print(f"[fidelity] bracket {'finished' if finished else 'stopped at the budget'}: {len(rows)} tasks", flush=True)
     return 0 if finished else 3
 
 
@@ -334,6 +369,12 @@ def main() -> int:
     parser.add_argument("--jit-margin-s", type=float, default=240.0,
                         help="plain: start no --baselines compile with less than this left of --budget-s.")
     parser.add_argument("--sides", default="plain,harness", help="plain: which sides to measure this call (none: only render the reports from --state).")
+    parser.add_argument("--bracket", action="store_true",
+                        help="plain: the eager references only, task by task: plain loop, harness (one at a time), "
+                             "plain loop again; writes reports/fidelity-bracket-<gpu>.md. Use its own --state.")
+    parser.add_argument("--eager-only", action="store_true",
+                        help="plain: the eager references alone on both sides (no solution imported or built): "
+                             "separates the timing loop from the load of concurrent builds; use its own --state.")
     parser.add_argument("--plain-repeats", type=int, default=2, help="plain: do_bench calls per model.")
     parser.add_argument("--warmup-ms", type=float, default=500.0, help="plain and pike: warm-up budget (ms).")
     parser.add_argument("--rep-ms", type=float, default=2000.0, help="plain and pike: repetition budget (ms).")

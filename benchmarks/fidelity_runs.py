@@ -59,6 +59,25 @@ class State:
         return self.rows.get(key)
 
 
+def cache_token(cache: Path | None) -> str | None:
+    """The identity of a build/JIT cache folder (a random token written into it once). Warming rows carry
+    it: the state travels between device calls, the caches do not (a fresh machine starts empty), so a
+    solution warmed on another machine must be warmed again, or its plain timing run pays the builds."""
+    if cache is None:
+        return None
+    marker = cache / ".cache-token"
+    if not marker.exists():
+        marker.parent.mkdir(parents=True, exist_ok=True)
+        marker.write_text(os.urandom(8).hex(), encoding="utf-8")
+    return marker.read_text(encoding="utf-8").strip()
+
+
+def warmed_here(state: State, key: str, token: str | None) -> bool:
+    """Whether ``key`` (a warm or precompile row) filled the cache this call uses."""
+    row = state.get(key)
+    return row is not None and row.get("cache") == token
+
+
 def cache_environment(cache: Path | None, solution: str) -> dict[str, str]:
     """Extension, Triton and Inductor caches of the plain loop's processes (kept between calls). Each
     solution builds its extensions in a folder of its own: two files may use one extension name."""
@@ -101,14 +120,17 @@ def run_plain_within(args: list[str], budget: Budget, margin_s: float, cache: Pa
 
 
 def plain_phase(work: list[tuple[Any, Path]], state: State, device: str, settings: dict[str, Any],
-                budget: Budget, cache: Path | None, warm_jobs: int, margin_s: float, log: Any = print) -> bool:
+                budget: Budget, cache: Path | None, warm_jobs: int, margin_s: float, log: Any = print,
+                eager_only: bool = False) -> bool:
     """Warm every solution in parallel (builds), then check and time each task in its own process, one
-    at a time. Returns False when the budget stopped it."""
+    at a time (``eager_only``: the references alone, no solution imported). Returns False when the
+    budget stopped it."""
     def common(task: Any) -> list[str]:  # the task's tolerances, as the harness uses (level3-pike: PIKE's 1e-2)
         return ["--device", device, "--atol", str(task.meta.atol), "--rtol", str(task.meta.rtol)]
 
-    to_warm = [(task, path) for task, path in work if not state.done(f"plain|{task.id}")
-               and not state.done(f"plainwarm|{path.name}")]
+    token = cache_token(cache)
+    to_warm = [(task, path) for task, path in work if not eager_only and not state.done(f"plain|{task.id}")
+               and not warmed_here(state, f"plainwarm|{path.name}", token)]
     if to_warm and warm_jobs > 0:
         log(f"[fidelity] plain loop: warming {len(to_warm)} solutions, {warm_jobs} at a time")
         with concurrent.futures.ThreadPoolExecutor(warm_jobs) as pool:
@@ -120,7 +142,7 @@ def plain_phase(work: list[tuple[Any, Path]], state: State, device: str, setting
                 result = future.result()
                 if result.get("verdict") != "timeout":  # a timeout is the budget: warm it next call
                     state.add({"key": f"plainwarm|{path.name}", "kind": "plainwarm", "file": path.name,
-                               "task": task.id, **result})
+                               "task": task.id, "cache": token, **result})
     for task, path in work:
         key = f"plain|{task.id}"
         if state.done(key):
@@ -128,7 +150,8 @@ def plain_phase(work: list[tuple[Any, Path]], state: State, device: str, setting
         if budget.left() < margin_s:
             log("[fidelity] plain loop: stopped at the budget")
             return False
-        result = run_plain(["--reference", str(task.path), "--solution", str(path), "--repeats",
+        solution = [] if eager_only else ["--solution", str(path)]
+        result = run_plain(["--reference", str(task.path), *solution, "--repeats",
                             str(settings["repeats"]), "--warmup-ms", str(settings["warmup_ms"]), "--rep-ms",
                             str(settings["rep_ms"]), *common(task)], min(600.0, budget.left() - 5), cache)
         if result.get("verdict") == "timeout":
@@ -141,7 +164,8 @@ def plain_phase(work: list[tuple[Any, Path]], state: State, device: str, setting
 
 
 def harness_requests(work: list[tuple[Any, Path]], protocol: str, concurrency: str, state: State,
-                     modes: list[str] | None = None, device: str = "cuda") -> list[tuple[str, Any, Any]]:
+                     modes: list[str] | None = None, device: str = "cuda",
+                     eager_only: bool = False) -> list[tuple[str, Any, Any]]:
     """(key, task, request) of each eager reference and solution not yet measured this way; with
     ``modes``, of each reference in those baseline modes instead (``pikeh baselines``'s requests). A
     mode that cannot run here (TensorRT not installed) is recorded as ``unavailable`` with the reason."""
@@ -162,7 +186,7 @@ def harness_requests(work: list[tuple[Any, Path]], protocol: str, concurrency: s
             todo.append((eager_key, task, task.eval_request(task.source, baseline_mode="eager",
                                                              hidden_input_sets=0)))
         key = f"harness|{protocol}|{concurrency}|{path.name}"
-        if not state.done(key):
+        if not eager_only and not state.done(key):
             todo.append((key, task, request(task, path.read_text(encoding="utf-8"))))
     return todo
 
@@ -180,13 +204,13 @@ def harness_row(key: str, task: Any, result: Any, together: int) -> dict[str, An
 def harness_phase(work: list[tuple[Any, Path]], state: State, device: str, protocol: str, concurrency: str,
                   settings: dict[str, Any], budget: Budget, cache: Path | None, workdir: Path, jobs: int | None,
                   margin_s: float, log: Any = print, modes: list[str] | None = None, precompile_jobs: int = 8,
-                  jit_margin_s: float = 240.0) -> bool:
+                  jit_margin_s: float = 240.0, eager_only: bool = False) -> bool:
     """The harness (a LocalEvaluator) on the eager references and the solutions (or, with ``modes``, on
     the references in those baseline modes): all submitted at once (``all``, as a run does) or one at a
     time (``serial``). Returns False when the budget stopped it."""
     from pikeh_local import LocalEvaluator
 
-    todo = harness_requests(work, protocol, concurrency, state, modes, device)
+    todo = harness_requests(work, protocol, concurrency, state, modes, device, eager_only)
     if not todo:
         return True
     if budget.left() < margin_s:
@@ -243,8 +267,9 @@ def precompile(evaluator: Any, todo: list[tuple[str, Any, Any]], state: State, b
     finished is recorded, so a later call compiles only the rest. False when the budget stopped it."""
     from pike_harness.worker.inside.baseline_modes import JIT_MODES
 
+    token = cache_token(Path(evaluator.options.extra["build_cache"]))
     jit = [(key, req) for key, _task, req in todo
-           if req.baseline_mode in JIT_MODES and not state.done(f"precompiled|{key}")]
+           if req.baseline_mode in JIT_MODES and not warmed_here(state, f"precompiled|{key}", token)]
     if not jit:
         return True
     log(f"[fidelity] precompiling {len(jit)} baselines, {jobs} at a time")
@@ -268,7 +293,7 @@ def precompile(evaluator: Any, todo: list[tuple[str, Any, Any]], state: State, b
                     warmed = future.result()
                 except Exception as exc:  # noqa: BLE001 - the timed evaluation will report it
                     warmed = f"{type(exc).__name__}: {exc}"[:200]
-                state.add({"key": f"precompiled|{key}", "kind": "precompiled", "warmed": warmed})
+                state.add({"key": f"precompiled|{key}", "kind": "precompiled", "warmed": warmed, "cache": token})
                 log(f"[fidelity] precompiled {key}: {warmed}")
     finally:
         pool.shutdown(wait=True)
@@ -515,4 +540,103 @@ def baselines_markdown(work: list[tuple[Any, Path]], state: State, modes: list[s
         lines.append(f"| {mode} | {ms(geomean(raw[mode]))}x ({len(raw[mode])} tasks) | "
                      f"{ms(geomean(clamped[mode]))}x ({len(clamped[mode])} tasks) | "
                      f"{f'{paper:.2f}x' if paper else 'not published'} |")
+    return "\n".join(lines) + "\n"
+
+
+# -- bracketed eager timing: plain, harness, plain again, task by task -----------------------------
+
+def bracket_phase(work: list[tuple[Any, Path]], state: State, device: str, settings: dict[str, Any],
+                  budget: Budget, workdir: Path, margin_s: float, log: Any = print) -> bool:
+    """Each eager reference timed by the plain loop, then by the harness (one evaluation at a time, nothing
+    else loaded), then by the plain loop again, before the next task starts: the two sides a minute apart
+    at most, and the plain loop's own drift over that minute measured. On a machine whose launch-bound
+    timings wander between processes, a harness figure inside the two plain ones is as close as that
+    machine can show. Returns False when the budget stopped it."""
+    from pikeh_local import LocalEvaluator
+
+    params = {"warmup_ms": settings["warmup_ms"], "rep_ms": settings["rep_ms"]}
+    evaluator = LocalEvaluator(EvaluatorOptions(device=device, protocol="pike", protocol_params=params,
+                                                workdir=workdir / "harness-bracket"))
+    plain_args = ["--device", device, "--repeats", "1", "--warmup-ms", str(settings["warmup_ms"]),
+                  "--rep-ms", str(settings["rep_ms"])]
+    try:
+        for task, _path in work:
+            keys = [f"bracket|plain-before|{task.id}", f"bracket|harness|{task.id}", f"bracket|plain-after|{task.id}"]
+            if all(state.done(k) for k in keys):
+                continue
+            if budget.left() < margin_s:
+                log("[fidelity] bracket: stopped at the budget")
+                return False
+            rows = []
+            for key in keys:
+                if key.startswith("bracket|plain"):
+                    rows.append({"key": key, "kind": "bracket", "task": task.id,
+                                 **run_plain(["--reference", str(task.path), *plain_args], min(300.0, budget.left()),
+                                             None)})
+                    continue
+                future = evaluator.submit(task.eval_request(task.source, baseline_mode="eager", hidden_input_sets=0))
+                try:
+                    result = future.result(timeout=max(1.0, min(300.0, budget.left() - 5)))
+                except Exception as exc:  # noqa: BLE001 - recorded, the next task goes on
+                    rows.append({"key": key, "kind": "bracket", "task": task.id, "category": type(exc).__name__,
+                                 "reason": str(exc)[:300]})
+                    continue
+                rows.append({**harness_row(key, task, result, 1), "kind": "bracket"})
+            for row in rows:  # a task's three rows land together: a cut call measures the whole bracket again
+                state.add({**row, "settings": settings})
+            log(f"[fidelity] bracket {task.id}: plain {rows[0].get('eager_ms')} harness {rows[1].get('mean_ms')} "
+                f"plain {rows[2].get('eager_ms')}")
+    finally:
+        evaluator.close()
+    return True
+
+
+def bracket_rows(work: list[tuple[Any, Path]], state: State) -> list[dict[str, Any]]:
+    """Per task: the harness's mean and median against the two plain runs around it (mean of their means and
+    medians), and the plain loop's drift, |before - after| / their mean."""
+    out = []
+    for task, _path in work:
+        before, harness, after = (state.get(f"bracket|{side}|{task.id}")
+                                  for side in ("plain-before", "harness", "plain-after"))
+        if not (before and harness and after and before.get("eager_ms") and after.get("eager_ms")
+                and harness.get("mean_ms")):
+            continue
+        means = [before["eager_ms"][0], after["eager_ms"][0]]
+        medians = [m for m in (before.get("eager_median_ms") or [None])[:1] + (after.get("eager_median_ms")
+                                                                               or [None])[:1] if m == m and m]
+        plain_mean = sum(means) / 2
+        plain_median = sum(medians) / len(medians) if medians else None
+        row = {"task": task.id, "name": task.name, "plain_before_ms": means[0], "plain_after_ms": means[1],
+               "harness_mean_ms": harness["mean_ms"], "harness_median_ms": harness["median_ms"],
+               "harness_cv": harness["cv"], "plain_drift": abs(means[0] - means[1]) / plain_mean,
+               "ratio_mean": harness["mean_ms"] / plain_mean,
+               "ratio_median": harness["median_ms"] / plain_median if plain_median else None}
+        low, high = min(means), max(means)
+        row["inside"] = low * 0.95 <= harness["mean_ms"] <= high * 1.05
+        out.append(row)
+    return out
+
+
+def bracket_markdown(rows: list[dict[str, Any]], setup: dict[str, Any]) -> str:
+    lines = [f"## Eager references, bracketed: plain, harness, plain again ({setup['gpu']})", "",
+             f"{setup['date']}; protocol pike (warm-up {setup['warmup_ms']:g} ms, rep {setup['rep_ms']:g} ms), one "
+             "evaluation at a time, nothing else loaded; each plain run is one do_bench call in a fresh process. "
+             "Drift: the plain loop against itself a minute later. Inside: the harness mean lies within the two "
+             "plain means, widened by 5%.", "",
+             "| task | plain before (ms) | harness mean (ms) | harness median (ms) | CV | plain after (ms) | "
+             "plain drift | harness / plain (means) | (medians) | inside |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        lines.append(f"| {r['task']} {r['name'].split('_', 1)[-1]} | {r['plain_before_ms']:.4g} | "
+                     f"{r['harness_mean_ms']:.4g} | {r['harness_median_ms']:.4g} | {r['harness_cv']:.2f} | "
+                     f"{r['plain_after_ms']:.4g} | {r['plain_drift']:.1%} | {r['ratio_mean']:.3f} | "
+                     f"{r['ratio_median']:.3f} | {'yes' if r['inside'] else '**no**'} |")
+    if rows:
+        within = sum(abs(r["ratio_mean"] - 1) <= 0.05 for r in rows)
+        inside = sum(r["inside"] for r in rows)
+        steady = [r for r in rows if r["plain_drift"] <= 0.05]
+        lines += ["", f"- {within} of {len(rows)} harness means within 5% of the plain loop's; {inside} of {len(rows)} "
+                  "inside the bracket.",
+                  f"- Where the plain loop held still (drift at most 5%, {len(steady)} tasks): "
+                  f"{sum(abs(r['ratio_mean'] - 1) <= 0.05 for r in steady)} within 5%."]
     return "\n".join(lines) + "\n"

@@ -143,6 +143,16 @@ def measure(reference: Path, solution: Path | None, device: torch.device, repeat
     """Check ``solution`` against ``reference`` once and time both ``repeats`` times (eager first)."""
     out: dict[str, Any] = {"device": str(device), "torch": torch.__version__,
                            "gpu": torch.cuda.get_device_name(device) if device.type == "cuda" else None}
+    stages: dict[str, float] = {}  # wall seconds per stage: where a slow task's time went
+    out["stage_s"] = stages
+    mark = time.perf_counter()
+
+    def stage(name: str) -> None:
+        nonlocal mark
+        now = time.perf_counter()
+        stages[name] = round(now - mark, 3)
+        mark = now
+
     ref_module = load_module(reference, "plain_reference")
     init = ref_module.get_init_inputs()
     x = inputs(ref_module, device)
@@ -150,20 +160,25 @@ def measure(reference: Path, solution: Path | None, device: torch.device, repeat
         ref = build(ref_module.Model, init, device)
         ref_out = ref(*x)
         synchronize(device)
+        stage("reference")
         if time_eager:
             out["eager_ms"], out["eager_median_ms"] = timed(lambda: ref(*x), device, repeats, warmup_ms, rep_ms)
+            stage("eager_timing")
         if solution is None:
             return out
-        stage = "compile"
+        step = "compile"
         try:
             module = load_module(solution, "plain_solution")
-            stage = "build"
+            stage("import")
+            step = "build"
             new = build(model_factory(module), init, device)
-            stage = "run"
+            stage("build")
+            step = "run"
             new_out = new(*x)
             synchronize(device)
+            stage("first_call")
         except Exception as exc:  # noqa: BLE001 - the solution's failure is the verdict
-            out.update(verdict=f"{stage}_error", reason=f"{type(exc).__name__}: {exc}"[:400])
+            out.update(verdict=f"{step}_error", reason=f"{type(exc).__name__}: {exc}"[:400])
             return out
         out["max_diff"] = max_diff(ref_out, new_out)
         if not allclose(ref_out, new_out, atol, rtol):
@@ -171,6 +186,7 @@ def measure(reference: Path, solution: Path | None, device: torch.device, repeat
             return out
         out["verdict"] = "correct"
         out["solution_ms"], out["solution_median_ms"] = timed(lambda: new(*x), device, repeats, warmup_ms, rep_ms)
+        stage("solution_timing")
     return out
 
 

@@ -215,3 +215,41 @@ def test_audit_names_what_breaks_and_recomputes_the_suite_score(probes, tmp_path
     assert "the same instance then given seed 42's input" in text
     assert "**Task 6**: every variation passes, yet our verdict is `compile_error/load`" in text
     assert "| published (PIKE-B, paper) | 2.88x |" in text
+
+
+def test_a_warm_up_counts_only_on_the_machine_whose_cache_it_filled(tmp_path):
+    """The state travels between device calls, the caches do not: a fresh machine must warm again."""
+    sys.path.insert(0, str(BENCH))
+    try:
+        import fidelity_runs as runs
+    finally:
+        sys.path.remove(str(BENCH))
+    state = runs.State(tmp_path / "state")
+    first = runs.cache_token(tmp_path / "cache-a")
+    assert first == runs.cache_token(tmp_path / "cache-a")  # stable for one folder
+    state.add({"key": "plainwarm|task_2.py", "kind": "plainwarm", "cache": first})
+    assert runs.warmed_here(state, "plainwarm|task_2.py", first)
+    assert not runs.warmed_here(state, "plainwarm|task_2.py", runs.cache_token(tmp_path / "cache-b"))
+    assert not runs.warmed_here(state, "plainwarm|task_6.py", first)
+
+
+@pytest.mark.slow
+def test_bracket_times_plain_harness_plain_for_each_reference(tmp_path):
+    folder = tmp_path / "solutions"
+    folder.mkdir()
+    (folder / "task_2.py").write_text((SMOKE / "2_Softmax.py").read_text())
+    out = tmp_path / "out"
+    command = [sys.executable, str(BENCH / "fidelity.py"), "--bracket", "--suite", "smoke", "--solutions",
+               str(folder), "--device", "cpu", "--warmup-ms", "2", "--rep-ms", "10", "--out", str(out),
+               "--state", str(tmp_path / "state"), "--workdir", str(tmp_path / "work"), "--budget-s", "200"]
+    env = {**os.environ, "OMP_NUM_THREADS": "1",
+           "PYTHONPATH": os.pathsep.join([str(REPO / "src"), str(REPO / "plugins")])}
+    done = subprocess.run(command, capture_output=True, text=True, env=env, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    rows = [json.loads(line) for line in (tmp_path / "state" / "fidelity.jsonl").read_text().splitlines()]
+    assert [r["key"] for r in rows] == ["bracket|plain-before|2", "bracket|harness|2", "bracket|plain-after|2"]
+    assert rows[1]["category"] == "correct" and rows[0]["eager_ms"] and rows[2]["eager_ms"]
+    (row,) = json.loads((out / "bracket.json").read_text())["rows"]
+    assert row["ratio_mean"] == pytest.approx(row["harness_mean_ms"] * 2 / (row["plain_before_ms"]
+                                                                           + row["plain_after_ms"]))
+    assert "| 2 Softmax |" in (out / "reports" / "fidelity-bracket-cpu.md").read_text()
