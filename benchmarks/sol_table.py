@@ -150,7 +150,7 @@ def main(argv: list[str] | None = None) -> int:
     lines += ["SoL time = max(FLOPs / peak, least bytes / bandwidth) at the precision the tolerance allows "
               "(fp16 where rtol >= 4.9e-3); least bytes = inputs + parameters + buffers + outputs, once each. "
               "FLOPs: matmul/convolution/attention (torch.utils.flop_counter). Eager and compile: runtimes "
-              f"from {args.baselines or 'no baseline set'} as % of the datasheet SoL time. docs/report.md "
+              f"from {_shown(args.baselines) or 'no baseline set'} as % of the datasheet SoL time. docs/report.md "
               "explains the assumptions.", "",
               "| task | precision | GFLOP | MB | SoL ms (datasheet) | bound | SoL ms (measured) | eager ms | eager | "
               "compile ms | compile |", "|" + "---|" * 11]
@@ -171,5 +171,16 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+def _shown(path: Path | None) -> str | None:
+    """A baseline folder as the report names it: relative to the checkout when inside it (no machine paths)."""
+    if path is None:
+        return None
+    try:
+        return str(path.resolve().relative_to(Path(__file__).resolve().parents[1]))
+    except ValueError:
+        return str(path)
+
+
 if __name__ == "__main__":
     sys.exit(main())
+
