@@ -224,16 +224,19 @@ def test_user_mistakes_are_one_line_errors(cli):
         assert isinstance(res.exception, SystemExit) and res.exit_code == 1
 
 
-CNNS_IGNORING_INPUT = (9, 10, 15, 16, 19, 20, 22, 23, 24, 26, 27)
+# suite.toml records that CNNs 9, 10, 15, 16, 19, 20, 22, 23, 24, 26 and 27 ignore their input. Re-measured
+# in CI: one of each family (ResNet, MobileNet with its bias-only output, MobileNetV2 whose
+# output is ~1e-21, EfficientNet). `pikeh tasks audit --suite level3-pike` re-measures all eleven.
+CNNS_MEASURED = (9, 19, 20, 24)
 OUTPUT_IS_CLASSIFIER_BIAS = {15: "classifier", 16: "classifier", 19: "fc", 22: "fc", 23: "fc"}
 
 
 @pytest.mark.slow
 def test_level3_classification_nets_ignore_their_input(cli):
-    """The finding recorded in suite.toml for the CNNs, re-measured (about 3 minutes on 2 CPU cores)."""
-    ids = ",".join(str(i) for i in CNNS_IGNORING_INPUT)
+    """The finding recorded in suite.toml for the CNNs, re-measured on one net of each family."""
+    ids = ",".join(str(i) for i in CNNS_MEASURED)
     tasks = _by_id(_audit_json(cli, "tasks", "audit", "--suite", "level3-pike", "--tasks", ids, "--strict"))
-    for task_id in CNNS_IGNORING_INPUT:
+    for task_id in CNNS_MEASURED:
         assert "input_insensitive" in _codes(tasks[task_id]), task_id
         if task_id != 20:  # 20's output is about 1e-21 whatever the weights
             assert tasks[task_id]["weight_seed_mismatch"] > 0.5, "the weights still matter"
