@@ -45,6 +45,7 @@ DEVICE_RESOURCE = "pikeh_device"  # the custom resource that stands for "one who
 REAP_EVERY_S = 1.0
 SWEEP_EVERY = 5  # reaper rounds between sweeps for orphaned candidate processes
 POLL_S = 0.5  # how often a waiting ``evaluate`` checks its evaluation's deadline
+NODE_GONE_WAIT_S = 2.0  # how long a candidate killed from outside waits to learn whether its node is dying
 
 
 class DeviceActor:
@@ -66,6 +67,7 @@ class DeviceActor:
             self.device = "cpu"
         self.node_id = context.get_node_id()
         self.actor_id = context.get_actor_id()
+        self._raylet = os.getppid()  # the raylet started this worker; when it ends, the node is going away
         self.idle_exit_s = float(idle_exit_s)
         self.node_dir = Path(node_dir)
         self.node_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
@@ -124,7 +126,7 @@ class DeviceActor:
         timer = HoldTimer(hold_deadline_s(request.limits, grace))
         timer.waiting()  # until its candidate starts: queued for a CPU slot behind other evaluations
         window: dict[str, Any] = {"node_id": self.node_id, "node_ip": ray.util.get_node_ip_address(),
-                                  "attempt": attempt, "submitted": time.time()}
+                                  "pid": os.getpid(), "attempt": attempt, "submitted": time.time()}
 
         def on_event(event: str, _evaluation: Any) -> None:
             timer.on_event(event)
@@ -147,6 +149,11 @@ class DeviceActor:
                                 "node_id": self.node_id}
                 except InfrastructureError as exc:
                     return {"infra": str(exc), "node_id": self.node_id}
+            if result.check == "killed" and self._node_going():
+                # Killed by no one in this engine while the node dies (a node kill reaches processes in
+                # any order): the node's failure, not the candidate's; the bridge retries elsewhere.
+                return {"infra": "the candidate's process was killed from outside as its node went away "
+                                 "(the raylet that started this worker has ended)", "node_id": self.node_id}
             result.environment["ray"] = window
             return {"result": result.to_dict()}
         finally:
@@ -154,6 +161,16 @@ class DeviceActor:
                 self._inflight -= 1
                 self._last_activity = time.monotonic()
                 self.served += 1
+
+    def _node_going(self, wait_s: float = NODE_GONE_WAIT_S) -> bool:
+        """Whether the raylet that started this worker has ended (this process re-parented), waiting up to
+        ``wait_s`` for it: a kill of the whole node may reach the candidate a moment before the raylet."""
+        deadline = time.monotonic() + wait_s
+        while os.getppid() == self._raylet:
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(0.1)
+        return True
 
     def stats(self) -> dict[str, Any]:
         """This device's engine: its settings (``describe()["scheduling"]``) and figures (``stats()``)."""

@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import os
 import time
+from pathlib import Path
 
 import pytest
 from ray_cases import NO_RAY, case, leftovers, ray_evaluator, ray_missing, wait_until
@@ -79,20 +80,22 @@ def test_cluster_gone_then_back(make_cluster, tmp_path):
     cluster = make_cluster(head_cpus=2)
     evaluator = ray_evaluator(cluster, tmp_path / "ev", devices=1)
     try:
-        assert evaluator.submit(case("ok").request).result(timeout=300).category == "correct"
+        first = evaluator.submit(case("ok").request).result(timeout=300)
+        assert first.category == "correct"
+        # What the actor's check of a lost node rests on: Ray's raylet is its worker's parent.
+        actor_pid = first.environment["ray"]["pid"]
+        parent = int(next(line.split()[1] for line in Path(f"/proc/{actor_pid}/status").read_text().splitlines()
+                          if line.startswith("PPid:")))
+        assert "raylet" in Path(f"/proc/{parent}/cmdline").read_bytes().decode(errors="replace")
         in_flight = [evaluator.submit(case("slower_ok", n).request) for n in range(1, 4)]
         wait_until(lambda: evaluator.status().get("running", 0) >= 1, 60, "an evaluation in flight")
         lost_at = time.monotonic()
         cluster.kill_all()
-        for future in in_flight:  # infrastructure errors, promptly; never a correct verdict
-            # Known gap (open): when the kill reaches a sandboxed candidate before its device actor, the
-            # actor still reports it, as a candidate killed by SIGKILL, instead of an infrastructure error.
-            try:
-                got = future.result(timeout=120)
-            except EvaluatorError as exc:
-                assert "ray" in str(exc).lower()
-            else:
-                assert (got.category, got.check) == ("runtime_error", "killed"), (got.category, got.reason)
+        for future in in_flight:  # infrastructure errors, promptly; never a verdict on the candidate
+            # The kill may reach a sandboxed candidate before its device actor: the actor, seeing its raylet
+            # gone, reports the node's failure rather than a candidate killed by SIGKILL.
+            with pytest.raises(EvaluatorError, match="(?i)ray"):
+                future.result(timeout=120)
         noticed_s = time.monotonic() - lost_at
         assert noticed_s < 30, f"the lost cluster was noticed only after {noticed_s:.0f} s"
 
