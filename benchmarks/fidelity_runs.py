@@ -407,13 +407,15 @@ def gpu_name(device: str, state: State) -> str:
 
     if device.startswith("cuda") and torch.cuda.is_available():
         return torch.cuda.get_device_name(torch.device(device))
-    recorded = [row["gpu"] for row in state.rows.values() if row.get("gpu")]
+    recorded = [row.get("gpu") or (row.get("environment") or {}).get("gpu") for row in state.rows.values()
+                if row.get("gpu") or (row.get("environment") or {}).get("gpu")]
     return recorded[0] if recorded else ("unknown GPU" if device.startswith("cuda") else "cpu")
 
 
 def torch_version(state: State) -> str:
-    """The torch the measurements used (recorded by the plain loop), else this process's."""
-    recorded = [row["torch"] for row in state.rows.values() if row.get("torch")]
+    """The torch the measurements used (recorded by the plain loop or the harness), else this process's."""
+    recorded = [row.get("torch") or (row.get("environment") or {}).get("torch") for row in state.rows.values()
+                if row.get("torch") or (row.get("environment") or {}).get("torch")]
     if recorded:
         return recorded[0]
     import torch
@@ -499,7 +501,8 @@ def baselines_markdown(work: list[tuple[Any, Path]], state: State, modes: list[s
     lines = [f"# Baselines: level3-pike references in each mode ({setup['gpu']})", "",
              f"{setup['date']}; torch {setup['torch']}, triton {setup['triton']}; harness protocol {protocol} "
              f"(warm-up {setup['warmup_ms']:g} ms, rep {setup['rep_ms']:g} ms, mean), every request submitted at once "
-             "to one `LocalEvaluator` (timing one at a time on the GPU), the same sitting as `fidelity-*.md`. "
+             "to one `LocalEvaluator` (timing one at a time on the GPU); the eager column and every mode come from one "
+             "`--state`, so from one sitting when measured in one call. "
              "Each mode wraps the task's own reference (`worker/inside/baseline_modes.py`): cudagraphs copies each "
              "call's inputs into the captured buffers and replays. Eager plain = the plain do_bench loop.", "",
              "| task | eager ms (harness) | eager ms (plain) | " + " | ".join(f"{m} ms (speedup)" for m in modes) + " |",
@@ -617,6 +620,18 @@ def bracket_rows(work: list[tuple[Any, Path]], state: State) -> list[dict[str, A
     return out
 
 
+def _bracket_reason(row: dict[str, Any]) -> str:
+    """For a harness mean more than 5 % from the plain loop's: what the same bracket measured that explains it."""
+    if abs(row["ratio_mean"] - 1) <= 0.05:
+        return ""
+    reasons = []
+    if row["plain_drift"] > 0.05:
+        reasons.append(f"the plain loop itself moved {row['plain_drift']:.0%} within the bracket")
+    if row["harness_cv"] > 0.10:
+        reasons.append(f"the harness's calls spread with CV {row['harness_cv']:.2f} within one evaluation")
+    return "; ".join(reasons) or "neither: not explained by this measurement"
+
+
 def bracket_markdown(rows: list[dict[str, Any]], setup: dict[str, Any]) -> str:
     lines = [f"## Eager references, bracketed: plain, harness, plain again ({setup['gpu']})", "",
              f"{setup['date']}; protocol pike (warm-up {setup['warmup_ms']:g} ms, rep {setup['rep_ms']:g} ms), one "
@@ -624,13 +639,13 @@ def bracket_markdown(rows: list[dict[str, Any]], setup: dict[str, Any]) -> str:
              "Drift: the plain loop against itself a minute later. Inside: the harness mean lies within the two "
              "plain means, widened by 5%.", "",
              "| task | plain before (ms) | harness mean (ms) | harness median (ms) | CV | plain after (ms) | "
-             "plain drift | harness / plain (means) | (medians) | inside |",
-             "|---|---|---|---|---|---|---|---|---|---|"]
+             "plain drift | harness / plain (means) | (medians) | inside | outside 5 %: measured reason |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         lines.append(f"| {r['task']} {r['name'].split('_', 1)[-1]} | {r['plain_before_ms']:.4g} | "
                      f"{r['harness_mean_ms']:.4g} | {r['harness_median_ms']:.4g} | {r['harness_cv']:.2f} | "
                      f"{r['plain_after_ms']:.4g} | {r['plain_drift']:.1%} | {r['ratio_mean']:.3f} | "
-                     f"{r['ratio_median']:.3f} | {'yes' if r['inside'] else '**no**'} |")
+                     f"{r['ratio_median']:.3f} | {'yes' if r['inside'] else '**no**'} | {_bracket_reason(r)} |")
     if rows:
         within = sum(abs(r["ratio_mean"] - 1) <= 0.05 for r in rows)
         inside = sum(r["inside"] for r in rows)
