@@ -38,11 +38,12 @@ def judge(candidate: Sequence[Sequence[torch.Tensor]], reference: Sequence[Seque
     instances, and the reason says so).
     """
     first = [index for index, call in enumerate(plan) if call.first_sight]
+    measured: dict = {}  # each (candidate, reference) tensor pair is measured once, on the device
     result = compare_outputs([candidate[i] for i in first], [reference[i] for i in first], atol=atol, rtol=rtol,
                              set_labels=[labels[plan[i].set_index] for i in first],
-                             set_indexes=[plan[i].set_index for i in first])
+                             set_indexes=[plan[i].set_index for i in first], measured=measured)
     singles = [compare_outputs([candidate[i]], [reference[i]], atol=atol, rtol=rtol,
-                               set_labels=[labels[call.set_index]], set_indexes=[call.set_index])
+                               set_labels=[labels[call.set_index]], set_indexes=[call.set_index], measured=measured)
                for i, call in enumerate(plan)]
     call_one = singles[0]
     if call_one.category is not None:  # wrong on the very first checked call: the plain comparison says how

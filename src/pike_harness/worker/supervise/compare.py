@@ -73,26 +73,50 @@ def read_outputs(path: str | os.PathLike, expected_sets: int, device: torch.devi
     return [[tensor.to(device) for tensor in values] for values in outputs]
 
 
-def _diffs(got: torch.Tensor, want: torch.Tensor) -> tuple[float, float]:
-    """Max absolute and max relative difference over elements finite on both sides.
+@dataclass(frozen=True)
+class _Measured:
+    """What one output comparison computes from the tensors, once (``judge`` compares a call twice)."""
 
-    The relative difference divides by |reference| and skips elements where the reference is 0.
-    """
+    max_abs: float
+    max_rel: float
+    same_nonfinite: bool
+    close: bool
+    ref_absmax: float
+
+
+def _measure(got: torch.Tensor, want: torch.Tensor, atol: float, rtol: float) -> _Measured:
+    """Max absolute and relative differences over the elements finite on both sides (the relative one
+    divides by |reference| and skips elements where it is 0), whether the non-finite patterns match,
+    ``allclose`` as PIKE calls it, and the reference's largest magnitude.
+
+    Outputs are usually finite everywhere: then a NaN or infinity on either side would show in the
+    difference, so one test of the difference replaces the masks (no boolean indexing, no copies)."""
     got64, want64 = got.double(), want.double()
+    diff = (got64 - want64).abs()
+    ref = want64.abs()
+    close = bool(torch.allclose(got, want, atol=atol, rtol=rtol, equal_nan=True))
+    if diff.numel() == 0:
+        return _Measured(0.0, 0.0, True, close, 0.0)
+    if bool(torch.isfinite(diff).all()):
+        rel = float(torch.where(ref > 0, diff / ref, torch.zeros((), dtype=diff.dtype, device=diff.device)).max())
+        return _Measured(float(diff.max()), rel, True, close, float(ref.max()))
     finite = torch.isfinite(got64) & torch.isfinite(want64)
-    if not bool(finite.any()):
-        return 0.0, 0.0
-    diff = (got64 - want64).abs()[finite]
-    ref = want64.abs()[finite]
-    nonzero = ref > 0
-    rel = float((diff[nonzero] / ref[nonzero]).max()) if bool(nonzero.any()) else 0.0
-    return float(diff.max()), rel
+    max_abs = max_rel = 0.0
+    if bool(finite.any()):
+        diff, kept = diff[finite], ref[finite]
+        nonzero = kept > 0
+        max_rel = float((diff[nonzero] / kept[nonzero]).max()) if bool(nonzero.any()) else 0.0
+        max_abs = float(diff.max())
+    same = _same_nonfinite(got, want) if (want.is_floating_point() or want.is_complex()) else True
+    return _Measured(max_abs, max_rel, same, close, float(ref.max()))
 
 
 def compare_outputs(candidate: Sequence[Sequence[torch.Tensor]], reference: Sequence[Sequence[torch.Tensor]],
                     *, atol: float, rtol: float, set_labels: Sequence[str],
-                    set_indexes: Sequence[int] | None = None) -> Comparison:
-    """``set_indexes``: the input-set numbers to report for each entry (default: their positions)."""
+                    set_indexes: Sequence[int] | None = None,
+                    measured: dict[tuple[int, int], _Measured] | None = None) -> Comparison:
+    """``set_indexes``: the input-set numbers to report for each entry (default: their positions).
+    ``measured``: kept across calls that compare the same tensor objects again (``judge``)."""
     result = Comparison()
     if len(candidate) != len(reference):
         result.fail(REJECTED, "protocol", f"{len(candidate)} output sets for {len(reference)} input sets")
@@ -104,14 +128,15 @@ def compare_outputs(candidate: Sequence[Sequence[torch.Tensor]], reference: Sequ
             result.fail(INCORRECT, "output_count", f"{where}: {len(got_set)} outputs, expected {len(want_set)}")
             continue
         for index, (got, want) in enumerate(zip(got_set, want_set, strict=True)):
-            result.checks.append(_check_one(result, where, set_index, index, got, want, atol, rtol))
+            result.checks.append(_check_one(result, where, set_index, index, got, want, atol, rtol, measured))
     if result.category is None:
         _constant_check(result, candidate, reference, atol)
     return result
 
 
 def _check_one(result: Comparison, where: str, set_index: int, index: int, got: torch.Tensor,
-               want: torch.Tensor, atol: float, rtol: float) -> OutputCheck:
+               want: torch.Tensor, atol: float, rtol: float,
+               measured: dict[tuple[int, int], _Measured] | None = None) -> OutputCheck:
     check = OutputCheck(input_set=set_index, index=index, shape=list(got.shape), dtype=str(got.dtype).replace("torch.", ""))
     label = f"{where}, output {index}"
     if type(got) is not torch.Tensor:
@@ -126,20 +151,26 @@ def _check_one(result: Comparison, where: str, set_index: int, index: int, got: 
         check.problem = f"dtype {check.dtype}, expected {str(want.dtype).replace('torch.', '')}"
         result.fail(INCORRECT, "dtype", f"{label}: {check.problem}")
         return check
-    check.max_abs_diff, check.max_rel_diff = _diffs(got, want)
-    if (want.is_floating_point() or want.is_complex()) and not _same_nonfinite(got, want):
+    key = (id(got), id(want))
+    found = measured.get(key) if measured is not None else None
+    if found is None:
+        found = _measure(got, want, atol, rtol)
+        if measured is not None:
+            measured[key] = found
+    check.max_abs_diff, check.max_rel_diff = found.max_abs, found.max_rel
+    if (want.is_floating_point() or want.is_complex()) and not found.same_nonfinite:
         bad = int((torch.isfinite(want) & ~torch.isfinite(got)).sum())
         check.problem = (f"non-finite values where the reference is finite ({bad} elements)" if bad
                          else "NaN/infinity pattern differs from the reference")
         result.fail(INCORRECT, "nonfinite", f"{label}: {check.problem}")
         return check
-    if not torch.allclose(got, want, atol=atol, rtol=rtol, equal_nan=True):
+    if not found.close:
         check.problem = (f"max abs diff {check.max_abs_diff:.3g}, max rel diff {check.max_rel_diff:.3g} "
                          f"(atol {atol:g}, rtol {rtol:g})")
         result.fail(INCORRECT, "allclose", f"{label}: {check.problem}")
         return check
     check.ok = True
-    if want.numel() and float(want.double().abs().max()) <= atol and "tolerance_vacuous" not in result.flags:
+    if want.numel() and found.ref_absmax <= atol and "tolerance_vacuous" not in result.flags:
         # allclose accepts anything this small: only the relative error says whether it computes the model
         result.flags.append("tolerance_vacuous")
     return check
