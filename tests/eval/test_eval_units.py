@@ -77,6 +77,40 @@ def test_matching_nan_and_inf_patterns_pass_and_diffs_are_recorded():
     assert result.checks[0].max_rel_diff == pytest.approx(1e-3, rel=1e-3)
 
 
+def test_differences_are_the_same_whether_or_not_some_elements_are_non_finite():
+    """The finite-everywhere shortcut and the masked path measure the same maximum differences."""
+    torch.manual_seed(3)
+    want = torch.randn(64, 64)
+    want[0, :5] = 0.0  # skipped by the relative difference
+    got = want + 1e-3 * torch.randn(64, 64)
+    expected_abs = float((got.double() - want.double()).abs().max())
+    nonzero = want != 0
+    expected_rel = float(((got.double() - want.double()).abs()[nonzero] / want.double().abs()[nonzero]).max())
+    plain = _compare([[got]], [[want]]).checks[0]
+    assert (plain.max_abs_diff, plain.max_rel_diff) == pytest.approx((expected_abs, expected_rel))
+    # the same NaN in both, away from the largest differences: the finite part gives the same maxima
+    spot = int((got - want).abs().flatten().argmin())
+    want_nan, got_nan = want.clone().flatten(), got.clone().flatten()
+    want_nan[spot] = got_nan[spot] = float("nan")
+    masked = _compare([[got_nan.view(64, 64)]], [[want_nan.view(64, 64)]]).checks[0]
+    assert masked.ok and (masked.max_abs_diff, masked.max_rel_diff) == pytest.approx((expected_abs, expected_rel))
+
+
+def test_judge_measures_each_output_pair_once(monkeypatch):
+    from pike_harness.worker.check_plan import check_plan
+    from pike_harness.worker.supervise import checked_calls, compare
+
+    calls = []
+    real = compare._measure
+    monkeypatch.setattr(compare, "_measure", lambda *a: calls.append(1) or real(*a))
+    plan = check_plan(3)
+    reference = [[torch.full((4,), float(call.set_index + 1))] for call in plan]
+    candidate = [[t.clone() for t in outputs] for outputs in reference]
+    verdict = checked_calls.judge(candidate, reference, plan, ["seed 0", "hidden seed", "hidden seed"],
+                                  atol=1e-2, rtol=1e-2)
+    assert verdict.category is None and len(calls) == len(plan)  # first-sight calls are not measured twice
+
+
 @pytest.mark.parametrize("got", [
     torch.tensor([1.0, 0.0, float("inf"), -2.0]),  # a number where the reference has NaN
     torch.tensor([1.0, float("nan"), float("-inf"), -2.0]),  # the wrong infinity
