@@ -25,7 +25,6 @@ local`` and ``--evaluator queue``, whose verdicts must agree and runtimes match 
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import signal
@@ -279,18 +278,11 @@ def compare_plain(args: Any, folder: Path, work: list[tuple[Any, Path]]) -> int:
                                       jit_margin_s=args.jit_margin_s)
     gpu = runs.gpu_name(args.device, state)
     comparisons = [runs.compare(work, state, p, c) for p in protocols for c in concurrencies]
-    ids = {task.id for task, _ in work}
-    recorded = {json.dumps(row["settings"], sort_keys=True) for row in state.rows.values()
-                if row.get("kind") == "plain" and row.get("task") in ids and row.get("settings")}
-    if len(recorded) > 1:
-        raise SystemExit(f"the state mixes plain-loop settings {sorted(recorded)}: render them apart (--tasks)")
-    if recorded:  # the report states what was measured, not this call's defaults (--sides none)
-        settings = json.loads(recorded.pop())
+    # the report states what was measured, not this call's defaults (--sides none renders elsewhere)
+    settings = runs.recorded_settings(state, "plain", {task.id for task, _ in work}) or settings
     setup = {"suite": args.suite, "device": args.device, "solutions": str(folder), "tasks": len(work), "gpu": gpu,
              "torch": runs.torch_version(state), "date": time.strftime("%Y-%m-%d"),
-             "triton": next((row["environment"]["triton"] for row in state.rows.values()  # as measured
-                             if (row.get("environment") or {}).get("triton")), None) or _triton_version(),
-             "protocols": protocols, "concurrency": concurrencies, "finished": finished, **settings}
+             "triton": runs.recorded(state, "triton") or _triton_version(), "protocols": protocols, "concurrency": concurrencies, "finished": finished, **settings}
     text = runs.markdown(comparisons, setup)
     if not finished:
         text += ("\n**Partial**: the budget stopped this call; run the same command with the same --state "
@@ -316,9 +308,8 @@ def bracket(args: Any, work: list[tuple[Any, Path]], state: Any, settings: dict[
     finished = "harness" not in args.sides or runs.bracket_phase(work, state, args.device, settings, budget, base,
                                                                  args.margin_s)
     rows = runs.bracket_rows(work, state)
-    recorded = [row["settings"] for row in state.rows.values() if row.get("kind") == "bracket" and row.get("settings")]
     setup = {"gpu": runs.gpu_name(args.device, state), "date": time.strftime("%Y-%m-%d"),
-             **(recorded[-1] if recorded else settings)}  # rendering elsewhere: the settings it was measured with
+             **(runs.recorded_settings(state, "bracket") or settings)}
     text = runs.bracket_markdown(rows, setup)
     write(args.out, "bracket", {"setup": setup, "rows": rows, "finished": finished}, text)
     reports = args.reports or args.out / "reports"

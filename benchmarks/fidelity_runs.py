@@ -407,20 +407,34 @@ def gpu_name(device: str, state: State) -> str:
 
     if device.startswith("cuda") and torch.cuda.is_available():
         return torch.cuda.get_device_name(torch.device(device))
-    recorded = [row.get("gpu") or (row.get("environment") or {}).get("gpu") for row in state.rows.values()
-                if row.get("gpu") or (row.get("environment") or {}).get("gpu")]
-    return recorded[0] if recorded else ("unknown GPU" if device.startswith("cuda") else "cpu")
+    return recorded(state, "gpu") or ("unknown GPU" if device.startswith("cuda") else "cpu")
 
 
 def torch_version(state: State) -> str:
-    """The torch the measurements used (recorded by the plain loop or the harness), else this process's."""
-    recorded = [row.get("torch") or (row.get("environment") or {}).get("torch") for row in state.rows.values()
-                if row.get("torch") or (row.get("environment") or {}).get("torch")]
-    if recorded:
-        return recorded[0]
+    """The torch the measurements used, else this process's."""
     import torch
 
-    return torch.__version__
+    return recorded(state, "torch") or torch.__version__
+
+
+def recorded(state: State, name: str) -> Any:
+    """The first value of ``name`` the measurements recorded: a plain-loop row has it at the top, a harness
+    row in its ``environment``. Rendering on another machine must state what was measured there."""
+    for row in state.rows.values():
+        value = row.get(name) or (row.get("environment") or {}).get(name)
+        if value:
+            return value
+    return None
+
+
+def recorded_settings(state: State, kind: str, ids: set[int] | None = None) -> dict[str, Any] | None:
+    """The warm-up/repetition settings the ``kind`` rows (of tasks ``ids``) were measured with; an error
+    when they differ, since one report states one set."""
+    found = {json.dumps(row["settings"], sort_keys=True) for row in state.rows.values()
+             if row.get("kind") == kind and row.get("settings") and (ids is None or row.get("task") in ids)}
+    if len(found) > 1:
+        raise SystemExit(f"the state mixes {kind} settings {sorted(found)}: render them apart (--tasks)")
+    return json.loads(found.pop()) if found else None
 
 
 def gpu_slug(name: str) -> str:

@@ -189,8 +189,10 @@ def request(task_obj: Task, source: str, **overrides: Any):
     return task_obj.eval_request(source, limits=limits, **overrides)
 
 
-def make_evaluator(config: str, device: str, protocol: str, workdir: Path, cache: Path | None, **extra: Any):
-    """A real LocalEvaluator in one of CONFIGS, with its build cache in ``cache``."""
+def make_evaluator(config: str, device: str, protocol: str, workdir: Path, cache: Path | None,
+                   protocol_params: dict[str, Any] | None = None, **extra: Any):
+    """A real LocalEvaluator in one of CONFIGS, with its build cache in ``cache`` (``protocol_params``:
+    the protocol's overrides, e.g. pike's warm-up and repetition budgets)."""
     from pikeh_local import LocalEvaluator
 
     from pike_harness.contracts.evaluation import EvaluatorOptions
@@ -199,7 +201,8 @@ def make_evaluator(config: str, device: str, protocol: str, workdir: Path, cache
     if options.get("build_cache") != "off":
         options["build_cache"] = str(cache) if cache is not None else "off"
     workdir.mkdir(parents=True, exist_ok=True)
-    return LocalEvaluator(EvaluatorOptions(device=device, protocol=protocol, workdir=workdir, extra=options))
+    return LocalEvaluator(EvaluatorOptions(device=device, protocol=protocol, protocol_params=protocol_params or {},
+                                           workdir=workdir, extra=options))
 
 
 def default_device() -> str:

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from perf_common import CONFIGS, REPO, Budget, arguments, default_device, environment_of, write  # noqa: E402
+from perf_common import REPO, Budget, arguments, default_device, environment_of, make_evaluator, write  # noqa: E402
 
 WAYS = ("plain", "loop", "child", "unsandboxed", "bare")
 
@@ -53,17 +53,9 @@ def in_process(task: Any, device: str, warmup_ms: float, rep_ms: float) -> dict[
 
 
 def evaluators(device: str, warmup_ms: float, rep_ms: float, workdir: Path) -> dict[str, Any]:
-    from pikeh_local import LocalEvaluator
-
-    from pike_harness.contracts.evaluation import EvaluatorOptions
-
     params = {"warmup_ms": warmup_ms, "rep_ms": rep_ms}
-    made = {}
-    for way, config in (("child", "ours"), ("unsandboxed", "unsandboxed"), ("bare", "pike-like")):
-        extra = {k: v for k, v in CONFIGS[config].items() if k != "build_cache"}
-        made[way] = LocalEvaluator(EvaluatorOptions(device=device, protocol="pike", protocol_params=params,
-                                                    workdir=workdir / way, extra=extra))
-    return made
+    return {way: make_evaluator(config, device, "pike", workdir / way, None, protocol_params=params)
+            for way, config in (("child", "ours"), ("unsandboxed", "unsandboxed"), ("bare", "pike-like"))}
 
 
 def main() -> int:
