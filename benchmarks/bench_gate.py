@@ -11,6 +11,9 @@ writes ``gate.md``/``gate.json``:
   ``reference_wait``, ``compare``, ``timing``; what they do not cover is ``other``; ``inputs`` is
   shown too, but runs before the gate);
 * the timing share (timing / gate-held, summed over evaluations);
+* with a shared check phase (``--check-slots``, new trees), how long checks ran (the device's
+  ``check_busy_s``: some candidate checking, none timed), each candidate's check phase, and the device
+  time per evaluation that counts both (gate-held + check phase, over the evaluations);
 * verdict agreement, and runtime agreement for candidates correct in both (new/old ratio; the
   issue's goal: within 2 %), over the candidates both trees finished.
 
@@ -68,6 +71,8 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--rep-ms", type=float, default=2000.0)
     parser.add_argument("--budget-s", type=float, default=480.0,
                         help="For both trees together (each side stops at its share; unfinished ones are left out).")
+    parser.add_argument("--check-slots", type=int, default=None,
+                        help="The engine's check slots (default: its own; trees without them ignore it).")
     parser.add_argument("--order", choices=("old-first", "new-first"), default="new-first")
     parser.add_argument("--side", default=None, help=argparse.SUPPRESS)  # internal: run one tree, write its JSON
     parser.add_argument("--side-budget-s", type=float, default=None, help=argparse.SUPPRESS)
@@ -112,8 +117,9 @@ def run_side(args: argparse.Namespace) -> None:
     deadline = began + (args.side_budget_s or args.budget_s)
     params = {} if args.protocol == "quick" else {"warmup_ms": args.warmup_ms, "rep_ms": args.rep_ms}
     work = Path(tempfile.mkdtemp(prefix=f"pikeh-gate-{args.side}-"))
+    extra = {"check_slots": args.check_slots} if args.check_slots else {}
     evaluator = LocalEvaluator(EvaluatorOptions(device=args.device, protocol=args.protocol, protocol_params=params,
-                                                workdir=work))
+                                                workdir=work, extra=extra))
     engine = evaluator.engine
     items = candidates(args)
     first = len(engine.traces)
@@ -134,6 +140,8 @@ def run_side(args: argparse.Namespace) -> None:
         if trace is not None and trace.granted is not None and trace.released is not None:
             row["gate_s"] = trace.released - trace.granted
             row["granted_at"], row["released_at"] = trace.granted - submitted, trace.released - submitted
+        if trace is not None and getattr(trace, "check_granted", None) is not None and trace.checked is not None:
+            row["check_s"] = trace.checked - trace.check_granted  # the shared check phase (new trees only)
         rows.append(row)
     wall = time.monotonic() - submitted
     stats = engine.stats()
@@ -159,6 +167,8 @@ def launch(args: argparse.Namespace, label: str, tree: Path, budget_s: float) ->
             "--protocol", args.protocol, "--warmup-ms", str(args.warmup_ms), "--rep-ms", str(args.rep_ms)]
     if args.tasks:
         argv += ["--tasks", args.tasks]
+    if args.check_slots:
+        argv += ["--check-slots", str(args.check_slots)]
     if args.max_solutions is not None:
         argv += ["--max-solutions", str(args.max_solutions)]
     if args.solutions is not None:
@@ -179,12 +189,21 @@ def side_summary(side: dict[str, Any]) -> dict[str, Any]:
     rows = [r for r in side["rows"] if "gate_s" in r]
     gate = [r["gate_s"] for r in rows]
     stages = {name: _mean([float(r.get("stages", {}).get(name, 0.0)) for r in rows]) for name in STAGES}
+    checked_apart = ("timing",)  # a tree with a shared check phase holds the gate for timing only
     inside = ("correctness", "reference", "reference_wait", "compare", "timing")
-    other = _mean([r["gate_s"] - sum(float(r.get("stages", {}).get(n, 0.0)) for n in inside) for r in rows])
+    other = _mean([r["gate_s"] - sum(float(r.get("stages", {}).get(n, 0.0))
+                                     for n in (checked_apart if "check_s" in r else inside)) for r in rows])
     timing_total = sum(float(r.get("stages", {}).get("timing", 0.0)) for r in rows)
-    return {"wall_s": side["wall_s"], "evaluations": len(side["rows"]), "gated": len(rows),
+    devices = (side.get("engine") or {}).get("devices") or {}
+    exclusive = sum(float(d.get("busy_s") or 0.0) for d in devices.values())
+    checking = sum(float(d.get("check_busy_s") or 0.0) for d in devices.values())
+    n = len(side["rows"])
+    return {"wall_s": side["wall_s"], "evaluations": n, "gated": len(rows),
             "gate_total_s": sum(gate), "gate_mean_s": _mean(gate), "stage_mean_s": stages, "other_mean_s": other,
             "timing_share": timing_total / sum(gate) if gate else None,
+            "check_phase_s": checking, "check_mean_s": _mean([r["check_s"] for r in side["rows"] if "check_s" in r]),
+            "occupied_per_eval_s": (exclusive + checking) / n if n else None,
+            "timing_share_occupied": timing_total / (exclusive + checking) if exclusive + checking else None,
             "categories": _count(r["category"] for r in side["rows"])}
 
 
@@ -226,6 +245,10 @@ def report(summaries: dict[str, dict[str, Any]], agree: dict[str, Any] | None, s
     rows += [(f"  {name} (s, mean)", lambda s, n=name: fmt(s["stage_mean_s"][n], 3)) for name in STAGES]
     rows += [("  other, in the gate (s, mean)", lambda s: fmt(s["other_mean_s"], 3)),
              ("timing share (timing / gate-held)", lambda s: fmt(s["timing_share"], 3)),
+             ("shared check phase, wall (s)", lambda s: fmt(s.get("check_phase_s"), 1)),
+             ("  one candidate's check phase, mean (s)", lambda s: fmt(s.get("check_mean_s"), 3)),
+             ("device occupied (gate + check phase) per evaluation (s)", lambda s: fmt(s.get("occupied_per_eval_s"), 3)),
+             ("timing share of the occupied time", lambda s: fmt(s.get("timing_share_occupied"), 3)),
              ("verdicts", lambda s: ", ".join(f"{k} {v}" for k, v in s["categories"].items()))]
     for title, cell in rows:
         lines.append(f"| {title} | " + " | ".join(cell(summaries[label]) for label in labels) + " |")

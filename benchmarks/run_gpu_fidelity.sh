@@ -2,7 +2,7 @@
 # Issue 16's GPU evidence in one resumable device call (repeat the same call until fidelity_rc=0):
 # the audit's probes of PIKE's published solutions, then benchmarks/fidelity.py (harness against the
 # plain do_bench loop), writing into $OUT. State lives in .fidelity/state (carry it back and forth),
-# builds in .fidelity/cache (kept on a warm machine). Packages go to .site in the checkout, not /tmp:
+# STATE= names another state folder; builds in .fidelity/cache (kept on a warm machine). Packages go to .site in the checkout, not /tmp:
 # candidates run in a sandbox whose /tmp is its own.
 # A fresh machine has empty caches: the warm-up rows carry a cache token, so each call warms what it times.
 #   OUT=/some/folder [PROTOCOLS=pike] [CONCURRENCY=all] [BASELINES=] [WARMUP_MS=250] [REP_MS=1000] \
@@ -13,10 +13,11 @@ set -uo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$repo" || exit 1
 out="${OUT:?set OUT}"
-mkdir -p "$out" .fidelity/state
+state="${STATE:-.fidelity/state}"
+mkdir -p "$out" "$state"
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target "$repo/.site" .whl/*.whl
 export PYTHONPATH="$repo/.site:$repo/benchmarks" PYTHONUNBUFFERED=1
-common=(--solutions .fidelity/pike-b-level3 --state .fidelity/state --cache "$repo/.fidelity/cache" --out "$out"
+common=(--solutions .fidelity/pike-b-level3 --state "$state" --cache "$repo/.fidelity/cache" --out "$out"
         --reports "$out/reports")
 start=$SECONDS
 if [ "${AUDIT:-1}" != 0 ]; then
@@ -28,6 +29,6 @@ timeout $((575 - (SECONDS - start))) python3 benchmarks/fidelity.py "${common[@]
     --concurrency "${CONCURRENCY:-all}" ${BASELINES:+--baselines "$BASELINES"} ${TASKS:+--tasks "$TASKS"} \
     --budget-s $((560 - (SECONDS - start))) > "$out/fidelity.log" 2>&1
 echo "fidelity_rc=$?"
-cp .fidelity/state/*.jsonl "$out/" 2>/dev/null
+cp "$state"/*.jsonl "$out/" 2>/dev/null
 nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,power.limit,temperature.gpu --format=csv > "$out/nvidia-smi.txt" 2>&1
 tail -n 5 "$out"/*.log

@@ -88,7 +88,7 @@ class DeviceActor:
                               else options["quiet_scope"] == "host") if quiet_on else None
         environ = physical_environ()
         provider = LocalDevices([self.device], self.workdir / "reference", quiet=quiet, environ=environ,
-                                keep_log=False)
+                                keep_log=False, check_slots=options.get("check_slots"))
         config = EngineConfig.from_values(options, device=self.device, workdir=self.workdir / "engine",
                                           environ=environ)
         try:

@@ -9,7 +9,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from perf_helpers import PLAIN, request  # noqa: E402
+from perf_helpers import PLAIN, request, smoke  # noqa: E402
 
 from pike_harness.worker.supervise.engine import Engine, EngineConfig, EngineError, LocalDevices, cache_root  # noqa: E402
 from pike_harness.worker.supervise.errors import InfrastructureError  # noqa: E402
@@ -79,3 +79,66 @@ def test_a_relative_cache_folder_is_made_absolute(tmp_path, monkeypatch):
     monkeypatch.setenv("PIKEH_CACHE_DIR", "env-cache")
     assert cache_root(None) == tmp_path / "env-cache"
     assert cache_root("off") is None
+
+
+SMOKE_ONE = smoke(1).source
+OOM_ONCE = PLAIN.replace("    def forward(self, x):\n", '''    failed = False
+
+    def forward(self, x):
+        if not ModelNew.failed:  # the first checked call runs out of device memory, as among others' models
+            ModelNew.failed = True
+            raise torch.cuda.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
+''')
+OOM_ALWAYS = PLAIN.replace("    def forward(self, x):\n", '''    def forward(self, x):
+        raise torch.cuda.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
+''')
+
+
+def test_checks_share_the_device_but_never_a_timing_and_out_of_memory_runs_again_alone(tmp_path, monkeypatch):
+    """With check slots, candidates make their checked calls together while no one is timed; one that
+    runs out of device memory among them runs the stage again alone, once (issue 19)."""
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    engine = Engine(EngineConfig(device="cpu", jobs=2, prestart=0, build_cache="off", check_slots=2,
+                                 workdir=tmp_path / "work"))
+    try:
+        futures = [engine.submit(request(source)) for source in (PLAIN, OOM_ONCE, PLAIN, OOM_ALWAYS)]
+        plain, once, plain2, always = (future.result(240) for future in futures)
+        stats = engine.stats()["devices"]["cpu"]
+        traces = list(engine.traces)
+    finally:
+        engine.close()
+    assert [r.category for r in (plain, once, plain2)] == ["correct"] * 3, [r.reason for r in (plain, once, plain2)]
+    assert "ran_alone" not in plain.environment
+    assert once.environment["ran_alone"].startswith("correctness: ")
+    assert (always.category, always.check) == ("runtime_error", "memory_limit"), always.reason
+    assert always.environment["ran_alone"].startswith("correctness: "), "retried once, then judged"
+    assert stats["alone"] == 2 and stats["checks"] == 4
+    timings = [(t.timing_start, t.timing_end) for t in traces if t.timing_start is not None]
+    checks = [(t.check_granted, t.checked) for t in traces if t.check_granted is not None]
+    assert len(timings) == 3 and len(checks) == 4
+    for start, end in checks:
+        for timed_from, timed_to in timings:
+            assert end <= timed_from or start >= timed_to, "a check overlapped a timing"
+
+
+def test_a_reference_out_of_memory_among_checking_candidates_runs_the_check_again_alone(tmp_path, monkeypatch):
+    """The reference process shares the device with the candidates checking: an out-of-memory error
+    there is no verdict and no lost evaluation; the candidate's check runs again alone."""
+    import dataclasses
+
+    reference = SMOKE_ONE.replace("    def forward(self, x):\n", '''    def forward(self, x):
+        if not _FAILED:
+            _FAILED.append(1)
+            raise torch.cuda.OutOfMemoryError("CUDA out of memory. Tried to allocate 920.00 MiB")
+''').replace("class Model", "_FAILED = []\n\n\nclass Model")
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    engine = Engine(EngineConfig(device="cpu", jobs=1, prestart=0, build_cache="off", check_slots=2,
+                                 workdir=tmp_path / "work"))
+    try:
+        result = engine.submit(dataclasses.replace(request(PLAIN), reference_source=reference)).result(240)
+        stats = engine.stats()["devices"]["cpu"]
+    finally:
+        engine.close()
+    assert result.category == "correct", result.reason
+    assert result.environment["ran_alone"].startswith("reference: ")
+    assert stats["alone"] == 1 and stats["checks"] == 1

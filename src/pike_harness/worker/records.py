@@ -23,6 +23,8 @@ INCORRECT = "incorrect"
 REJECTED = "rejected"
 CORRECT = "correct"
 CATEGORIES = (COMPILE_ERROR, RUNTIME_ERROR, TIMEOUT, INCORRECT, REJECTED, CORRECT)
+# What a device (not host) out-of-memory error says: torch's caching allocator, or a CUDA call made directly
+DEVICE_OOM_MARKS = ("OutOfMemoryError", "CUDA out of memory", "cudaErrorMemoryAllocation")
 ERROR_CATEGORIES = (COMPILE_ERROR, RUNTIME_ERROR, TIMEOUT)
 
 

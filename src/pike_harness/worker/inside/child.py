@@ -39,7 +39,7 @@ from typing import Any
 
 from pike_harness.worker.channel import Channel
 from pike_harness.worker.inside.limits import apply_limits
-from pike_harness.worker.records import COMPILE_ERROR, REJECTED, RUNTIME_ERROR, EvalRequest
+from pike_harness.worker.records import COMPILE_ERROR, DEVICE_OOM_MARKS, REJECTED, RUNTIME_ERROR, EvalRequest
 
 SETTLE_S = 0.05  # how long an output must stay unchanged after the call returned
 
@@ -145,7 +145,31 @@ class CandidateProcess:
         self.channel.send({"event": "warmed", "seconds": time.monotonic() - started})
 
     # -- stage 2: correctness ------------------------------------------------------------------
-    def check(self, inputs_path: str, outputs_path: str, nonce: str | None) -> None:
+    def check(self, inputs_path: str, outputs_path: str, nonce: str | None, shared: bool = False) -> None:
+        """``_check``; with ``shared`` (other candidates' models may hold device memory), running out of
+        device memory is not a verdict yet: the supervisor is asked to run this stage again alone."""
+        try:
+            self._check(inputs_path, outputs_path, nonce)
+            return
+        except Verdict as verdict:
+            if not (shared and self._device_oom(verdict)):
+                raise
+            reason = verdict.reason
+        self.model = self.input_sets = self.validated = None
+        self._retry_alone("correctness", reason, nonce)  # outside the handler: its traceback held the tensors
+
+    def _device_oom(self, verdict: Verdict) -> bool:
+        return (verdict.check == "memory_limit"
+                and any(mark in verdict.reason for mark in DEVICE_OOM_MARKS))
+
+    def _retry_alone(self, stage: str, reason: str, nonce: str | None) -> None:
+        import gc
+
+        gc.collect()
+        self.torch.cuda.empty_cache()
+        self.channel.send({"event": "retry_alone", "stage": stage, "reason": reason[:500], "nonce": nonce})
+
+    def _check(self, inputs_path: str, outputs_path: str, nonce: str | None) -> None:
         """Every planned call (``check_plan``): outputs saved in plan order for the reference process.
 
         The hidden input sets arrive as tensors the reference process wrote (never as seeds).
@@ -156,6 +180,7 @@ class CandidateProcess:
         from pike_harness.worker.inside import loading
 
         torch, T, request = self.torch, self.T, self.request
+        clock = _Clock()  # where the stage's time goes, reported with "checked" (the device is held meanwhile)
         self.flags_set = self.flags.apply(request.precision)
         pristine = [loading.make_inputs(self.inputs_module, seed) for seed in request.input_seeds]
         try:  # the reference process wrote it: a failure here is the harness's, not the candidate's
@@ -168,26 +193,33 @@ class CandidateProcess:
         n_sets = len(pristine)
         torch.manual_seed(secrets.randbits(62))  # the hidden seeds must not stay readable via initial_seed()
         self.input_sets = [loading.to_device(values, self.device) for values in pristine]
+        clock.lap("inputs")
         self.model = self._construct("construct")
         self._restore_flags()
+        clock.lap("construct")
         plan = check_plan(n_sets, request.baseline_mode)
         models = [self.model]
         outputs: list[list[Any]] = []
         validated: dict[int, list[Any]] = {}
         for call in plan:
             if call.instance == len(models):
+                clock.lap("calls")
                 models.append(self._construct("construct a second instance"))
                 self._restore_flags()
+                clock.lap("construct")
             args = self.input_sets[call.set_index] if call.first_sight else loading.to_device(
                 pristine[call.set_index], self.device)
             where = self._call_label(call, len(request.input_seeds))
             first = self._checked_call(models[call.instance], args, pristine[call.set_index], where)
+            clock.lap("calls")
             outputs.append([T.to(t, "cpu") for t in first])
             if call.first_sight:
                 validated[call.set_index] = outputs[-1]
+            clock.lap("outputs")
         del models[1:]
         self.validated = [[T.to(t, self.device) for t in validated[index]] for index in range(n_sets)]
         self._self_checks("correctness")
+        clock.lap("outputs")
         try:
             T.save(outputs, outputs_path)
         except (OSError, RuntimeError) as exc:  # Python ignores SIGXFSZ: a write past RLIMIT_FSIZE fails instead
@@ -195,7 +227,8 @@ class CandidateProcess:
             raise Verdict(RUNTIME_ERROR, "file_size_limit",
                           f"the outputs of the {len(outputs)} checked calls ({size_mb:.0f} MB) could not be handed "
                           f"over within the {request.limits.file_size_mb} MB file size limit: {_summary(exc)}") from None
-        self.channel.send({"event": "checked", "sets": len(outputs),
+        clock.lap("outputs")
+        self.channel.send({"event": "checked", "sets": len(outputs), "seconds": clock.seconds,
                            "notes": self.notes, "nonce": nonce})
 
     @staticmethod
@@ -281,7 +314,18 @@ class CandidateProcess:
             self.notes.append("runs_reference_copy")
 
     # -- stage 2: timing -----------------------------------------------------------------------
-    def time(self, protocol_name: str, params: dict[str, Any], nonce: str | None) -> None:
+    def time(self, protocol_name: str, params: dict[str, Any], nonce: str | None, shared: bool = False) -> None:
+        """``_time``; ``shared`` as for ``check`` (the model and its validated outputs stay)."""
+        try:
+            self._time(protocol_name, params, nonce)
+            return
+        except Verdict as verdict:
+            if not (shared and self._device_oom(verdict)):
+                raise
+            reason = verdict.reason
+        self._retry_alone("timing", reason, nonce)
+
+    def _time(self, protocol_name: str, params: dict[str, Any], nonce: str | None) -> None:
         from pike_harness.worker.inside.protocols import get_protocol
         from pike_harness.worker.inside.timing import OutputProblem, TimedLoop
 
@@ -349,6 +393,19 @@ class CandidateProcess:
             raise Verdict(REJECTED, "background_threads",
                           f"{stage}: {len(extra)} thread(s) started by the candidate are still running ({names})")
         self._restore_flags()
+
+
+class _Clock:
+    """Seconds per part of a stage: ``lap(name)`` adds the time since the previous lap to ``name``."""
+
+    def __init__(self) -> None:
+        self.seconds: dict[str, float] = {}
+        self._last = time.monotonic()
+
+    def lap(self, name: str) -> None:
+        now = time.monotonic()
+        self.seconds[name] = round(self.seconds.get(name, 0.0) + now - self._last, 6)
+        self._last = now
 
 
 def _resource_verdict(exc: BaseException) -> Verdict | None:
@@ -432,9 +489,11 @@ def main(argv: list[str]) -> int:
             if command == "warm":
                 process.warm()
             elif command == "check":
-                process.check(str(message["inputs"]), str(message["outputs"]), message.get("nonce"))
+                process.check(str(message["inputs"]), str(message["outputs"]), message.get("nonce"),
+                              bool(message.get("shared")))
             elif command == "time":
-                process.time(request.protocol, request.protocol_params, message.get("nonce"))
+                process.time(request.protocol, request.protocol_params, message.get("nonce"),
+                             bool(message.get("shared")))
             elif command == "profile":
                 process.profile(message.get("nonce"))
             else:

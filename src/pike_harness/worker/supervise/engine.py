@@ -104,6 +104,10 @@ class EngineOptions:
         "choices": ("host", "device"), "help": "What a timing pauses: every load and build on the host (default "
                                                "with one GPU) or only what is bound to the same GPU (default "
                                                "with several)."})
+    check_slots: int | None = field(default=None, metadata={
+        "min": 1, "help": "Candidates per device making their checked calls at once, never while one is timed "
+                          "(the device lock then covers timing only). Default: 4 per GPU, 1 on the CPU device; "
+                          "1 checks and times in one hold of the lock."})
     pin_cpus: bool | None = field(default=None, metadata={
         "help": "Keep one core per GPU free of loads and builds for timing (default: on with at least 4 "
                 "cores)."})
@@ -224,13 +228,14 @@ class LocalDevices:
     """This process's devices: a FIFO gate, a reference process and one shared quiet registry."""
 
     def __init__(self, devices: list[str], workdir: Path, *, quiet: Any = None,
-                 environ: Mapping[str, str] | None = None, keep_log: bool = True):
+                 environ: Mapping[str, str] | None = None, keep_log: bool = True, check_slots: int | None = None):
         from pike_harness.worker.supervise.reference import ReferenceOracle
         from pike_harness.worker.supervise.scheduling import DeviceGate
 
         self.devices = list(devices)
         self.quiet = quiet
-        self.gates = {device: DeviceGate(device, keep_log=keep_log) for device in self.devices}
+        self.gates = {device: DeviceGate(device, keep_log=keep_log, check_slots=check_slots or default_check_slots(device))
+                      for device in self.devices}
         self.oracles = {device: ReferenceOracle(device, Path(workdir), environ=environ) for device in self.devices}
         for oracle in self.oracles.values():  # pay the reference process's start-up now, in the background
             threading.Thread(target=_quietly, args=(oracle.start,), name="pikeh-reference-start",
@@ -246,6 +251,12 @@ class LocalDevices:
         for oracle in self.oracles.values():
             with contextlib.suppress(Exception):
                 oracle.close()
+
+
+def default_check_slots(device: str) -> int:
+    """Four on a GPU: the checked calls (mostly CPU-side model construction) of four candidates overlap
+    while the device is not timing. One on the CPU device, whose checks would compete for the cores."""
+    return 4 if device.startswith("cuda") else 1
 
 
 def _quietly(function: Callable[..., Any], *args: Any) -> None:
@@ -266,7 +277,9 @@ class JobTrace:
     device: str | None = None
     load_start: float | None = None
     loaded: float | None = None
-    granted: float | None = None
+    check_granted: float | None = None  # the shared check phase (gates with check_slots > 1)
+    checked: float | None = None
+    granted: float | None = None  # the device held alone: timing (and checking, with one check slot)
     timing_start: float | None = None
     timing_end: float | None = None
     released: float | None = None
@@ -379,8 +392,10 @@ class Engine:
         self.prestart = (PrestartPool(self.settings, names, self.prestart_per_device, cpus=self.load_cpus,
                                       registry=self.quiet) if self.prestart_per_device > 0 else None)
         self.settings.prestart = self.prestart
+        if config.check_slots is not None and int(config.check_slots) < 1:
+            raise EngineError("--check-slots must be at least 1")
         self.provider: DeviceProvider = devices or LocalDevices(names, self.workdir / "reference", quiet=self.quiet,
-                                                                environ=config.environ)
+                                                                environ=config.environ, check_slots=config.check_slots)
         if self.build_cache is not None:  # the toolchain probe, which the first build would wait for
             threading.Thread(target=_quietly, args=(self.build_cache.prefetch, names), name="pikeh-probe",
                              daemon=True).start()
@@ -561,7 +576,10 @@ class Engine:
         """Wait for the device (policing the idle candidate), then correctness and timing holding it."""
         from pike_harness.worker.supervise.spawn import set_session_affinity
 
-        ticket = self.provider.gate(device).ticket(job.seq)
+        gate = self.provider.gate(device)
+        if getattr(gate, "check_slots", 1) > 1 and hasattr(gate, "session"):
+            return self._in_phases(job, evaluation, gate.session(job.seq), quiet_token)
+        ticket = gate.ticket(job.seq)
         try:
             early = evaluation.wait_for(ticket)
         except BaseException:
@@ -583,6 +601,65 @@ class Engine:
             ticket.release()
             job.trace.released = time.monotonic()
             self._tell(job, "released", evaluation)
+
+    def _in_phases(self, job: _Job, evaluation: Any, session: Any, quiet_token: list[Any]) -> EvalResult:
+        """The checked calls in the device's shared check phase (several candidates at once, never
+        while one is timed), then timing holding the device alone. A candidate that runs out of device
+        memory while other candidates' models are resident runs that stage again with none resident."""
+        from pike_harness.worker.supervise.supervisor import RetryAlone
+
+        trace = job.trace
+        try:
+            early = evaluation.wait_for(session.phase("check"))
+            if early is not None:
+                return early
+            trace.check_granted = time.monotonic()
+            self._tell(job, "check_granted", evaluation)
+            alone = False
+            try:
+                result = evaluation.check(shared=True)
+            except RetryAlone:
+                trace.checked = time.monotonic()
+                early = self._hold(job, evaluation, session.phase("alone"), quiet_token)
+                if early is not None:
+                    return early
+                alone, result = True, evaluation.check()
+            trace.checked = trace.checked or time.monotonic()
+            if result is not None:
+                return result
+            if not alone:
+                early = self._hold(job, evaluation, session.phase("time"), quiet_token)
+                if early is not None:
+                    return early
+                try:
+                    return evaluation.time(shared=session.others_resident())
+                except RetryAlone:
+                    early = self._hold(job, evaluation, session.phase("alone"), quiet_token)
+                    if early is not None:
+                        return early
+            return evaluation.time()
+        finally:
+            session.end()
+            if trace.granted is not None:
+                trace.released = time.monotonic()
+                self._tell(job, "released", evaluation)
+
+    def _hold(self, job: _Job, evaluation: Any, phase: Any, quiet_token: list[Any]) -> EvalResult | None:
+        """Wait for a phase that holds the device alone; a result means the candidate broke a limit meanwhile."""
+        from pike_harness.worker.supervise.spawn import set_session_affinity
+
+        early = evaluation.wait_for(phase)
+        if early is not None:
+            return early
+        if job.trace.granted is None:
+            job.trace.granted = time.monotonic()
+        if self.quiet is not None and quiet_token[0] is not None:
+            self.quiet.remove(quiet_token[0])  # the candidate holding the device is never paused
+            quiet_token[0] = None
+        if self.all_cpus and evaluation.session is not None:
+            set_session_affinity(evaluation.session, self.all_cpus)
+        self._tell(job, "granted", evaluation)
+        return None
 
     def wants_warm(self, evaluation: Any) -> bool:
         """The prewarm policy: which candidates get one call while loading (JIT compiles off the gate)."""
@@ -633,6 +710,8 @@ class Engine:
                 "scheduling": {"cpu_slots": self.jobs, "max_ready": self.max_ready,
                                "prestart_per_device": self.prestart_per_device, "prewarm": self.prewarm,
                                "quiet_timing": self.quiet is not None, "quiet_scope": self.quiet_scope,
+                               "check_slots": {d: getattr(self.provider.gate(d), "check_slots", 1)
+                                               for d in self.devices},
                                "timing_cpus": sorted(self.timing_cpus) if self.timing_cpus else None,
                                "build_cache": str(self.cache_root / "build") if self.build_cache else None,
                                "jit_cache": self.jit_mode},

@@ -345,6 +345,10 @@ def serve(cache_mb: int = REFERENCE_CACHE_MB) -> None:
         except Exception as exc:
             traceback.print_exc()
             reply = {"ok": False, "error": f"{type(exc).__name__}: {exc}"[:2000]}
+            if type(exc).__name__ == "OutOfMemoryError":
+                import torch  # loaded already: the server computes with it
+
+                torch.cuda.empty_cache()  # the failed request's blocks go back (a retry may run alone)
         channel.send(reply)
 
 

@@ -4,6 +4,11 @@
 * ``DeviceGate``: one device's exclusive lock for phase 2, granted to the oldest *ready* waiter the
   moment it is released (a waiter keeps its place while it polices its idle candidate between
   polls), with the statistics benchmarks need (busy time, grants, gaps while candidates waited).
+  With ``check_slots`` > 1 it also runs a shared *check* phase (``session``): up to that many
+  candidates make their checked calls at once, never while anyone is timed, and a timing waits for
+  the checks in progress to end (no new check starts while a timing waits, unless a check in progress
+  has run for ``LONG_CHECK_S``: the timing waits for that one anyway). A candidate that ran out
+  of device memory while others held theirs asks to run *alone*: no other checked model resident.
 * ``QuietRegistry``: quiet timing. While a candidate is timed on a device, every other process that
   could disturb that measurement is stopped (SIGSTOP) and resumed (SIGCONT) afterwards: on a GPU,
   the other candidate processes bound to that GPU (loading, warming up, waiting) and processes that
@@ -25,6 +30,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pike_harness.worker.supervise import process_tree, sandbox
+
+LONG_CHECK_S = 3.0  # a check running this long lets new checks start although a timing waits (see _may)
 
 
 class FifoSlots:
@@ -64,6 +71,10 @@ class GateStats:
     # head waiter is handed the device at once; what remains is thread wake-up latency).
     idle_with_waiters_s: float = 0.0
     max_idle_with_waiters_s: float = 0.0
+    check_busy_s: float = 0.0  # time at least one candidate was in the shared check phase
+    checks: int = 0  # check-phase grants
+    max_checking: int = 0  # most candidates checking at once
+    alone: int = 0  # grants to run with no other checked model resident (out-of-memory retries)
     log: list[tuple[str, int, float]] = field(default_factory=list)  # (event, ticket, monotonic time)
 
     def to_dict(self) -> dict[str, Any]:
@@ -73,18 +84,36 @@ class GateStats:
 class DeviceGate:
     """One device's exclusive lock; ``ticket(seq)`` gives a lock-like handle for one evaluation."""
 
-    def __init__(self, name: str, *, keep_log: bool = True):
+    def __init__(self, name: str, *, keep_log: bool = True, check_slots: int = 1):
         self.name = name
         self.keep_log = keep_log
+        self.check_slots = max(1, int(check_slots))
         self._cond = threading.Condition()
         self._holder: int | None = None
         self._held_since = 0.0
         self._waiting: list[int] = []  # heap of registered tickets
         self._free_since: float | None = None  # set when released while someone was waiting
+        self._checking: dict[int, float] = {}  # seq -> when its check started
+        self._time_queued: dict[int, float] = {}  # seq -> when it began to wait for timing (phase "time")
+        self._check_waiting: list[int] = []  # heap
+        self._checking_since = 0.0
+        self._alone_waiting: list[int] = []  # heap
+        self._resident: set[int] = set()  # sessions whose checked model stays on the device until they end
         self.stats = GateStats()
 
     def ticket(self, seq: int) -> GateTicket:
         return GateTicket(self, seq)
+
+    def session(self, seq: int) -> GateSession:
+        """One evaluation's way through the phases: ``phase("check")``, then ``phase("time")`` (or
+        ``phase("alone")`` after running out of memory), then ``end()``."""
+        return GateSession(self, seq)
+
+    def others_resident(self, seq: int) -> bool:
+        """Whether another evaluation's checked model is on the device (so an out-of-memory error
+        may be theirs, not this candidate's)."""
+        with self._cond:
+            return bool(self._resident - {seq})
 
     # -- used by GateTicket --------------------------------------------------------------------
     def _register(self, seq: int) -> None:
@@ -98,7 +127,7 @@ class DeviceGate:
         deadline = None if timeout is None else time.monotonic() + timeout
         with self._cond:
             self._register(seq)
-            while not (self._holder is None and self._waiting[0] == seq):
+            while not (self._holder is None and not self._checking and self._waiting[0] == seq):
                 remaining = None if deadline is None else deadline - time.monotonic()
                 if remaining is not None and remaining <= 0:
                     return False
@@ -117,24 +146,115 @@ class DeviceGate:
 
     def _release(self, seq: int) -> None:
         with self._cond:
-            if self._holder != seq:
-                return
-            now = time.monotonic()
-            self.stats.busy_s += now - self._held_since
-            self._holder = None
-            self._free_since = now if self._waiting else None
-            self._log("release", seq)
-            self._cond.notify_all()
+            self._resident.discard(seq)
+            self._release_held(seq)
+
+    def _release_held(self, seq: int) -> None:
+        if self._holder != seq:
+            return
+        now = time.monotonic()
+        self.stats.busy_s += now - self._held_since
+        self._holder = None
+        self._free_since = now if self._waiting else None
+        self._log("release", seq)
+        self._cond.notify_all()
 
     def _cancel(self, seq: int) -> None:
         with self._cond:
-            if seq in self._waiting:
-                self._waiting.remove(seq)
-                heapq.heapify(self._waiting)
+            self._resident.discard(seq)
+            self._unqueue(seq)
+
+    def _unqueue(self, seq: int) -> None:
+        self._time_queued.pop(seq, None)
+        for queue in (self._waiting, self._check_waiting, self._alone_waiting):
+            if seq in queue:
+                queue.remove(seq)
+                heapq.heapify(queue)
                 self._log("cancel", seq)
-                if not self._waiting:
+        if not self._waiting:
+            self._free_since = None
+        self._cond.notify_all()
+
+    # -- used by GateSession -------------------------------------------------------------------
+    def _may(self, phase: str, seq: int) -> bool:
+        if self._holder is not None:
+            return False
+        if phase == "check":
+            if self._alone_waiting or len(self._checking) >= self.check_slots or self._check_waiting[0] != seq:
+                return False
+            if not self._waiting:
+                return True
+            # A waiting timing holds new checks back, except while a check that was already running when
+            # the timing began to wait has run long: the device cannot time until that one ends anyway,
+            # and a typical check ends before it. Checks let in this way do not let in more.
+            now, since = time.monotonic(), min(self._time_queued.values(), default=0.0)
+            return any(began < since and now - began >= LONG_CHECK_S for began in self._checking.values())
+        if phase == "alone":
+            return (not self._checking and not self._waiting and not (self._resident - {seq})
+                    and self._alone_waiting[0] == seq)
+        return not self._checking and self._waiting[0] == seq
+
+    def _enter(self, seq: int, phase: str, timeout: float | None) -> bool:
+        """Wait for ``phase`` ("check", "time" or "alone"); leaving the phase held before is atomic
+        with joining the next one's queue, so no newcomer slips in between."""
+        queue = {"check": self._check_waiting, "time": self._waiting, "alone": self._alone_waiting}[phase]
+        deadline = None if timeout is None else time.monotonic() + timeout
+        with self._cond:
+            self._leave_check(seq)
+            if phase == "alone":
+                self._release_held(seq)
+            if seq not in queue:
+                heapq.heappush(queue, seq)
+                self._log(f"wait {phase}", seq)
+                if phase == "time":
+                    self._time_queued[seq] = time.monotonic()
+                if phase == "time" and self._holder is None and not self._checking and self._free_since is None:
+                    self._free_since = time.monotonic()
+            while not self._may(phase, seq):
+                remaining = None if deadline is None else deadline - time.monotonic()
+                if remaining is not None and remaining <= 0:
+                    return False
+                self._cond.wait(remaining)
+            heapq.heappop(queue)
+            self._time_queued.pop(seq, None)
+            now = time.monotonic()
+            if phase == "check":
+                if not self._checking:
+                    self._checking_since = now
+                self._checking[seq] = now
+                self._resident.add(seq)
+                self.stats.checks += 1
+                self.stats.max_checking = max(self.stats.max_checking, len(self._checking))
+            else:
+                if self._free_since is not None and phase == "time":
+                    gap = now - self._free_since
+                    self.stats.idle_with_waiters_s += gap
+                    self.stats.max_idle_with_waiters_s = max(self.stats.max_idle_with_waiters_s, gap)
                     self._free_since = None
-                self._cond.notify_all()
+                self._holder, self._held_since = seq, now
+                self.stats.grants += 1
+                self.stats.alone += phase == "alone"
+            self._log(f"grant {phase}", seq)
+            self._cond.notify_all()
+            return True
+
+    def _leave_check(self, seq: int) -> None:
+        if seq in self._checking:
+            del self._checking[seq]
+            if not self._checking:
+                now = time.monotonic()
+                self.stats.check_busy_s += now - self._checking_since
+                if self._waiting and self._holder is None and self._free_since is None:
+                    self._free_since = now
+            self._log("checked", seq)
+            self._cond.notify_all()
+
+    def _end(self, seq: int) -> None:
+        with self._cond:
+            self._leave_check(seq)
+            self._unqueue(seq)
+            self._resident.discard(seq)
+            self._release_held(seq)
 
     def _log(self, event: str, seq: int) -> None:
         if self.keep_log:
@@ -163,6 +283,43 @@ class GateTicket:
     def cancel(self) -> None:
         """Give up the place in the queue (the candidate failed while it waited)."""
         self.gate._cancel(self.seq)
+
+
+class GateSession:
+    """One evaluation's phases on a ``DeviceGate``; ``phase(name)`` is the lock-like handle an
+    ``Evaluation`` waits on (``acquire(timeout=)`` keeps its place between polls)."""
+
+    def __init__(self, gate: DeviceGate, seq: int):
+        self.gate, self.seq = gate, seq
+
+    def phase(self, name: str) -> _Phase:
+        if name not in ("check", "time", "alone"):
+            raise ValueError(f"no phase {name!r}")
+        return _Phase(self, name)
+
+    def others_resident(self) -> bool:
+        return self.gate.others_resident(self.seq)
+
+    def end(self) -> None:
+        """Leave whatever phase or queue this evaluation is in; its model no longer counts as resident."""
+        self.gate._end(self.seq)
+
+
+class _Phase:
+    def __init__(self, session: GateSession, name: str):
+        self.session, self.name = session, name
+
+    def acquire(self, blocking: bool = True, timeout: float = -1) -> bool:
+        if not blocking:
+            timeout = 0.0
+        return self.session.gate._enter(self.session.seq, self.name,
+                                        None if timeout is None or timeout < 0 else timeout)
+
+    def release(self) -> None:
+        self.session.end()
+
+    def cancel(self) -> None:
+        self.session.end()
 
 
 @dataclass

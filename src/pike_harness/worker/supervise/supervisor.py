@@ -43,6 +43,7 @@ from pike_harness.worker.records import (
     CATEGORIES,
     COMPILE_ERROR,
     CORRECT,
+    DEVICE_OOM_MARKS,
     REJECTED,
     RUNTIME_ERROR,
     TIMEOUT,
@@ -95,9 +96,17 @@ class WorkerSettings:
         return os.environ if self.environ is None else self.environ
 
 
+CHECK_PARTS = ("inputs", "construct", "calls", "outputs")  # how the child splits the correctness stage
+
+
 class _Concluded(Exception):
     def __init__(self, result: EvalResult):
         self.result = result
+
+
+class RetryAlone(Exception):
+    """The candidate ran out of device memory while other candidates' models held theirs: run the
+    stage (``args[0]``) again with no other checked model on the device. Once per evaluation."""
 
 
 @dataclass
@@ -109,7 +118,8 @@ class _Stages:
 
 
 class Evaluation:
-    """One candidate's evaluation; call ``load()``, then (holding the device) ``finish()``, then ``close()``."""
+    """One candidate's evaluation; call ``load()``, then (holding the device) ``finish()`` (or ``check()``
+    and ``time()`` in their own device phases), then ``close()``."""
 
     def __init__(self, request: EvalRequest, oracle: ReferenceOracle, settings: WorkerSettings):
         if request.limits.memory_mb is None:
@@ -142,6 +152,8 @@ class Evaluation:
         self.paused_s: Callable[[], float] = lambda: 0.0
         self.build_paused_s = 0.0
         self.device = request.device
+        self.alone = False  # set once the candidate asked to run a stage again alone (RetryAlone)
+        self._checked: tuple[Comparison, int] | None = None  # the passing comparison, reference bytes
 
     @property
     def session(self) -> int | None:
@@ -223,23 +235,42 @@ class Evaluation:
     # -- phase 2 -------------------------------------------------------------------------------
     def finish(self) -> EvalResult:
         """Correctness on every input set, comparison in this process, then the timing protocol."""
+        return self.check() or self.time()
+
+    def check(self, shared: bool = False) -> EvalResult | None:
+        """The checked calls and their comparison; None when they pass (timing is next).
+
+        ``shared``: other candidates' models may hold device memory (the engine's shared check
+        phase); running out of device memory then raises ``RetryAlone`` instead of a verdict."""
         try:
-            return self._finish()
+            return self._check(shared)
         except _Concluded as done:
             return done.result
 
-    def _finish(self) -> EvalResult:
+    def time(self, shared: bool = False) -> EvalResult:
+        """The timing protocol on the checked model, and the verdict (``shared`` as for ``check``)."""
+        try:
+            return self._time(shared)
+        except _Concluded as done:
+            return done.result
+
+    def _check(self, shared: bool) -> EvalResult | None:
         request = self.request
         self._prepare_inputs()
         assert self.channel is not None and self.exchange is not None
         inputs, outputs = self.exchange / "inputs.pt", self.exchange / "outputs.pt"
         began = time.monotonic()
         nonce = secrets.token_hex(16)
-        self.channel.send({"cmd": "check", "inputs": str(inputs), "outputs": str(outputs), "nonce": nonce})
-        checked = self._await("checked", request.limits.run_timeout_s, "correctness", nonce=nonce)
-        self.stages.add("correctness", time.monotonic() - began)
+        self.channel.send({"cmd": "check", "inputs": str(inputs), "outputs": str(outputs), "nonce": nonce,
+                           "shared": shared})
+        try:
+            checked = self._await("checked", request.limits.run_timeout_s, "correctness", nonce=nonce)
+        finally:
+            self.stages.add("correctness", time.monotonic() - began)
         self._note(checked.get("notes"))
-        inputs.unlink(missing_ok=True)
+        for part, seconds in (checked.get("seconds") or {}).items():  # the child's own split: informational
+            if part in CHECK_PARTS and isinstance(seconds, int | float):
+                self.stages.add(f"correctness_{part}", float(seconds))
 
         began = time.monotonic()
         seeds = list(request.input_seeds) + self.hidden_seeds
@@ -248,8 +279,16 @@ class Evaluation:
             reply = self.oracle.compare(request, seeds, outputs, labels, self._plan(),
                                         warmed="warmup" in self.stages.seconds,
                                         timeout_s=request.limits.run_timeout_s)
+        except InfrastructureError as exc:
+            # The reference ran out of device memory while candidates' models held theirs: check again alone.
+            if not (shared and not self.alone and any(mark in str(exc) for mark in DEVICE_OOM_MARKS)):
+                raise
+            self.alone = True
+            self.environment["ran_alone"] = f"reference: {str(exc)[:300]}"
+            raise RetryAlone("reference") from None
         finally:
             outputs.unlink(missing_ok=True)
+        inputs.unlink(missing_ok=True)  # kept until now: a check run again alone reads them again
         if reply.get("malformed"):
             return self._conclude(REJECTED, "outputs_file", str(reply["malformed"]))
         seconds = reply.get("seconds") or {}
@@ -263,13 +302,19 @@ class Evaluation:
         if comparison.category is not None:
             return self._conclude(comparison.category, comparison.check, comparison.reason,
                                   outputs=comparison.checks)
+        self._checked = (comparison, int(reply.get("reference_bytes") or 0))
+        return None
 
+    def _time(self, shared: bool) -> EvalResult:
+        request = self.request
+        assert self.channel is not None and self._checked is not None, "time() before a passing check()"
+        comparison, reference_bytes = self._checked
         clocks_before = self._gpu_clocks()
         self._notify("timing_start")
         try:
             began = time.monotonic()
             nonce = secrets.token_hex(16)
-            self.channel.send({"cmd": "time", "nonce": nonce})
+            self.channel.send({"cmd": "time", "nonce": nonce, "shared": shared})
             timed = self._await("timed", request.limits.run_timeout_s, "timing", nonce=nonce)
             wall_ms = (time.monotonic() - began) * 1000.0
         finally:
@@ -293,7 +338,7 @@ class Evaluation:
         stats = self.protocol.summarize(samples, float(run.get("host_wall_ms", 0.0)))
         self.protocol_details = {"warmup": run.get("warmup"), "reps": run.get("reps"),
                                  "estimate_ms": run.get("estimate_ms")}
-        self._plausibility(stats.headline_ms, int(reply.get("reference_bytes") or 0))
+        self._plausibility(stats.headline_ms, reference_bytes)
         if request.profile:
             self._profile()
         return self._conclude(CORRECT, None, None, outputs=comparison.checks, runtime=stats)
@@ -387,6 +432,11 @@ class Evaluation:
                                                 "reached the supervisor: the candidate wrote to the worker's channel"))
             if kind == event:
                 return message
+            if kind == "retry_alone" and nonce is not None and message.get("nonce") == nonce and not self.alone:
+                # the child asks only when told others share the device; once alone, it cannot ask again
+                self.alone = True
+                self.environment["ran_alone"] = f"{stage}: {str(message.get('reason') or '')[:300]}"
+                raise RetryAlone(stage)
             if kind == "build":
                 self.channel.send({"build": self._serve_build(message.get("spec"), deadline, stage, timeout_s)})
                 continue
