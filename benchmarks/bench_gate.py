@@ -73,6 +73,9 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
                         help="For both trees together (each side stops at its share; unfinished ones are left out).")
     parser.add_argument("--check-slots", type=int, default=None,
                         help="The engine's check slots (default: its own; trees without them ignore it).")
+    parser.add_argument("--old-check-slots", type=int, default=None,
+                        help="The old tree's check slots, when it has them (default: --check-slots): "
+                             "an A/B of two slot counts with --old-tree set to this tree.")
     parser.add_argument("--order", choices=("old-first", "new-first"), default="new-first")
     parser.add_argument("--side", default=None, help=argparse.SUPPRESS)  # internal: run one tree, write its JSON
     parser.add_argument("--side-budget-s", type=float, default=None, help=argparse.SUPPRESS)
@@ -167,8 +170,9 @@ def launch(args: argparse.Namespace, label: str, tree: Path, budget_s: float) ->
             "--protocol", args.protocol, "--warmup-ms", str(args.warmup_ms), "--rep-ms", str(args.rep_ms)]
     if args.tasks:
         argv += ["--tasks", args.tasks]
-    if args.check_slots:
-        argv += ["--check-slots", str(args.check_slots)]
+    slots = args.old_check_slots if label == "old" and args.old_check_slots else args.check_slots
+    if slots:
+        argv += ["--check-slots", str(slots)]
     if args.max_solutions is not None:
         argv += ["--max-solutions", str(args.max_solutions)]
     if args.solutions is not None:
@@ -237,6 +241,8 @@ def report(summaries: dict[str, dict[str, Any]], agree: dict[str, Any] | None, s
     labels = list(summaries)
     lines = [f"## Gate-held time by stage ({setup['suite']}, {setup['device']}, {setup['protocol']}, "
              f"set {setup['set']}, {setup['candidates']} candidates)", "",
+             f"Check slots: old {setup['check_slots']['old'] or 'default'}, new {setup['check_slots']['new'] or 'default'} "
+             "(a tree without a check phase ignores them).", "",
              "| | " + " | ".join(labels) + " |", "|---|" + "---|" * len(labels)]
     rows = [("wall time (s)", lambda s: fmt(s["wall_s"], 1)),
             ("evaluations (held the gate)", lambda s: f"{s['evaluations']} ({s['gated']})"),
@@ -288,7 +294,8 @@ def main(argv: list[str] | None = None) -> int:
     agree = agreement(sides["old"], sides["new"]) if {"old", "new"} <= set(sides) else None
     setup = {"suite": args.suite, "device": args.device, "protocol": args.protocol, "set": args.set,
              "candidates": max((s["evaluations"] for s in summaries.values()), default=0),
-             "params": {"warmup_ms": args.warmup_ms, "rep_ms": args.rep_ms}}
+             "params": {"warmup_ms": args.warmup_ms, "rep_ms": args.rep_ms},
+             "check_slots": {"old": args.old_check_slots or args.check_slots, "new": args.check_slots}}
     text = report(summaries, agree, setup)
     (args.out / "gate.md").write_text(text)
     (args.out / "gate.json").write_text(json.dumps({"setup": setup, "summaries": summaries, "agreement": agree},

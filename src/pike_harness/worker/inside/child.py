@@ -228,6 +228,9 @@ class CandidateProcess:
                           f"the outputs of the {len(outputs)} checked calls ({size_mb:.0f} MB) could not be handed "
                           f"over within the {request.limits.file_size_mb} MB file size limit: {_summary(exc)}") from None
         clock.lap("outputs")
+        # Nothing of the candidate's may still run on the device once it reports: in the shared check
+        # phase it then waits beside other candidates' timings (the device-wide sync drains every stream).
+        self._synchronize()
         self.channel.send({"event": "checked", "sets": len(outputs), "seconds": clock.seconds,
                            "notes": self.notes, "nonce": nonce})
 
