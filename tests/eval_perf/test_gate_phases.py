@@ -80,7 +80,7 @@ def test_a_timing_that_ran_out_of_memory_gives_the_device_up_while_it_waits_to_r
     assert _enter(a, "check") and _enter(b, "check")
     assert not _enter(a, "time")
     assert not _enter(b, "time")  # both checked: queued for timing in order
-    assert _enter(a, "time", 1.0) or gate.holder == 1
+    assert _enter(a, "time", 1.0) and gate.holder == 1
     assert not _enter(a, "alone"), "b's checked model is resident"
     assert gate.holder is None
     assert _enter(b, "time", 1.0), "b times while a waits to run alone"

@@ -146,25 +146,25 @@ class CandidateProcess:
 
     # -- stage 2: correctness ------------------------------------------------------------------
     def check(self, inputs_path: str, outputs_path: str, nonce: str | None, shared: bool = False) -> None:
-        """``_check``; with ``shared`` (other candidates' models may hold device memory), running out of
-        device memory is not a verdict yet: the supervisor is asked to run this stage again alone."""
-        try:
-            self._check(inputs_path, outputs_path, nonce)
-            return
-        except Verdict as verdict:
-            if not (shared and self._device_oom(verdict)):
-                raise
-            reason = verdict.reason
-        self.model = self.input_sets = self.validated = None
-        self._retry_alone("correctness", reason, nonce)  # outside the handler: its traceback held the tensors
+        self._or_retry_alone("correctness", shared, nonce, lambda: self._check(inputs_path, outputs_path, nonce),
+                             drop_model=True)
 
-    def _device_oom(self, verdict: Verdict) -> bool:
-        return (verdict.check == "memory_limit"
-                and any(mark in verdict.reason for mark in DEVICE_OOM_MARKS))
-
-    def _retry_alone(self, stage: str, reason: str, nonce: str | None) -> None:
+    def _or_retry_alone(self, stage: str, shared: bool, nonce: str | None, run: Any, *, drop_model: bool = False) -> None:
+        """Run a stage. With ``shared`` (other candidates' models may hold device memory), running out of
+        device memory is no verdict yet: free what the attempt held and ask to run the stage again alone."""
         import gc
 
+        try:
+            run()
+            return
+        except Verdict as verdict:
+            if not (shared and verdict.check == "memory_limit"
+                    and any(mark in verdict.reason for mark in DEVICE_OOM_MARKS)):
+                raise
+            reason = verdict.reason
+        # outside the handler: its traceback held the attempt's tensors
+        if drop_model:
+            self.model = self.input_sets = self.validated = None
         gc.collect()
         self.torch.cuda.empty_cache()
         self.channel.send({"event": "retry_alone", "stage": stage, "reason": reason[:500], "nonce": nonce})
@@ -319,14 +319,7 @@ class CandidateProcess:
     # -- stage 2: timing -----------------------------------------------------------------------
     def time(self, protocol_name: str, params: dict[str, Any], nonce: str | None, shared: bool = False) -> None:
         """``_time``; ``shared`` as for ``check`` (the model and its validated outputs stay)."""
-        try:
-            self._time(protocol_name, params, nonce)
-            return
-        except Verdict as verdict:
-            if not (shared and self._device_oom(verdict)):
-                raise
-            reason = verdict.reason
-        self._retry_alone("timing", reason, nonce)
+        self._or_retry_alone("timing", shared, nonce, lambda: self._time(protocol_name, params, nonce))
 
     def _time(self, protocol_name: str, params: dict[str, Any], nonce: str | None) -> None:
         from pike_harness.worker.inside.protocols import get_protocol

@@ -6,10 +6,11 @@ device actors) judges a candidate the same way, so a verdict or a runtime never 
 
 An ``Engine`` owns:
 
-* the devices, through a ``DeviceProvider``: per device a FIFO ``DeviceGate`` (one check-and-time at
-  a time, oldest loaded candidate first), a trusted ``ReferenceOracle``, and the ``QuietRegistry``
-  that pauses neighbours while a candidate is timed. ``LocalDevices`` (the default) keeps them in
-  this process; a transport whose devices live elsewhere (a Ray actor) passes its own provider;
+* the devices, through a ``DeviceProvider``: per device a FIFO ``DeviceGate`` (one timing at a time,
+  oldest loaded candidate first; checks in a shared phase of ``check_slots`` that never overlaps a
+  timing), a trusted ``ReferenceOracle``, and the ``QuietRegistry`` that pauses neighbours while a
+  candidate is timed. ``LocalDevices`` (the default) keeps them in this process; a transport whose
+  devices live elsewhere (a Ray actor) passes its own provider;
 * CPU slots (``FifoSlots``) for loading, building and JIT warm-up, granted in submission order;
 * the content-addressed ``load_inline`` build cache and the per-source Triton/Inductor cache roots;
 * pre-started candidate processes (``PrestartPool``), CPU pinning (loads stay off the timing cores)
@@ -30,9 +31,10 @@ Public API (stable; a change is announced in a commit starting "engine API:")::
 ``submit``: ``fixed_device`` True runs on ``request.device``, False lets the engine choose the least
 busy device (ties go to the one with more pre-started processes), None (default) means "fixed when
 ``request.device`` is one of the engine's devices". ``on_event(event, evaluation)`` hears
-``spawned``, ``loaded``, ``granted``, ``timing_start``, ``timing_end`` and ``released`` (a transport
-records its own timestamps from it). Infrastructure failures end the future with ``error_type(message)``
-(``local`` passes the host's ``EvaluatorError``); verdicts, however bad, are results.
+``spawned``, ``loaded``, ``check_granted`` (the shared check phase, when the gate has one),
+``granted``, ``timing_start``, ``timing_end`` and ``released`` (a transport records its own
+timestamps from it). Infrastructure failures end the future with ``error_type(message)`` (``local``
+passes the host's ``EvaluatorError``); verdicts, however bad, are results.
 
 GPU side: torch, triton and the standard library only (no click, no pluggy, no ``pike_harness.api``),
 so the same engine runs in a worker container. docs/evaluator.md, "Writing an evaluator".
@@ -192,7 +194,9 @@ def cache_root(value: Any) -> Path | None:
 
 class Gate(Protocol):
     """One device's exclusive lock (``scheduling.DeviceGate``): ``ticket(seq)`` is the lock-like handle
-    an ``Evaluation`` waits on (``acquire(timeout=)``, ``release()``, ``cancel()``)."""
+    an ``Evaluation`` waits on (``acquire(timeout=)``, ``release()``, ``cancel()``). A gate with
+    ``check_slots`` > 1 and ``session(seq)`` gets the shared check phase; one without checks and times
+    in one hold of ``ticket``."""
 
     def ticket(self, seq: int) -> Any: ...
 
@@ -254,8 +258,9 @@ class LocalDevices:
 
 
 def default_check_slots(device: str) -> int:
-    """Four on a GPU: the checked calls (mostly CPU-side model construction) of four candidates overlap
-    while the device is not timing. One on the CPU device, whose checks would compete for the cores."""
+    """Four on a GPU: the checks of four candidates (checked calls, copying outputs to the host, the
+    comparison) overlap while the device is not timing. One on the CPU device, whose checks would
+    compete for the cores."""
     return 4 if device.startswith("cuda") else 1
 
 
@@ -574,28 +579,20 @@ class Engine:
 
     def _on_device(self, job: _Job, evaluation: Any, device: str, quiet_token: list[Any]) -> EvalResult:
         """Wait for the device (policing the idle candidate), then correctness and timing holding it."""
-        from pike_harness.worker.supervise.spawn import set_session_affinity
-
         gate = self.provider.gate(device)
         if getattr(gate, "check_slots", 1) > 1 and hasattr(gate, "session"):
             return self._in_phases(job, evaluation, gate.session(job.seq), quiet_token)
         ticket = gate.ticket(job.seq)
         try:
-            early = evaluation.wait_for(ticket)
+            early = self._hold(job, evaluation, ticket, quiet_token)
         except BaseException:
             ticket.cancel()
+            ticket.release()  # held, if the failure came after the grant
             raise
         if early is not None:
             ticket.cancel()
             return early
-        job.trace.granted = time.monotonic()
         try:
-            if self.quiet is not None and quiet_token[0] is not None:
-                self.quiet.remove(quiet_token[0])  # the candidate holding the device is never paused
-                quiet_token[0] = None
-            if self.all_cpus and evaluation.session is not None:
-                set_session_affinity(evaluation.session, self.all_cpus)
-            self._tell(job, "granted", evaluation)
             return evaluation.finish()
         finally:
             ticket.release()
@@ -645,7 +642,8 @@ class Engine:
                 self._tell(job, "released", evaluation)
 
     def _hold(self, job: _Job, evaluation: Any, phase: Any, quiet_token: list[Any]) -> EvalResult | None:
-        """Wait for a phase that holds the device alone; a result means the candidate broke a limit meanwhile."""
+        """Wait for a lock (a gate ticket, or a session phase) that holds the device alone; a result means
+        the candidate broke a limit meanwhile."""
         from pike_harness.worker.supervise.spawn import set_session_affinity
 
         early = evaluation.wait_for(phase)

@@ -266,6 +266,13 @@ class DeviceGate:
             return self._holder
 
 
+def _wait_s(blocking: bool, timeout: float | None) -> float | None:
+    """``threading.Lock.acquire``'s arguments as seconds to wait (None: no limit)."""
+    if not blocking:
+        return 0.0
+    return None if timeout is None or timeout < 0 else timeout
+
+
 class GateTicket:
     """The ``DeviceLock`` an Evaluation waits on: ``acquire(timeout=...)`` keeps its place between polls."""
 
@@ -273,9 +280,7 @@ class GateTicket:
         self.gate, self.seq = gate, seq
 
     def acquire(self, blocking: bool = True, timeout: float = -1) -> bool:
-        if not blocking:
-            timeout = 0.0
-        return self.gate._acquire(self.seq, None if timeout is None or timeout < 0 else timeout)
+        return self.gate._acquire(self.seq, _wait_s(blocking, timeout))
 
     def release(self) -> None:
         self.gate._release(self.seq)
@@ -310,10 +315,7 @@ class _Phase:
         self.session, self.name = session, name
 
     def acquire(self, blocking: bool = True, timeout: float = -1) -> bool:
-        if not blocking:
-            timeout = 0.0
-        return self.session.gate._enter(self.session.seq, self.name,
-                                        None if timeout is None or timeout < 0 else timeout)
+        return self.session.gate._enter(self.session.seq, self.name, _wait_s(blocking, timeout))
 
     def release(self) -> None:
         self.session.end()
