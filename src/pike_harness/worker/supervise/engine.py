@@ -33,7 +33,8 @@ busy device (ties go to the one with more pre-started processes), None (default)
 ``request.device`` is one of the engine's devices". ``on_event(event, evaluation)`` hears
 ``spawned``, ``loaded``, ``check_granted`` (the shared check phase, when the gate has one),
 ``granted``, ``timing_start``, ``timing_end`` and ``released`` (a transport records its own
-timestamps from it). Infrastructure failures end the future with ``error_type(message)`` (``local``
+timestamps from it; ``granted`` is told after the device is taken and ``released`` before it is
+freed, so recorded windows lie inside the real hold). Infrastructure failures end the future with ``error_type(message)`` (``local``
 passes the host's ``EvaluatorError``); verdicts, however bad, are results.
 
 GPU side: torch, triton and the standard library only (no click, no pluggy, no ``pike_harness.api``),
@@ -595,9 +596,13 @@ class Engine:
         try:
             return evaluation.finish()
         finally:
-            ticket.release()
+            # Stamped and told before the lock opens: a window a transport records from the events
+            # then lies inside the real hold, so two recorded windows on one device never overlap.
             job.trace.released = time.monotonic()
-            self._tell(job, "released", evaluation)
+            try:
+                self._tell(job, "released", evaluation)
+            finally:
+                ticket.release()
 
     def _in_phases(self, job: _Job, evaluation: Any, session: Any, quiet_token: list[Any]) -> EvalResult:
         """The checked calls in the device's shared check phase (several candidates at once, never
@@ -636,10 +641,12 @@ class Engine:
                         return early
             return evaluation.time()
         finally:
-            session.end()
-            if trace.granted is not None:
-                trace.released = time.monotonic()
-                self._tell(job, "released", evaluation)
+            try:
+                if trace.granted is not None:  # before the session ends, as in _on_device
+                    trace.released = time.monotonic()
+                    self._tell(job, "released", evaluation)
+            finally:
+                session.end()
 
     def _hold(self, job: _Job, evaluation: Any, phase: Any, quiet_token: list[Any]) -> EvalResult | None:
         """Wait for a lock (a gate ticket, or a session phase) that holds the device alone; a result means
