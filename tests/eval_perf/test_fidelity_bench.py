@@ -253,3 +253,42 @@ def test_bracket_times_plain_harness_plain_for_each_reference(tmp_path):
     assert row["ratio_mean"] == pytest.approx(row["harness_mean_ms"] * 2 / (row["plain_before_ms"]
                                                                            + row["plain_after_ms"]))
     assert "| 2 Softmax |" in (out / "reports" / "fidelity-bracket-cpu.md").read_text()
+
+
+def _timings(mean_ms: float, spread: tuple[float, float], cv: float) -> dict[str, dict[str, float | list[float]]]:
+    low, high = spread
+    return {"harness": {"mean_ms": mean_ms, "median_ms": mean_ms, "cv": cv},
+            "plain": {"mean_ms": (low + high) / 2, "min_ms": low, "max_ms": high, "repeats": [low, high]}}
+
+
+def test_a_runtime_outside_the_tolerance_is_named_with_what_the_measurement_shows():
+    """Each miss of the fidelity table names its reason: the plain loop's own spread, the harness's CV, or neither."""
+    sys.path.insert(0, str(BENCH))
+    try:
+        import fidelity_runs as runs
+    finally:
+        sys.path.remove(str(BENCH))
+    spread = _timings(1.2, (0.9, 1.1), 0.02)  # plain repeats 0.9 and 1.1: spread 20 %; ratio 1.2
+    noisy = _timings(1.2, (0.99, 1.01), 0.35)  # plain steady (2 %), harness CV 0.35
+    neither = _timings(1.2, (0.995, 1.005), 0.05)  # both steady: the miss stays unexplained
+    within = _timings(1.01, (0.9, 1.1), 0.5)  # inside 5 %: nothing to explain, however noisy
+    row = {"eager_harness": spread["harness"], "eager_plain": spread["plain"], "eager_ratio": 1.2,
+           "solution_harness": noisy["harness"], "solution_plain": noisy["plain"], "solution_ratio": 1.2}
+    misses = runs.miss_reasons(row, 0.05)
+    assert misses == {"eager": ["the plain loop's own repeats spread 20.0%"],
+                      "solution": ["the harness's calls spread with CV 0.35 within one evaluation"]}
+    assert runs.miss_text(misses) == ("eager: the plain loop's own repeats spread 20.0%; "
+                                      "solution: the harness's calls spread with CV 0.35 within one evaluation")
+    row = {"eager_harness": within["harness"], "eager_plain": within["plain"], "eager_ratio": 1.01,
+           "solution_harness": neither["harness"], "solution_plain": neither["plain"], "solution_ratio": 1.2}
+    misses = runs.miss_reasons(row, 0.05)
+    assert misses == {"solution": []}
+    assert runs.miss_text(misses) == "solution: not explained by this measurement"
+    assert runs.miss_reasons(row, 0.25) == {}  # robust's or a looser tolerance: nothing outside it
+    # the bracket report uses the same helper and keeps its wording
+    bracket = {"ratio_mean": 1.3, "plain_drift": 0.12, "harness_cv": 0.4}
+    assert runs._bracket_reason(bracket) == ("the plain loop itself moved 12% within the bracket; "
+                                             "the harness's calls spread with CV 0.40 within one evaluation")
+    assert runs._bracket_reason({**bracket, "plain_drift": 0.01, "harness_cv": 0.05}) == \
+        "neither: not explained by this measurement"
+    assert runs._bracket_reason({**bracket, "ratio_mean": 1.02}) == ""
