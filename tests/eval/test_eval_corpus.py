@@ -67,3 +67,12 @@ def test_reasons_say_what_was_observed(corpus_results):
     _, factory = corpus_results["ok_factory_model"]
     _, borrower = corpus_results["ok_borrows_reference"]
     assert factory.category == borrower.category == "correct" and "borrows_reference" in borrower.flags
+
+
+def test_no_finalizer_of_the_candidate_runs_while_its_process_waits(corpus_results):
+    """Between stages the process may wait beside another candidate's timing: its cyclic garbage is
+    collected before each report and the collector stays off until the next command."""
+    _, result = corpus_results["finalizer_while_waiting"]
+    assert result.category == "correct", result.reason
+    assert "FINALIZED_IN_STAGE" in result.stdout_tail  # the collector did run the finalizers, inside stages
+    assert "FINALIZED_WHILE_WAITING" not in result.stdout_tail

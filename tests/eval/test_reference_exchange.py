@@ -17,6 +17,7 @@ import pytest
 import torch
 from corpus_cases import CORPUS, load_case
 
+from pike_harness.worker.output_file import write_outputs
 from pike_harness.worker.supervise.exchange import on_tmpfs as _on_tmpfs
 from pike_harness.worker.supervise.exchange import shared_memory_root as _shared_memory_root
 from pike_harness.worker.supervise.exchange import sweep_exchange_folders
@@ -69,7 +70,10 @@ def server():
 
 def _compare(server: _Server, tmp_path, outputs, *, seeds=(1, 2, 3), precision="fp32", device="cpu"):
     path = tmp_path / f"outputs-{secrets.token_hex(4)}.pt"
-    torch.save(outputs, path)
+    if isinstance(outputs, bytes):
+        path.write_bytes(outputs)
+    else:
+        write_outputs(path, outputs)
     return server.handle({"op": "compare", "source": TASK, "weight_seed": 42, "precision": precision,
                           "device": device, "seeds": list(seeds), "outputs": str(path),
                           "labels": [f"set {s}" for s in seeds], "atol": 1e-5, "rtol": 1e-5,
@@ -116,9 +120,10 @@ def test_references_stay_on_the_gpu_and_are_compared_there(server, tmp_path):
 
 
 def test_malformed_or_linked_outputs_are_rejected_without_following(server, tmp_path):
-    assert "one list of tensors" in _compare(server, tmp_path, {"not": "a list"})["malformed"]
+    assert "no valid index" in _compare(server, tmp_path, b"not an outputs file at all")["malformed"]
+    assert "holds 2 calls, expected 3" in _compare(server, tmp_path, [[torch.zeros(8)]] * 2)["malformed"]
     target = tmp_path / "elsewhere.pt"
-    torch.save([[torch.zeros(4, 8)]] * 3, target)
+    write_outputs(target, [[torch.zeros(4, 8)]] * 3)
     link = tmp_path / "link.pt"
     link.symlink_to(target)
     reply = server.handle({"op": "compare", "source": TASK, "weight_seed": 42, "precision": "fp32", "device": "cpu",
@@ -131,7 +136,9 @@ def test_the_candidate_never_sees_a_hidden_seed_and_the_exchange_is_in_memory(co
     _, result = corpus_results["seed_search"]
     assert result.category == "correct", result.reason
     stdout = result.stdout_tail
-    assert "exchange: ['inputs.pt']" in stdout  # it found the folder its hidden inputs came from: nothing else there
+    # It found the folder its hidden inputs came from: nothing else there but the file its own outputs go to.
+    listing = re.search(r"exchange: \[(.*)\]", stdout).group(1)
+    assert "'inputs.pt'" in listing and set(listing.split(", ")) <= {"'inputs.pt'", "'outputs.pt'"}, listing
     numbers = set(re.search(r"numbers: (.*)", stdout).group(1).split())
     hidden = [str(seed) for seed in result.seeds["hidden"]]
     assert hidden and not numbers & set(hidden)

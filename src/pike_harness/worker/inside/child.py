@@ -29,6 +29,7 @@ and the reference process compares them with the reference's outputs on its devi
 from __future__ import annotations
 
 import contextlib
+import gc
 import os
 import secrets
 import sys
@@ -42,6 +43,8 @@ from pike_harness.worker.inside.limits import apply_limits
 from pike_harness.worker.records import COMPILE_ERROR, DEVICE_OOM_MARKS, REJECTED, RUNTIME_ERROR, EvalRequest
 
 SETTLE_S = 0.05  # how long an output must stay unchanged after the call returned
+# The collector's switches, taken before the candidate's code exists (it could replace gc.disable).
+_gc_collect, _gc_disable, _gc_enable = gc.collect, gc.disable, gc.enable
 
 
 class Verdict(Exception):
@@ -69,10 +72,11 @@ class CandidateProcess:
         import torch
 
         from pike_harness.worker import environment as env_info
+        from pike_harness.worker import output_file
         from pike_harness.worker.inside import backend_flags
         from pike_harness.worker.inside import trusted as T
 
-        self.torch, self.flags, self.T = torch, backend_flags, T
+        self.torch, self.flags, self.T, self.output_file = torch, backend_flags, T, output_file
         self.channel = channel
         self.request = request
         self.device = torch.device("cuda", 0) if request.device.startswith("cuda") else torch.device("cpu")
@@ -107,8 +111,7 @@ class CandidateProcess:
         except BaseException as exc:  # SystemExit included: a candidate that exits at import failed to load
             traceback.print_exc()
             raise _resource_verdict(exc) or Verdict(COMPILE_ERROR, "load", _summary(exc)) from None
-        self.channel.send({"event": "loaded", "seconds": time.monotonic() - started,
-                           "environment": self.environment})
+        self._report({"event": "loaded", "seconds": time.monotonic() - started, "environment": self.environment})
 
     # -- stage 1b: warm-up (optional) ----------------------------------------------------------
     def warm(self) -> None:
@@ -142,7 +145,7 @@ class CandidateProcess:
         del model, args
         if self.device.type == "cuda":  # a waiting candidate must not sit on the warm-up's memory
             torch.cuda.empty_cache()
-        self.channel.send({"event": "warmed", "seconds": time.monotonic() - started})
+        self._report({"event": "warmed", "seconds": time.monotonic() - started})
 
     # -- stage 2: correctness ------------------------------------------------------------------
     def check(self, inputs_path: str, outputs_path: str, nonce: str | None, shared: bool = False) -> None:
@@ -152,8 +155,6 @@ class CandidateProcess:
     def _or_retry_alone(self, stage: str, shared: bool, nonce: str | None, run: Any, *, drop_model: bool = False) -> None:
         """Run a stage. With ``shared`` (other candidates' models may hold device memory), running out of
         device memory is no verdict yet: free what the attempt held and ask to run the stage again alone."""
-        import gc
-
         try:
             run()
             return
@@ -167,7 +168,7 @@ class CandidateProcess:
             self.model = self.input_sets = self.validated = None
         gc.collect()
         self.torch.cuda.empty_cache()
-        self.channel.send({"event": "retry_alone", "stage": stage, "reason": reason[:500], "nonce": nonce})
+        self._report({"event": "retry_alone", "stage": stage, "reason": reason[:500], "nonce": nonce})
 
     def _check(self, inputs_path: str, outputs_path: str, nonce: str | None) -> None:
         """Every planned call (``check_plan``): outputs saved in plan order for the reference process.
@@ -199,40 +200,57 @@ class CandidateProcess:
         clock.lap("construct")
         plan = check_plan(n_sets, request.baseline_mode)
         models = [self.model]
-        outputs: list[list[Any]] = []
         validated: dict[int, list[Any]] = {}
-        for call in plan:
-            if call.instance == len(models):
+        # Each call's outputs go to the reference process's file as the call returns, from the device
+        # through one pinned buffer: no host copy of them is kept here (output_file).
+        writer = self._open_outputs(outputs_path)
+        try:
+            for call in plan:
+                if call.instance == len(models):
+                    clock.lap("calls")
+                    models.append(self._construct("construct a second instance"))
+                    self._restore_flags()
+                    clock.lap("construct")
+                args = self.input_sets[call.set_index] if call.first_sight else loading.to_device(
+                    pristine[call.set_index], self.device)
+                where = self._call_label(call, len(request.input_seeds))
+                first = self._checked_call(models[call.instance], args, pristine[call.set_index], where)
                 clock.lap("calls")
-                models.append(self._construct("construct a second instance"))
-                self._restore_flags()
-                clock.lap("construct")
-            args = self.input_sets[call.set_index] if call.first_sight else loading.to_device(
-                pristine[call.set_index], self.device)
-            where = self._call_label(call, len(request.input_seeds))
-            first = self._checked_call(models[call.instance], args, pristine[call.set_index], where)
-            clock.lap("calls")
-            outputs.append([T.to(t, "cpu") for t in first])
-            if call.first_sight:
-                validated[call.set_index] = outputs[-1]
-            clock.lap("outputs")
+                self._hand_over(writer, lambda first=first: writer.add(first), len(plan))
+                if call.first_sight:
+                    validated[call.set_index] = first  # the device clones, compared with the timed outputs
+                clock.lap("outputs")
+        except BaseException:
+            writer.abandon()
+            raise
+        self._hand_over(writer, writer.close, len(plan))
         del models[1:]
-        self.validated = [[T.to(t, self.device) for t in validated[index]] for index in range(n_sets)]
+        self.validated = [validated[index] for index in range(n_sets)]
         self._self_checks("correctness")
         clock.lap("outputs")
-        try:
-            T.save(outputs, outputs_path)
-        except (OSError, RuntimeError) as exc:  # Python ignores SIGXFSZ: a write past RLIMIT_FSIZE fails instead
-            size_mb = sum(t.numel() * t.element_size() for values in outputs for t in values) / 2**20
-            raise Verdict(RUNTIME_ERROR, "file_size_limit",
-                          f"the outputs of the {len(outputs)} checked calls ({size_mb:.0f} MB) could not be handed "
-                          f"over within the {request.limits.file_size_mb} MB file size limit: {_summary(exc)}") from None
-        clock.lap("outputs")
         # Nothing of the candidate's may still run on the device once it reports: in the shared check
-        # phase it then waits beside other candidates' timings (the device-wide sync drains every stream).
-        self._synchronize()
-        self.channel.send({"event": "checked", "sets": len(outputs), "seconds": clock.seconds,
-                           "notes": self.notes, "nonce": nonce})
+        # phase it then waits beside other candidates' timings (_report drains every stream).
+        self._report({"event": "checked", "sets": len(plan), "seconds": clock.seconds, "notes": self.notes,
+                      "nonce": nonce})
+
+    def _open_outputs(self, path: str) -> Any:
+        try:
+            return self.output_file.OutputWriter(path)
+        except OSError as exc:  # the supervisor's exchange folder: a failure here is the harness's
+            self.channel.send({"event": "infra_error", "reason": f"the outputs file: {_summary(exc)}"})
+            os._exit(3)
+
+    def _hand_over(self, writer: Any, step: Any, calls: int) -> None:
+        """A write into the outputs file; past RLIMIT_FSIZE (Python ignores SIGXFSZ, the write fails) or
+        with shared memory full it is the candidate's verdict: its outputs are too large to check."""
+        try:
+            step()
+        except (OSError, RuntimeError) as exc:
+            writer.abandon()
+            raise Verdict(RUNTIME_ERROR, "file_size_limit",
+                          f"the outputs of the {calls} checked calls (over {writer.offset / 2**20:.0f} MB) could not "
+                          f"be handed over within the {self.request.limits.file_size_mb} MB file size limit: "
+                          f"{_summary(exc)}") from None
 
     @staticmethod
     def _call_label(call: Any, n_public: int) -> str:
@@ -348,8 +366,8 @@ class CandidateProcess:
         threads = {"python_before": len(self.baseline_threads), "python_after": len(self.T.thread_list()),
                    "native_before": self.native_threads_before,
                    "native_after": len(os.listdir("/proc/self/task"))}
-        self.channel.send({"event": "timed", "run": run.to_dict(), "threads": threads, "notes": self.notes,
-                           "backend_flags": self.flags_set, "nonce": nonce})
+        self._report({"event": "timed", "run": run.to_dict(), "threads": threads, "notes": self.notes,
+                      "backend_flags": self.flags_set, "nonce": nonce}, collect=False)
 
     # -- stage 3 (on request): profile ------------------------------------------------------------
     def profile(self, nonce: str | None) -> None:
@@ -368,6 +386,18 @@ class CandidateProcess:
     def _synchronize(self) -> None:
         if self.device.type == "cuda":
             self.T.cuda_synchronize()
+
+    def _report(self, message: dict[str, Any], *, collect: bool = True) -> None:
+        """End a stage: what the candidate left runs now, then the reply. After it the process waits, maybe
+        beside another candidate's timing, and nothing of the candidate's may run then: its cyclic garbage
+        is collected here (``__del__`` and finalizers run now, inside the stage) and the collector stays off
+        until the next command (``main`` turns it on), then the device is drained. ``collect=False`` (after
+        timing, still holding the device): the collector only goes off, the garbage waits for the exit."""
+        if collect:
+            _gc_collect()
+        _gc_disable()
+        self._synchronize()
+        self.channel.send(message)
 
     def _restore_flags(self) -> None:
         now = self.flags.current()
@@ -440,7 +470,7 @@ def _prestart(channel: Channel, device: str) -> dict[str, Any]:
     # torch, then the worker's modules (``trusted`` captures the timer references now).
     for module in ("torch", "pike_harness.worker.inside.backend_flags", "pike_harness.worker.inside.baseline_modes",
                    "pike_harness.worker.inside.loading", "pike_harness.worker.inside.timing", "pike_harness.worker.inside.trusted",
-                   "pike_harness.worker.inside.reference_guard"):
+                   "pike_harness.worker.inside.reference_guard", "pike_harness.worker.output_file"):
         importlib.import_module(module)
     with contextlib.suppress(ImportError):  # what load_inline candidates and the build hook need
         importlib.import_module("torch.utils.cpp_extension")
@@ -481,6 +511,7 @@ def main(argv: list[str]) -> int:
         process.load()
         while True:
             message = _wait(channel)
+            _gc_enable()  # off since the last report (CandidateProcess._report)
             command = message.get("cmd")
             if command == "warm":
                 process.warm()

@@ -1,9 +1,9 @@
 """Candidate outputs against reference outputs, in the reference process: a process the candidate never ran in.
 
 The reference process (``reference.serve``) compares on its device (the GPU when there is one) the
-outputs it keeps against the candidate's, which it reads with ``read_outputs`` from the per-evaluation
-exchange file in shared memory: ``weights_only=True`` (no code runs on load, no tensor subclass
-survives), then moved to the device. Only the ``Comparison`` goes back to the supervisor. Per output: same count, shape and dtype; the same non-finite pattern as
+outputs it keeps against the candidate's, which it reads with ``output_file.read_outputs`` from the
+per-evaluation exchange file in shared memory: raw bytes and a checked index, streamed onto the device
+(nothing is unpickled, no tensor subclass can arrive). Only the ``Comparison`` goes back to the supervisor. Per output: same count, shape and dtype; the same non-finite pattern as
 the reference (NaN where it has NaN, the same infinity where it has one, finite elsewhere); then
 ``allclose(atol, rtol)`` on the finite part. Across input sets: a candidate whose outputs do not
 change while the reference's do is returning a constant, whatever the tolerance says. torch only.
@@ -11,8 +11,6 @@ change while the reference's do is returning a constant, whatever the tolerance 
 
 from __future__ import annotations
 
-import os
-import stat
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -41,36 +39,6 @@ class Comparison:
     def from_dict(cls, data: dict[str, Any]) -> Comparison:
         return cls(checks=[OutputCheck(**check) for check in data.get("checks", [])], category=data.get("category"),
                    check=data.get("check"), reason=data.get("reason"), flags=list(data.get("flags", [])))
-
-
-class MalformedOutputs(Exception):
-    """The candidate's outputs file is missing, a link, unreadable or not one list of tensors per set."""
-
-
-def read_outputs(path: str | os.PathLike, expected_sets: int, device: torch.device | str = "cpu") -> list[list[torch.Tensor]]:
-    """The candidate's outputs from the file its process wrote, on ``device``; never follows a link."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
-    except OSError:
-        raise MalformedOutputs("the outputs file is missing or a link") from None
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise MalformedOutputs("the outputs file is not a plain file")
-        with os.fdopen(fd, "rb") as handle:
-            fd = -1
-            outputs = torch.load(handle, weights_only=True, map_location="cpu")
-    except MalformedOutputs:
-        raise
-    except Exception as exc:
-        raise MalformedOutputs(f"unreadable outputs: {exc}"[:500]) from None
-    finally:
-        if fd >= 0:
-            os.close(fd)
-    well_formed = (type(outputs) is list and len(outputs) == expected_sets
-                   and all(type(s) is list and all(type(t) is torch.Tensor for t in s) for s in outputs))
-    if not well_formed:
-        raise MalformedOutputs("the outputs file does not hold one list of tensors per input set")
-    return [[tensor.to(device) for tensor in values] for values in outputs]
 
 
 @dataclass(frozen=True)

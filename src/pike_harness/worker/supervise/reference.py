@@ -12,7 +12,7 @@ they share. Here one long-lived reference process per device (``ReferenceOracle`
   weights, precision, device, seed sequence) on a fresh deep copy of the model (a stateful model
   sees the same call sequence as the candidate's) and kept on the device in a byte-capped LRU
   (``refcache.ByteLRU``), then compared on the device with the candidate's outputs read from the
-  exchange folder (``compare.read_outputs``). Only the comparison goes back: reference outputs never
+  exchange folder (``output_file.read_outputs``). Only the comparison goes back: reference outputs never
   leave this process, and nothing is written to disk.
 * ``stats``: cache counters, for tests and benchmarks.
 
@@ -40,8 +40,8 @@ from typing import Any
 
 from pike_harness.worker.channel import Channel, ChannelClosed, ChannelTimeout, ProtocolViolation
 from pike_harness.worker.check_plan import PlannedCall
+from pike_harness.worker.output_file import MalformedOutputs, read_outputs
 from pike_harness.worker.records import EvalRequest
-from pike_harness.worker.supervise.compare import MalformedOutputs, read_outputs
 from pike_harness.worker.supervise.errors import InfrastructureError
 from pike_harness.worker.supervise.refcache import ByteLRU, tensor_bytes
 from pike_harness.worker.supervise.sandbox import marker_environment, scrubbed_environment, tail

@@ -1,0 +1,225 @@
+"""The candidate's checked outputs, handed to the reference process as raw bytes in one shared-memory file.
+
+``torch.save``/``torch.load`` cost a fresh host copy of every output on each side, plus pickling: for
+a task whose outputs are about 1 GB per input set, that hand-off took longer than the timing. Here
+the candidate's process streams each output from the device through one reused pinned buffer
+straight into the file, and the reference process streams it back through its own pinned buffer onto
+its device: no host copy of a whole output exists on either side, and nothing is unpickled.
+
+Layout: the tensors' bytes, each at a 64-byte aligned offset; then a JSON index (one list per checked
+call of ``[dtype, shape, offset, nbytes]``); then the index length (8 bytes, little-endian) and
+``MAGIC``. The reader trusts nothing in the file: dtypes come from a fixed list, sizes must match
+shapes and fit the file, and a read copies the bytes, so the writer changing the file meanwhile
+changes nothing already read. torch and the standard library only (it runs in the candidate's process).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import math
+import os
+import stat
+import struct
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+
+MAGIC = b"PIKEOUT1"
+ALIGN = 64
+CHUNK = 64 * 1024 * 1024  # the pinned staging buffer: one per process, reused for every tensor
+MAX_INDEX_BYTES = 16 * 1024 * 1024
+MAX_TENSORS = 100_000
+DTYPES = {str(d).removeprefix("torch."): d for d in (
+    torch.float64, torch.float32, torch.float16, torch.bfloat16, torch.complex128, torch.complex64,
+    torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8, torch.bool,
+    *(getattr(torch, name) for name in ("float8_e4m3fn", "float8_e5m2", "uint16", "uint32", "uint64")
+      if isinstance(getattr(torch, name, None), torch.dtype)))}
+
+# Captured at import, which happens before the candidate's code runs in its process.
+_write, _open, _close, _fstat = os.write, os.open, os.close, os.fstat
+_empty, _copy = torch.empty, torch.Tensor.copy_
+_FOOTER = struct.Struct("<Q8s")
+
+
+class MalformedOutputs(Exception):
+    """The outputs file is missing, a link, unreadable or not one list of tensors per checked call."""
+
+
+def _bytes_of(tensor: torch.Tensor) -> memoryview:
+    """The host memory of a contiguous CPU tensor, as a buffer (no copy; the tensor must stay alive)."""
+    size = tensor.numel() * tensor.element_size()
+    return memoryview((ctypes.c_char * size).from_address(tensor.data_ptr())).cast("B")
+
+
+class _Staging:
+    """A pinned host buffer for device tensors, made on first use (CPU-only runs never pin)."""
+
+    def __init__(self) -> None:
+        self.buffer: torch.Tensor | None = None
+
+    def get(self) -> torch.Tensor:
+        if self.buffer is None:
+            self.buffer = _empty(CHUNK, dtype=torch.uint8, pin_memory=True)
+        return self.buffer
+
+
+class OutputWriter:
+    """Writes the outputs of each checked call as it returns; ``close`` adds the index.
+
+    A failed write (the file size limit, shared memory full) raises ``OSError`` from the call that
+    hit it, never a signal: every byte goes through ``write``, nothing through a mapping.
+    """
+
+    def __init__(self, path: str | os.PathLike) -> None:
+        self.fd = _open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+        self.offset = 0
+        self.index: list[list[list[Any]]] = []
+        self.staging = _Staging()
+
+    def add(self, tensors: Sequence[torch.Tensor]) -> None:
+        """One checked call's outputs (on any device)."""
+        row = []
+        for tensor in tensors:
+            nbytes = tensor.numel() * tensor.element_size()
+            self._pad()
+            row.append([str(tensor.dtype).removeprefix("torch."), list(tensor.shape), self.offset, nbytes])
+            if nbytes:
+                self._stream(tensor.detach().contiguous().reshape(-1).view(torch.uint8))
+        self.index.append(row)
+
+    def close(self) -> None:
+        try:
+            index = json.dumps(self.index, separators=(",", ":")).encode()
+            self._put(memoryview(index + _FOOTER.pack(len(index), MAGIC)))
+        finally:
+            self.abandon()
+
+    def abandon(self) -> None:
+        """Close the file without its index (a reader then finds none); safe to call twice."""
+        if self.fd >= 0:
+            fd, self.fd = self.fd, -1
+            _close(fd)
+
+    def _pad(self) -> None:
+        gap = -self.offset % ALIGN
+        if gap:
+            self._put(memoryview(bytes(gap)))
+
+    def _stream(self, flat: torch.Tensor) -> None:
+        if flat.device.type == "cpu":
+            self._put(_bytes_of(flat))
+            return
+        staging = self.staging.get()
+        for start in range(0, flat.numel(), CHUNK):
+            part = flat[start:start + CHUNK]
+            buffer = staging[:part.numel()]
+            _copy(buffer, part)  # synchronous: the pinned buffer is reused right after
+            self._put(_bytes_of(buffer))
+
+    def _put(self, data: memoryview) -> None:
+        done = 0
+        while done < len(data):
+            done += _write(self.fd, data[done:])
+        self.offset += len(data)
+
+
+def write_outputs(path: str | os.PathLike, calls: Sequence[Sequence[torch.Tensor]]) -> None:
+    """Every call's outputs at once (tests, tools); the child streams with ``OutputWriter``."""
+    writer = OutputWriter(path)
+    try:
+        for tensors in calls:
+            writer.add(tensors)
+    except BaseException:
+        writer.abandon()
+        raise
+    writer.close()
+
+
+def read_outputs(path: str | os.PathLike, expected_calls: int,
+                 device: torch.device | str = "cpu") -> list[list[torch.Tensor]]:
+    """The outputs of ``expected_calls`` checked calls, copied onto ``device``; never follows a link."""
+    try:
+        fd = _open(path, os.O_RDONLY | os.O_NOFOLLOW)
+    except OSError:
+        raise MalformedOutputs("the outputs file is missing or a link") from None
+    try:
+        info = _fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise MalformedOutputs("the outputs file is not a plain file")
+        index, data_end = _read_index(fd, info.st_size)
+        if len(index) != expected_calls:
+            raise MalformedOutputs(f"the outputs file holds {len(index)} calls, expected {expected_calls}")
+        target = torch.device(device)
+        staging = _Staging() if target.type != "cpu" else None
+        return [[_read_tensor(fd, entry, data_end, target, staging) for entry in row] for row in index]
+    except MalformedOutputs:
+        raise
+    except Exception as exc:  # a read error, a device error: the file's fault or the harness's, never a verdict
+        raise MalformedOutputs(f"unreadable outputs: {type(exc).__name__}: {exc}"[:500]) from None
+    finally:
+        _close(fd)
+
+
+def _read_exact(fd: int, offset: int, size: int) -> bytes:
+    data = os.pread(fd, size, offset)
+    if len(data) != size:
+        raise MalformedOutputs("the outputs file is shorter than its index says")
+    return data
+
+
+def _read_index(fd: int, size: int) -> tuple[list[list[list[Any]]], int]:
+    if size < _FOOTER.size:
+        raise MalformedOutputs("the outputs file has no index")
+    length, magic = _FOOTER.unpack(_read_exact(fd, size - _FOOTER.size, _FOOTER.size))
+    if magic != MAGIC or length > min(MAX_INDEX_BYTES, size - _FOOTER.size):
+        raise MalformedOutputs("the outputs file has no valid index")
+    data_end = size - _FOOTER.size - length
+    try:
+        index = json.loads(_read_exact(fd, data_end, length))
+    except ValueError:
+        raise MalformedOutputs("the outputs file's index is not JSON") from None
+    if type(index) is not list or not all(type(row) is list for row in index) \
+            or sum(len(row) for row in index) > MAX_TENSORS:
+        raise MalformedOutputs("the outputs file does not hold one list of tensors per checked call")
+    return index, data_end
+
+
+def _read_tensor(fd: int, entry: Any, data_end: int, device: torch.device, staging: _Staging | None) -> torch.Tensor:
+    dtype, shape, offset, nbytes = _entry(entry, data_end)
+    if nbytes == 0:
+        return torch.empty(shape, dtype=dtype, device=device)
+    flat = torch.empty(nbytes, dtype=torch.uint8, device=device)
+    if staging is None:
+        _fill(fd, _bytes_of(flat), offset)
+    else:
+        buffer = staging.get()
+        for start in range(0, nbytes, CHUNK):
+            part = buffer[:min(CHUNK, nbytes - start)]
+            _fill(fd, _bytes_of(part), offset + start)
+            flat[start:start + part.numel()].copy_(part)
+    return flat.view(dtype).reshape(shape)
+
+
+def _entry(entry: Any, data_end: int) -> tuple[torch.dtype, list[int], int, int]:
+    """``[dtype, shape, offset, nbytes]`` checked against the fixed dtypes and the file's data section."""
+    ok = type(entry) is list and len(entry) == 4 and type(entry[0]) is str and type(entry[1]) is list \
+        and all(type(v) is int and v >= 0 for v in entry[1]) and all(type(v) is int for v in entry[2:])
+    dtype = DTYPES.get(entry[0]) if ok else None
+    if dtype is None:
+        raise MalformedOutputs(f"the outputs file has a malformed entry: {str(entry)[:200]}")
+    shape, offset, nbytes = entry[1], entry[2], entry[3]
+    itemsize = torch.empty((), dtype=dtype).element_size()
+    if nbytes != math.prod(shape) * itemsize or offset < 0 or offset % ALIGN or offset + nbytes > data_end:
+        raise MalformedOutputs(f"the outputs file has an entry that does not fit it: {str(entry)[:200]}")
+    return dtype, shape, offset, nbytes
+
+
+def _fill(fd: int, view: memoryview, offset: int) -> None:
+    done = 0
+    while done < len(view):
+        got = os.preadv(fd, [view[done:]], offset + done)
+        if got <= 0:
+            raise MalformedOutputs("the outputs file is shorter than its index says")
+        done += got
