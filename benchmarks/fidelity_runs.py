@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from perf_common import REPO, Budget, request
+from perf_common import REPO, Budget, JsonlState, request
 
 from pike_harness.contracts.evaluation import EvaluatorError, EvaluatorOptions
 
@@ -29,34 +29,11 @@ TOLERANCE = {"pike": 0.05, "robust": 0.03}  # issue 16: pike means within 5 %, r
 STAT = {"pike": "mean_ms", "robust": "median_ms"}  # what each protocol's figure is compared with
 
 
-class State:
-    """The JSONL of finished measurements: read once, appended line by line."""
+class State(JsonlState):
+    """The fidelity measurements finished so far (``fidelity.jsonl``)."""
 
     def __init__(self, folder: Path):
-        folder.mkdir(parents=True, exist_ok=True)
-        self.path = folder / STATE_FILE
-        self.rows: dict[str, dict[str, Any]] = {}
-        if self.path.exists():
-            for line in self.path.read_text(encoding="utf-8").splitlines():
-                try:
-                    row = json.loads(line)
-                except json.JSONDecodeError:  # a line cut by a kill: measured again
-                    continue
-                self.rows[row["key"]] = row
-
-    def done(self, key: str) -> bool:
-        return key in self.rows
-
-    def add(self, row: dict[str, Any]) -> None:
-        row = {**row, "time": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
-        self.rows[row["key"]] = row
-        with open(self.path, "a", encoding="utf-8") as handle:
-            handle.write(json.dumps(row, sort_keys=True, default=str) + "\n")
-            handle.flush()
-            os.fsync(handle.fileno())
-
-    def get(self, key: str) -> dict[str, Any] | None:
-        return self.rows.get(key)
+        super().__init__(folder, STATE_FILE)
 
 
 def cache_token(cache: Path | None) -> str | None:

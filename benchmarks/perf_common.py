@@ -156,6 +156,38 @@ class ModelNew(nn.Module):
 INLINE_KINDS = {"cuda": INLINE_CUDA, "cpp": INLINE_CPP, "tiny": INLINE_TINY, "compile": COMPILE}
 
 
+class JsonlState:
+    """A resumable benchmark's finished measurements: one JSON line each in ``folder/name``, read once,
+    appended and fsynced as each ends (a device call cut mid-way loses at most the line being written,
+    whose measurement then runs again)."""
+
+    def __init__(self, folder: Path, name: str):
+        folder.mkdir(parents=True, exist_ok=True)
+        self.path = folder / name
+        self.rows: dict[str, dict[str, Any]] = {}
+        if self.path.exists():
+            for line in self.path.read_text(encoding="utf-8").splitlines():
+                try:
+                    row = json.loads(line)
+                except json.JSONDecodeError:  # a line cut by a kill: measured again
+                    continue
+                self.rows[row["key"]] = row
+
+    def done(self, key: str) -> bool:
+        return key in self.rows
+
+    def add(self, row: dict[str, Any]) -> None:
+        row = {**row, "time": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
+        self.rows[row["key"]] = row
+        with open(self.path, "a", encoding="utf-8") as handle:
+            handle.write(json.dumps(row, sort_keys=True, default=str) + "\n")
+            handle.flush()
+            os.fsync(handle.fileno())
+
+    def get(self, key: str) -> dict[str, Any] | None:
+        return self.rows.get(key)
+
+
 def have_ninja() -> bool:
     """torch's JIT extensions (load_inline) need ninja."""
     try:

@@ -48,7 +48,7 @@ run() {  # run NAME SECONDS ARGS...: one benchmark with its own cap, killed 60 s
 }
 
 run overhead 95 --reps 6
-run noise 125
+run noise 125 --state "$base/noise-state"  # a fresh measurement each time, not the tasks of an earlier noise.jsonl in $out
 run throughput $(( $(left) - 10 ))
 
 cat "$out"/overhead.md "$out"/noise.md "$out"/throughput.md > "$out/performance-gpu.md" 2>/dev/null

@@ -2,14 +2,31 @@
 
 from __future__ import annotations
 
+import contextlib
+import importlib
+import sys
 import textwrap
+from collections.abc import Iterator
 from pathlib import Path
+from types import ModuleType
 
 from pike_harness.contracts.model import Limits, Task
 from pike_harness.host.tasks import Suite
 
 REPO = Path(__file__).resolve().parents[2]
 SMOKE = Suite.from_dir(REPO / "tasks" / "smoke", origin="tests")
+BENCH = REPO / "benchmarks"
+
+
+@contextlib.contextmanager
+def benchmark_module(name: str) -> Iterator[ModuleType]:
+    """A module of ``benchmarks/`` (which import each other by bare name), with that folder on the path
+    only while it is used."""
+    sys.path.insert(0, str(BENCH))
+    try:
+        yield importlib.import_module(name)
+    finally:
+        sys.path.remove(str(BENCH))
 
 PLAIN = """
 import torch

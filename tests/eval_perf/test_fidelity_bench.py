@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from perf_helpers import benchmark_module
 
 REPO = Path(__file__).resolve().parents[2]
 BENCH = REPO / "benchmarks"
@@ -40,13 +41,8 @@ class ModelNew(nn.Module):
 
 @pytest.fixture(scope="module")
 def plain_loop():
-    sys.path.insert(0, str(BENCH))
-    try:
-        import plain_loop
-
-        yield plain_loop
-    finally:
-        sys.path.remove(str(BENCH))
+    with benchmark_module("plain_loop") as module:
+        yield module
 
 
 def test_plain_loop_accepts_a_factory_and_times_both_models(plain_loop, tmp_path):
@@ -219,11 +215,8 @@ def test_audit_names_what_breaks_and_recomputes_the_suite_score(probes, tmp_path
 
 def test_a_warm_up_counts_only_on_the_machine_whose_cache_it_filled(tmp_path):
     """The state travels between device calls, the caches do not: a fresh machine must warm again."""
-    sys.path.insert(0, str(BENCH))
-    try:
-        import fidelity_runs as runs
-    finally:
-        sys.path.remove(str(BENCH))
+    with benchmark_module("fidelity_runs") as runs:
+        pass
     state = runs.State(tmp_path / "state")
     first = runs.cache_token(tmp_path / "cache-a")
     assert first == runs.cache_token(tmp_path / "cache-a")  # stable for one folder
@@ -263,11 +256,8 @@ def _timings(mean_ms: float, spread: tuple[float, float], cv: float) -> dict[str
 
 def test_a_runtime_outside_the_tolerance_is_named_with_what_the_measurement_shows():
     """Each miss of the fidelity table names its reason: the plain loop's own spread, the harness's CV, or neither."""
-    sys.path.insert(0, str(BENCH))
-    try:
-        import fidelity_runs as runs
-    finally:
-        sys.path.remove(str(BENCH))
+    with benchmark_module("fidelity_runs") as runs:
+        pass
     spread = _timings(1.2, (0.9, 1.1), 0.02)  # plain repeats 0.9 and 1.1: spread 20 %; ratio 1.2
     noisy = _timings(1.2, (0.99, 1.01), 0.35)  # plain steady (2 %), harness CV 0.35
     neither = _timings(1.2, (0.995, 1.005), 0.05)  # both steady: the miss stays unexplained
