@@ -45,11 +45,18 @@ def test_outputs_round_trip_bit_for_bit(tmp_path, device):
             assert torch.equal(got.reshape(-1).view(torch.uint8), want.contiguous().reshape(-1).view(torch.uint8))
 
 
-def test_a_tensor_larger_than_the_staging_chunk_streams_in_pieces(tmp_path, monkeypatch):
+def test_tensors_larger_than_the_staging_buffer_stream_in_pieces(tmp_path, monkeypatch):
+    """The staged path (a device's tensors) on CPU tensors: a buffer of 1000 bytes carries 40 kB in pieces."""
     monkeypatch.setattr(output_file, "CHUNK", 1000)
-    big = torch.arange(10_007, dtype=torch.float32)
-    write_outputs(tmp_path / "o", [[big]])
-    assert torch.equal(read_outputs(tmp_path / "o", 1)[0][0], big)
+    monkeypatch.setattr(output_file, "STAGE_CPU", True)
+    calls = [[torch.arange(10_007, dtype=torch.float32), torch.ones(3, dtype=torch.int8)], [torch.randn(999)]]
+    writer = OutputWriter(tmp_path / "o")
+    for tensors in calls:
+        writer.add(tensors)
+    assert writer.staging.buffer is not None and writer.staging.buffer.numel() == 1000  # the pieces went through it
+    writer.close()
+    back = read_outputs(tmp_path / "o", 2)
+    assert all(torch.equal(a, b) for row, got in zip(calls, back, strict=True) for a, b in zip(row, got, strict=True))
 
 
 def test_the_writer_reports_where_it_stopped_and_a_file_without_index_is_malformed(tmp_path):

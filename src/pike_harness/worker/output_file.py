@@ -29,6 +29,7 @@ import torch
 MAGIC = b"PIKEOUT1"
 ALIGN = 64
 CHUNK = 64 * 1024 * 1024  # the pinned staging buffer: one per process, reused for every tensor
+STAGE_CPU = False  # CPU tensors go straight to and from the file; True stages them too (tests, CPU-only hosts)
 MAX_INDEX_BYTES = 16 * 1024 * 1024
 MAX_TENSORS = 100_000
 DTYPES = {str(d).removeprefix("torch."): d for d in (
@@ -54,14 +55,17 @@ def _bytes_of(tensor: torch.Tensor) -> memoryview:
 
 
 class _Staging:
-    """A pinned host buffer for device tensors, made on first use (CPU-only runs never pin)."""
+    """A pinned host buffer for device tensors, made on first use (CPU-only runs never pin) and only as
+    large as the largest tensor so far, up to ``CHUNK``: most tasks' outputs are a few MB."""
 
     def __init__(self) -> None:
         self.buffer: torch.Tensor | None = None
 
-    def get(self) -> torch.Tensor:
-        if self.buffer is None:
-            self.buffer = _empty(CHUNK, dtype=torch.uint8, pin_memory=True)
+    def get(self, nbytes: int) -> torch.Tensor:
+        want = min(CHUNK, max(nbytes, 1 << 20))
+        if self.buffer is None or self.buffer.numel() < want:
+            self.buffer = None  # the old one goes back to torch's pinned cache first
+            self.buffer = _empty(want, dtype=torch.uint8, pin_memory=torch.cuda.is_available())
         return self.buffer
 
 
@@ -108,12 +112,12 @@ class OutputWriter:
             self._put(memoryview(bytes(gap)))
 
     def _stream(self, flat: torch.Tensor) -> None:
-        if flat.device.type == "cpu":
+        if flat.device.type == "cpu" and not STAGE_CPU:
             self._put(_bytes_of(flat))
             return
-        staging = self.staging.get()
-        for start in range(0, flat.numel(), CHUNK):
-            part = flat[start:start + CHUNK]
+        staging = self.staging.get(flat.numel())
+        for start in range(0, flat.numel(), staging.numel()):
+            part = flat[start:start + staging.numel()]
             buffer = staging[:part.numel()]
             _copy(buffer, part)  # synchronous: the pinned buffer is reused right after
             self._put(_bytes_of(buffer))
@@ -152,7 +156,7 @@ def read_outputs(path: str | os.PathLike, expected_calls: int,
         if len(index) != expected_calls:
             raise MalformedOutputs(f"the outputs file holds {len(index)} calls, expected {expected_calls}")
         target = torch.device(device)
-        staging = _Staging() if target.type != "cpu" else None
+        staging = _Staging() if target.type != "cpu" or STAGE_CPU else None
         return [[_read_tensor(fd, entry, data_end, target, staging) for entry in row] for row in index]
     except MalformedOutputs:
         raise
@@ -194,9 +198,9 @@ def _read_tensor(fd: int, entry: Any, data_end: int, device: torch.device, stagi
     if staging is None:
         _fill(fd, _bytes_of(flat), offset)
     else:
-        buffer = staging.get()
-        for start in range(0, nbytes, CHUNK):
-            part = buffer[:min(CHUNK, nbytes - start)]
+        buffer = staging.get(nbytes)
+        for start in range(0, nbytes, buffer.numel()):
+            part = buffer[:min(buffer.numel(), nbytes - start)]
             _fill(fd, _bytes_of(part), offset + start)
             flat[start:start + part.numel()].copy_(part)
     return flat.view(dtype).reshape(shape)
