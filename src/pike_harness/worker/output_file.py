@@ -65,7 +65,10 @@ class _Staging:
         want = min(CHUNK, max(nbytes, 1 << 20))
         if self.buffer is None or self.buffer.numel() < want:
             self.buffer = None  # the old one goes back to torch's pinned cache first
-            self.buffer = _empty(want, dtype=torch.uint8, pin_memory=torch.cuda.is_available())
+            try:
+                self.buffer = _empty(want, dtype=torch.uint8, pin_memory=torch.cuda.is_available())
+            except RuntimeError:  # pinning refused (a locked-memory limit): slower, never a verdict
+                self.buffer = _empty(want, dtype=torch.uint8)
         return self.buffer
 
 
