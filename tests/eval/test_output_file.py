@@ -120,3 +120,37 @@ def test_a_write_past_the_file_size_limit_is_an_error_not_a_signal(tmp_path):
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith("refused")
+
+
+@pytest.mark.parametrize("name", sorted(output_file.DTYPES))
+def test_every_accepted_dtype_round_trips(tmp_path, name):
+    dtype = output_file.DTYPES[name]
+    tensor = torch.arange(64, dtype=torch.uint8).view(dtype).reshape(2, -1)  # 64 bytes: any item size divides it
+    write_outputs(tmp_path / "o", [[tensor]])
+    got = read_outputs(tmp_path / "o", 1)[0][0]
+    assert got.dtype == dtype and got.shape == tensor.shape
+    assert torch.equal(got.reshape(-1).view(torch.uint8), tensor.reshape(-1).view(torch.uint8))
+
+
+def test_a_quantized_output_is_refused_by_the_writer(tmp_path):
+    quantized = torch.quantize_per_tensor(torch.ones(4), 0.1, 0, torch.qint8)
+    writer = OutputWriter(tmp_path / "o")
+    with pytest.raises(output_file.UnsupportedOutput, match="dtype torch.qint8"):
+        writer.add([torch.ones(2), quantized])
+    writer.abandon()
+
+
+def test_a_device_error_while_reading_is_not_the_files_fault(tmp_path, monkeypatch):
+    """Out of memory on the reference's device (others' models resident) propagates, so the supervisor
+    retries alone; only a file that lies about itself is ``MalformedOutputs`` (the candidate's rejection)."""
+    write_outputs(tmp_path / "o", [[torch.ones(1000)]])
+    real_empty = torch.empty
+
+    def no_memory(*args, **kwargs):
+        if args and args[0] == 4000:
+            raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 4000 bytes")
+        return real_empty(*args, **kwargs)
+
+    monkeypatch.setattr(torch, "empty", no_memory)
+    with pytest.raises(torch.OutOfMemoryError):
+        read_outputs(tmp_path / "o", 1)

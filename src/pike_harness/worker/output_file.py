@@ -32,11 +32,15 @@ CHUNK = 64 * 1024 * 1024  # the pinned staging buffer: one per process, reused f
 STAGE_CPU = False  # CPU tensors go straight to and from the file; True stages them too (tests, CPU-only hosts)
 MAX_INDEX_BYTES = 16 * 1024 * 1024
 MAX_TENSORS = 100_000
-DTYPES = {str(d).removeprefix("torch."): d for d in (
-    torch.float64, torch.float32, torch.float16, torch.bfloat16, torch.complex128, torch.complex64,
-    torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8, torch.bool,
-    *(getattr(torch, name) for name in ("float8_e4m3fn", "float8_e5m2", "uint16", "uint32", "uint64")
-      if isinstance(getattr(torch, name, None), torch.dtype)))}
+MAX_DIM = 1 << 48  # no real output has a longer dimension; bigger values are an index lying
+
+
+# The dtypes outputs can have and be compared in, by name: the reader accepts nothing else (no
+# quantized or sub-byte types: they have no plain byte layout to hand over).
+DTYPES = {name: getattr(torch, name) for name in (
+    "float64", "float32", "float16", "bfloat16", "complex128", "complex64", "int64", "int32", "int16", "int8",
+    "uint8", "uint16", "uint32", "uint64", "bool", "float8_e4m3fn", "float8_e5m2", "float8_e4m3fnuz",
+    "float8_e5m2fnuz") if isinstance(getattr(torch, name, None), torch.dtype)}
 
 # Captured at import, which happens before the candidate's code runs in its process.
 _write, _open, _close, _fstat = os.write, os.open, os.close, os.fstat
@@ -46,6 +50,10 @@ _FOOTER = struct.Struct("<Q8s")
 
 class MalformedOutputs(Exception):
     """The outputs file is missing, a link, unreadable or not one list of tensors per checked call."""
+
+
+class UnsupportedOutput(ValueError):
+    """An output of a dtype outside ``DTYPES`` (quantized, sub-byte): it cannot be compared."""
 
 
 def _bytes_of(tensor: torch.Tensor) -> memoryview:
@@ -88,7 +96,10 @@ class OutputWriter:
     def add(self, tensors: Sequence[torch.Tensor]) -> None:
         """One checked call's outputs (on any device)."""
         row = []
-        for tensor in tensors:
+        for index, tensor in enumerate(tensors):
+            if str(tensor.dtype).removeprefix("torch.") not in DTYPES:
+                raise UnsupportedOutput(f"output {index} has dtype {tensor.dtype}, which outputs cannot be compared "
+                                        f"in (one of {', '.join(sorted(DTYPES))})")
             nbytes = tensor.numel() * tensor.element_size()
             self._pad()
             row.append([str(tensor.dtype).removeprefix("torch."), list(tensor.shape), self.offset, nbytes])
@@ -161,11 +172,9 @@ def read_outputs(path: str | os.PathLike, expected_calls: int,
         target = torch.device(device)
         staging = _Staging() if target.type != "cpu" or STAGE_CPU else None
         return [[_read_tensor(fd, entry, data_end, target, staging) for entry in row] for row in index]
-    except MalformedOutputs:
-        raise
-    except Exception as exc:  # a read error, a device error: the file's fault or the harness's, never a verdict
+    except (OSError, ValueError, OverflowError) as exc:  # the file's fault
         raise MalformedOutputs(f"unreadable outputs: {type(exc).__name__}: {exc}"[:500]) from None
-    finally:
+    finally:  # a device error (out of memory while others' models are resident) propagates: not the file's
         _close(fd)
 
 
@@ -212,7 +221,8 @@ def _read_tensor(fd: int, entry: Any, data_end: int, device: torch.device, stagi
 def _entry(entry: Any, data_end: int) -> tuple[torch.dtype, list[int], int, int]:
     """``[dtype, shape, offset, nbytes]`` checked against the fixed dtypes and the file's data section."""
     ok = type(entry) is list and len(entry) == 4 and type(entry[0]) is str and type(entry[1]) is list \
-        and all(type(v) is int and v >= 0 for v in entry[1]) and all(type(v) is int for v in entry[2:])
+        and len(entry[1]) <= 64 and all(type(v) is int and 0 <= v < MAX_DIM for v in entry[1]) \
+        and all(type(v) is int for v in entry[2:])
     dtype = DTYPES.get(entry[0]) if ok else None
     if dtype is None:
         raise MalformedOutputs(f"the outputs file has a malformed entry: {str(entry)[:200]}")

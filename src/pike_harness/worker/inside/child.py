@@ -241,16 +241,27 @@ class CandidateProcess:
             os._exit(3)
 
     def _hand_over(self, writer: Any, step: Any, calls: int) -> None:
-        """A write into the outputs file; past RLIMIT_FSIZE (Python ignores SIGXFSZ, the write fails) or
-        with shared memory full it is the candidate's verdict: its outputs are too large to check."""
+        """A write into the outputs file. Past RLIMIT_FSIZE (Python ignores SIGXFSZ, the write fails) or
+        with shared memory full it is the candidate's verdict: its outputs are too large to check. An
+        output of a dtype with no bytes (quantized) is rejected like any other output of the wrong type;
+        running out of device memory (making a strided output contiguous) is a memory verdict, which
+        the shared check phase retries alone."""
         try:
             step()
-        except (OSError, RuntimeError) as exc:
+        except OSError as exc:
             writer.abandon()
             raise Verdict(RUNTIME_ERROR, "file_size_limit",
                           f"the outputs of the {calls} checked calls (over {writer.offset / 2**20:.0f} MB) could not "
                           f"be handed over within the {self.request.limits.file_size_mb} MB file size limit: "
                           f"{_summary(exc)}") from None
+        except self.output_file.UnsupportedOutput as exc:
+            writer.abandon()
+            raise Verdict(REJECTED, "output_type", str(exc)) from None
+        except BaseException as exc:
+            writer.abandon()
+            traceback.print_exc()
+            raise _resource_verdict(exc) or Verdict(RUNTIME_ERROR, "outputs",
+                                                    f"handing the outputs over: {_summary(exc)}") from None
 
     @staticmethod
     def _call_label(call: Any, n_public: int) -> str:
