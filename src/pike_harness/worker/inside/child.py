@@ -44,7 +44,7 @@ from pike_harness.worker.records import COMPILE_ERROR, DEVICE_OOM_MARKS, REJECTE
 
 SETTLE_S = 0.05  # how long an output must stay unchanged after the call returned
 # The collector's switches, taken before the candidate's code exists (it could replace gc.disable).
-_gc_collect, _gc_disable, _gc_enable = gc.collect, gc.disable, gc.enable
+_gc_collect, _gc_disable, _gc_enable, _gc_freeze = gc.collect, gc.disable, gc.enable, gc.freeze
 
 
 class Verdict(Exception):
@@ -519,6 +519,11 @@ def main(argv: list[str]) -> int:
     try:
         _setup(message, channel)
         process = CandidateProcess(channel, request, environment)
+        # torch and the worker are in; nothing of the candidate yet. Those objects live as long as the
+        # process, so they leave the collector's view: each report's collection then walks only the
+        # candidate's objects (on the CPU VM, 0.3 ms instead of 96 ms with Dynamo imported).
+        _gc_collect()
+        _gc_freeze()
         process.load()
         while True:
             message = _wait(channel)
