@@ -166,9 +166,9 @@ class CandidateProcess:
         # outside the handler: its traceback held the attempt's tensors
         if drop_model:
             self.model = self.input_sets = self.validated = None
-        gc.collect()
+        _gc_collect()  # the attempt's tensors are freed now, so the cache can give their blocks back
         self.torch.cuda.empty_cache()
-        self._report({"event": "retry_alone", "stage": stage, "reason": reason[:500], "nonce": nonce})
+        self._report({"event": "retry_alone", "stage": stage, "reason": reason[:500], "nonce": nonce}, collect=False)
 
     def _check(self, inputs_path: str, outputs_path: str, nonce: str | None) -> None:
         """Every planned call (``check_plan``): outputs saved in plan order for the reference process.
@@ -216,14 +216,14 @@ class CandidateProcess:
                 where = self._call_label(call, len(request.input_seeds))
                 first = self._checked_call(models[call.instance], args, pristine[call.set_index], where)
                 clock.lap("calls")
-                self._hand_over(writer, lambda first=first: writer.add(first), len(plan))
+                self._hand_over(writer, len(plan), writer.add, first)
                 if call.first_sight:
                     validated[call.set_index] = first  # the device clones, compared with the timed outputs
                 clock.lap("outputs")
         except BaseException:
             writer.abandon()
             raise
-        self._hand_over(writer, writer.close, len(plan))
+        self._hand_over(writer, len(plan), writer.close)
         del models[1:]
         self.validated = [validated[index] for index in range(n_sets)]
         self._self_checks("correctness")
@@ -240,14 +240,14 @@ class CandidateProcess:
             self.channel.send({"event": "infra_error", "reason": f"the outputs file: {_summary(exc)}"})
             os._exit(3)
 
-    def _hand_over(self, writer: Any, step: Any, calls: int) -> None:
+    def _hand_over(self, writer: Any, calls: int, step: Any, *args: Any) -> None:
         """A write into the outputs file. Past RLIMIT_FSIZE (Python ignores SIGXFSZ, the write fails) or
         with shared memory full it is the candidate's verdict: its outputs are too large to check. An
         output of a dtype with no bytes (quantized) is rejected like any other output of the wrong type;
         running out of device memory (making a strided output contiguous) is a memory verdict, which
         the shared check phase retries alone."""
         try:
-            step()
+            step(*args)
         except OSError as exc:
             writer.abandon()
             raise Verdict(RUNTIME_ERROR, "file_size_limit",
@@ -403,7 +403,7 @@ class CandidateProcess:
         beside another candidate's timing, and nothing of the candidate's may run then: its cyclic garbage
         is collected here (``__del__`` and finalizers run now, inside the stage) and the collector stays off
         until the next command (``main`` turns it on), then the device is drained. ``collect=False`` (after
-        timing, still holding the device): the collector only goes off, the garbage waits for the exit."""
+        timing, still holding the device; or collected already): the collector only goes off."""
         if collect:
             _gc_collect()
         _gc_disable()

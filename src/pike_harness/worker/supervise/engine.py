@@ -34,8 +34,9 @@ busy device (ties go to the one with more pre-started processes), None (default)
 ``spawned``, ``loaded``, ``check_granted`` (the shared check phase, when the gate has one),
 ``granted``, ``timing_start``, ``timing_end`` and ``released`` (a transport records its own
 timestamps from it; ``granted`` is told after the device is taken and ``released`` before it is
-freed, so recorded windows lie inside the real hold). Infrastructure failures end the future with ``error_type(message)`` (``local``
-passes the host's ``EvaluatorError``); verdicts, however bad, are results.
+freed, so recorded windows lie inside the real hold). Infrastructure failures end the future with
+``error_type(message)`` (``local`` passes the host's ``EvaluatorError``); verdicts, however bad, are
+results.
 
 GPU side: torch, triton and the standard library only (no click, no pluggy, no ``pike_harness.api``),
 so the same engine runs in a worker container. docs/evaluator.md, "Writing an evaluator".
@@ -259,7 +260,7 @@ class LocalDevices:
 
 
 def default_check_slots(device: str) -> int:
-    """Four on a GPU: the checks of four candidates (checked calls, copying outputs to the host, the
+    """Four on a GPU: the checks of four candidates (checked calls, handing their outputs over, the
     comparison) overlap while the device is not timing. One on the CPU device, whose checks would
     compete for the cores."""
     return 4 if device.startswith("cuda") else 1
