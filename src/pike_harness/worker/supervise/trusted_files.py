@@ -36,7 +36,9 @@ CHUNK = 1 << 20
 # Descriptors a removal keeps open down a deep tree; deeper levels are reached again through ".."
 # (checked against the device and inode seen on the way down), so depth never exhausts descriptors.
 REMOVAL_FDS = 64
-PROBLEMS_KEPT = 20  # a removal reports at most this many problems (a tree of a million bad entries is one story)
+PROBLEMS_KEPT = (
+    20  # a removal reports at most this many problems (a tree of a million bad entries is one story)
+)
 
 
 class UntrustedFile(Exception):
@@ -44,9 +46,14 @@ class UntrustedFile(Exception):
 
 
 def _kind(mode: int) -> str:
-    for test, name in ((stat.S_ISLNK, "a link"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"),
-                       (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
-                       (stat.S_ISDIR, "a folder")):
+    for test, name in (
+        (stat.S_ISLNK, "a link"),
+        (stat.S_ISFIFO, "a FIFO"),
+        (stat.S_ISSOCK, "a socket"),
+        (stat.S_ISCHR, "a character device"),
+        (stat.S_ISBLK, "a block device"),
+        (stat.S_ISDIR, "a folder"),
+    ):
         if test(mode):
             return name
     return "not a plain file"
@@ -54,10 +61,16 @@ def _kind(mode: int) -> str:
 
 def _refusal(name: str | os.PathLike, exc: OSError) -> UntrustedFile:
     """What an open refused with O_NOFOLLOW/O_NONBLOCK means, in words."""
-    reasons = {errno.ELOOP: "is a link", errno.ENXIO: "is a socket or a FIFO without a reader",
-               errno.EEXIST: "already exists (something was planted there)", errno.ENOTDIR: "is not a folder",
-               errno.EISDIR: "is a folder", errno.ENOENT: "is missing", errno.EACCES: "is not accessible",
-               errno.EPERM: "is not accessible"}
+    reasons = {
+        errno.ELOOP: "is a link",
+        errno.ENXIO: "is a socket or a FIFO without a reader",
+        errno.EEXIST: "already exists (something was planted there)",
+        errno.ENOTDIR: "is not a folder",
+        errno.EISDIR: "is a folder",
+        errno.ENOENT: "is missing",
+        errno.EACCES: "is not accessible",
+        errno.EPERM: "is not accessible",
+    }
     return UntrustedFile(f"{os.fspath(name)} {reasons.get(exc.errno, f'cannot be opened ({exc.strerror})')}")
 
 
@@ -81,7 +94,9 @@ def open_regular(path: str | os.PathLike, *, dir_fd: int | None = None, max_byte
         if not stat.S_ISREG(info.st_mode):
             raise UntrustedFile(f"{os.fspath(path)} is {_kind(info.st_mode)}, not a plain file")
         if max_bytes is not None and info.st_size > max_bytes:
-            raise UntrustedFile(f"{os.fspath(path)} holds {info.st_size} bytes, over the {max_bytes}-byte cap")
+            raise UntrustedFile(
+                f"{os.fspath(path)} holds {info.st_size} bytes, over the {max_bytes}-byte cap"
+            )
     except BaseException:
         os.close(fd)
         raise
@@ -119,7 +134,7 @@ def create_exclusive(path: str | os.PathLike, *, dir_fd: int | None = None, mode
 def write_all(fd: int, data: bytes | memoryview) -> None:
     view = memoryview(data)
     while view:
-        view = view[os.write(fd, view):]
+        view = view[os.write(fd, view) :]
 
 
 def tail_fd(fd: int, chars: int) -> str:
