@@ -66,15 +66,22 @@ def cache(tmp_path_factory):
     return BuildCache(tmp_path_factory.mktemp("cache"))
 
 
+def scratch(tmp_path: Path, name: str) -> Path:
+    """A candidate's scratch folder: it exists before anything is handed out into it."""
+    folder = tmp_path / name
+    folder.mkdir()
+    return folder
+
+
 def _load(path: str) -> int:
     return ctypes.CDLL(path).pikeh_answer()
 
 
 def test_a_build_is_shared_by_identical_calls_and_handed_out_as_private_copies(cache, tmp_path):
     far = time.monotonic() + 300
-    first = cache.serve(spec(41), "cpu", tmp_path / "a", deadline=far)
+    first = cache.serve(spec(41), "cpu", scratch(tmp_path, "a"), deadline=far)
     assert first["ok"] and not first["hit"], first
-    second = cache.serve(spec(41), "cpu", tmp_path / "b", deadline=far)
+    second = cache.serve(spec(41), "cpu", scratch(tmp_path, "b"), deadline=far)
     assert second["ok"] and second["hit"]
     assert first["path"] != second["path"]
     assert Path(second["path"]).is_relative_to(tmp_path / "b")  # the candidate's own copy
@@ -87,13 +94,13 @@ def test_a_tampered_entry_is_detected_and_rebuilt(cache, tmp_path):
     """A candidate (same user) overwrites a published library with its own: the next hand-out notices,
     discards the entry and builds again, so the victim loads what its source says."""
     far = time.monotonic() + 300
-    built = cache.serve(spec(43), "cpu", tmp_path / "a", deadline=far)
+    built = cache.serve(spec(43), "cpu", scratch(tmp_path, "a"), deadline=far)
     library = cache.root / "ext" / built["key"] / "pikeh_answer.so"
     os.chmod(library.parent, 0o755)  # read-only stops accidents, not a same-user attacker
     os.chmod(library, 0o644)
     library.write_bytes(library.read_bytes().replace(b"pikeh_answer", b"pikeh_ANSWER"))
     tampered_before = cache.stats.tampered
-    victim = cache.serve(spec(43), "cpu", tmp_path / "victim", deadline=far)
+    victim = cache.serve(spec(43), "cpu", scratch(tmp_path, "victim"), deadline=far)
     assert victim["ok"], victim
     assert cache.stats.tampered == tampered_before + 1
     assert _load(victim["path"]) == 43
@@ -103,9 +110,9 @@ def test_a_tampered_entry_is_detected_and_rebuilt(cache, tmp_path):
 def test_a_compile_error_is_reported_with_the_log_and_remembered(cache, tmp_path):
     far = time.monotonic() + 300
     broken = spec(cpp_sources=["extern \"C\" int pikeh_answer() { return undefined_name; }"])
-    first = cache.serve(broken, "cpu", tmp_path / "a", deadline=far)
+    first = cache.serve(broken, "cpu", scratch(tmp_path, "a"), deadline=far)
     assert not first["ok"] and "undefined_name" in first["log"]
-    again = cache.serve(broken, "cpu", tmp_path / "b", deadline=far)
+    again = cache.serve(broken, "cpu", scratch(tmp_path, "b"), deadline=far)
     assert not again["ok"] and again["hit"]
 
 

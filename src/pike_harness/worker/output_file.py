@@ -19,12 +19,13 @@ import ctypes
 import json
 import math
 import os
-import stat
 import struct
 from collections.abc import Sequence
 from typing import Any
 
 import torch
+
+from pike_harness.worker.supervise import trusted_files
 
 MAGIC = b"PIKEOUT1"
 ALIGN = 64
@@ -158,15 +159,12 @@ def write_outputs(path: str | os.PathLike, calls: Sequence[Sequence[torch.Tensor
 def read_outputs(path: str | os.PathLike, expected_calls: int,
                  device: torch.device | str = "cpu") -> list[list[torch.Tensor]]:
     """The outputs of ``expected_calls`` checked calls, copied onto ``device``; never follows a link."""
+    try:  # no-follow, non-blocking (a FIFO never hangs the reader), a regular file by fstat
+        fd = trusted_files.open_regular(path)
+    except trusted_files.UntrustedFile as exc:
+        raise MalformedOutputs(f"the outputs file {str(exc).removeprefix(os.fspath(path) + ' ')}") from None
     try:
-        fd = _open(path, os.O_RDONLY | os.O_NOFOLLOW)
-    except OSError:
-        raise MalformedOutputs("the outputs file is missing or a link") from None
-    try:
-        info = _fstat(fd)
-        if not stat.S_ISREG(info.st_mode):
-            raise MalformedOutputs("the outputs file is not a plain file")
-        index, data_end = _read_index(fd, info.st_size)
+        index, data_end = _read_index(fd, _fstat(fd).st_size)
         if len(index) != expected_calls:
             raise MalformedOutputs(f"the outputs file holds {len(index)} calls, expected {expected_calls}")
         target = torch.device(device)

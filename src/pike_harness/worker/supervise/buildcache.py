@@ -34,7 +34,6 @@ import json
 import os
 import re
 import secrets
-import shutil
 import stat
 import subprocess
 import sys
@@ -45,7 +44,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pike_harness.worker.supervise import sandbox
+from pike_harness.worker.supervise import sandbox, trusted_files
 
 KEY_SCHEMA = 1
 # Flags that make a compiler run other programs or read a file of more flags. Builds that use them
@@ -58,7 +57,13 @@ BUILD_FAILED_EXIT = 2
 # A failed build is remembered (the same source fails the same way) unless its log says the machine,
 # not the source, was the problem.
 TRANSIENT_FAILURES = ("Killed signal", "out of memory", "Cannot allocate memory", "No space left", "[the builder exited")
+MAX_LIBRARY_BYTES = 2 << 30  # a built extension larger than this is refused (a real one is a few MB)
+MAX_META_BYTES = 1 << 20
 ARCH_LIST = re.compile(r"^[0-9A-Za-z.;+ ]{0,200}$")  # "9.0", "9.0a", "8.0;9.0+PTX", "Hopper"
+
+
+class HandOutRefused(Exception):
+    """The candidate's scratch folder refused the hand-out of a built library (it planted something)."""
 
 
 class BuildTimeout(Exception):
@@ -217,11 +222,10 @@ class BuildCache:
         entry = self._entries.get(key)
         if entry is not None:
             return entry
-        folder = self.root / "ext" / key
         try:
-            meta = json.loads((folder / "meta.json").read_text())
+            meta = json.loads(trusted_files.read_regular(self.root / "ext" / key / "meta.json", MAX_META_BYTES))
             entry = _Entry(digest=str(meta["digest"]), library=str(meta["library"]))
-        except (OSError, ValueError, KeyError, TypeError):
+        except (OSError, ValueError, KeyError, TypeError, trusted_files.UntrustedFile):
             return None
         if "/" in entry.library or entry.library.startswith("."):
             return None
@@ -229,29 +233,44 @@ class BuildCache:
         return entry
 
     def _hand_out(self, key: str, entry: _Entry, scratch: Path) -> Path | None:
-        """Copy the library into the candidate's scratch while hashing it; None (and the entry
-        discarded) when the bytes are not the ones recorded at publication."""
-        source = self.root / "ext" / key / entry.library
-        target_dir = Path(scratch) / "extensions" / key
-        target_dir.mkdir(parents=True, exist_ok=True)
-        target = target_dir / entry.library
-        digest = hashlib.sha256()
+        """Copy the library into a fresh folder of the candidate's scratch while hashing it; None (and
+        the entry discarded) when the bytes are not the ones recorded at publication.
+
+        The folder is made here with an unguessable name and written through its descriptor, the
+        file created with ``O_EXCL``: a scratch folder full of links planted by the candidate (it
+        learns earlier hand-outs' paths) can never turn the copy into a write anywhere else.
+        """
         try:
-            fd = os.open(source, os.O_RDONLY | os.O_NOFOLLOW)
-            with os.fdopen(fd, "rb") as src, open(target, "wb") as dst:
-                if not stat.S_ISREG(os.fstat(src.fileno()).st_mode):
-                    raise OSError("not a plain file")
-                for chunk in iter(lambda: src.read(1 << 20), b""):
-                    digest.update(chunk)
-                    dst.write(chunk)
-        except OSError:
-            digest = None  # type: ignore[assignment]
-        if digest is None or digest.hexdigest() != entry.digest:
-            self._count("tampered")
-            self._discard(key)
-            target.unlink(missing_ok=True)
-            return None
-        return target
+            source = trusted_files.open_regular(self.root / "ext" / key / entry.library, max_bytes=MAX_LIBRARY_BYTES)
+        except trusted_files.UntrustedFile:
+            return self._tampered(key)
+        try:
+            scratch_fd = trusted_files.open_directory(scratch)
+            try:
+                name, folder = trusted_files.make_private_folder(scratch_fd, "extension-")
+            finally:
+                os.close(scratch_fd)
+            try:
+                target = trusted_files.create_exclusive(entry.library, dir_fd=folder, mode=0o500)
+            finally:
+                os.close(folder)
+            try:
+                digest = trusted_files.copy_regular(source, target, MAX_LIBRARY_BYTES)
+            finally:
+                os.close(target)
+        except (OSError, trusted_files.UntrustedFile) as exc:
+            raise HandOutRefused(f"the built library could not be handed out into the scratch folder: {exc}") from None
+        finally:
+            os.close(source)
+        path = Path(scratch) / name / entry.library
+        if digest != entry.digest:
+            trusted_files.discard(path.parent)
+            return self._tampered(key)
+        return path
+
+    def _tampered(self, key: str) -> None:
+        self._count("tampered")
+        self._discard(key)
 
     def _discard(self, key: str) -> None:
         self._entries.pop(key, None)
@@ -259,9 +278,10 @@ class BuildCache:
         if folder.exists():
             doomed = self.root / "staging" / f"discarded-{key[:16]}-{secrets.token_hex(4)}"
             with contextlib.suppress(OSError):
-                os.chmod(folder, stat.S_IRWXU)
+                os.chmod(folder, stat.S_IRWXU)  # the cache root: candidates never write there
+            with contextlib.suppress(OSError):
                 folder.rename(doomed)
-                sandbox.remove_tree(doomed)
+                trusted_files.remove_tree(doomed)
 
     # -- building --------------------------------------------------------------------------------
     def _build(self, key: str, spec: dict[str, Any], toolchain: dict[str, Any], deadline: float,
@@ -282,13 +302,16 @@ class BuildCache:
             env["TORCH_CUDA_ARCH_LIST"] = str(arch)
         token = None
         paused = 0.0
+        staging_fd = trusted_files.open_directory(staging)  # made just now: what the builder sees as its folder
+        log = trusted_files.create_exclusive("build.log", dir_fd=staging_fd, readable=True)
         try:
             from pike_harness.worker.supervise.spawn import thread_affinity
 
             argv = [self.python, "-m", "pike_harness.worker.supervise.buildcache", "build", str(staging / "build")]
-            if self.isolation is not None and self.isolation.active:  # writes only to its staging folder
-                argv = self.isolation.wrap(argv, cwd=staging, hide=[self.root / "locks"], writable=[staging])
-            with open(staging / "build.log", "wb") as log, thread_affinity(self.cpus):
+            if self.isolation is not None and self.isolation.active:
+                # writes only to its staging folder; sees no other build (entries, logs, other stagings)
+                argv = self.isolation.wrap(argv, cwd=staging, hide=[self.root], writable=[staging])
+            with thread_affinity(self.cpus):
                 popen = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=log, stderr=subprocess.STDOUT,
                                          cwd=str(staging), env=env, start_new_session=True)
             if self.registry is not None:
@@ -312,36 +335,67 @@ class BuildCache:
                     paused = self.registry.paused_seconds(token)
                     self.registry.remove(token)
                 sandbox.kill_all(popen, marker)
-            log_text = sandbox.tail(staging / "build.log", 20_000)
-            library = staging / "build" / f"{spec['name']}.so"
-            if popen.returncode != 0 or not library.is_file():
-                if popen.returncode not in (0, BUILD_FAILED_EXIT):
+            log_text = trusted_files.tail_fd(log, 20_000)  # the descriptor: a swapped build.log is not read
+            if popen.returncode != 0:
+                if popen.returncode != BUILD_FAILED_EXIT:
                     log_text += f"\n[the builder exited with {sandbox.signal_name(popen.returncode)}]"
                 return False, log_text, paused
-            self._publish(key, staging, library, spec, toolchain, log_text)
+            try:
+                library = _built_library(staging_fd, f"{spec['name']}.so")
+            except trusted_files.UntrustedFile as exc:
+                return False, f"{log_text}\n[the build left no usable library: {exc}]", paused
+            try:
+                self._publish(key, library, f"{spec['name']}.so", spec, toolchain, log_text)
+            finally:
+                os.close(library)
             return True, log_text, paused
         finally:
-            sandbox.remove_tree(staging)
+            os.close(log)
+            os.close(staging_fd)
+            trusted_files.remove_tree(staging)
 
-    def _publish(self, key: str, staging: Path, library: Path, spec: dict[str, Any], toolchain: dict[str, Any],
+    def _publish(self, key: str, library: int, library_name: str, spec: dict[str, Any], toolchain: dict[str, Any],
                  log_text: str) -> None:
-        entry_dir = staging / "entry"
-        entry_dir.mkdir()
-        target = entry_dir / library.name
-        shutil.copyfile(library, target)
-        digest = _file_digest(target)
-        meta = {"schema": KEY_SCHEMA, "key": key, "digest": digest, "library": library.name, "name": spec["name"],
-                "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "toolchain": toolchain}
-        (entry_dir / "meta.json").write_text(json.dumps(meta, indent=1, sort_keys=True))
-        (entry_dir / "build.log").write_text(log_text[-20_000:])
-        for item in entry_dir.iterdir():
-            os.chmod(item, 0o444)
-        os.chmod(entry_dir, 0o555)
-        final = self.root / "ext" / key
-        if final.exists():  # published by another process meanwhile (or left by a crash): ours replaces it
+        """Copy the built library (an open descriptor) into a new entry folder the builder never saw,
+        hashing while copying, then rename the folder into place: the entry holds only what this
+        process wrote, and its digest is of exactly those bytes."""
+        staging_root = trusted_files.open_directory(self.root / "staging")
+        try:
+            entry_name, entry_fd = trusted_files.make_private_folder(staging_root, "entry-")
+            try:
+                target = trusted_files.create_exclusive(library_name, dir_fd=entry_fd, mode=0o444)
+                try:
+                    digest = trusted_files.copy_regular(library, target, MAX_LIBRARY_BYTES)
+                finally:
+                    os.close(target)
+                meta = {"schema": KEY_SCHEMA, "key": key, "digest": digest, "library": library_name,
+                        "name": spec["name"], "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "toolchain": toolchain}
+                for name, text in (("meta.json", json.dumps(meta, indent=1, sort_keys=True)),
+                                   ("build.log", log_text[-20_000:])):
+                    fd = trusted_files.create_exclusive(name, dir_fd=entry_fd, mode=0o444)
+                    try:
+                        trusted_files.write_all(fd, text.encode())
+                    finally:
+                        os.close(fd)
+                os.fchmod(entry_fd, 0o555)
+            finally:
+                os.close(entry_fd)
+        finally:
+            os.close(staging_root)
+        if (self.root / "ext" / key).exists():  # published by another process meanwhile (or left by a crash)
             self._discard(key)
-        entry_dir.rename(final)
-        self._entries[key] = _Entry(digest=digest, library=library.name)
+        os.rename(self.root / "staging" / entry_name, self.root / "ext" / key)
+        self._entries[key] = _Entry(digest=digest, library=library_name)
+
+
+def _built_library(staging_fd: int, name: str) -> int:
+    """The built library in the builder's folder, opened without following anything it could have
+    planted (``build`` or the library swapped for a link, a FIFO, a device): a descriptor."""
+    build = trusted_files.open_directory("build", dir_fd=staging_fd)
+    try:
+        return trusted_files.open_regular(name, dir_fd=build, max_bytes=MAX_LIBRARY_BYTES)
+    finally:
+        os.close(build)
 
 
 def canonical_spec(spec: Any) -> dict[str, Any] | None:
@@ -409,14 +463,6 @@ def jit_cache_key(candidate_source: str, baseline_mode: str | None) -> str:
     """The per-source Triton/Inductor cache directory name: only identical sources share one."""
     blob = json.dumps({"schema": KEY_SCHEMA, "source": candidate_source, "mode": baseline_mode or ""})
     return hashlib.sha256(blob.encode()).hexdigest()[:32]
-
-
-def _file_digest(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for chunk in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 def probe_toolchain(kind: str, python: str, environ: Mapping[str, str]) -> dict[str, Any]:

@@ -13,7 +13,7 @@ import os
 import tempfile
 from pathlib import Path
 
-from pike_harness.worker.supervise import sandbox
+from pike_harness.worker.supervise import trusted_files
 
 SHARED_MEMORY = Path("/dev/shm")
 EXCHANGE_PREFIX = "pikeh-x-"  # then the harness's pid: folders of a harness that is gone can be swept
@@ -52,7 +52,7 @@ def sweep_exchange_folders(root: Path = SHARED_MEMORY) -> int:
             pass
         except PermissionError:
             continue
-        sandbox.remove_tree(path)
+        trusted_files.remove_tree(path)
         removed += 1
     return removed
 

@@ -42,9 +42,10 @@ from pike_harness.worker.channel import Channel, ChannelClosed, ChannelTimeout, 
 from pike_harness.worker.check_plan import PlannedCall
 from pike_harness.worker.output_file import MalformedOutputs, read_outputs
 from pike_harness.worker.records import EvalRequest
+from pike_harness.worker.supervise import trusted_files
 from pike_harness.worker.supervise.errors import InfrastructureError
 from pike_harness.worker.supervise.refcache import ByteLRU, tensor_bytes
-from pike_harness.worker.supervise.sandbox import marker_environment, scrubbed_environment, tail
+from pike_harness.worker.supervise.sandbox import marker_environment, scrubbed_environment
 from pike_harness.worker.supervise.spawn import visible_devices
 
 MODELS_KEPT = 4
@@ -150,9 +151,14 @@ class ReferenceOracle:
                 self._pools[key] = draw_seeds(request.hidden_input_sets, exclude=set(request.input_seeds))
             return list(self._pools[key])
 
-    def write_inputs(self, request: EvalRequest, seeds: list[int], path: Path, timeout_s: float) -> None:
-        """The task's input sets for ``seeds`` (CPU tensors, ``torch.save``) into ``path``."""
-        self._call(request, {"op": "inputs", "seeds": seeds, "out": str(path)}, timeout_s, urgent=False)
+    def write_inputs(self, request: EvalRequest, seeds: list[int], path: Path, timeout_s: float) -> str | None:
+        """The task's input sets for ``seeds`` (CPU tensors, ``torch.save``) into a new file ``path``.
+
+        None when written; else why not, in words: the candidate planted something at ``path`` (a
+        link, a FIFO, a file) before the reference could create it there, which is its verdict.
+        """
+        reply = self._call(request, {"op": "inputs", "seeds": seeds, "out": str(path)}, timeout_s, urgent=False)
+        return str(reply["planted"]) if reply.get("planted") else None
 
     def compare(self, request: EvalRequest, seeds: list[int], outputs: Path, labels: list[str],
                 plan: list[PlannedCall], *, warmed: bool, timeout_s: float) -> dict[str, Any]:
@@ -195,7 +201,7 @@ class ReferenceOracle:
             except (ChannelClosed, ChannelTimeout, ProtocolViolation, BrokenPipeError) as exc:
                 self._stop()
                 raise InfrastructureError(f"the reference process failed ({type(exc).__name__}); its log ends: "
-                                          f"{tail(self.log_path, 2000)}") from None
+                                          f"{trusted_files.tail(self.log_path, 2000)}") from None
             if not reply.get("ok"):
                 raise InfrastructureError(f"the task's reference Model failed: {reply.get('error')}")
             return reply
@@ -238,11 +244,26 @@ class _Server:
             return {"ok": True, "outputs": self.references.stats.to_dict(), "inputs": self.inputs.stats.to_dict(),
                     "held_bytes": {"outputs": self.references.held_bytes, "inputs": self.inputs.held_bytes}}
         if op == "inputs":
-            self.torch.save([self._input_set(message["source"], seed) for seed in message["seeds"]], message["out"])
-            return {"ok": True}
+            return self._write_inputs(message)
         if op == "compare":
             return self._compare(message)
         raise ValueError(f"unknown request {op!r}")
+
+    def _write_inputs(self, message: dict[str, Any]) -> dict[str, Any]:
+        """The input sets into a file this process creates: never through a link or into a FIFO that
+        the candidate planted in its exchange folder (that is its verdict, not a hang or a write elsewhere)."""
+        sets = [self._input_set(message["source"], seed) for seed in message["seeds"]]
+        try:
+            folder, name = trusted_files.folder_of(message["out"])
+            try:
+                fd = trusted_files.create_exclusive(name, dir_fd=folder)
+            finally:
+                os.close(folder)
+        except trusted_files.UntrustedFile as exc:
+            return {"ok": True, "planted": f"the hidden inputs could not be written: {exc}"}
+        with os.fdopen(fd, "wb") as handle:
+            self.torch.save(sets, handle)
+        return {"ok": True}
 
     def _module(self, source: str) -> Any:
         key = hashlib.sha256(source.encode()).hexdigest()

@@ -14,9 +14,7 @@ import contextlib
 import functools
 import os
 import re
-import shutil
 import signal
-import stat
 import subprocess
 import sys
 import threading
@@ -70,19 +68,6 @@ def mask_secrets(text: str, secrets: Iterable[str]) -> str:
         if secret in text:
             text = text.replace(secret, MASK)
     return text
-
-
-def tail(path: Path, chars: int) -> str:
-    """The last ``chars`` characters of a (possibly huge) log file."""
-    try:
-        with open(path, "rb") as handle:
-            handle.seek(0, os.SEEK_END)
-            size = handle.tell()
-            handle.seek(max(0, size - chars * 4))
-            data = handle.read()
-    except OSError:
-        return ""
-    return data.decode("utf-8", errors="replace")[-chars:]
 
 
 @dataclass
@@ -318,21 +303,6 @@ def make_scratch(root: Path, name: str) -> Path:
     path.mkdir(mode=0o700)
     (path / "tmp").mkdir()
     return path
-
-
-def remove_tree(path: Path) -> None:
-    """Delete a scratch tree even when the candidate made parts of it read-only."""
-
-    def make_writable(func, target, _exc):  # noqa: ANN001 - shutil's onerror signature
-        try:
-            os.chmod(os.path.dirname(target), stat.S_IRWXU)
-            os.chmod(target, stat.S_IRWXU)
-            func(target)
-        except OSError:
-            pass
-
-    if path.exists():
-        shutil.rmtree(path, onerror=make_writable)
 
 
 def signal_name(returncode: int) -> str:

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pike_harness.worker.channel import Channel
-from pike_harness.worker.supervise import exchange, sandbox
+from pike_harness.worker.supervise import exchange, sandbox, trusted_files
 
 if TYPE_CHECKING:
     from pike_harness.worker.supervise.supervisor import WorkerSettings
@@ -40,17 +40,32 @@ class Spawned:
     started: float = field(default_factory=time.monotonic)
     environment: dict[str, Any] | None = None  # what a pre-started child reported with "ready"
     exchange: Path | None = None  # its exchange folder (hidden inputs in, outputs out), bound into its sandbox
+    # Its stdout and stderr as the supervisor opened them before it started: the tails are read from
+    # these descriptors, never by a path the candidate could have swapped for a link or a FIFO.
+    logs: tuple[int, int] | None = None
 
     def alive(self) -> bool:
         return self.popen.poll() is None
+
+    def tails(self, chars: int) -> tuple[str, str]:
+        """The last ``chars`` characters of its stdout and stderr."""
+        if self.logs is None:
+            return "", ""
+        return trusted_files.tail_fd(self.logs[0], chars), trusted_files.tail_fd(self.logs[1], chars)
+
+    def close_logs(self) -> None:
+        logs, self.logs = self.logs, None
+        for fd in logs or ():
+            os.close(fd)
 
     def discard(self) -> None:
         """Kill it and delete its scratch directory (an unused pre-started process, or a failed start)."""
         sandbox.kill_all(self.popen, self.marker)
         self.channel.close()
-        sandbox.remove_tree(self.scratch)
-        if self.exchange is not None:
-            sandbox.remove_tree(self.exchange)
+        self.close_logs()
+        for folder in (self.scratch, self.exchange):
+            if folder is not None:
+                trusted_files.remove_tree(folder)
 
 
 def visible_devices(device: str, environ: Mapping[str, str] | None = None) -> str:
@@ -106,23 +121,41 @@ def spawn_child(settings: WorkerSettings, device: str, *, prestart: bool = False
         argv += ["--prestart", device]
     folder = exchange.make(settings.exchange_root, scratch)
     argv = sandboxed(settings, argv, scratch, [root], extra_writable=[folder])
+    logs = open_logs(scratch)
     try:
-        with open(scratch / ".stdout", "wb") as out, open(scratch / ".stderr", "wb") as err, \
-                thread_affinity(cpus):
+        with thread_affinity(cpus):
             popen = subprocess.Popen(argv, pass_fds=(to_child_r, from_child_w), stdin=subprocess.DEVNULL,
-                                     stdout=out, stderr=err, cwd=str(scratch), env=env, start_new_session=True)
+                                     stdout=logs[0], stderr=logs[1], cwd=str(scratch), env=env,
+                                     start_new_session=True)
     except BaseException:
-        for fd in (to_child_r, to_child_w, from_child_r, from_child_w):
+        for fd in (to_child_r, to_child_w, from_child_r, from_child_w, *logs):
             os.close(fd)
-        sandbox.remove_tree(scratch)
-        sandbox.remove_tree(folder)
+        trusted_files.remove_tree(scratch)
+        trusted_files.remove_tree(folder)
         raise
     os.close(to_child_r)
     os.close(from_child_w)
     if cpus:
         set_affinity(popen.pid, cpus)
     return Spawned(popen=popen, channel=Channel(from_child_r, to_child_w), scratch=scratch, marker=marker,
-                   device=device, prestarted=prestart, exchange=folder)
+                   device=device, prestarted=prestart, exchange=folder, logs=logs)
+
+
+def open_logs(scratch: Path) -> tuple[int, int]:
+    """New ``.stdout`` and ``.stderr`` files in a fresh scratch folder, opened before the candidate
+    starts; the supervisor keeps the descriptors and reads the tails through them (the candidate may
+    unlink or replace the names, which then changes nothing the supervisor reads)."""
+    folder = trusted_files.open_directory(scratch)
+    try:
+        out = trusted_files.create_exclusive(".stdout", dir_fd=folder, readable=True)
+        try:
+            err = trusted_files.create_exclusive(".stderr", dir_fd=folder, readable=True)
+        except BaseException:
+            os.close(out)
+            raise
+    finally:
+        os.close(folder)
+    return out, err
 
 
 def sandboxed(settings: WorkerSettings, argv: list[str], folder: Path, hide: list[Path], *,

@@ -50,8 +50,13 @@ from pike_harness.worker.records import (
     EvalRequest,
     EvalResult,
 )
-from pike_harness.worker.supervise import exchange, gpu_clocks, sandbox, static_checks
-from pike_harness.worker.supervise.buildcache import BuildTimeout, ToolchainError, jit_cache_key
+from pike_harness.worker.supervise import exchange, gpu_clocks, sandbox, static_checks, trusted_files
+from pike_harness.worker.supervise.buildcache import (
+    BuildTimeout,
+    HandOutRefused,
+    ToolchainError,
+    jit_cache_key,
+)
 from pike_harness.worker.supervise.compare import Comparison
 from pike_harness.worker.supervise.errors import InfrastructureError
 from pike_harness.worker.supervise.reference import ReferenceOracle
@@ -137,6 +142,7 @@ class Evaluation:
         self.hidden_seeds = oracle.hidden_seeds(request)  # this run's secret pool for the task
         self.secrets = sandbox.secret_values(settings.source_environ())
         self.popen: subprocess.Popen | None = None
+        self.spawned: Spawned | None = None  # the candidate's process as started (its log descriptors)
         self.channel: Channel | None = None
         self.scratch: Path | None = None
         self.exchange: Path | None = None  # the exchange folder, once the hidden inputs are in it
@@ -210,9 +216,11 @@ class Evaluation:
         self.exchange = self.spawned_exchange or exchange.make(self.settings.exchange_root, self.scratch)
         self.environment["exchange"] = "shared_memory" if exchange.on_tmpfs(self.exchange) else "disk"
         began = time.monotonic()
-        self.oracle.write_inputs(self.request, self.hidden_seeds, self.exchange / "inputs.pt",
-                                 timeout_s=self.request.limits.run_timeout_s)
+        planted = self.oracle.write_inputs(self.request, self.hidden_seeds, self.exchange / "inputs.pt",
+                                           timeout_s=self.request.limits.run_timeout_s)
         self.stages.add("inputs", time.monotonic() - began)
+        if planted:
+            raise _Concluded(self._conclude(REJECTED, "exchange_file", planted))
 
     def warm(self) -> EvalResult | None:
         """Phase 1, optional: one call of the candidate on a throwaway model, outside the lock.
@@ -287,8 +295,8 @@ class Evaluation:
             self.environment["ran_alone"] = f"reference: {str(exc)[:300]}"
             raise RetryAlone("reference") from None
         finally:
-            outputs.unlink(missing_ok=True)
-        inputs.unlink(missing_ok=True)  # kept until now: a check run again alone reads them again
+            trusted_files.discard(outputs)  # whatever the candidate left there: a link itself, never its target
+        trusted_files.discard(inputs)  # kept until now: a check run again alone reads them again
         if reply.get("malformed"):
             return self._conclude(REJECTED, "outputs_file", str(reply["malformed"]))
         seconds = reply.get("seconds") or {}
@@ -383,6 +391,7 @@ class Evaluation:
         self.popen, self.channel, self.scratch, self.marker = (spawned.popen, spawned.channel, spawned.scratch,
                                                                spawned.marker)
         self.spawned_exchange = spawned.exchange
+        self.spawned = spawned
         self.environment["prestarted"] = spawned.prestarted
         self.stages.add("spawn", time.monotonic() - began)
         self._notify("spawned")
@@ -463,6 +472,8 @@ class Evaluation:
             raise _Concluded(self._conclude(TIMEOUT, f"{stage}_timeout",
                                             f"the {stage} stage ran past its {timeout_s:g} s limit "
                                             "while building a load_inline extension")) from None
+        except HandOutRefused as exc:
+            raise _Concluded(self._conclude(REJECTED, "scratch_file", str(exc))) from None
         except ToolchainError as exc:  # the cache cannot key builds here: build privately, as without one
             self.environment.setdefault("build_cache_error", str(exc)[:500])
             return {"fallback": True}
@@ -563,10 +574,7 @@ class Evaluation:
         a tree of build products there would keep the next candidate waiting for nothing.
         """
         self._kill()
-        stdout = stderr = ""
-        if self.scratch is not None:
-            stdout = sandbox.tail(self.scratch / ".stdout", self.settings.tail_chars)
-            stderr = sandbox.tail(self.scratch / ".stderr", self.settings.tail_chars)
+        stdout, stderr = self.spawned.tails(self.settings.tail_chars) if self.spawned is not None else ("", "")
         if self.channel is not None:
             self.channel.close()
             self.channel = None
@@ -587,15 +595,22 @@ class Evaluation:
         return self.result
 
     def _cleanup(self) -> None:
+        """Delete the candidate's folders; what could not be removed is reported in the result's
+        ``environment["cleanup"]`` (and never raises: leftovers are not the harness's crash)."""
         if self.channel is not None:
             self.channel.close()
             self.channel = None
+        if self.spawned is not None:
+            self.spawned.close_logs()
+        problems: list[str] = []
         for folder in {self.exchange, self.spawned_exchange} - {None}:
-            sandbox.remove_tree(folder)
+            problems += trusted_files.remove_tree(folder)
         self.exchange = self.spawned_exchange = None
         if self.scratch is not None and not self.settings.keep_scratch:
-            sandbox.remove_tree(self.scratch)
+            problems += trusted_files.remove_tree(self.scratch)
             self.scratch = None
+        if problems and self.result is not None:
+            self.result.environment.setdefault("cleanup", []).extend(problems[:trusted_files.PROBLEMS_KEPT])
 
     def close(self) -> None:
         """Idempotent: kill whatever is left and delete the scratch directory."""

@@ -123,10 +123,14 @@ def _read_up_to(fd: int, offset: int, size: int) -> bytes:
     return b"".join(parts)
 
 
-def create_exclusive(path: str | os.PathLike, *, dir_fd: int | None = None, mode: int = 0o600) -> int:
-    """A write descriptor of a new regular file: fails (``UntrustedFile``) if anything is there already."""
+def create_exclusive(
+    path: str | os.PathLike, *, dir_fd: int | None = None, mode: int = 0o600, readable: bool = False
+) -> int:
+    """A write (``readable``: read-write) descriptor of a new regular file: fails (``UntrustedFile``)
+    if anything is there already, a link included."""
+    access = os.O_RDWR if readable else os.O_WRONLY
     try:
-        return os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | BASE_FLAGS, mode, dir_fd=dir_fd)
+        return os.open(path, access | os.O_CREAT | os.O_EXCL | BASE_FLAGS, mode, dir_fd=dir_fd)
     except OSError as exc:
         raise _refusal(path, exc) from None
 
