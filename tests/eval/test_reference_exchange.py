@@ -129,7 +129,7 @@ def test_malformed_or_linked_outputs_are_rejected_without_following(server, tmp_
     reply = server.handle({"op": "compare", "source": TASK, "weight_seed": 42, "precision": "fp32", "device": "cpu",
                            "seeds": [1, 2, 3], "outputs": str(link), "labels": ["a", "b", "c"], "atol": 1e-5,
                            "rtol": 1e-5, "plan": [[0, 0, False], [0, 1, False], [0, 2, False]]})
-    assert reply["malformed"] == "the outputs file is missing or a link"
+    assert reply["malformed"] == "the outputs file is a link"
 
 
 def test_the_candidate_never_sees_a_hidden_seed_and_the_exchange_is_in_memory(corpus_results):

@@ -161,16 +161,16 @@ def open_logs(scratch: Path) -> tuple[int, int]:
 def sandboxed(settings: WorkerSettings, argv: list[str], folder: Path, hide: list[Path], *,
               extra_writable: list[Path] = ()) -> list[str]:
     """``argv`` inside the evaluator's isolation (``settings.isolation``), writing only to ``folder``
-    and the shared JIT caches; the work folder and ``hide`` are invisible (reference outputs, other
-    candidates' scratch). Unchanged where there is no isolation."""
+    (and ``extra_writable``); the work folder, the shared build and JIT caches and ``hide`` are
+    invisible (reference outputs, other candidates' scratch and builds). Unchanged where there is
+    no isolation."""
     isolation = settings.isolation
     if isolation is None or not isolation.active:
         return argv
-    writable = [folder, *extra_writable]
-    if settings.jit_cache_root is not None:
-        Path(settings.jit_cache_root).mkdir(parents=True, exist_ok=True, mode=0o700)
-        writable.append(Path(settings.jit_cache_root))
-    return isolation.wrap(argv, cwd=folder, hide=[settings.workdir, *hide], writable=writable)
+    # The shared caches are the supervisor's alone: a candidate gets copies (jit_caches, buildcache).
+    caches = [Path(root) for root in (settings.jit_cache_root, getattr(settings.build_cache, "root", None)) if root]
+    return isolation.wrap(argv, cwd=folder, hide=[settings.workdir, *caches, *hide],
+                          writable=[folder, *extra_writable])
 
 
 @contextlib.contextmanager

@@ -50,12 +50,18 @@ from pike_harness.worker.records import (
     EvalRequest,
     EvalResult,
 )
-from pike_harness.worker.supervise import exchange, gpu_clocks, sandbox, static_checks, trusted_files
+from pike_harness.worker.supervise import (
+    exchange,
+    gpu_clocks,
+    jit_caches,
+    sandbox,
+    static_checks,
+    trusted_files,
+)
 from pike_harness.worker.supervise.buildcache import (
     BuildTimeout,
     HandOutRefused,
     ToolchainError,
-    jit_cache_key,
 )
 from pike_harness.worker.supervise.compare import Comparison
 from pike_harness.worker.supervise.errors import InfrastructureError
@@ -143,6 +149,7 @@ class Evaluation:
         self.secrets = sandbox.secret_values(settings.source_environ())
         self.popen: subprocess.Popen | None = None
         self.spawned: Spawned | None = None  # the candidate's process as started (its log descriptors)
+        self.jit_folder: Path | None = None  # its private JIT folder, when the JIT caches are shared
         self.channel: Channel | None = None
         self.scratch: Path | None = None
         self.exchange: Path | None = None  # the exchange folder, once the hidden inputs are in it
@@ -401,11 +408,14 @@ class Evaluation:
         """What the child applies before importing the candidate: cache locations, the build hook."""
         setup: dict[str, Any] = {"build_cache": self.settings.build_cache is not None}
         root = self.settings.jit_cache_root
-        if root is not None:
-            folder = Path(root) / jit_cache_key(self.request.candidate_source, self.request.baseline_mode)
-            folder.mkdir(parents=True, exist_ok=True, mode=0o700)
-            setup["env"] = {"TRITON_CACHE_DIR": str(folder / "triton"),
-                            "TORCHINDUCTOR_CACHE_DIR": str(folder / "inductor")}
+        if root is not None and self.scratch is not None:
+            try:
+                self.jit_folder, setup["env"] = jit_caches.prepare(Path(root), self.scratch,
+                                                                   self.request.candidate_source,
+                                                                   self.request.baseline_mode)
+            except trusted_files.UntrustedFile as exc:  # its scratch folder, tampered with before it ran
+                raise _Concluded(self._conclude(REJECTED, "scratch_file", f"no JIT folder could be made: {exc}")) \
+                    from None
         return setup
 
     def _await(self, event: str, timeout_s: float, stage: str, *, nonce: str | None = None) -> dict[str, Any]:
@@ -603,6 +613,11 @@ class Evaluation:
         if self.spawned is not None:
             self.spawned.close_logs()
         problems: list[str] = []
+        root, jit_folder, self.jit_folder = self.settings.jit_cache_root, self.jit_folder, None
+        if root is not None and jit_folder is not None and self.result is not None and self.result.is_correct:
+            note = jit_caches.publish(Path(root), jit_folder, self.request.candidate_source, self.request.baseline_mode)
+            if note:
+                self.environment["jit_cache"] = note
         for folder in {self.exchange, self.spawned_exchange} - {None}:
             problems += trusted_files.remove_tree(folder)
         self.exchange = self.spawned_exchange = None

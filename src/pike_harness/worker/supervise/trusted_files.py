@@ -390,6 +390,59 @@ def _reopen_parent(child: _Level, parent: _Level, problems: list[str]) -> int | 
     return fd
 
 
+def copy_tree(source_fd: int, target_fd: int, *, max_files: int, max_bytes: int, max_depth: int = 16) -> None:
+    """Copy the folders and regular files below ``source_fd`` into the (empty) folder ``target_fd``.
+
+    Links, FIFOs, sockets and devices are skipped, never followed or opened; every file is created
+    with ``O_EXCL``. More than ``max_files`` entries, ``max_bytes`` bytes or ``max_depth`` levels
+    raise ``UntrustedFile`` (what was copied so far stays: the caller discards the target).
+    Iterative; at most ``2 * max_depth`` descriptors open.
+    """
+    files = total = 0
+    stack: list[tuple[int, int, int, Iterator[os.DirEntry]]] = [
+        (source_fd, target_fd, 0, _entries(source_fd))
+    ]
+    try:
+        while stack:
+            src, dst, depth, listing = stack[-1]
+            entry = next(listing, None)
+            if entry is None:
+                stack.pop()
+                if stack:  # the two descriptors this level opened
+                    os.close(src)
+                    os.close(dst)
+                continue
+            files += 1
+            if files > max_files:
+                raise UntrustedFile(f"more than {max_files} entries to copy")
+            if entry.is_dir(follow_symlinks=False):
+                if depth + 1 > max_depth:
+                    raise UntrustedFile(f"folders nested deeper than {max_depth} levels")
+                child_src = open_directory(entry.name, dir_fd=src)
+                try:
+                    os.mkdir(entry.name, 0o700, dir_fd=dst)
+                    child_dst = open_directory(entry.name, dir_fd=dst)
+                except BaseException:
+                    os.close(child_src)
+                    raise
+                stack.append((child_src, child_dst, depth + 1, _entries(child_src)))
+            elif entry.is_file(follow_symlinks=False):
+                source = open_regular(entry.name, dir_fd=src, max_bytes=max_bytes - total)
+                try:
+                    target = create_exclusive(entry.name, dir_fd=dst, mode=0o600)
+                    try:
+                        copy_regular(source, target, max_bytes - total)
+                        total += os.fstat(target).st_size
+                    finally:
+                        os.close(target)
+                finally:
+                    os.close(source)
+    finally:
+        for src, dst, _, _ in stack[1:]:
+            os.close(src)
+            os.close(dst)
+
+
 def folder_of(path: str | os.PathLike) -> tuple[int, str]:
     """A descriptor of ``path``'s parent folder and its last component, for the ``dir_fd`` functions."""
     parent, name = os.path.split(os.path.abspath(os.fspath(path)))
