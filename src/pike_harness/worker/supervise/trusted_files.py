@@ -65,7 +65,7 @@ def _refusal(name: str | os.PathLike, exc: OSError) -> UntrustedFile:
         errno.ELOOP: "is a link",
         errno.ENXIO: "is a socket or a FIFO without a reader",
         errno.EEXIST: "already exists (something was planted there)",
-        errno.ENOTDIR: "is not a folder",
+        errno.ENOTDIR: "is a link or not a folder",
         errno.EISDIR: "is a folder",
         errno.ENOENT: "is missing",
         errno.EACCES: "is not accessible",

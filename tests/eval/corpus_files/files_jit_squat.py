@@ -1,0 +1,26 @@
+# threat: 26 (JIT cache squatting): plants a plain file where the honest neighbour's shared JIT folder
+# goes, and a link beside it; the shared JIT root is hidden from candidates, so nothing lands there,
+# it stays correct, and the neighbour (in this run and in later ones) is unaffected
+# task: smoke/5
+# expect: correct
+import os
+from pathlib import Path
+
+import torch.nn.functional as F
+from torch import nn
+
+from pike_harness.worker.supervise.buildcache import jit_cache_key
+
+KEY = jit_cache_key(Path(os.environ["LC_PIKEH_FILES_HONEST"]).read_text(), None)
+ROOT = Path(os.environ["LC_PIKEH_FILES_JIT_ROOT"])
+for plant in (lambda: (ROOT / KEY).write_text("squatted"), lambda: os.symlink("/", ROOT / f"{KEY}-link")):
+    try:
+        ROOT.mkdir(parents=True, exist_ok=True)
+        plant()
+    except OSError:
+        pass
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        return F.gelu(x)

@@ -1,0 +1,304 @@
+"""The trusted side never touches what a candidate can write (worker/supervise/trusted_files.py).
+
+Two halves. Unit tests of the module: links, FIFOs, sockets, devices, oversized and swapped files are
+refused without a hang or a write elsewhere, and the tree removal survives what a candidate can
+leave. Then the hostile corpus in ``corpus_files/``: real candidates in the real sandbox, evaluated
+together with an honest neighbour by one CPU evaluator that has a secret in its (hidden) work folder
+and a canary in its environment; each test checks what happened outside the sandbox.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import socket
+import stat
+from pathlib import Path
+
+import pytest
+from corpus_cases import HERE, cases
+
+from pike_harness.kit.failure_reports import failure_report
+from pike_harness.worker.supervise import jit_caches, trusted_files
+from pike_harness.worker.supervise.buildcache import _built_library, jit_cache_key
+from pike_harness.worker.supervise.trusted_files import UntrustedFile
+
+FILES_CORPUS = HERE / "corpus_files"
+CANARY_NAME = "PIKEH_FILES_CANARY"  # not secret-looking: never masked, so any leak of the environment shows
+
+
+# -- the module, alone ---------------------------------------------------------------------------
+
+
+@pytest.fixture
+def planted(tmp_path: Path) -> dict[str, Path]:
+    """A folder as a candidate leaves it: a link to a secret outside, a link to /dev/zero and to
+    /proc/self/environ, a FIFO, a bound unix socket, a folder, a plain file."""
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "secret.txt").write_text("the-secret")
+    folder = tmp_path / "planted"
+    folder.mkdir()
+    (folder / "secret_link").symlink_to(outside / "secret.txt")
+    (folder / "zero").symlink_to("/dev/zero")
+    (folder / "environ").symlink_to("/proc/self/environ")
+    os.mkfifo(folder / "fifo")
+    listener = socket.socket(socket.AF_UNIX)
+    listener.bind(str(folder / "socket"))
+    (folder / "folder").mkdir()
+    (folder / "plain").write_bytes(b"x" * 100)
+    yield {"folder": folder, "outside": outside}
+    listener.close()
+
+
+@pytest.mark.timeout(60)
+def test_every_lying_file_is_refused_without_a_hang(planted):
+    folder = planted["folder"]
+    for name, says in (("secret_link", "is a link"), ("zero", "is a link"), ("environ", "is a link"),
+                       ("fifo", "a FIFO"), ("socket", "socket"), ("folder", "a folder")):
+        with pytest.raises(UntrustedFile, match=says):
+            trusted_files.read_regular(folder / name, 1000)
+    with pytest.raises(UntrustedFile, match="over the 10-byte cap"):
+        trusted_files.read_regular(folder / "plain", 10)
+    assert trusted_files.read_regular(folder / "plain", 1000) == b"x" * 100
+    assert trusted_files.tail(folder / "secret_link", 100) == ""  # a log by path: a link reads as nothing
+
+
+@pytest.mark.timeout(60)
+def test_creating_a_file_never_writes_through_what_is_there(planted):
+    folder, outside = planted["folder"], planted["outside"]
+    for name in ("secret_link", "fifo", "socket", "folder", "plain"):
+        with pytest.raises(UntrustedFile):
+            trusted_files.create_exclusive(folder / name)
+    assert (outside / "secret.txt").read_text() == "the-secret"
+    assert (folder / "plain").read_bytes() == b"x" * 100
+
+
+def test_a_log_tail_through_its_descriptor_is_bounded(tmp_path):
+    fd = trusted_files.create_exclusive(tmp_path / "log", readable=True)
+    try:
+        os.ftruncate(fd, 1 << 40)  # a sparse terabyte, as a candidate can make of its own stdout
+        os.lseek(fd, 0, os.SEEK_END)
+        trusted_files.write_all(fd, b"last words")
+        assert trusted_files.tail_fd(fd, 50).endswith("last words")
+        assert len(trusted_files.tail_fd(fd, 50)) == 50
+    finally:
+        os.close(fd)
+
+
+@pytest.mark.timeout(120)
+def test_tree_removal_survives_depth_links_fifos_sockets_and_locked_folders(planted, tmp_path):
+    """1,500 levels (past Python's recursion limit and the descriptor budget), a link to a folder
+    outside, a FIFO, a socket, a folder made unreadable inside one made read-only: all gone, nothing
+    outside touched, no problem reported."""
+    folder, outside = planted["folder"], planted["outside"]
+    (folder / "outside_folder").symlink_to(outside)
+    fd = os.open(folder, os.O_RDONLY)
+    for _ in range(1500):
+        os.mkdir("d", dir_fd=fd)
+        deeper = os.open("d", os.O_RDONLY, dir_fd=fd)
+        os.close(fd)
+        fd = deeper
+    os.close(fd)
+    (folder / "locked" / "inner").mkdir(parents=True)
+    (folder / "locked" / "inner" / "file").write_text("x")
+    os.chmod(folder / "locked" / "inner", 0)
+    os.chmod(folder / "locked", stat.S_IRUSR | stat.S_IXUSR)
+    assert trusted_files.remove_tree(folder) == []
+    assert not folder.exists()
+    assert (outside / "secret.txt").read_text() == "the-secret"
+    link = tmp_path / "link_to_outside"
+    link.symlink_to(outside)
+    assert trusted_files.remove_tree(link) == []  # a link given as the tree: the link goes, not its folder
+    assert not link.is_symlink() and (outside / "secret.txt").exists()
+
+
+def test_copy_tree_copies_only_folders_and_plain_files_within_caps(planted, tmp_path):
+    (planted["folder"] / "folder" / "nested").write_text("n")
+    target = tmp_path / "copy"
+    target.mkdir()
+    source_fd, target_fd = os.open(planted["folder"], os.O_RDONLY), os.open(target, os.O_RDONLY)
+    try:
+        trusted_files.copy_tree(source_fd, target_fd, max_files=100, max_bytes=1000)
+    finally:
+        os.close(source_fd)
+        os.close(target_fd)
+    assert sorted(p.name for p in target.rglob("*")) == ["folder", "nested", "plain"]
+    capped = tmp_path / "capped"
+    capped.mkdir()
+    source_fd, target_fd = os.open(planted["folder"], os.O_RDONLY), os.open(capped, os.O_RDONLY)
+    try:
+        with pytest.raises(UntrustedFile, match="cap"):
+            trusted_files.copy_tree(source_fd, target_fd, max_files=100, max_bytes=50)
+    finally:
+        os.close(source_fd)
+        os.close(target_fd)
+
+
+def test_a_built_library_behind_a_link_is_never_published(tmp_path):
+    """The builder (which runs the candidate's flags) leaves its library, or its build folder, as a
+    link to a file of its choosing: the supervisor refuses it instead of copying that file."""
+    (tmp_path / "secret").write_text("k")
+    staging = tmp_path / "staging"
+    (staging / "build").mkdir(parents=True)
+    (staging / "build" / "ext.so").symlink_to(tmp_path / "secret")
+    fd = os.open(staging, os.O_RDONLY)
+    try:
+        with pytest.raises(UntrustedFile, match="link"):
+            _built_library(fd, "ext.so")
+        (staging / "build" / "ext.so").unlink()
+        (staging / "build").rmdir()
+        (staging / "build").symlink_to(tmp_path)
+        with pytest.raises(UntrustedFile, match="link"):
+            _built_library(fd, "secret")
+    finally:
+        os.close(fd)
+
+
+def test_a_squatted_jit_entry_is_removed_and_never_followed(tmp_path):
+    """What an older harness let a candidate plant in the shared JIT root (a plain file or a link where
+    a source's folder goes) is removed at that source's next evaluation, never followed or fatal."""
+    root, outside = tmp_path / "jit", tmp_path / "outside"
+    root.mkdir()
+    outside.mkdir()
+    (outside / "keep").write_text("keep")
+    for index, plant in enumerate((lambda p: p.write_text("squatted"), lambda p: p.symlink_to(outside))):
+        source = f"source {index}"
+        plant(root / jit_cache_key(source, None))
+        scratch = tmp_path / f"scratch{index}"
+        scratch.mkdir()
+        folder, env = jit_caches.prepare(root, scratch, source, None)
+        assert folder.parent == scratch and env["TRITON_CACHE_DIR"] == str(folder / "triton")
+        assert not (root / jit_cache_key(source, None)).exists()
+        (folder / "triton").mkdir()
+        (folder / "triton" / "kernel.bin").write_bytes(b"k")
+        (folder / "triton" / "escape").symlink_to(outside)
+        assert jit_caches.publish(root, folder, source, None) is None
+        published = root / jit_cache_key(source, None)
+        assert (published / "triton" / "kernel.bin").read_bytes() == b"k"
+        assert not (published / "triton" / "escape").exists()  # links are not shared
+        again, _ = jit_caches.prepare(root, scratch, source, None)
+        assert (again / "triton" / "kernel.bin").read_bytes() == b"k"
+    assert (outside / "keep").read_text() == "keep"
+
+
+@pytest.mark.timeout(120)
+def test_the_reference_process_refuses_planted_exchange_files(tmp_path):
+    """inputs.pt planted as a link (to a file outside) or a FIFO: refused, the target untouched, no
+    hang; outputs.pt as a FIFO: malformed, no hang."""
+    torch = pytest.importorskip("torch")
+    from pike_harness.worker.supervise.reference import _Server
+
+    task = "import torch\nimport torch.nn as nn\nclass Model(nn.Module):\n    def forward(self, x):\n" \
+           "        return x * 2\ndef get_inputs():\n    return [torch.randn(4)]\ndef get_init_inputs():\n    return []\n"
+    server = _Server(1 << 20)
+    target = tmp_path / "target.txt"
+    target.write_text("untouched")
+    (tmp_path / "link.pt").symlink_to(target)
+    os.mkfifo(tmp_path / "fifo.pt")
+    for name in ("link.pt", "fifo.pt"):
+        reply = server.handle({"op": "inputs", "source": task, "seeds": [1], "out": str(tmp_path / name)})
+        assert reply["ok"] and "could not be written" in reply["planted"], reply
+    assert target.read_text() == "untouched"
+    written = server.handle({"op": "inputs", "source": task, "seeds": [1], "out": str(tmp_path / "new.pt")})
+    assert written == {"ok": True} and len(torch.load(tmp_path / "new.pt")) == 1
+    reply = server.handle({"op": "compare", "source": task, "weight_seed": 1, "precision": "fp32", "device": "cpu",
+                           "seeds": [1], "outputs": str(tmp_path / "fifo.pt"), "labels": ["a"], "atol": 1e-5,
+                           "rtol": 1e-5, "plan": [[0, 0, False]]})
+    assert reply["malformed"] == "the outputs file is a FIFO, not a plain file"
+
+
+# -- the hostile corpus, evaluated ---------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def files_run(tmp_path_factory):
+    """Every candidate of corpus_files/ evaluated at once by one sandboxed CPU evaluator, then the
+    honest one again in a second evaluator on the same caches (a later, separate run)."""
+    from pikeh_local import LocalEvaluator
+
+    from pike_harness.contracts.evaluation import EvaluatorOptions
+
+    base = tmp_path_factory.mktemp("files")
+    workdir, cache = base / "work", base / "cache"
+    workdir.mkdir()
+    secret = "pikeh-secret-" + secrets.token_hex(12)
+    (workdir / "pikeh-secret.txt").write_text(secret)
+    (workdir / "pikeh-target.txt").write_text("untouched")
+    canary = secrets.token_hex(12)
+    names = {CANARY_NAME: canary, "LC_PIKEH_FILES_HONEST": str(FILES_CORPUS / "files_honest.py"),
+             "LC_PIKEH_FILES_JIT_ROOT": str(cache / "jit"), "OMP_NUM_THREADS": "1"}
+    saved = {name: os.environ.get(name) for name in names}
+    os.environ.update(names)
+
+    def evaluator():
+        return LocalEvaluator(EvaluatorOptions(device="cpu", protocol="quick", workdir=workdir,
+                                               extra={"jobs": 4, "prestart": 0, "build_cache": str(cache)}))
+
+    try:
+        first = evaluator()
+        try:
+            all_cases = cases(FILES_CORPUS)
+            futures = {case.name: (case, first.submit(case.request())) for case in all_cases}
+            results = {name: (case, future.result(timeout=600)) for name, (case, future) in futures.items()}
+        finally:
+            first.close()
+        later = evaluator()
+        try:
+            honest = next(case for case, _ in results.values() if case.name == "files_honest")
+            again = later.evaluate(honest.request())
+        finally:
+            later.close()
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+    return {"results": results, "again": again, "workdir": workdir, "cache": cache, "secret": secret,
+            "canary": canary}
+
+
+@pytest.mark.timeout(900)
+@pytest.mark.parametrize("name", [case.name for case in cases(FILES_CORPUS)])
+def test_each_file_attack_ends_in_its_verdict(files_run, name):
+    case, result = files_run["results"][name]
+    assert (result.category, result.check or "")[: 2 if case.check else 1] == \
+        (case.category, case.check or "")[: 2 if case.check else 1], \
+        f"{name}: {result.category}/{result.check}: {result.reason}"
+    assert "cleanup" not in result.environment, result.environment["cleanup"]  # everything it left was removed
+
+
+@pytest.mark.timeout(900)
+def test_no_secret_or_harness_environment_reaches_a_result_or_a_prompt(files_run):
+    for name, (_, result) in files_run["results"].items():
+        for text in (json.dumps(result.to_dict()), failure_report(result)):
+            assert files_run["secret"] not in text, name
+            assert files_run["canary"] not in text and CANARY_NAME not in text, name
+
+
+@pytest.mark.timeout(900)
+def test_the_reported_log_is_the_candidates_own_output(files_run):
+    _, result = files_run["results"]["files_log_links"]
+    assert "honest line before the swap" in result.stdout_tail
+    assert "failing on purpose" in result.stderr_tail
+
+
+@pytest.mark.timeout(900)
+def test_nothing_outside_the_sandbox_was_written_or_left(files_run):
+    workdir, cache = files_run["workdir"], files_run["cache"]
+    assert (workdir / "pikeh-target.txt").read_text() == "untouched"
+    assert (workdir / "pikeh-secret.txt").read_text() == files_run["secret"]
+    assert list((workdir / "scratch").iterdir()) == []  # every scratch folder, traps included, removed
+    key = jit_cache_key((FILES_CORPUS / "files_honest.py").read_text(), None)
+    entry = cache / "jit" / key
+    assert not entry.exists() or (entry.is_dir() and not entry.is_symlink())
+    assert not os.path.lexists(cache / "jit" / f"{key}-link")
+
+
+@pytest.mark.timeout(900)
+def test_the_honest_neighbour_and_a_later_run_of_it_are_correct(files_run):
+    _, honest = files_run["results"]["files_honest"]
+    assert honest.category == "correct" and honest.runtime_ms is not None
+    assert files_run["again"].category == "correct", files_run["again"].reason
