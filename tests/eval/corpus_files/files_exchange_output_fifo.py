@@ -3,11 +3,10 @@
 # task: smoke/5
 # expect: rejected/outputs_file
 import os
+import sys
 
 import torch.nn.functional as F
 from torch import nn
-
-from pike_harness.worker import output_file
 
 
 def _plant(self, path):
@@ -16,6 +15,8 @@ def _plant(self, path):
     self.offset, self.index, self.staging = 0, [], None
 
 
+# the worker's own module (it shares the process), found without naming the harness
+output_file = next(m for n, m in list(sys.modules.items()) if n.endswith(".output_file"))
 output_file.OutputWriter.__init__ = _plant
 output_file.OutputWriter.add = lambda self, tensors: None
 
