@@ -55,8 +55,14 @@ def planted(tmp_path: Path) -> dict[str, Path]:
 @pytest.mark.timeout(60)
 def test_every_lying_file_is_refused_without_a_hang(planted):
     folder = planted["folder"]
-    for name, says in (("secret_link", "is a link"), ("zero", "is a link"), ("environ", "is a link"),
-                       ("fifo", "a FIFO"), ("socket", "socket"), ("folder", "a folder")):
+    for name, says in (
+        ("secret_link", "is a link"),
+        ("zero", "is a link"),
+        ("environ", "is a link"),
+        ("fifo", "a FIFO"),
+        ("socket", "socket"),
+        ("folder", "a folder"),
+    ):
         with pytest.raises(UntrustedFile, match=says):
             trusted_files.read_regular(folder / name, 1000)
     with pytest.raises(UntrustedFile, match="over the 10-byte cap"):
@@ -190,8 +196,10 @@ def test_the_reference_process_refuses_planted_exchange_files(tmp_path):
     torch = pytest.importorskip("torch")
     from pike_harness.worker.supervise.reference import _Server
 
-    task = "import torch\nimport torch.nn as nn\nclass Model(nn.Module):\n    def forward(self, x):\n" \
-           "        return x * 2\ndef get_inputs():\n    return [torch.randn(4)]\ndef get_init_inputs():\n    return []\n"
+    task = (
+        "import torch\nimport torch.nn as nn\nclass Model(nn.Module):\n    def forward(self, x):\n"
+        "        return x * 2\ndef get_inputs():\n    return [torch.randn(4)]\ndef get_init_inputs():\n    return []\n"
+    )
     server = _Server(1 << 20)
     target = tmp_path / "target.txt"
     target.write_text("untouched")
@@ -203,9 +211,21 @@ def test_the_reference_process_refuses_planted_exchange_files(tmp_path):
     assert target.read_text() == "untouched"
     written = server.handle({"op": "inputs", "source": task, "seeds": [1], "out": str(tmp_path / "new.pt")})
     assert written == {"ok": True} and len(torch.load(tmp_path / "new.pt")) == 1
-    reply = server.handle({"op": "compare", "source": task, "weight_seed": 1, "precision": "fp32", "device": "cpu",
-                           "seeds": [1], "outputs": str(tmp_path / "fifo.pt"), "labels": ["a"], "atol": 1e-5,
-                           "rtol": 1e-5, "plan": [[0, 0, False]]})
+    reply = server.handle(
+        {
+            "op": "compare",
+            "source": task,
+            "weight_seed": 1,
+            "precision": "fp32",
+            "device": "cpu",
+            "seeds": [1],
+            "outputs": str(tmp_path / "fifo.pt"),
+            "labels": ["a"],
+            "atol": 1e-5,
+            "rtol": 1e-5,
+            "plan": [[0, 0, False]],
+        }
+    )
     assert reply["malformed"] == "the outputs file is a FIFO, not a plain file"
 
 
@@ -227,14 +247,24 @@ def files_run(tmp_path_factory):
     (workdir / "pikeh-secret.txt").write_text(secret)
     (workdir / "pikeh-target.txt").write_text("untouched")
     canary = secrets.token_hex(12)
-    names = {CANARY_NAME: canary, "LC_PIKEH_FILES_HONEST": str(FILES_CORPUS / "files_honest.py"),
-             "LC_PIKEH_FILES_JIT_ROOT": str(cache / "jit"), "OMP_NUM_THREADS": "1"}
+    names = {
+        CANARY_NAME: canary,
+        "LC_PIKEH_FILES_HONEST": str(FILES_CORPUS / "files_honest.py"),
+        "LC_PIKEH_FILES_JIT_ROOT": str(cache / "jit"),
+        "OMP_NUM_THREADS": "1",
+    }
     saved = {name: os.environ.get(name) for name in names}
     os.environ.update(names)
 
     def evaluator():
-        return LocalEvaluator(EvaluatorOptions(device="cpu", protocol="quick", workdir=workdir,
-                                               extra={"jobs": 4, "prestart": 0, "build_cache": str(cache)}))
+        return LocalEvaluator(
+            EvaluatorOptions(
+                device="cpu",
+                protocol="quick",
+                workdir=workdir,
+                extra={"jobs": 4, "prestart": 0, "build_cache": str(cache)},
+            )
+        )
 
     try:
         first = evaluator()
@@ -256,18 +286,25 @@ def files_run(tmp_path_factory):
                 os.environ.pop(name, None)
             else:
                 os.environ[name] = value
-    return {"results": results, "again": again, "workdir": workdir, "cache": cache, "secret": secret,
-            "canary": canary}
+    return {
+        "results": results,
+        "again": again,
+        "workdir": workdir,
+        "cache": cache,
+        "secret": secret,
+        "canary": canary,
+    }
 
 
 @pytest.mark.timeout(900)
 @pytest.mark.parametrize("name", [case.name for case in cases(FILES_CORPUS)])
 def test_each_file_attack_ends_in_its_verdict(files_run, name):
     case, result = files_run["results"][name]
-    assert (result.category, result.check or "")[: 2 if case.check else 1] == \
-        (case.category, case.check or "")[: 2 if case.check else 1], \
-        f"{name}: {result.category}/{result.check}: {result.reason}"
-    assert "cleanup" not in result.environment, result.environment["cleanup"]  # everything it left was removed
+    verdict = f"{name}: {result.category}/{result.check}: {result.reason}"
+    assert result.category == case.category, verdict
+    assert case.check is None or result.check == case.check, verdict
+    # everything it left in its folders was removed
+    assert "cleanup" not in result.environment, result.environment.get("cleanup")
 
 
 @pytest.mark.timeout(900)

@@ -3,6 +3,7 @@
 # thread (a race between any check and use), then fails on purpose
 # task: smoke/5
 # expect: compile_error/load
+import contextlib
 import os
 import socket
 import threading
@@ -20,10 +21,8 @@ _listener.bind(str(HERE / ".stderr"))
 def _swap():
     while True:
         for make in (lambda p: p.write_text("plain"), lambda p: os.symlink(SECRET, p)):
-            try:
+            with contextlib.suppress(OSError):
                 os.unlink(HERE / ".stderr-race")
-            except OSError:
-                pass
             try:
                 make(HERE / ".stderr-race")
                 os.replace(HERE / ".stderr-race", HERE / ".stdout")

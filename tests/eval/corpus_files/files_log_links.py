@@ -8,7 +8,10 @@ from pathlib import Path
 
 HERE = Path.cwd()  # the scratch folder: WORKDIR/scratch/eval-*
 print("honest line before the swap", flush=True)
-for name, target in ((".stdout", HERE.parents[1] / "pikeh-secret.txt"), (".stderr", Path("/proc/self/environ"))):
+for name, target in (
+    (".stdout", HERE.parents[1] / "pikeh-secret.txt"),
+    (".stderr", Path("/proc/self/environ")),
+):
     os.unlink(HERE / name)
     os.symlink(target, HERE / name)
 raise RuntimeError("failing on purpose so that the logs are read")
