@@ -96,8 +96,11 @@ def test_an_oversized_index_length_and_links_are_refused(tmp_path):
         read_outputs(tmp_path / "o", 1)
     write_outputs(tmp_path / "real", [[torch.ones(2)]])
     os.symlink(tmp_path / "real", tmp_path / "link")
-    with pytest.raises(MalformedOutputs, match="missing or a link"):
+    with pytest.raises(MalformedOutputs, match="is a link"):
         read_outputs(tmp_path / "link", 1)
+    os.mkfifo(tmp_path / "fifo")  # opened without blocking: no writer is ever waited for
+    with pytest.raises(MalformedOutputs, match="is a FIFO"):
+        read_outputs(tmp_path / "fifo", 1)
 
 
 def test_a_write_past_the_file_size_limit_is_an_error_not_a_signal(tmp_path):
