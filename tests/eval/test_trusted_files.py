@@ -332,6 +332,12 @@ def test_nothing_outside_the_sandbox_was_written_or_left(files_run):
     entry = cache / "jit" / key
     assert not entry.exists() or (entry.is_dir() and not entry.is_symlink())
     assert not os.path.lexists(cache / "jit" / f"{key}-link")
+    # no hand-out of a built library went through the links files_handout_links planted
+    assert sorted(p.name for p in workdir.iterdir() if p.name.startswith("pikeh-")) == [
+        "pikeh-secret.txt",
+        "pikeh-target.txt",
+    ]
+    assert not [p for p in workdir.iterdir() if len(p.name) == 64 or p.suffix == ".so"]
 
 
 @pytest.mark.timeout(900)
