@@ -72,6 +72,37 @@ def test_every_lying_file_is_refused_without_a_hang(planted):
 
 
 @pytest.mark.timeout(60)
+def test_a_name_swapped_in_a_loop_never_yields_the_links_target(planted):
+    """Between any check and use: a thread swaps one name between a plain file and a link to a secret
+    as fast as it can; every read gets the plain content or a refusal, never the secret."""
+    import threading
+
+    folder, outside = planted["folder"], planted["outside"]
+    name, stop = folder / "swapped", threading.Event()
+
+    def swap() -> None:
+        while not stop.is_set():
+            for make in (lambda p: p.write_text("plain"), lambda p: p.symlink_to(outside / "secret.txt")):
+                (folder / "next").unlink(missing_ok=True)
+                make(folder / "next")
+                os.replace(folder / "next", name)
+
+    thread = threading.Thread(target=swap)
+    thread.start()
+    seen = set()
+    try:
+        for _ in range(2000):
+            try:
+                seen.add(trusted_files.read_regular(name, 100))
+            except UntrustedFile as exc:
+                seen.add(str(exc).endswith(("is a link", "is missing")))
+    finally:
+        stop.set()
+        thread.join()
+    assert b"the-secret" not in seen and seen <= {b"plain", True}
+
+
+@pytest.mark.timeout(60)
 def test_creating_a_file_never_writes_through_what_is_there(planted):
     folder, outside = planted["folder"], planted["outside"]
     for name in ("secret_link", "fifo", "socket", "folder", "plain"):
