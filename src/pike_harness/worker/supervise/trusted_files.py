@@ -244,12 +244,16 @@ def remove_tree(path: str | os.PathLike) -> list[str]:
     try:
         top_parent = open_directory(parent)
     except UntrustedFile as exc:
-        return [str(exc)]
+        return [] if not os.path.lexists(path) else [str(exc)]
+    chain: list[_Level] = []
     try:
-        _remove_below(top_parent, name, problems)
+        _remove_below(top_parent, name, chain, problems)
     except Exception as exc:  # noqa: BLE001 - reported, never the harness's crash
         _note(problems, f"{path}: {type(exc).__name__}: {exc}")
     finally:
+        for level in chain:  # left open only when something unexpected stopped the removal
+            if level.fd is not None:
+                os.close(level.fd)
         os.close(top_parent)
     return problems
 
@@ -312,9 +316,11 @@ def _entries(fd: int) -> Iterator[os.DirEntry]:
         yield from listing
 
 
-def _remove_below(top_parent: int, top_name: str, problems: list[str]) -> None:
+def _remove_below(top_parent: int, top_name: str, chain: list[_Level], problems: list[str]) -> None:
+    """The removal loop; ``chain`` (empty on entry) holds the folders from the top down to the current one."""
     first = _open_level(top_parent, top_name, problems)
-    chain: list[_Level] = [first] if first is not None else []
+    if first is not None:
+        chain.append(first)
     while chain:
         level = chain[-1]
         assert level.fd is not None  # only shallower levels are closed to spare descriptors
@@ -337,16 +343,14 @@ def _remove_below(top_parent: int, top_name: str, problems: list[str]) -> None:
                 _spare_descriptors(chain)
             continue
         if child_name == "":  # the subfolders listed are done: one more look for late arrivals
-            try:
-                late = [e.name for e in _entries(level.fd) if e.is_dir(follow_symlinks=False)]
-            except OSError:
-                late = []
-            if late:
-                _note(problems, f"{level.name}: folders appeared while it was being removed")
-            # unlink whatever files are left, then fall through to rmdir
             with contextlib.suppress(OSError):
                 for entry in _entries(level.fd):
-                    if not entry.is_dir(follow_symlinks=False):
+                    if entry.is_dir(follow_symlinks=False):
+                        _note(
+                            problems,
+                            f"{level.name}/{entry.name}: appeared while the folder was being removed",
+                        )
+                    else:
                         _unlink(level.fd, entry.name, problems)
         chain.pop()
         parent_fd = chain[-1].fd if chain else top_parent
