@@ -37,6 +37,11 @@ class Limits:
     memory_mb: int | None = None  # None: the evaluator picks a share of the host's memory
     file_size_mb: int = 16384  # the checked calls' outputs pass through one file: 5 calls of ~1 GB for level3 task 6
     max_processes: int = 256
+    # Threads of all the candidate's processes together: a thread bomb would otherwise exhaust the
+    # host's pids (32,768 on many kernels) between two policing rounds' verdicts.
+    max_threads: int = 1024
+    # Disk held by its scratch and exchange folders together (many files, each under file_size_mb).
+    disk_mb: int = 32768
 
 
 @dataclass

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pike_harness.worker.channel import Channel
-from pike_harness.worker.supervise import exchange, sandbox
+from pike_harness.worker.supervise import exchange, sandbox, seccomp
 
 if TYPE_CHECKING:
     from pike_harness.worker.supervise.supervisor import WorkerSettings
@@ -105,11 +105,12 @@ def spawn_child(settings: WorkerSettings, device: str, *, prestart: bool = False
     if prestart:
         argv += ["--prestart", device]
     folder = exchange.make(settings.exchange_root, scratch)
-    argv = sandboxed(settings, argv, scratch, [root], extra_writable=[folder])
     try:
         with open(scratch / ".stdout", "wb") as out, open(scratch / ".stderr", "wb") as err, \
-                thread_affinity(cpus):
-            popen = subprocess.Popen(argv, pass_fds=(to_child_r, from_child_w), stdin=subprocess.DEVNULL,
+                thread_affinity(cpus), seccomp.program_fd() as filter_fd:
+            argv = sandboxed(settings, argv, scratch, [root], extra_writable=[folder], seccomp_fd=filter_fd)
+            fds = (to_child_r, from_child_w) + (() if filter_fd is None else (filter_fd,))
+            popen = subprocess.Popen(argv, pass_fds=fds, stdin=subprocess.DEVNULL,
                                      stdout=out, stderr=err, cwd=str(scratch), env=env, start_new_session=True)
     except BaseException:
         for fd in (to_child_r, to_child_w, from_child_r, from_child_w):
@@ -126,7 +127,7 @@ def spawn_child(settings: WorkerSettings, device: str, *, prestart: bool = False
 
 
 def sandboxed(settings: WorkerSettings, argv: list[str], folder: Path, hide: list[Path], *,
-              extra_writable: list[Path] = ()) -> list[str]:
+              extra_writable: list[Path] = (), seccomp_fd: int | None = None) -> list[str]:
     """``argv`` inside the evaluator's isolation (``settings.isolation``), writing only to ``folder``
     and the shared JIT caches; the work folder and ``hide`` are invisible (reference outputs, other
     candidates' scratch). Unchanged where there is no isolation."""
@@ -137,7 +138,8 @@ def sandboxed(settings: WorkerSettings, argv: list[str], folder: Path, hide: lis
     if settings.jit_cache_root is not None:
         Path(settings.jit_cache_root).mkdir(parents=True, exist_ok=True, mode=0o700)
         writable.append(Path(settings.jit_cache_root))
-    return isolation.wrap(argv, cwd=folder, hide=[settings.workdir, *hide], writable=writable)
+    return isolation.wrap(argv, cwd=folder, hide=[settings.workdir, *hide], writable=writable,
+                          seccomp_fd=seccomp_fd)
 
 
 @contextlib.contextmanager
