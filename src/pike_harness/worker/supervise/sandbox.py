@@ -13,7 +13,6 @@ from __future__ import annotations
 import contextlib
 import functools
 import os
-import re
 import shutil
 import signal
 import stat
@@ -25,6 +24,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from pike_harness.worker.redaction import is_secret_name
+
 # Names that pass into a candidate's environment (exact, then prefixes). An allow-list: anything the
 # harness's user exported (API keys, cloud credentials, tokens) stays out unless it is named here.
 ALLOWED_NAMES = frozenset({
@@ -33,19 +34,9 @@ ALLOWED_NAMES = frozenset({
     "TORCH_CUDA_ARCH_LIST", "OMP_NUM_THREADS", "MKL_NUM_THREADS",
 })
 ALLOWED_PREFIXES = ("LC_", "NVIDIA_", "CUDA_", "TRITON_", "TORCHINDUCTOR_", "NCCL_")
-# Secret-looking names are dropped even when an allowed prefix matches them.
-SECRET_NAME = re.compile(r"(KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL|AUTH|COOKIE|SESSION|PRIVATE)",
-                         re.IGNORECASE)
-SECRET_PREFIXES = ("AWS_", "GOOGLE_", "AZURE_", "OPENAI_", "ANTHROPIC_", "HF_", "HUGGING", "GITHUB_", "GH_")
 MARKER_ENV = "PIKEH_SANDBOX"
 # Which harness process started a marked process ("pidns/pid/starttime"): an orphan names a dead owner.
 OWNER_ENV = "PIKEH_SANDBOX_OWNER"
-MASK = "[masked]"
-
-
-def is_secret_name(name: str) -> bool:
-    upper = name.upper()
-    return bool(SECRET_NAME.search(upper)) or upper.startswith(SECRET_PREFIXES)
 
 
 def scrubbed_environment(source: Mapping[str, str], overrides: Mapping[str, str]) -> dict[str, str]:
@@ -57,19 +48,6 @@ def scrubbed_environment(source: Mapping[str, str], overrides: Mapping[str, str]
             env[name] = value
     env.update(overrides)
     return env
-
-
-def secret_values(source: Mapping[str, str]) -> list[str]:
-    """Values of the harness's secret-looking variables, longest first, for masking in what we report."""
-    values = {value for name, value in source.items() if is_secret_name(name) and len(value) >= 6}
-    return sorted(values, key=len, reverse=True)
-
-
-def mask_secrets(text: str, secrets: Iterable[str]) -> str:
-    for secret in secrets:
-        if secret in text:
-            text = text.replace(secret, MASK)
-    return text
 
 
 def tail(path: Path, chars: int) -> str:

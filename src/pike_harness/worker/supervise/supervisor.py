@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+from pike_harness.worker import redaction
 from pike_harness.worker.channel import Channel, ChannelClosed, ChannelTimeout, ProtocolViolation
 from pike_harness.worker.check_plan import PlannedCall, check_plan
 from pike_harness.worker.environment import host_info
@@ -144,7 +145,7 @@ class Evaluation:
         self.environment: dict[str, Any] = {**host_info(), "device": request.device}
         self.profile: dict[str, Any] | None = None  # the profile stage's summary, when the request asks
         self.hidden_seeds = oracle.hidden_seeds(request)  # this run's secret pool for the task
-        self.secrets = sandbox.secret_values(settings.source_environ())
+        self.secrets = redaction.secret_values(settings.source_environ())
         self.popen: subprocess.Popen | None = None
         self.channel: Channel | None = None
         self.scratch: Path | None = None
@@ -609,15 +610,15 @@ class Evaluation:
             self.channel = None
         self.stages.add("total", time.monotonic() - self.started)
         request = self.request
-        mask = lambda text: sandbox.mask_secrets(text, self.secrets) if text else text  # noqa: E731
+        mask = lambda value: redaction.redact(value, self.secrets)  # noqa: E731 - EvalResult masks os.environ's too
         protocol = {**self.protocol.describe(), "params": dict(request.protocol_params)}
         protocol.update(getattr(self, "protocol_details", {}))
         self.result = EvalResult(
             request_id=request.request_id, task=request.task, category=category, reason=mask(reason),
             check=check, runtime_ms=runtime.headline_ms if runtime is not None else None, runtime=runtime,
-            outputs=list(outputs or []), flags=list(self.flags), stage_seconds=dict(self.stages.seconds),
+            outputs=list(outputs or []), flags=mask(list(self.flags)), stage_seconds=dict(self.stages.seconds),
             stdout_tail=mask(stdout), stderr_tail=mask(stderr), protocol=protocol,
-            environment=self.environment, isolation=_isolation_label(self.settings.isolation),
+            environment=mask(self.environment), isolation=_isolation_label(self.settings.isolation),
             seeds={"weight": request.weight_seed, "public": list(request.input_seeds), "hidden": self.hidden_seeds},
             profile=self.profile,
         )
