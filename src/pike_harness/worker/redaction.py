@@ -18,8 +18,9 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-SECRET_NAME = re.compile(r"(KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL|AUTH|COOKIE|SESSION|PRIVATE)",
-                         re.IGNORECASE)
+SECRET_NAME = re.compile(
+    r"(KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL|AUTH|COOKIE|SESSION|PRIVATE)", re.IGNORECASE
+)
 SECRET_PREFIXES = ("AWS_", "GOOGLE_", "AZURE_", "OPENAI_", "ANTHROPIC_", "HF_", "HUGGING", "GITHUB_", "GH_")
 MASK = "[masked]"
 MIN_SECRET_CHARS = 6  # shorter values ("1", "true") would mask ordinary words

@@ -28,37 +28,47 @@ MAX_FLAG_CHARS = 300
 MAX_FLAGS = 200
 # Shapes of one flag (the whole flag must match one). Paths are checked separately (``_PATH_FLAGS``).
 _NAME = r"[A-Za-z_][A-Za-z0-9_]*"
-SHAPES = tuple(re.compile(pattern) for pattern in (
-    r"-O[0-3sgz]?|-Ofast",                                     # optimisation level
-    r"-v|--verbose|-g[0-3]?|-G|-lineinfo|-w|-pthread|-fopenmp|-fPIC|-shared|-DNDEBUG",
-    rf"-D{_NAME}(=[A-Za-z0-9_.,:+%/-]*)?|-U{_NAME}",              # macros, plain values only
-    r"-std=[a-z0-9+]+|--std=[a-z0-9+]+",
-    r"-W(no-)?[a-z0-9][a-z0-9=+-]*",                           # warnings (-Wl, is a path flag)
-    r"-f(no-)?(?!plugin|profile|dump|debug-prefix|file-prefix|macro-prefix|record)[a-z0-9][a-z0-9-]*"
-    r"(=[A-Za-z0-9_.+-]+)?",
-    r"-m(no-)?[a-z0-9][a-z0-9.=-]*",                           # -march=native, -mavx2, -mfma
-    r"-?-use_fast_math|--expt-relaxed-constexpr|--expt-extended-lambda|--extended-lambda|"
-    r"-res-usage|--resource-usage|-restrict|--restrict|-Xptxas=[A-Za-z0-9_=.,+-]+|"
-    r"--ptxas-options=[A-Za-z0-9_=.,+-]+|-Xcompiler=[A-Za-z0-9_=.,+-]+|-Xnvlink=[A-Za-z0-9_=.,+-]+",
-    r"-?-(ftz|prec-div|prec-sqrt|fmad)=(true|false)",
-    r"-?-maxrregcount=[0-9]+|-?-threads=[0-9]+|-?-diag-suppress=[0-9,]+|--default-stream=(per-thread|legacy|null)",
-    r"-arch=(sm|compute)_[0-9]+[af]?|--gpu-architecture=(sm|compute)_[0-9]+[af]?|-code=[a-z0-9_,]+|"
-    r"-gencode=arch=compute_[0-9]+[af]?,code=[a-z0-9_\[\],]+|--generate-code=arch=compute_[0-9]+[af]?,code=[a-z0-9_,]+",
-    r"arch=compute_[0-9]+[af]?,code=[a-z0-9_,]+",              # the value after a separate -gencode
-    r"-l[A-Za-z0-9_.+-]+",                                     # a library by name: -lcublas
-))
+SHAPES = tuple(
+    re.compile(pattern)
+    for pattern in (
+        r"-O[0-3sgz]?|-Ofast",  # optimisation level
+        r"-v|--verbose|-g[0-3]?|-G|-lineinfo|-w|-pthread|-fopenmp|-fPIC|-shared|-DNDEBUG",
+        rf"-D{_NAME}(=[A-Za-z0-9_.,:+%/-]*)?|-U{_NAME}",  # macros, plain values only
+        r"-std=[a-z0-9+]+|--std=[a-z0-9+]+",
+        r"-W(no-)?[a-z0-9][a-z0-9=+-]*",  # warnings (-Wl, is a path flag)
+        r"-f(no-)?(?!plugin|profile|dump|debug-prefix|file-prefix|macro-prefix|record)[a-z0-9][a-z0-9-]*"
+        r"(=[A-Za-z0-9_.+-]+)?",
+        r"-m(no-)?[a-z0-9][a-z0-9.=-]*",  # -march=native, -mavx2, -mfma
+        r"-?-use_fast_math|--expt-relaxed-constexpr|--expt-extended-lambda|--extended-lambda|"
+        r"-res-usage|--resource-usage|-restrict|--restrict|-Xptxas=[A-Za-z0-9_=.,+-]+|"
+        r"--ptxas-options=[A-Za-z0-9_=.,+-]+|-Xcompiler=[A-Za-z0-9_=.,+-]+|-Xnvlink=[A-Za-z0-9_=.,+-]+",
+        r"-?-(ftz|prec-div|prec-sqrt|fmad)=(true|false)",
+        r"-?-maxrregcount=[0-9]+|-?-threads=[0-9]+|-?-diag-suppress=[0-9,]+|--default-stream=(per-thread|legacy|null)",
+        r"-arch=(sm|compute)_[0-9]+[af]?|--gpu-architecture=(sm|compute)_[0-9]+[af]?|-code=[a-z0-9_,]+|"
+        r"-gencode=arch=compute_[0-9]+[af]?,code=[a-z0-9_\[\],]+|--generate-code=arch=compute_[0-9]+[af]?,code=[a-z0-9_,]+",
+        r"arch=compute_[0-9]+[af]?,code=[a-z0-9_,]+",  # the value after a separate -gencode
+        r"-l[A-Za-z0-9_.+-]+",  # a library by name: -lcublas
+    )
+)
 # Options whose value is the next list item (``["-Xptxas", "-v"]``); the value is checked as a flag.
-TAKES_VALUE = frozenset({"-Xptxas", "-Xcompiler", "-Xnvlink", "-gencode", "--generate-code", "--default-stream"})
+TAKES_VALUE = frozenset(
+    {"-Xptxas", "-Xcompiler", "-Xnvlink", "-gencode", "--generate-code", "--default-stream"}
+)
 # Flags that name a path: the path must be absolute, plain and inside an allowed root.
-_PATH_FLAGS = (re.compile(r"-(I|isystem|L)(?P<path>/.*)"), re.compile(r"-Wl,-rpath,(?P<path>/.*)"),
-               re.compile(r"(?P<path>/.*\.(so|a)(\.[0-9]+)*)"))
+_PATH_FLAGS = (
+    re.compile(r"-(I|isystem|L)(?P<path>/.*)"),
+    re.compile(r"-Wl,-rpath,(?P<path>/.*)"),
+    re.compile(r"(?P<path>/.*\.(so|a)(\.[0-9]+)*)"),
+)
 
 
 def allowed_roots(scratch: str | None = None, environ: Mapping[str, str] | None = None) -> list[str]:
     """The folders a build's paths may point into: Python's, the CUDA toolkit's, the system's, its scratch."""
     source = os.environ if environ is None else environ
     roots = {sys.prefix, sys.base_prefix, sys.exec_prefix, "/usr", "/opt", "/lib", "/lib64"}
-    roots.update(source[name] for name in ("CUDA_HOME", "CUDA_PATH", "CUDA_ROOT", "CONDA_PREFIX") if source.get(name))
+    roots.update(
+        source[name] for name in ("CUDA_HOME", "CUDA_PATH", "CUDA_ROOT", "CONDA_PREFIX") if source.get(name)
+    )
     roots.update(entry for entry in sys.path if entry.endswith("-packages"))
     if scratch:
         roots.add(scratch)
@@ -116,8 +126,12 @@ def spec_problem(spec: Any, scratch: str | None = None) -> str | None:
         expects_value = False
         for value in values:
             if arg in PATH_ARGS:
-                ok = isinstance(value, str) and bool(SAFE_CHARS.match(value)) and value.startswith("/") \
+                ok = (
+                    isinstance(value, str)
+                    and bool(SAFE_CHARS.match(value))
+                    and value.startswith("/")
                     and _inside(value, roots)
+                )
                 problem = None if ok else f"{value!r} is not a plain absolute path inside the allowed folders"
             elif expects_value:
                 problem = _option_value_problem(value, roots)

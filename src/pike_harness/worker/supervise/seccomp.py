@@ -30,27 +30,109 @@ from collections.abc import Iterator
 
 AF_UNIX = 1
 # The calls denied, by name; numbers per architecture below.
-DENIED = ("ptrace", "process_vm_readv", "process_vm_writev", "keyctl", "add_key", "request_key", "mount",
-          "umount2", "pivot_root", "chroot", "unshare", "setns", "bpf", "perf_event_open", "userfaultfd",
-          "kexec_load", "kexec_file_load", "init_module", "finit_module", "delete_module", "open_by_handle_at",
-          "name_to_handle_at", "io_uring_setup", "io_uring_enter", "io_uring_register", "fsopen", "fsmount",
-          "move_mount", "open_tree")
+DENIED = (
+    "ptrace",
+    "process_vm_readv",
+    "process_vm_writev",
+    "keyctl",
+    "add_key",
+    "request_key",
+    "mount",
+    "umount2",
+    "pivot_root",
+    "chroot",
+    "unshare",
+    "setns",
+    "bpf",
+    "perf_event_open",
+    "userfaultfd",
+    "kexec_load",
+    "kexec_file_load",
+    "init_module",
+    "finit_module",
+    "delete_module",
+    "open_by_handle_at",
+    "name_to_handle_at",
+    "io_uring_setup",
+    "io_uring_enter",
+    "io_uring_register",
+    "fsopen",
+    "fsmount",
+    "move_mount",
+    "open_tree",
+)
 # (audit architecture, syscall numbers) for the machines torch runs on.
 ARCHES = {
-    "x86_64": (0xC000003E, {
-        "socket": 41, "ptrace": 101, "process_vm_readv": 310, "process_vm_writev": 311, "keyctl": 250,
-        "add_key": 248, "request_key": 249, "mount": 165, "umount2": 166, "pivot_root": 155, "chroot": 161,
-        "unshare": 272, "setns": 308, "bpf": 321, "perf_event_open": 298, "userfaultfd": 323, "kexec_load": 246,
-        "kexec_file_load": 320, "init_module": 175, "finit_module": 313, "delete_module": 176,
-        "open_by_handle_at": 304, "name_to_handle_at": 303, "io_uring_setup": 425, "io_uring_enter": 426,
-        "io_uring_register": 427, "fsopen": 430, "fsmount": 432, "move_mount": 429, "open_tree": 428}),
-    "aarch64": (0xC00000B7, {
-        "socket": 198, "ptrace": 117, "process_vm_readv": 270, "process_vm_writev": 271, "keyctl": 219,
-        "add_key": 217, "request_key": 218, "mount": 40, "umount2": 39, "pivot_root": 41, "chroot": 51,
-        "unshare": 97, "setns": 268, "bpf": 280, "perf_event_open": 241, "userfaultfd": 282, "kexec_load": 104,
-        "kexec_file_load": 294, "init_module": 105, "finit_module": 273, "delete_module": 106,
-        "open_by_handle_at": 265, "name_to_handle_at": 264, "io_uring_setup": 425, "io_uring_enter": 426,
-        "io_uring_register": 427, "fsopen": 430, "fsmount": 432, "move_mount": 429, "open_tree": 428}),
+    "x86_64": (
+        0xC000003E,
+        {
+            "socket": 41,
+            "ptrace": 101,
+            "process_vm_readv": 310,
+            "process_vm_writev": 311,
+            "keyctl": 250,
+            "add_key": 248,
+            "request_key": 249,
+            "mount": 165,
+            "umount2": 166,
+            "pivot_root": 155,
+            "chroot": 161,
+            "unshare": 272,
+            "setns": 308,
+            "bpf": 321,
+            "perf_event_open": 298,
+            "userfaultfd": 323,
+            "kexec_load": 246,
+            "kexec_file_load": 320,
+            "init_module": 175,
+            "finit_module": 313,
+            "delete_module": 176,
+            "open_by_handle_at": 304,
+            "name_to_handle_at": 303,
+            "io_uring_setup": 425,
+            "io_uring_enter": 426,
+            "io_uring_register": 427,
+            "fsopen": 430,
+            "fsmount": 432,
+            "move_mount": 429,
+            "open_tree": 428,
+        },
+    ),
+    "aarch64": (
+        0xC00000B7,
+        {
+            "socket": 198,
+            "ptrace": 117,
+            "process_vm_readv": 270,
+            "process_vm_writev": 271,
+            "keyctl": 219,
+            "add_key": 217,
+            "request_key": 218,
+            "mount": 40,
+            "umount2": 39,
+            "pivot_root": 41,
+            "chroot": 51,
+            "unshare": 97,
+            "setns": 268,
+            "bpf": 280,
+            "perf_event_open": 241,
+            "userfaultfd": 282,
+            "kexec_load": 104,
+            "kexec_file_load": 294,
+            "init_module": 105,
+            "finit_module": 273,
+            "delete_module": 106,
+            "open_by_handle_at": 265,
+            "name_to_handle_at": 264,
+            "io_uring_setup": 425,
+            "io_uring_enter": 426,
+            "io_uring_register": 427,
+            "fsopen": 430,
+            "fsmount": 432,
+            "move_mount": 429,
+            "open_tree": 428,
+        },
+    ),
 }
 X32_BIT = 0x40000000  # x86-64 calls with this bit set use the x32 ABI's numbering
 
@@ -67,15 +149,26 @@ def supported() -> bool:
 def program(machine: str | None = None) -> bytes:
     """The filter as the bytes of a ``struct sock_filter`` array, for this machine's architecture."""
     arch, numbers = ARCHES[machine or platform.machine()]
-    code: list[tuple[int, str | int, str | int, int]] = [(_LD_W_ABS, 0, 0, _ARCH), (_JEQ_K, 0, "kill", arch),
-                                                         (_LD_W_ABS, 0, 0, _NR)]
+    code: list[tuple[int, str | int, str | int, int]] = [
+        (_LD_W_ABS, 0, 0, _ARCH),
+        (_JEQ_K, 0, "kill", arch),
+        (_LD_W_ABS, 0, 0, _NR),
+    ]
     if arch == ARCHES["x86_64"][0]:
         code.append((_JGE_K, "kill", 0, X32_BIT))
     code += [(_JEQ_K, "eperm", 0, numbers[name]) for name in DENIED]
-    code += [(_JEQ_K, 0, "allow", numbers["socket"]), (_LD_W_ABS, 0, 0, _ARG0), (_JEQ_K, "eacces", "allow", AF_UNIX)]
+    code += [
+        (_JEQ_K, 0, "allow", numbers["socket"]),
+        (_LD_W_ABS, 0, 0, _ARG0),
+        (_JEQ_K, "eacces", "allow", AF_UNIX),
+    ]
     labels = {"allow": len(code), "eperm": len(code) + 1, "eacces": len(code) + 2, "kill": len(code) + 3}
-    code += [(_RET_K, 0, 0, _ALLOW), (_RET_K, 0, 0, _ERRNO | errno.EPERM), (_RET_K, 0, 0, _ERRNO | errno.EACCES),
-             (_RET_K, 0, 0, _KILL_PROCESS)]
+    code += [
+        (_RET_K, 0, 0, _ALLOW),
+        (_RET_K, 0, 0, _ERRNO | errno.EPERM),
+        (_RET_K, 0, 0, _ERRNO | errno.EACCES),
+        (_RET_K, 0, 0, _KILL_PROCESS),
+    ]
     out = bytearray()
     for index, (op, jt, jf, k) in enumerate(code):
         jumps = [labels[j] - index - 1 if isinstance(j, str) else j for j in (jt, jf)]
