@@ -45,6 +45,7 @@ SYSTEM_ROOTS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", 
 # Files in those roots that hold secrets (readable where the harness runs as root): hidden.
 SECRET_SYSTEM_FILES = ("/etc/shadow", "/etc/gshadow", "/etc/ssh", "/etc/ssl/private", "/etc/sudoers",
                        "/etc/sudoers.d", "/etc/docker", "/etc/containerd")
+BUILD_TOOLS = ("nvcc", "ninja", "c++", "g++", "gcc", "cc", "clang++", "ld")
 TMP_MB = 1024  # the private /tmp's size (TMPDIR is the scratch folder: /tmp is for hard-coded paths only)
 SHM_MB = 1024  # the private /dev/shm's size: shared memory is host memory no policing sees as RSS
 GPU_DEVICES = ("/dev/nvidia*", "/dev/nvidia-caps", "/dev/dri")
@@ -136,6 +137,11 @@ def visible_roots() -> tuple[str, ...]:
         if os.environ.get(name):
             wanted.add(os.environ[name])
     wanted.update(entry for entry in os.environ.get("LD_LIBRARY_PATH", "").split(os.pathsep) if entry)
+    for tool in BUILD_TOOLS:  # found on PATH as a build would find them: their folder (nvcc: its toolkit)
+        found = shutil.which(tool)
+        if found:
+            folder = os.path.dirname(os.path.realpath(found))
+            wanted.add(os.path.dirname(folder) if tool == "nvcc" else folder)
     real = set()
     for path in wanted:
         resolved = path if path in SYSTEM_ROOTS else os.path.realpath(path)
