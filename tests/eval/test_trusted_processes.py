@@ -330,3 +330,43 @@ def test_an_error_echoing_an_environment_value_is_masked(monkeypatch):
     assert redaction.MASK in result.reason
     again = EvalResult.from_dict(json.loads(json.dumps({**result.to_dict(), "reason": key})))
     assert key not in (again.reason or "")  # the host masks a record read from a remote worker too
+
+
+# -- policing helpers ----------------------------------------------------------------------------------
+def test_the_sandbox_is_its_whole_process_tree_whatever_sessions_it_made():
+    from pike_harness.worker.supervise.sandbox import ProcessInfo, tree_members
+
+    def info(pid: int, ppid: int, session: int) -> ProcessInfo:
+        return ProcessInfo(pid=pid, ppid=ppid, session=session, state="S", rss_bytes=0, start=0)
+
+    table = [
+        info(10, 1, 10),
+        info(11, 10, 10),  # outer bwrap, the namespace's init
+        info(12, 11, 12),
+        info(13, 12, 13),  # setsid child and its own setsid child
+        info(14, 11, 14),  # a double-forked daemon, re-parented to the namespace's init
+        info(20, 1, 20),
+        info(21, 20, 20),
+    ]  # a neighbour's sandbox
+    assert sorted(member.pid for member in tree_members(10, table)) == [10, 11, 12, 13, 14]
+
+
+def test_the_disk_walk_survives_deep_trees_and_never_follows_links(tmp_path):
+    from pike_harness.worker.supervise import scratch_usage
+
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "big").write_bytes(os.urandom(1 << 20))
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    deep = scratch
+    for _ in range(1200):  # deeper than Python's recursion limit, within PATH_MAX
+        deep = deep / "d"
+        deep.mkdir()
+    (deep / "leaf").write_bytes(b"x" * 4096)
+    before = scratch_usage.measure([scratch], max_entries=10_000)
+    (scratch / "link").symlink_to(outside, target_is_directory=True)
+    usage = scratch_usage.measure([scratch], max_entries=10_000)
+    assert usage.entries == 1202 and not usage.over_entries
+    assert usage.bytes - before.bytes < (1 << 20)  # the linked megabyte was not counted
+    assert scratch_usage.measure([scratch], max_entries=100).over_entries
