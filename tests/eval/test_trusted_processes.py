@@ -364,9 +364,15 @@ def test_the_disk_walk_survives_deep_trees_and_never_follows_links(tmp_path):
         deep = deep / "d"
         deep.mkdir()
     (deep / "leaf").write_bytes(b"x" * 4096)
-    before = scratch_usage.measure([scratch], max_entries=10_000)
-    (scratch / "link").symlink_to(outside, target_is_directory=True)
-    usage = scratch_usage.measure([scratch], max_entries=10_000)
-    assert usage.entries == 1202 and not usage.over_entries
-    assert usage.bytes - before.bytes < (1 << 20)  # the linked megabyte was not counted
-    assert scratch_usage.measure([scratch], max_entries=100).over_entries
+    try:
+        before = scratch_usage.measure([scratch], max_entries=10_000)
+        (scratch / "link").symlink_to(outside, target_is_directory=True)
+        usage = scratch_usage.measure([scratch], max_entries=10_000)
+        assert usage.entries == 1202 and not usage.over_entries
+        assert usage.bytes - before.bytes < (1 << 20)  # the linked megabyte was not counted
+        assert scratch_usage.measure([scratch], max_entries=100).over_entries
+    finally:  # bottom up: pytest's own clean-up of tmp_path recurses and would fail on this tree
+        (deep / "leaf").unlink(missing_ok=True)
+        while deep != scratch:
+            deep.rmdir()
+            deep = deep.parent
