@@ -360,11 +360,11 @@ def test_the_disk_walk_survives_deep_trees_and_never_follows_links(tmp_path):
     scratch = tmp_path / "scratch"
     scratch.mkdir()
     deep = scratch
-    for _ in range(1200):  # deeper than Python's recursion limit, within PATH_MAX
-        deep = deep / "d"
-        deep.mkdir()
-    (deep / "leaf").write_bytes(b"x" * 4096)
     try:
+        for _ in range(1200):  # deeper than Python's recursion limit, within PATH_MAX
+            deep = deep / "d"
+            deep.mkdir()
+        (deep / "leaf").write_bytes(b"x" * 4096)
         before = scratch_usage.measure([scratch], max_entries=10_000)
         (scratch / "link").symlink_to(outside, target_is_directory=True)
         usage = scratch_usage.measure([scratch], max_entries=10_000)
@@ -374,5 +374,6 @@ def test_the_disk_walk_survives_deep_trees_and_never_follows_links(tmp_path):
     finally:  # bottom up: pytest's own clean-up of tmp_path recurses and would fail on this tree
         (deep / "leaf").unlink(missing_ok=True)
         while deep != scratch:
-            deep.rmdir()
+            if deep.exists():
+                deep.rmdir()
             deep = deep.parent
