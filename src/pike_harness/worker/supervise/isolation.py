@@ -9,14 +9,16 @@ own process, a pre-started one, a ``load_inline`` builder) is started through ``
 * its own PID namespace and ``/proc``: no other process is visible or signalable, and the
   namespace's init (bwrap) takes every leftover process (daemons included) down when it ends;
 * its own network namespace: loopback only, nothing outside the sandbox is reachable;
-* a read-only view of ``/``, a private ``/tmp``, the evaluator's work folder hidden, secret
-  locations in ``$HOME`` hidden, and write access only to the folders it is given (its scratch
-  folder, the JIT caches);
+* a read-only view of an allow-list of folders (the system's, Python's, CUDA's: ``visible_roots``;
+  not ``$HOME``, ``/run`` or ``/var``), a private ``/tmp`` and ``/dev/shm`` of fixed sizes, the
+  evaluator's work folder and secret files hidden where they would show, and write access only to
+  the folders it is given (its scratch folder, the JIT caches);
+* a system-call filter (``seccomp``): no unix sockets, ``ptrace``, keyring, mounts, ``bpf``, ...;
 * the GPU device nodes (``/dev/nvidia*``, ``/dev/dri``) passed through, no capabilities.
 
-Seen from the supervisor, the sandbox's processes keep their host pids, session and marker
-variable, so policing (``sandbox``), quiet-timing pauses and ``kill_all`` work unchanged; the
-process it starts is ``bwrap`` and the candidate is its grandchild in the same session.
+Seen from the supervisor, the sandbox's processes keep their host pids; the process it starts is
+``bwrap``, whose descendants are exactly the sandbox's PID namespace, which is what policing and
+``kill_all`` count and kill (``sandbox.sandbox_members``).
 
 Where no sandbox can be made, the engine refuses to start, with the reason and how to enable it,
 unless the user passed ``--unsafe-no-sandbox`` (or the worker runs inside a container that is the
