@@ -79,8 +79,9 @@ def test_pikeh_eval_refuses_without_a_sandbox_and_runs_with_unsafe_no_sandbox(cl
 
 
 def test_secret_locations_are_hidden_even_through_links():
-    """~/.config linked elsewhere (as dotfile managers do) and ~/.netrc are empty inside; the rest of
-    $HOME stays readable. Outside /tmp, which the sandbox replaces anyway."""
+    """~/.config linked elsewhere (as dotfile managers do) and ~/.netrc are not visible inside, nor
+    the rest of $HOME: the sandbox shows an allow-list (test_trusted_processes.py covers the Python
+    folders inside $HOME that do show). Outside /tmp, which the sandbox replaces anyway."""
     with tempfile.TemporaryDirectory(dir="/var/tmp") as folder:
         base = Path(folder)
         home, dotfiles = base / "home", base / "dotfiles" / "config"
@@ -93,8 +94,8 @@ def test_secret_locations_are_hidden_even_through_links():
         sandbox = isolation.choose(home=str(home))
         shown = subprocess.run(sandbox.wrap(["/bin/sh", "-c", f"cat {home}/.config/token {home}/.netrc {home}/notes.txt"],
                                             cwd=Path("/")), capture_output=True, text=True, timeout=60)
-        assert "plain-notes" in shown.stdout, shown.stderr
-        assert "s3cret" not in shown.stdout
+        assert shown.returncode != 0 and "No such file" in shown.stderr, shown.stderr
+        assert "s3cret" not in shown.stdout and "plain-notes" not in shown.stdout
 
 
 def test_interpreter_folders_under_tmp_stay_visible(monkeypatch, tmp_path):

@@ -13,6 +13,8 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
+from pike_harness.worker import redaction
+
 SCHEMA_VERSION = 1
 
 # The verdicts a candidate can get. PIKE folds the first three into "error".
@@ -37,6 +39,11 @@ class Limits:
     memory_mb: int | None = None  # None: the evaluator picks a share of the host's memory
     file_size_mb: int = 16384  # the checked calls' outputs pass through one file: 5 calls of ~1 GB for level3 task 6
     max_processes: int = 256
+    # Threads of all the candidate's processes together: a thread bomb would otherwise exhaust the
+    # host's pids (32,768 on many kernels) between two policing rounds' verdicts.
+    max_threads: int = 1024
+    # Disk held by its scratch and exchange folders together (many files, each under file_size_mb).
+    disk_mb: int = 32768
 
 
 @dataclass
@@ -137,6 +144,22 @@ class EvalResult:
     isolation: str = ""  # how the candidate was isolated: "bwrap", "none (--unsafe-no-sandbox)", ...
     profile: dict[str, Any] | None = None  # only when the request asked for one (worker/inside/profiling.py)
     schema: int = SCHEMA_VERSION
+
+    def __post_init__(self) -> None:
+        """No value of this process's secret variables stays in a result, wherever it was made or read
+        (a worker's supervisor, or the host receiving a remote worker's result): see ``redaction``."""
+        found = redaction.secret_values()
+        if not found:
+            return
+        self.reason = redaction.redact(self.reason, found)
+        self.stdout_tail = redaction.redact(self.stdout_tail, found)
+        self.stderr_tail = redaction.redact(self.stderr_tail, found)
+        self.flags = redaction.redact(self.flags, found)
+        self.environment = redaction.redact(self.environment, found)
+        self.profile = redaction.redact(self.profile, found)
+        for check in self.outputs:
+            if isinstance(check, OutputCheck):
+                check.problem = redaction.redact(check.problem, found)
 
     @property
     def is_correct(self) -> bool:

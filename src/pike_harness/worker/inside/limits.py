@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+# Open files per process: torch, Triton and a build need a few hundred; the supervisor's process
+# limit times this bounds what one candidate can take from the host's file table.
+OPEN_FILES = 4096
+
 
 def apply_limits(*, memory_mb: int | None, file_size_mb: int, address_space: bool) -> None:
     """Resource limits the candidate's process (and all it forks) inherits; called by the child itself.
@@ -23,6 +27,7 @@ def apply_limits(*, memory_mb: int | None, file_size_mb: int, address_space: boo
 
     lower(resource.RLIMIT_CORE, 0)  # a segfault must not leave a core dump in the scratch dir
     lower(resource.RLIMIT_FSIZE, file_size_mb * 1024 * 1024)
+    lower(resource.RLIMIT_NOFILE, OPEN_FILES)
     if address_space and memory_mb:
         # Twice the limit: the supervisor's polling enforces ``memory_mb`` on what is really used
         # (as on GPUs); the address-space limit is the backstop against one giant allocation.

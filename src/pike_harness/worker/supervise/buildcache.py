@@ -44,7 +44,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pike_harness.worker.supervise import sandbox, trusted_files
+from pike_harness.worker.supervise import sandbox, seccomp, trusted_files
 
 KEY_SCHEMA = 1
 # Flags that make a compiler run other programs or read a file of more flags. Builds that use them
@@ -308,12 +308,14 @@ class BuildCache:
             from pike_harness.worker.supervise.spawn import thread_affinity
 
             argv = [self.python, "-m", "pike_harness.worker.supervise.buildcache", "build", str(staging / "build")]
-            if self.isolation is not None and self.isolation.active:
-                # writes only to its staging folder; sees no other build (entries, logs, other stagings)
-                argv = self.isolation.wrap(argv, cwd=staging, hide=[self.root], writable=[staging])
-            with thread_affinity(self.cpus):
+            with thread_affinity(self.cpus), seccomp.program_fd() as filter_fd:
+                if self.isolation is not None and self.isolation.active:
+                    # writes only to its staging folder; sees no other build (entries, logs, other stagings)
+                    argv = self.isolation.wrap(argv, cwd=staging, hide=[self.root], writable=[staging],
+                                               seccomp_fd=filter_fd)
                 popen = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=log, stderr=subprocess.STDOUT,
-                                         cwd=str(staging), env=env, start_new_session=True)
+                                         cwd=str(staging), env=env, start_new_session=True,
+                                         pass_fds=() if filter_fd is None else (filter_fd,))
             if self.registry is not None:
                 token = self.registry.add(popen.pid, marker, "host")
             assert popen.stdin is not None

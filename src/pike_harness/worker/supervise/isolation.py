@@ -9,14 +9,16 @@ own process, a pre-started one, a ``load_inline`` builder) is started through ``
 * its own PID namespace and ``/proc``: no other process is visible or signalable, and the
   namespace's init (bwrap) takes every leftover process (daemons included) down when it ends;
 * its own network namespace: loopback only, nothing outside the sandbox is reachable;
-* a read-only view of ``/``, a private ``/tmp``, the evaluator's work folder hidden, secret
-  locations in ``$HOME`` hidden, and write access only to the folders it is given (its scratch
-  folder, the JIT caches);
+* a read-only view of an allow-list of folders (the system's, Python's, CUDA's: ``visible_roots``;
+  not ``$HOME``, ``/run`` or ``/var``), a private ``/tmp`` and ``/dev/shm`` of fixed sizes, the
+  evaluator's work folder and secret files hidden where they would show, and write access only to
+  the folders it is given (its scratch folder, the JIT caches);
+* a system-call filter (``seccomp``): no unix sockets, ``ptrace``, keyring, mounts, ``bpf``, ...;
 * the GPU device nodes (``/dev/nvidia*``, ``/dev/dri``) passed through, no capabilities.
 
-Seen from the supervisor, the sandbox's processes keep their host pids, session and marker
-variable, so policing (``sandbox``), quiet-timing pauses and ``kill_all`` work unchanged; the
-process it starts is ``bwrap`` and the candidate is its grandchild in the same session.
+Seen from the supervisor, the sandbox's processes keep their host pids; the process it starts is
+``bwrap``, whose descendants are exactly the sandbox's PID namespace, which is what policing and
+``kill_all`` count and kill (``sandbox.sandbox_members``).
 
 Where no sandbox can be made, the engine refuses to start, with the reason and how to enable it,
 unless the user passed ``--unsafe-no-sandbox`` (or the worker runs inside a container that is the
@@ -35,9 +37,19 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from pike_harness.worker.supervise import seccomp
+
 # Locations in $HOME that hold credentials: hidden entirely (an empty folder, or /dev/null for a file).
 SECRET_HOME_ENTRIES = (".ssh", ".aws", ".config", ".netrc", ".gnupg", ".docker", ".kube", ".azure",
                        ".git-credentials", ".pypirc", ".huggingface", ".cache/huggingface")
+# What the sandbox shows of the system, read-only (``visible_roots`` adds Python's and CUDA's folders).
+SYSTEM_ROOTS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/opt", "/sys")
+# Files in those roots that hold secrets (readable where the harness runs as root): hidden.
+SECRET_SYSTEM_FILES = ("/etc/shadow", "/etc/gshadow", "/etc/ssh", "/etc/ssl/private", "/etc/sudoers",
+                       "/etc/sudoers.d", "/etc/docker", "/etc/containerd")
+BUILD_TOOLS = ("nvcc", "ninja", "c++", "g++", "gcc", "cc", "clang++", "ld")
+TMP_MB = 1024  # the private /tmp's size (TMPDIR is the scratch folder: /tmp is for hard-coded paths only)
+SHM_MB = 1024  # the private /dev/shm's size: shared memory is host memory no policing sees as RSS
 GPU_DEVICES = ("/dev/nvidia*", "/dev/nvidia-caps", "/dev/dri")
 HOW_TO_ENABLE = ("enable unprivileged user namespaces (sysctl -w kernel.unprivileged_userns_clone=1; "
                  "on Ubuntu 23.10+ also sysctl -w kernel.apparmor_restrict_unprivileged_userns=0; "
@@ -70,23 +82,32 @@ class Isolation:
         return 2 if self.active else 0
 
     def wrap(self, argv: Sequence[str], *, cwd: Path, hide: Iterable[Path] = (),
-             writable: Iterable[Path] = ()) -> list[str]:
-        """``argv`` run inside the sandbox: ``hide`` become empty, then ``writable`` are bound writable.
+             writable: Iterable[Path] = (), seccomp_fd: int | None = None) -> list[str]:
+        """``argv`` run inside the sandbox: only ``visible_roots()`` read-only, ``hide`` made empty,
+        then ``writable`` bound writable; ``seccomp_fd`` (``seccomp.program_fd()``) the call filter.
 
         Writable folders may lie inside hidden ones (the scratch folder inside the work folder).
         """
         if self.bwrap is None:
             return list(argv)
-        args = [self.bwrap, "--ro-bind", "/", "/", "--dev", "/dev"]
+        args = [self.bwrap, "--dev", "/dev"]
         for pattern in GPU_DEVICES:
             for node in sorted(glob.glob(pattern)):
                 args += ["--dev-bind-try", node, node]
-        args += ["--proc", "/proc", "--tmpfs", "/tmp", "--unshare-pid", "--unshare-net", "--unshare-ipc",
-                 "--unshare-uts", "--cap-drop", "ALL", "--die-with-parent"]
-        for root in code_roots_in_tmp():  # the interpreter and the harness stay importable under the new /tmp
-            args += ["--ro-bind", root, root]
-        for entry in [*self.hidden, *(str(p) for p in hide)]:
+        args += ["--proc", "/proc", "--size", str(TMP_MB << 20), "--tmpfs", "/tmp",
+                 "--size", str(SHM_MB << 20), "--tmpfs", "/dev/shm",
+                 "--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts", "--cap-drop", "ALL",
+                 "--die-with-parent"]
+        roots = visible_roots()
+        for root in roots:
+            if root in SYSTEM_ROOTS and os.path.islink(root):  # /lib -> usr/lib on merged-/usr systems
+                args += ["--symlink", os.readlink(root), root]
+            else:
+                args += ["--ro-bind-try", root, root]
+        for entry in [*self.hidden, *SECRET_SYSTEM_FILES, *(str(p) for p in hide)]:
             real = os.path.realpath(entry)  # a link (dotfile managers link ~/.config) is hidden where it leads
+            if not _under_any(real, roots):
+                continue  # not visible anyway
             if os.path.isdir(real):
                 args += ["--tmpfs", real]
             elif os.path.exists(real):
@@ -94,32 +115,68 @@ class Isolation:
         for folder in writable:
             real = os.path.realpath(folder)
             args += ["--bind", real, real]
+        if seccomp_fd is not None:
+            args += ["--seccomp", str(seccomp_fd)]
         return [*args, "--chdir", str(cwd), "--", *argv]
 
 
-def code_roots_in_tmp() -> list[str]:
-    """The folders under ``/tmp`` that the candidate's interpreter needs, bound back read-only.
+def _under_any(path: str, roots: Iterable[str]) -> bool:
+    return any(path == root or path.startswith(root.rstrip("/") + "/") for root in roots)
 
-    The sandbox mounts a private ``/tmp``. A virtual environment, an editable checkout or a
-    ``PYTHONPATH`` entry that lives in ``/tmp`` (a CI clone, a scratch install) would vanish with it
-    and the candidate's ``python`` would not start. Only the outermost such folders are listed.
+
+def visible_roots() -> tuple[str, ...]:
+    """What a sandboxed process sees of the host's files (read-only): an allow-list.
+
+    The system's programs, libraries and configuration (``SYSTEM_ROOTS``, the CUDA toolkit and
+    driver libraries among them), and the folders the interpreter needs (``python_roots``). Not
+    ``$HOME`` (beyond Python folders inside it), ``/run``, ``/var``, ``/home``, ``/root``, ``/srv``,
+    ``/mnt``, ``/media``, nor the work folders of the harness: credentials, agent and daemon
+    sockets and other users' files live there. Outermost folders only, parents first.
     """
-    candidates = {sys.prefix, sys.exec_prefix, os.path.dirname(os.path.realpath(sys.executable)),
+    home = os.path.realpath(os.environ.get("HOME") or "/nonexistent")
+    wanted = {*SYSTEM_ROOTS, *python_roots()}
+    for name in ("CUDA_HOME", "CUDA_PATH", "CUDA_ROOT", "CUDNN_HOME", "CONDA_PREFIX"):
+        if os.environ.get(name):
+            wanted.add(os.environ[name])
+    wanted.update(entry for entry in os.environ.get("LD_LIBRARY_PATH", "").split(os.pathsep) if entry)
+    for tool in BUILD_TOOLS:  # found on PATH as a build would find them: their folder (nvcc: its toolkit)
+        found = shutil.which(tool)
+        if found:
+            folder = os.path.dirname(os.path.realpath(found))
+            wanted.add(os.path.dirname(folder) if tool == "nvcc" else folder)
+    real = set()
+    for path in wanted:
+        resolved = path if path in SYSTEM_ROOTS else os.path.realpath(path)
+        # Never the root, nor $HOME or a folder holding it: that would show every dotfile.
+        if resolved == "/" or home == resolved or home.startswith(resolved.rstrip("/") + "/"):
+            continue
+        if os.path.exists(resolved):
+            real.add(resolved)
+    roots: list[str] = []
+    for path in sorted(real, key=lambda p: (p.count("/"), p)):
+        if not _under_any(path, [r for r in roots if not os.path.islink(r)]):
+            roots.append(path)
+    return tuple(roots)
+
+
+def python_roots() -> list[str]:
+    """The folders the candidate's interpreter needs: its prefixes, ``sys.path``, ``PYTHONPATH``, and
+    where editable installs' packages were found (they map packages through an import hook)."""
+    candidates = {sys.prefix, sys.exec_prefix, sys.base_prefix, os.path.dirname(os.path.realpath(sys.executable)),
                   *(entry for entry in sys.path if entry),
                   *(entry for entry in os.environ.get("PYTHONPATH", "").split(os.pathsep) if entry)}
-    # Editable installs map packages through an import hook, not sys.path: take where they were found.
     for name, module in list(sys.modules.items()):
         where = getattr(module, "__file__", None) if "." not in name else None
         if where:
             folder = os.path.dirname(where)
             candidates.add(os.path.dirname(folder) if os.path.basename(where) == "__init__.py" else folder)
-    inside = sorted({os.path.realpath(path) for path in candidates
-                     if os.path.realpath(path).startswith("/tmp/") and os.path.isdir(os.path.realpath(path))})
-    roots: list[str] = []
-    for path in inside:
-        if not any(path == root or path.startswith(root + "/") for root in roots):
-            roots.append(path)
-    return roots
+    return sorted(os.path.realpath(path) for path in candidates if os.path.isdir(os.path.realpath(path)))
+
+
+def code_roots_in_tmp() -> list[str]:
+    """The Python folders under ``/tmp`` (a CI clone, a scratch install), outermost only: the sandbox
+    mounts a private ``/tmp`` and binds these back read-only (they are among ``visible_roots``)."""
+    return [root for root in visible_roots() if root.startswith("/tmp/")]
 
 
 def find_bwrap() -> str | None:
@@ -143,8 +200,10 @@ def _probe(bwrap: str, hidden: tuple[str, ...] = ()) -> str | None:
     """None when ``bwrap`` can make the sandbox here (hiding ``hidden``), else why not (its own words)."""
     probe = Isolation("probe", bwrap, hidden)
     try:
-        done = subprocess.run(probe.wrap(["/bin/sh", "-c", "true"], cwd=Path("/")), capture_output=True,
-                              text=True, timeout=30, stdin=subprocess.DEVNULL)
+        with seccomp.program_fd() as filter_fd:
+            done = subprocess.run(probe.wrap(["/bin/sh", "-c", "true"], cwd=Path("/"), seccomp_fd=filter_fd),
+                                  capture_output=True, text=True, timeout=30, stdin=subprocess.DEVNULL,
+                                  pass_fds=() if filter_fd is None else (filter_fd,))
     except (OSError, subprocess.TimeoutExpired) as exc:
         return str(exc)
     if done.returncode != 0:

@@ -18,22 +18,8 @@ from pike_harness.worker.supervise import sandbox
 
 def descendants(roots: Iterable[int]) -> dict[int, list[int]]:
     """Each root with all its living descendants (the root first), from one scan of ``/proc``."""
-    children: dict[int, list[int]] = {}
-    for pid in sandbox._all_pids():
-        info = sandbox._read_stat(pid)
-        if info is not None and info.state not in ("Z", "X"):
-            children.setdefault(info.ppid, []).append(pid)
-    trees = {}
-    for root in roots:
-        tree, frontier, seen = [root], [root], {root}
-        while frontier:
-            for child in children.get(frontier.pop(), ()):
-                if child not in seen:
-                    seen.add(child)
-                    tree.append(child)
-                    frontier.append(child)
-        trees[root] = tree
-    return trees
+    processes = sandbox.live_processes()
+    return {root: sandbox.descendants([root], processes) for root in roots}
 
 
 def signal_trees(roots: Iterable[int], signum: int) -> None:

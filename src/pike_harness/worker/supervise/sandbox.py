@@ -13,7 +13,6 @@ from __future__ import annotations
 import contextlib
 import functools
 import os
-import re
 import signal
 import subprocess
 import sys
@@ -23,6 +22,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from pike_harness.worker.redaction import is_secret_name
+
 # Names that pass into a candidate's environment (exact, then prefixes). An allow-list: anything the
 # harness's user exported (API keys, cloud credentials, tokens) stays out unless it is named here.
 ALLOWED_NAMES = frozenset({
@@ -31,19 +32,9 @@ ALLOWED_NAMES = frozenset({
     "TORCH_CUDA_ARCH_LIST", "OMP_NUM_THREADS", "MKL_NUM_THREADS",
 })
 ALLOWED_PREFIXES = ("LC_", "NVIDIA_", "CUDA_", "TRITON_", "TORCHINDUCTOR_", "NCCL_")
-# Secret-looking names are dropped even when an allowed prefix matches them.
-SECRET_NAME = re.compile(r"(KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL|AUTH|COOKIE|SESSION|PRIVATE)",
-                         re.IGNORECASE)
-SECRET_PREFIXES = ("AWS_", "GOOGLE_", "AZURE_", "OPENAI_", "ANTHROPIC_", "HF_", "HUGGING", "GITHUB_", "GH_")
 MARKER_ENV = "PIKEH_SANDBOX"
 # Which harness process started a marked process ("pidns/pid/starttime"): an orphan names a dead owner.
 OWNER_ENV = "PIKEH_SANDBOX_OWNER"
-MASK = "[masked]"
-
-
-def is_secret_name(name: str) -> bool:
-    upper = name.upper()
-    return bool(SECRET_NAME.search(upper)) or upper.startswith(SECRET_PREFIXES)
 
 
 def scrubbed_environment(source: Mapping[str, str], overrides: Mapping[str, str]) -> dict[str, str]:
@@ -57,17 +48,6 @@ def scrubbed_environment(source: Mapping[str, str], overrides: Mapping[str, str]
     return env
 
 
-def secret_values(source: Mapping[str, str]) -> list[str]:
-    """Values of the harness's secret-looking variables, longest first, for masking in what we report."""
-    values = {value for name, value in source.items() if is_secret_name(name) and len(value) >= 6}
-    return sorted(values, key=len, reverse=True)
-
-
-def mask_secrets(text: str, secrets: Iterable[str]) -> str:
-    for secret in secrets:
-        if secret in text:
-            text = text.replace(secret, MASK)
-    return text
 
 
 @dataclass
@@ -78,6 +58,7 @@ class ProcessInfo:
     state: str
     rss_bytes: int
     start: int  # clock ticks after boot: with the pid, names one process for good
+    threads: int = 1
 
 
 _PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
@@ -93,7 +74,7 @@ def _read_stat(pid: int) -> ProcessInfo | None:
     fields = raw[raw.rfind(")") + 2:].split()
     try:
         return ProcessInfo(pid=pid, ppid=int(fields[1]), session=int(fields[3]), state=fields[0],
-                           rss_bytes=int(fields[21]) * _PAGE, start=int(fields[19]))
+                           rss_bytes=int(fields[21]) * _PAGE, start=int(fields[19]), threads=int(fields[17]))
     except (IndexError, ValueError):
         return None
 
@@ -130,49 +111,81 @@ def unique_memory_bytes(info: ProcessInfo) -> int:
     return info.rss_bytes
 
 
+def live_processes() -> list[ProcessInfo]:
+    """One scan of ``/proc``: every live (non-zombie) process."""
+    found = []
+    for pid in _all_pids():
+        info = _read_stat(pid)
+        if info is not None and info.state not in ("Z", "X"):
+            found.append(info)
+    return found
+
+
+def descendants(roots: Iterable[int], processes: Iterable[ProcessInfo]) -> list[int]:
+    """The pids of ``roots`` and of every live process descended from them (roots first)."""
+    children: dict[int, list[int]] = {}
+    for info in processes:
+        children.setdefault(info.ppid, []).append(info.pid)
+    found = list(dict.fromkeys(roots))
+    seen, frontier = set(found), list(found)
+    while frontier:
+        for child in children.get(frontier.pop(), ()):
+            if child not in seen:
+                seen.add(child)
+                found.append(child)
+                frontier.append(child)
+    return found
+
+
+def tree_members(root: int, processes: Iterable[ProcessInfo]) -> list[ProcessInfo]:
+    """``root``, the rest of its session, and everything descended from them, from one scan.
+
+    For a sandboxed candidate ``root`` is the outer bwrap, whose child is the init of the sandbox's
+    PID namespace: the kernel re-parents every orphan of a namespace to its init, so the descendants
+    are exactly the namespace, whatever ``setsid()``, double forks or a cleared environment did.
+    Unsandboxed, the session (and what its members still parent) is what is left to go by.
+    """
+    by_pid = {info.pid: info for info in processes}
+    roots = [root, *(info.pid for info in by_pid.values() if info.session == root)]
+    return [by_pid[pid] for pid in descendants(roots, by_pid.values()) if pid in by_pid]
+
+
 class _ProcessTable:
     """One scan of /proc shared by every evaluation polling within ``max_age_s``.
 
     Each evaluation polices its candidate a few times a second; with dozens in flight, a scan each
     (hundreds of stat files) would keep a core busy on a GPU host, which is noise for the timing
-    running beside it. Sessions are grouped once per scan instead.
+    running beside it.
     """
 
     def __init__(self, max_age_s: float = 0.1):
         self.max_age_s = max_age_s
         self._lock = threading.Lock()
         self._taken = -1.0
-        self._sessions: dict[int, list[ProcessInfo]] = {}
+        self._processes: list[ProcessInfo] = []
 
-    def members(self, session: int) -> list[ProcessInfo]:
+    def processes(self) -> list[ProcessInfo]:
         with self._lock:
-            now = time.monotonic()
-            if now - self._taken > self.max_age_s:
-                sessions: dict[int, list[ProcessInfo]] = {}
-                for pid in _all_pids():
-                    info = _read_stat(pid)
-                    if info is not None and info.state not in ("Z", "X"):
-                        sessions.setdefault(info.session, []).append(info)
-                self._sessions, self._taken = sessions, time.monotonic()
-            return list(self._sessions.get(session, ()))
+            if time.monotonic() - self._taken > self.max_age_s:
+                self._processes, self._taken = live_processes(), time.monotonic()
+            return self._processes
 
 
 _TABLE = _ProcessTable()
 
 
-def session_members(session: int, *, fresh: bool = False) -> list[ProcessInfo]:
-    """Live (non-zombie) processes of one session: the candidate and everything it started there.
+def sandbox_members(root: int, *, fresh: bool = False) -> list[ProcessInfo]:
+    """Live processes of the sandbox started as ``root``: its PID namespace (``tree_members``).
 
     From a scan at most 0.1 s old (shared between evaluations); ``fresh`` scans now.
     """
-    if not fresh:
-        return _TABLE.members(session)
-    members = []
-    for pid in _all_pids():
-        info = _read_stat(pid)
-        if info is not None and info.session == session and info.state not in ("Z", "X"):
-            members.append(info)
-    return members
+    return tree_members(root, live_processes() if fresh else _TABLE.processes())
+
+
+def session_members(session: int, *, fresh: bool = False) -> list[ProcessInfo]:
+    """Live (non-zombie) processes of one session: the candidate and everything it started there."""
+    processes = live_processes() if fresh else _TABLE.processes()
+    return [info for info in processes if info.session == session]
 
 
 def _marked(marker: bytes, session: int | None) -> list[int]:
@@ -279,10 +292,17 @@ def kill_all(popen: subprocess.Popen, marker: str, *, rounds: int = 50) -> None:
     needle = f"{MARKER_ENV}={marker}".encode()
     for _ in range(rounds):
         session = popen.pid if popen.returncode is None else None
+        tree = []
         if session is not None:
+            # The sandbox's namespace first: killing its init (bwrap's child) makes the kernel kill
+            # every process of the namespace, those that left the session or cleared the marker too.
+            tree = [info.pid for info in sandbox_members(session, fresh=True) if info.pid != session]
+            for pid in tree:
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.kill(pid, signal.SIGKILL)
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(session, signal.SIGKILL)
-        left = _marked(needle, session)
+        left = sorted(set(_marked(needle, session)) | set(tree))
         for pid in left:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.kill(pid, signal.SIGKILL)

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pike_harness.worker.channel import Channel
-from pike_harness.worker.supervise import exchange, sandbox, trusted_files
+from pike_harness.worker.supervise import exchange, sandbox, seccomp, trusted_files
 
 if TYPE_CHECKING:
     from pike_harness.worker.supervise.supervisor import WorkerSettings
@@ -120,11 +120,12 @@ def spawn_child(settings: WorkerSettings, device: str, *, prestart: bool = False
     if prestart:
         argv += ["--prestart", device]
     folder = exchange.make(settings.exchange_root, scratch)
-    argv = sandboxed(settings, argv, scratch, [root], extra_writable=[folder])
     logs = open_logs(scratch)
     try:
-        with thread_affinity(cpus):
-            popen = subprocess.Popen(argv, pass_fds=(to_child_r, from_child_w), stdin=subprocess.DEVNULL,
+        with thread_affinity(cpus), seccomp.program_fd() as filter_fd:
+            argv = sandboxed(settings, argv, scratch, [root], extra_writable=[folder], seccomp_fd=filter_fd)
+            fds = (to_child_r, from_child_w) + (() if filter_fd is None else (filter_fd,))
+            popen = subprocess.Popen(argv, pass_fds=fds, stdin=subprocess.DEVNULL,
                                      stdout=logs[0], stderr=logs[1], cwd=str(scratch), env=env,
                                      start_new_session=True)
     except BaseException:
@@ -159,7 +160,7 @@ def open_logs(scratch: Path) -> tuple[int, int]:
 
 
 def sandboxed(settings: WorkerSettings, argv: list[str], folder: Path, hide: list[Path], *,
-              extra_writable: list[Path] = ()) -> list[str]:
+              extra_writable: list[Path] = (), seccomp_fd: int | None = None) -> list[str]:
     """``argv`` inside the evaluator's isolation (``settings.isolation``), writing only to ``folder``
     (and ``extra_writable``); the work folder, the shared build and JIT caches and ``hide`` are
     invisible (reference outputs, other candidates' scratch and builds). Unchanged where there is
@@ -170,7 +171,7 @@ def sandboxed(settings: WorkerSettings, argv: list[str], folder: Path, hide: lis
     # The shared caches are the supervisor's alone: a candidate gets copies (jit_caches, buildcache).
     caches = [Path(root) for root in (settings.jit_cache_root, getattr(settings.build_cache, "root", None)) if root]
     return isolation.wrap(argv, cwd=folder, hide=[settings.workdir, *caches, *hide],
-                          writable=[folder, *extra_writable])
+                          writable=[folder, *extra_writable], seccomp_fd=seccomp_fd)
 
 
 @contextlib.contextmanager

@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+from pike_harness.worker import redaction
 from pike_harness.worker.channel import Channel, ChannelClosed, ChannelTimeout, ProtocolViolation
 from pike_harness.worker.check_plan import PlannedCall, check_plan
 from pike_harness.worker.environment import host_info
@@ -51,10 +52,12 @@ from pike_harness.worker.records import (
     EvalResult,
 )
 from pike_harness.worker.supervise import (
+    build_flags,
     exchange,
     gpu_clocks,
     jit_caches,
     sandbox,
+    scratch_usage,
     static_checks,
     trusted_files,
 )
@@ -72,6 +75,8 @@ from pike_harness.worker.supervise.spawn import Spawned, spawn_child, visible_de
 # Unknown GPUs get the fastest entry, so the flag errs towards silence.
 PEAK_BANDWIDTH = {"H200": 4.8e12, "H100": 3.35e12, "A100": 2.04e12, "B200": 8.0e12, "L40": 0.864e12,
                   "A10": 0.6e12, "L4": 0.3e12, "T4": 0.32e12}
+DISK_POLICE_S = 2.0  # how often the candidate's folders are measured (a walk, dearer than a /proc scan)
+DISK_MAX_ENTRIES = 200_000
 TIMER_FLOOR_MS = 0.001  # below a microsecond per call no real forward has ever been timed
 
 
@@ -146,7 +151,7 @@ class Evaluation:
         self.environment: dict[str, Any] = {**host_info(), "device": request.device}
         self.profile: dict[str, Any] | None = None  # the profile stage's summary, when the request asks
         self.hidden_seeds = oracle.hidden_seeds(request)  # this run's secret pool for the task
-        self.secrets = sandbox.secret_values(settings.source_environ())
+        self.secrets = redaction.secret_values(settings.source_environ())
         self.popen: subprocess.Popen | None = None
         self.spawned: Spawned | None = None  # the candidate's process as started (its log descriptors)
         self.jit_folder: Path | None = None  # its private JIT folder, when the JIT caches are shared
@@ -157,6 +162,7 @@ class Evaluation:
         self.marker = secrets.token_hex(12)
         self.result: EvalResult | None = None
         self._policed = 0.0
+        self._disk_policed = 0.0
         self._aborted = threading.Event()
         # Called as listener(event, evaluation) with "spawned", "timing_start", "timing_end".
         self.listener: Callable[[str, Evaluation], None] | None = None
@@ -475,6 +481,9 @@ class Evaluation:
         cache = self.settings.build_cache
         if cache is None or self.scratch is None:
             return {"fallback": True}
+        problem = build_flags.spec_problem(spec, str(self.scratch))
+        if problem:  # never reaches the builder's shell (ninja runs every rule through /bin/sh)
+            raise _Concluded(self._conclude(REJECTED, "build_flags", f"load_inline {problem}"))
         began = time.monotonic()
         try:
             reply = cache.serve(spec, self.request.device, self.scratch, deadline=deadline, tick=self._police)
@@ -502,7 +511,11 @@ class Evaluation:
         return {k: v for k, v in reply.items() if k in ("ok", "path", "log", "hit", "fallback")}
 
     def _police(self) -> None:
-        """Kill the candidate when its session has too many processes or too much memory."""
+        """Kill the candidate when its sandbox holds too many processes, threads, memory or disk.
+
+        Counted over the sandbox's PID namespace (``sandbox.sandbox_members``), so what a candidate
+        starts with ``setsid()`` or a double fork counts too.
+        """
         assert self.popen is not None
         if self._aborted.is_set():
             self._kill()
@@ -511,11 +524,16 @@ class Evaluation:
         if now - self._policed < self.settings.police_s:
             return
         self._policed = now
-        members = sandbox.session_members(self.popen.pid)
+        members = sandbox.sandbox_members(self.popen.pid)
         limits = self.request.limits
         if len(members) - self._wrappers() > limits.max_processes:
             raise _Concluded(self._conclude(RUNTIME_ERROR, "process_limit",
                                             f"the candidate started more than {limits.max_processes} processes"))
+        threads = sum(member.threads for member in members) - self._wrappers()
+        if threads > limits.max_threads:
+            raise _Concluded(self._conclude(RUNTIME_ERROR, "thread_limit",
+                                            f"the candidate's processes ran {threads} threads, over the "
+                                            f"{limits.max_threads} limit"))
         memory_mb = limits.memory_mb
         if memory_mb:
             rss = sum(sandbox.unique_memory_bytes(member) for member in members) / (1024 * 1024)
@@ -523,6 +541,21 @@ class Evaluation:
                 raise _Concluded(self._conclude(RUNTIME_ERROR, "memory_limit",
                                                 f"the candidate's processes used {rss:.0f} MB, over the "
                                                 f"{memory_mb} MB limit"))
+        if now - self._disk_policed >= DISK_POLICE_S:
+            self._disk_policed = now
+            self._police_disk()
+
+    def _police_disk(self) -> None:
+        """Scratch and exchange folders together under ``disk_mb`` and ``DISK_MAX_ENTRIES`` entries."""
+        folders = [folder for folder in (self.scratch, self.spawned_exchange) if folder is not None]
+        usage = scratch_usage.measure(folders, DISK_MAX_ENTRIES)
+        limit_mb = self.request.limits.disk_mb
+        if usage.over_entries or usage.bytes > limit_mb * 1024 * 1024:
+            written = f"more than {DISK_MAX_ENTRIES} files" if usage.over_entries else \
+                f"{usage.bytes / 2**20:.0f} MB"
+            raise _Concluded(self._conclude(RUNTIME_ERROR, "disk_limit",
+                                            f"the candidate's folders held {written}, over the {limit_mb} MB "
+                                            f"and {DISK_MAX_ENTRIES}-file disk limit"))
 
     def _died(self, stage: str) -> EvalResult:
         assert self.popen is not None
@@ -590,15 +623,15 @@ class Evaluation:
             self.channel = None
         self.stages.add("total", time.monotonic() - self.started)
         request = self.request
-        mask = lambda text: sandbox.mask_secrets(text, self.secrets) if text else text  # noqa: E731
+        mask = lambda value: redaction.redact(value, self.secrets)  # noqa: E731 - EvalResult masks os.environ's too
         protocol = {**self.protocol.describe(), "params": dict(request.protocol_params)}
         protocol.update(getattr(self, "protocol_details", {}))
         self.result = EvalResult(
             request_id=request.request_id, task=request.task, category=category, reason=mask(reason),
             check=check, runtime_ms=runtime.headline_ms if runtime is not None else None, runtime=runtime,
-            outputs=list(outputs or []), flags=list(self.flags), stage_seconds=dict(self.stages.seconds),
+            outputs=list(outputs or []), flags=mask(list(self.flags)), stage_seconds=dict(self.stages.seconds),
             stdout_tail=mask(stdout), stderr_tail=mask(stderr), protocol=protocol,
-            environment=self.environment, isolation=_isolation_label(self.settings.isolation),
+            environment=mask(self.environment), isolation=_isolation_label(self.settings.isolation),
             seeds={"weight": request.weight_seed, "public": list(request.input_seeds), "hidden": self.hidden_seeds},
             profile=self.profile,
         )

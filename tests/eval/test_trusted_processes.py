@@ -1,0 +1,379 @@
+"""Issue 26, processes and visibility: hostile candidates (corpus_trusted/) that attack from inside
+their own sandbox what the trusted side does around it. Each test checks the side effect outside the
+sandbox (no process left, the listener silent, the planted file and the harness's key absent from
+every record and prompt, the shell never run), not only the verdict, and an honest candidate
+evaluated together with them keeps its verdict."""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import secrets
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from corpus_cases import CORPUS, cases, load_case
+
+from pike_harness.kit.failure_reports import failure_report
+from pike_harness.worker import redaction
+from pike_harness.worker.inside.limits import OPEN_FILES
+from pike_harness.worker.records import EvalResult
+from pike_harness.worker.supervise import build_flags, isolation, seccomp
+
+TRUSTED = Path(__file__).resolve().parent / "corpus_trusted"
+PROBES = (b"pikeh-trusted-setsid-probe", b"pikeh-trusted-daemon-probe")
+SHELL_RAN = "PIKEH_SHELL_RAN_42"  # only a shell evaluating $((6*7)) writes this
+
+
+def _processes_with(token: bytes) -> list[int]:
+    found = []
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            try:
+                with open(f"/proc/{name}/cmdline", "rb") as handle:
+                    if token in handle.read():
+                        found.append(int(name))
+            except OSError:
+                pass
+    return found
+
+
+@pytest.fixture(scope="module")
+def planted():
+    """A token file in the harness user's real $HOME, where a credentials file would be."""
+    home = Path(os.environ.get("HOME") or "/nonexistent")
+    if not home.is_dir() or not os.access(home, os.W_OK):
+        pytest.skip("no writable $HOME to plant a token file in")
+    path = home / f"pikeh-planted-{secrets.token_hex(6)}"
+    value = "planted-" + secrets.token_hex(16)
+    path.write_text(value)
+    yield value
+    path.unlink(missing_ok=True)
+
+
+@pytest.fixture(scope="module")
+def trusted_results(cpu_evaluator, planted):
+    """Every hostile case, and an honest one beside them, submitted together: name -> (case, result)."""
+    all_cases = [*cases(TRUSTED), load_case(CORPUS / "ok_plain.py")]
+    futures = {case.name: (case, cpu_evaluator.submit(case.request())) for case in all_cases}
+    return {name: (case, future.result(timeout=600)) for name, (case, future) in futures.items()}
+
+
+@pytest.mark.parametrize("name", sorted(p.stem for p in TRUSTED.glob("*.py")))
+def test_each_hostile_candidate_gets_its_own_verdict(trusted_results, name):
+    case, result = trusted_results[name]
+    got = f"{result.category}/{result.check}" if case.check else result.category
+    want = f"{case.category}/{case.check}" if case.check else case.category
+    assert got == want, (
+        f"{name}: {result.category}/{result.check}: {result.reason}\n{result.stderr_tail[-1500:]}"
+    )
+    assert result.isolation == "bwrap"
+
+
+def test_an_honest_neighbour_keeps_its_verdict_and_timing(trusted_results):
+    _, result = trusted_results["ok_plain"]
+    assert result.category == "correct", result.reason
+    assert result.runtime_ms is not None and result.runtime_ms > 0
+
+
+def test_no_process_of_a_hostile_candidate_is_left(trusted_results):
+    """setsid() and double-forked children with an empty environment died with their sandbox."""
+    deadline = time.monotonic() + 10  # the kill is synchronous; this only absorbs /proc's lag
+    while any(_processes_with(probe) for probe in PROBES) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert [probe for probe in PROBES if _processes_with(probe)] == []
+
+
+def test_resource_caps_held(trusted_results):
+    fds = trusted_results["fd_exhaustion"][1].reason or ""
+    assert "pikeh-fd-count=" in fds, fds
+    assert int(fds.split("pikeh-fd-count=")[1].split()[0]) < OPEN_FILES
+    shm = trusted_results["shm_fill"][1].reason or ""
+    assert "pikeh-shm-mb=" in shm, shm
+    assert int(shm.split("pikeh-shm-mb=")[1].split()[0]) <= isolation.SHM_MB
+    assert int(shm.split("pikeh-tmp-mb=")[1].split()[0]) <= isolation.TMP_MB
+
+
+def test_no_secret_reaches_a_record_or_a_prompt(trusted_results, planted, secret_value):
+    forms = [planted, secret_value, base64.b64encode(secret_value.encode()).decode()[:20]]
+    for name, (_, result) in trusted_results.items():
+        text = result.to_json() + failure_report(result)
+        assert not [form for form in forms if form in text], name
+    # the candidate did print what it could read: its own scrubbed environment
+    assert "pikeh-candidate" in trusted_results["secrets_echo"][1].stdout_tail
+
+
+def test_a_shell_laden_flag_never_reaches_a_shell(trusted_results):
+    for name in ("flags_shell_cflags", "flags_write_outside"):
+        result = trusted_results[name][1]
+        assert SHELL_RAN not in result.to_json(), name
+        assert result.check == "build_flags" and "load_inline extra_" in (result.reason or ""), result.reason
+    assert "-O3;echo" in (trusted_results["flags_shell_cflags"][1].reason or "")
+    assert not Path("/tmp/pikeh-flags-out.so").exists()
+
+
+# -- the sandbox itself, without an evaluator -------------------------------------------------------
+def _sandboxed_python(
+    code: str, *, writable: list[Path] = (), home: str | None = None
+) -> subprocess.CompletedProcess:
+    sandbox = isolation.choose(home=home)
+    with seccomp.program_fd() as filter_fd:
+        argv = sandbox.wrap(
+            [sys.executable, "-c", code], cwd=Path("/"), writable=writable, seccomp_fd=filter_fd
+        )
+        return subprocess.run(
+            argv,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            pass_fds=() if filter_fd is None else (filter_fd,),
+        )
+
+
+def test_a_named_unix_socket_outside_accepts_no_connection(tmp_path):
+    """The socket's folder is even bound writable into the sandbox: the filter still refuses."""
+    folder = Path(os.path.realpath(tmp_path)) / "sock"
+    folder.mkdir()
+    path = folder / "agent.sock"
+    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    server.bind(str(path))
+    server.listen(4)
+    accepted: list[bytes] = []
+
+    def accept() -> None:
+        while True:
+            try:
+                conn, _ = server.accept()
+            except OSError:
+                return
+            with conn:
+                accepted.append(conn.recv(100) or b"connected")
+
+    threading.Thread(target=accept, daemon=True).start()
+    try:
+        done = _sandboxed_python(
+            "import socket\n"
+            "try:\n"
+            "    s = socket.socket(socket.AF_UNIX)\n"
+            f"    s.connect({str(path)!r}); s.sendall(b'stolen'); print('connected')\n"
+            "except OSError as exc:\n"
+            "    print('refused', exc.errno)\n"
+            "a, b = socket.socketpair(); a.sendall(b'x'); print('pair', b.recv(1))\n",
+            writable=[folder],
+        )
+    finally:
+        server.close()
+    assert "refused 13" in done.stdout, done.stdout + done.stderr
+    assert "pair b'x'" in done.stdout  # unnamed pairs still work (asyncio, multiprocessing need them)
+    assert accepted == []
+
+
+def test_home_is_invisible_except_python_folders(tmp_path, monkeypatch):
+    """A fake $HOME with credentials and a Python folder on sys.path: only the Python folder shows."""
+    base = Path(os.path.realpath(tmp_path))
+    home = base / "home"
+    site = home / ".local" / "lib" / "site-packages"
+    site.mkdir(parents=True)
+    (site / "pikeh_visible_module.py").write_text("VALUE = 'python-folder-visible'\n")
+    (home / ".pypirc").write_text("[pypi]\npassword = s3cret-pypirc\n")
+    (home / ".netrc").write_text("machine example.com password s3cret-netrc\n")
+    (home / "registry-token").write_text("s3cret-token\n")
+    (home / ".config" / "gh").mkdir(parents=True)
+    (home / ".config" / "gh" / "hosts.yml").write_text("oauth_token: s3cret-gh\n")
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setattr(sys, "path", [*sys.path, str(site)])
+    done = _sandboxed_python(
+        "import glob, os\n"
+        f"print(open({str(site / 'pikeh_visible_module.py')!r}).read())\n"
+        f"for path in glob.glob({str(home)!r} + '/**', recursive=True) + glob.glob({str(home)!r} + '/.*/**', "
+        "recursive=True):\n"
+        "    try:\n"
+        "        print(open(path).read())\n"
+        "    except OSError:\n"
+        "        pass\n"
+        "for folder in ('/run', '/var/run', '/home', '/var', '/mnt'):\n"
+        "    print(folder, os.path.exists(folder))\n",
+        home=str(home),
+    )
+    assert "python-folder-visible" in done.stdout, done.stderr
+    assert "s3cret" not in done.stdout
+    for folder in ("/run", "/var/run", "/home", "/var", "/mnt"):
+        assert f"{folder} False" in done.stdout
+
+
+# -- build flags --------------------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("arg", "flags"),
+    [
+        ("extra_cflags", ["-O3;id"]),
+        ("extra_cflags", ["-DX=$(id)"]),
+        ("extra_cflags", ["-DX=`id`"]),
+        ("extra_cflags", ["-O3 -o /tmp/x"]),
+        ("extra_cflags", ["-DX='a'"]),
+        ("extra_cflags", ["-O3\nid"]),
+        ("extra_cflags", ["@/etc/passwd"]),
+        ("extra_cflags", ["-o/tmp/x.o"]),
+        ("extra_cflags", ["-fplugin=/tmp/evil.so"]),
+        ("extra_cflags", ["-B/tmp/evil"]),
+        ("extra_cflags", ["-I/root/.ssh"]),
+        ("extra_cflags", ["-I/usr/include/../../root"]),
+        ("extra_cuda_cflags", ["-ccbin=/tmp/evil"]),
+        ("extra_cuda_cflags", ["-Xcompiler", "-o/tmp/x"]),
+        ("extra_cuda_cflags", ["-Xptxas"]),
+        ("extra_ldflags", ["-lm|id"]),
+        ("extra_ldflags", ["-Xlinker", "-o/tmp/x.so"]),
+        ("extra_ldflags", ["-Wl,-o,/tmp/x.so"]),
+        ("extra_ldflags", ["-L/home/someone/lib"]),
+        ("extra_ldflags", ["-lm&&id"]),
+        ("extra_include_paths", ["/usr/include;id"]),
+        ("extra_include_paths", ["relative/include"]),
+        ("extra_include_paths", ["/etc/../root"]),
+    ],
+)
+def test_a_rejected_flag_names_itself(arg, flags):
+    problem = build_flags.spec_problem({"name": "x", arg: flags}, "/scratch/eval-1")
+    assert problem is not None and problem.startswith(arg), problem
+
+
+@pytest.mark.parametrize(
+    ("arg", "flags"),
+    [
+        (
+            "extra_cflags",
+            [
+                "-O3",
+                "-O2",
+                "-g",
+                "-std=c++17",
+                "-DNDEBUG",
+                "-DBLOCK=128",
+                "-UNDEBUG",
+                "-fopenmp",
+                "-ffast-math",
+                "-fno-strict-aliasing",
+                "-march=native",
+                "-mavx2",
+                "-Wall",
+                "-Wno-sign-compare",
+                "-w",
+                "-pthread",
+                "-fPIC",
+            ],
+        ),
+        (
+            "extra_cuda_cflags",
+            [
+                "-O3",
+                "--use_fast_math",
+                "-use_fast_math",
+                "-arch=sm_90a",
+                "--expt-relaxed-constexpr",
+                "--extended-lambda",
+                "-lineinfo",
+                "-gencode=arch=compute_90a,code=sm_90a",
+                "-gencode",
+                "arch=compute_80,code=sm_80",
+                "-Xptxas=-v",
+                "-Xptxas",
+                "-O3,-v",
+                "--maxrregcount=64",
+                "--ftz=true",
+                "-Xcompiler",
+                "-fopenmp",
+                "-DTILE=16",
+                "-std=c++17",
+            ],
+        ),
+        (
+            "extra_ldflags",
+            [
+                "-lcublas",
+                "-lcublasLt",
+                "-lcuda",
+                "-lm",
+                f"-L{sys.prefix}/lib",
+                f"-Wl,-rpath,{sys.prefix}/lib",
+                "/usr/lib/libfoo.so",
+            ],
+        ),
+        ("extra_include_paths", ["/usr/include", sys.prefix, "/scratch/eval-1/include"]),
+    ],
+)
+def test_ordinary_flags_pass(arg, flags, monkeypatch):
+    monkeypatch.setattr(os.path, "realpath", lambda path: path)  # /scratch does not exist here
+    assert build_flags.spec_problem({"name": "x", arg: flags}, "/scratch/eval-1") is None
+
+
+# -- failure reports -----------------------------------------------------------------------------------
+def test_an_error_echoing_an_environment_value_is_masked(monkeypatch):
+    key = "sk-live-" + secrets.token_hex(12)
+    monkeypatch.setenv("PIKEH_SOME_BACKEND_API_KEY", key)
+    encoded = base64.b64encode(key.encode()).decode().rstrip("=")
+    result = EvalResult(
+        request_id="r",
+        task="t",
+        category="runtime_error",
+        reason=f"failed with {key}",
+        stderr_tail=f"token {encoded}\n",
+        stdout_tail=f"{key}{key}",
+        environment={"build_cache_error": f"x {key}", "nested": [key]},
+        flags=[key],
+    )
+    text = json.dumps(result.to_dict()) + failure_report(result)
+    assert key not in text and encoded not in text
+    assert redaction.MASK in result.reason
+    again = EvalResult.from_dict(json.loads(json.dumps({**result.to_dict(), "reason": key})))
+    assert key not in (again.reason or "")  # the host masks a record read from a remote worker too
+
+
+# -- policing helpers ----------------------------------------------------------------------------------
+def test_the_sandbox_is_its_whole_process_tree_whatever_sessions_it_made():
+    from pike_harness.worker.supervise.sandbox import ProcessInfo, tree_members
+
+    def info(pid: int, ppid: int, session: int) -> ProcessInfo:
+        return ProcessInfo(pid=pid, ppid=ppid, session=session, state="S", rss_bytes=0, start=0)
+
+    table = [
+        info(10, 1, 10),
+        info(11, 10, 10),  # outer bwrap, the namespace's init
+        info(12, 11, 12),
+        info(13, 12, 13),  # setsid child and its own setsid child
+        info(14, 11, 14),  # a double-forked daemon, re-parented to the namespace's init
+        info(20, 1, 20),
+        info(21, 20, 20),
+    ]  # a neighbour's sandbox
+    assert sorted(member.pid for member in tree_members(10, table)) == [10, 11, 12, 13, 14]
+
+
+def test_the_disk_walk_survives_deep_trees_and_never_follows_links(tmp_path):
+    from pike_harness.worker.supervise import scratch_usage
+
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "big").write_bytes(os.urandom(1 << 20))
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    deep = scratch
+    try:
+        for _ in range(1200):  # deeper than Python's recursion limit, within PATH_MAX
+            deep = deep / "d"
+            deep.mkdir()
+        (deep / "leaf").write_bytes(b"x" * 4096)
+        before = scratch_usage.measure([scratch], max_entries=10_000)
+        (scratch / "link").symlink_to(outside, target_is_directory=True)
+        usage = scratch_usage.measure([scratch], max_entries=10_000)
+        assert usage.entries == 1202 and not usage.over_entries
+        assert usage.bytes - before.bytes < (1 << 20)  # the linked megabyte was not counted
+        assert scratch_usage.measure([scratch], max_entries=100).over_entries
+    finally:  # bottom up: pytest's own clean-up of tmp_path recurses and would fail on this tree
+        (deep / "leaf").unlink(missing_ok=True)
+        while deep != scratch:
+            if deep.exists():
+                deep.rmdir()
+            deep = deep.parent
