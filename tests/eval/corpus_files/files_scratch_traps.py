@@ -4,7 +4,7 @@
 # task: smoke/5
 # expect: correct
 import os
-import socket
+import stat
 from pathlib import Path
 
 import torch.nn.functional as F
@@ -21,7 +21,8 @@ for _ in range(3000):
 os.close(_fd)
 os.symlink(HERE.parents[1], HERE / "outside")
 os.mkfifo(HERE / "fifo")
-socket.socket(socket.AF_UNIX).bind(str(HERE / "socket"))
+# a socket inode made without socket(): the sandbox's system-call filter refuses AF_UNIX sockets
+os.mknod(HERE / "socket", 0o600 | stat.S_IFSOCK)
 os.makedirs(HERE / "locked" / "inner")
 (HERE / "locked" / "inner" / "file").write_text("x")
 os.chmod(HERE / "locked" / "inner", 0)
