@@ -261,18 +261,31 @@ def write_outputs(data: dict[str, Any], output: Path, formats: Sequence[str], ex
 
 
 def configuration_row(run: dict[str, Any]) -> dict[str, str]:
-    """What one run measured, for the report's configuration block (from run.json via the runs table)."""
+    """What one run measured, for the report's configuration block (from run.json via the runs table):
+    the device the evaluator actually used (not ``auto``), the CPU beside the GPU, the timing protocol
+    with its statistic, and the versions that change timings."""
     config = _json(run.get("config"))
     env = _json(run.get("environment"))
     options = ", ".join(f"{k}={v}" for k, v in sorted((config.get("strategy_options") or {}).items()))
     llms = str(run.get("llm") or "") + (f"; fixes: {run['fix_llm']}" if run.get("fix_llm") else "")
     if config.get("temperature") is not None:
         llms += f" (temperature {config['temperature']})"
-    gpu = run.get("gpu") or (f"no GPU; CPU: {env['cpu']}" if env.get("cpu") else "no GPU")
-    versions = ", ".join(f"{k} {env[k]}" for k in ("pikeh", "torch", "python") if env.get(k))
+    device = str(run.get("device") or "")
+    if run.get("device_requested") and run.get("device_requested") != run.get("device"):
+        device += f" (asked: {run['device_requested']})"
+    cpu = f"CPU: {env['cpu']}" + (f" ({env['cpu_count']} cores)" if env.get("cpu_count") else "") if env.get("cpu") else ""
+    gpu = f"GPU: {run['gpu']}" if run.get("gpu") else "no GPU"
+    protocol = _json(_json(env.get("evaluator")).get("protocol"))
+    protocol_text = str(run.get("protocol") or "")
+    if protocol.get("statistic"):
+        low, high = protocol.get("min_reps"), protocol.get("max_reps")
+        calls = f" of {low} calls" if low and low == high else f" of {low}-{high} calls" if low and high else ""
+        protocol_text += f" ({protocol['statistic']}{calls})"
+    versions = ", ".join(f"{k} {env[k]}" for k in ("pikeh", "torch", "triton", "cuda", "python") if env.get(k))
     return {"run": run["run"], "strategy": f"{run.get('strategy')}" + (f" ({options})" if options else ""),
-            "llms": llms, "evaluator": str(run.get("evaluator") or ""), "device": f"{run.get('device')}: {gpu}",
-            "protocol": str(run.get("protocol") or ""), "host": str(run.get("host") or ""), "versions": versions}
+            "llms": llms, "evaluator": str(run.get("evaluator") or ""),
+            "device": "; ".join(part for part in (device, gpu, cpu) if part),
+            "protocol": protocol_text, "host": str(run.get("host") or ""), "versions": versions}
 
 
 def not_a_benchmark(runs: Sequence[dict[str, Any]]) -> list[str]:
