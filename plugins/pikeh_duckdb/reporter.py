@@ -20,7 +20,7 @@ from typing import Any
 
 from pike_harness.api import ReportOptions, ReportSummary, UserError
 
-from . import clock_flags, html, profiles, seed_figures, seed_stats, sol, tables
+from . import clock_flags, html, outlier_flags, profiles, seed_figures, seed_stats, sol, tables
 from . import figures as fig
 from . import retime as retiming
 from .metrics import MetricParams, create_metrics, rows
@@ -151,10 +151,11 @@ def build_report(options: ReportOptions) -> ReportSummary:
             if extra.get("speed_of_light", True) else []
         profiled = profiles.run_profiles(con, output, extra, say)
         data = {**collect(con), **seed_stats.analyse(con, extra.get("compare"))}
-        data.update(sol=sol_table, clock_flags=clock_flags.flagged(con), profiles=profiled)
+        data.update(sol=sol_table, clock_flags=clock_flags.flagged(con), profiles=profiled,
+                    baseline_outliers=outlier_flags.flagged(con))
         for line in seed_stats.describe(data["configs"], data["comparison"]):
             say(line)
-        for warning in mismatch_warnings(data["summary"]) + clock_flags.warnings(data["clock_flags"]):
+        for warning in report_warnings(data):
             say(f"warning: {warning}")
     finally:
         con.close()
@@ -162,6 +163,12 @@ def build_report(options: ReportOptions) -> ReportSummary:
     files = [db_path, *write_outputs(data, output, options.formats, extra, [str(p) for p in options.inputs],
                                      __version__)]
     return ReportSummary(output=output, files=files, rows=data["summary"])
+
+
+def report_warnings(data: dict[str, Any]) -> list[str]:
+    """Every warning of the report, the same lines on the terminal and in the page."""
+    return (outlier_flags.warnings(data.get("baseline_outliers") or []) + mismatch_warnings(data["summary"])
+            + clock_flags.warnings(data.get("clock_flags") or []))
 
 
 def mismatch_warnings(summary: Sequence[dict[str, Any]]) -> list[str]:
@@ -175,7 +182,8 @@ def mismatch_warnings(summary: Sequence[dict[str, Any]]) -> list[str]:
 def _retimes(con: Any, output: Path, extra: dict[str, Any], say: Callable[[str], None]) -> None:
     """Re-time the finalists when asked; load earlier re-timings that still match the best code."""
     best = rows(con, "SELECT f.run, f.task, f.best_key, f.best_dir, f.best_sha256, r.path FROM task_final f "
-                     "JOIN runs r USING (run) WHERE f.best_ms IS NOT NULL AND f.baseline_ms IS NOT NULL "
+                     "JOIN runs r USING (run) WHERE f.best_ms IS NOT NULL AND (f.baseline_ms IS NOT NULL "
+                     "OR (f.run, f.task) IN (SELECT (run, task) FROM baseline_outliers)) "
                      "ORDER BY f.run, f.task")
     path = output / retiming.RETIME_FILE
     if extra.get("retime"):
@@ -250,8 +258,9 @@ def write_outputs(data: dict[str, Any], output: Path, formats: Sequence[str], ex
             figures=[(name, chart.to_dict(), FIGURE_CAPTIONS[name]) for name, chart in charts],
             matrix_header=header, matrix_body=body, tasks=task_views(data), trajectory_spec=fig.trajectory_spec(),
             has_retime=bool(data["retime"]),
-            warnings=mismatch_warnings(data["summary"]) + clock_flags.warnings(data.get("clock_flags") or []),
-            sections=[s for s in (sol.section(data.get("sol") or []), clock_flags.section(data.get("clock_flags") or []),
+            warnings=report_warnings(data),
+            sections=[s for s in (outlier_flags.section(data.get("baseline_outliers") or []),
+                                  sol.section(data.get("sol") or []), clock_flags.section(data.get("clock_flags") or []),
                                   profiles.section(data.get("profiles") or [])) if s],
             configuration=[configuration_row(r) for r in data["runs"]], banner=not_a_benchmark(data["runs"]),
             static_figures={name: "data:image/png;base64," + base64.b64encode((output / f"{name}.png").read_bytes()).decode()
