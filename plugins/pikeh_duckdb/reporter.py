@@ -126,6 +126,8 @@ def price_rows(con: Any, price_as: str | None, price_files: Sequence[Path]) -> l
 
 # -- the report ------------------------------------------------------------------------------------
 
+MANIFEST = "pikeh-report-files.txt"  # what the last report wrote here, so the next one removes exactly that
+
 def build_report(options: ReportOptions) -> ReportSummary:
     import duckdb
 
@@ -137,6 +139,7 @@ def build_report(options: ReportOptions) -> ReportSummary:
     run_dirs, sets = discover(options.inputs, options.runs)
     output = Path(options.output)
     output.mkdir(parents=True, exist_ok=True)
+    clear_earlier_report(output)
     db_path = output / "report.duckdb"
     tmp = db_path.with_suffix(".duckdb.tmp")
     tmp.unlink(missing_ok=True)
@@ -162,7 +165,26 @@ def build_report(options: ReportOptions) -> ReportSummary:
     tmp.replace(db_path)
     files = [db_path, *write_outputs(data, output, options.formats, extra, [str(p) for p in options.inputs],
                                      __version__)]
+    (output / MANIFEST).write_text("".join(f"{f.relative_to(output)}\n" for f in files), encoding="utf-8")
     return ReportSummary(output=output, files=files, rows=data["summary"])
+
+
+def clear_earlier_report(output: Path) -> None:
+    """Delete the files an earlier report wrote into ``output`` (its manifest lists them), and only those.
+
+    A reused folder must not mix two reports: a call that writes fewer formats would leave the old
+    figures (and the page would embed a stale PNG). The user's other files stay, and so do the
+    re-timings and profiles, which later reports reuse.
+    """
+    manifest = output / MANIFEST
+    if not manifest.is_file():
+        return
+    root = output.resolve()
+    for name in manifest.read_text(encoding="utf-8").splitlines():
+        path = output / name.strip()
+        if name.strip() and path.resolve().parent == root and path.is_file() and not path.is_symlink():
+            path.unlink()
+    manifest.unlink()
 
 
 def report_warnings(data: dict[str, Any]) -> list[str]:

@@ -70,6 +70,7 @@ from pike_harness.contracts.strategy import BudgetView, Strategy, TaskContext, r
 from pike_harness.errors import BudgetExhausted, PikehError, UserError
 from pike_harness.host import speed_of_light
 from pike_harness.host.journal_reading import scan_journal
+from pike_harness.host.output_paths import check_output_dir
 from pike_harness.host.pricing import Price, PriceTable
 from pike_harness.host.store import JOURNAL, RUN_FILE, RunStore, find_runs, read_journal, sha256
 from pike_harness.host.store_db import find_baseline_sets, materialize
@@ -106,6 +107,7 @@ __all__ = [
     "RunStart",
     "TaskEnd",
     "apply_options",
+    "check_output_dir",
     "attempts_of",
     "check_protocol",
     "evaluator_config",

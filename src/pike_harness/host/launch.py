@@ -7,7 +7,6 @@ money budget on an unpriced model; a changed configuration) is caught here, befo
 from __future__ import annotations
 
 import dataclasses
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +18,7 @@ from pike_harness.contracts.evaluation import EvaluatorOptions
 from pike_harness.contracts.llm import BackendOptions, parse_model_spec
 from pike_harness.contracts.model import Task
 from pike_harness.errors import UserError
+from pike_harness.host import terminal
 from pike_harness.host.journal_reading import latest_attempts, read_journal
 from pike_harness.host.progress import RunProgress, queries_text
 from pike_harness.host.run import Runner
@@ -79,7 +79,7 @@ def launch_run(app: Any, core: dict[str, Any], strategy_values: dict[str, Any], 
                *, console: Console | None = None, live: bool | None = None) -> str:
     """Validate, run (or resume) and summarise; returns the run's final status ("complete",
     "interrupted", "failed", or "llm_errors": complete, but some queries got no answer)."""
-    console = console or Console(stderr=True)
+    console = console or terminal.console(stderr=True)
     host = app.host()
     strategy_cls = host.get("strategies", core["strategy"])
     config = RunConfig.build(core, strategy_values, evaluator_values, strategy_cls)
@@ -139,7 +139,7 @@ def launch_run(app: Any, core: dict[str, Any], strategy_values: dict[str, Any], 
 
 def print_summary(runner: Runner, console: Console | None = None) -> None:
     """The results table, on stdout (progress goes to stderr), so `pikeh run > out.txt` keeps it."""
-    console = console or Console(file=sys.stdout, width=max(80, Console(file=sys.stdout).width))
+    console = console or terminal.console()
     table = Table(title=f"{runner.name}: results", box=box.SIMPLE_HEAD, title_justify="left", pad_edge=False,
                   collapse_padding=True)
     # A run that spent nothing (an offline stand-in) has no spend column: $0.00 would read as a price.
