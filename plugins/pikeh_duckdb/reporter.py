@@ -18,7 +18,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from pike_harness.api import ReportOptions, ReportSummary, UserError
+from pike_harness.api import ReportOptions, ReportSummary, UserError, short_text
 
 from . import clock_flags, html, outlier_flags, profiles, seed_figures, seed_stats, sol, tables
 from . import figures as fig
@@ -381,7 +381,10 @@ def task_views(data: dict[str, Any]) -> list[dict[str, Any]]:
             "attempts": {"columns": list(TRAJECTORY_COLUMNS),
                          "rows": [[_compact(a.get(k)) for k in TRAJECTORY_COLUMNS[:-1]] + [_short(a.get("reason"), 400)]
                                   for a in mine]},
-            "n_failures": sum(1 for a in mine if a.get("category") != "correct"),
+            # Rendered into the page itself, so the failures read without JavaScript.
+            "failures": [{"idx": "-" if a.get("idx") is None else a["idx"], "key": a.get("key"), "role": a.get("role"),
+                          "category": a.get("category"), "reason": _short(a.get("reason"), 400) or ""}
+                         for a in mine if a.get("category") != "correct"],
         })
     return sorted(tasks.values(), key=lambda t: (t["suite"] or "", t["task_id"] or 0))
 
@@ -392,6 +395,4 @@ def _compact(value: Any) -> Any:
 
 
 def _short(text: str | None, limit: int) -> str | None:
-    if text is None or len(text) <= limit:
-        return text
-    return text[:limit] + " ..."
+    return None if text is None else short_text.shorten(text, limit)

@@ -164,4 +164,5 @@ def print_summary(runner: Runner, console: Console | None = None) -> None:
     console.print(table)
     if any(t.ledger.queries_used > runner.config.query_budget for t in runner.task_runs.values()):
         console.print("+N: queries past the budget (the strategy's permitted overshoot, e.g. 12/12 +3 past the "
-                      "budget); the best is chosen within the budget")
+                      "budget); the best is chosen within the budget. correct: correct attempts of all attempts, "
+                      "those past the budget included (the report counts only those within it)")
