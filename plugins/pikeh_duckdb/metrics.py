@@ -388,7 +388,8 @@ VIEWS: list[tuple[str, str]] = [
                r.past_budget,
                (SELECT count(*) FROM report_tasks t WHERE t.run = r.run) AS n_tasks,
                s.n_tasks AS n_with_baseline, s.score, s.score_raw, s.n_solved,
-               m.score AS money_score, r.money_marker,
+               -- no money score where some calls have no known price: it would be computed from a part
+               CASE WHEN coalesce(c.unknown_cost_calls, 0) = 0 THEN m.score END AS money_score, r.money_marker,
                (SELECT avg(CASE WHEN f.speedup_raw > 1.0 THEN 1.0 ELSE 0.0 END) FROM task_final f
                 WHERE f.run = r.run AND f.baseline_ms IS NOT NULL) AS fast_1,
                c.spend_usd / nullif((SELECT count(*) FROM report_tasks t WHERE t.run = r.run), 0) AS usd_per_task,

@@ -84,4 +84,5 @@ COLUMNS = (
     Column("confirmed_score", "confirmed", "ratio", hide_when_empty=True),
 )
 LEGEND = ("score: geomean speedup over eager (clamped) at the full budget; raw: unclamped; "
-          "@$: score at the money budget; EFA: failed lineages the error-fixing agent repaired")
+          "@$: score at the money budget; ?: some calls have no known price, so no money figures (add one with "
+          "--prices or --price-as); EFA: failed lineages the error-fixing agent repaired")
