@@ -20,6 +20,7 @@ from pike_harness.contracts.model import Task
 from pike_harness.errors import UserError
 from pike_harness.host import terminal
 from pike_harness.host.journal_reading import latest_attempts, read_journal
+from pike_harness.host.output_paths import check_output_dir
 from pike_harness.host.progress import RunProgress, queries_text
 from pike_harness.host.run import Runner
 from pike_harness.host.run_config import LLM_FAILURE_LIMIT, RunConfig
@@ -88,8 +89,7 @@ def launch_run(app: Any, core: dict[str, Any], strategy_values: dict[str, Any], 
     llm = build_llm_client(config, host)
     run_name = core.get("run_name") or config.default_run_name()
     output_dir = Path(core.get("output_dir") or "runs")
-    if output_dir.exists() and not output_dir.is_dir():
-        raise UserError(f"--output-dir {output_dir} is a file; give a folder for run directories")
+    check_output_dir(output_dir, "--output-dir")  # the CLI checked it already; library callers too
     store = RunStore(output_dir / run_name)
     extra = dict(config.evaluator_options)
     workdir = extra.pop("workdir", None)
