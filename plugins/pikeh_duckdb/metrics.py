@@ -23,7 +23,7 @@ Definitions (specs/reporting.md; docs/report.md restates them for users):
   attempt is within a money budget d when the spend up to and including its query is <= d.
 - *fast_p*: fraction of tasks with a baseline whose best attempt (at budget B) is correct with raw
   speedup > p.
-- *Outlier baseline*: a run's eager baseline more than ``OUTLIER_FACTOR`` (5) times the fastest eager
+- *Outlier baseline*: a run's eager baseline more than ``outlier_factor`` (5; 0: off) times the fastest eager
   baseline of the same task by another seed of its configuration (same ``config_key``) on the same
   hardware. Noise only ever slows a timing (another tenant, a cold cache, a clock drop), so the fastest
   seed is the reference, and a factor of 5 lies far outside the seed-to-seed spread of an undisturbed
@@ -56,7 +56,7 @@ T_QUANTILES_95 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7
                   40: 2.021, 60: 2.000, 120: 1.980, 1000: 1.962}
 
 
-OUTLIER_FACTOR = 5.0  # an eager baseline this many times its seed group's fastest is not trusted (see above)
+OUTLIER_FACTOR = 5.0  # default: an eager baseline this many times its seed group's fastest is set aside (above)
 
 
 @dataclass
@@ -68,6 +68,7 @@ class MetricParams:
     money_max: float = 25.0  # $ per task at the right end of the money curve
     money_budget: float | None = None  # the marker on the bar chart; None: the run's, else money_max
     p_step: float = 0.05  # resolution of the fast_p curve
+    outlier_factor: float = OUTLIER_FACTOR  # 0: every baseline counts, as in PIKE's scoring
 
 
 VIEWS: list[tuple[str, str]] = [
@@ -90,16 +91,19 @@ VIEWS: list[tuple[str, str]] = [
         WHERE b.run IS NOT NULL AND b.mode = 'eager' AND b.category = 'correct' AND b.runtime_ms > 0
         GROUP BY b.run, b.task, r.config_key
     """),
-    # Eager baselines slower than OUTLIER_FACTOR x the fastest timing of the same task by another seed of
-    # the same configuration on the same hardware: a disturbed timing, kept out of every score.
-    ("baseline_outliers", f"""
+    # Eager baselines slower than params.outlier_factor x the fastest timing of the same task by another
+    # seed of the same configuration on the same hardware: a disturbed timing, kept out of every score.
+    ("baseline_outliers", """
         SELECT e.run, e.task, e.baseline_ms, min(x.baseline_ms) AS group_ms,
-               e.baseline_ms / min(x.baseline_ms) AS ratio, arg_min(x.run, x.baseline_ms) AS group_run
+               e.baseline_ms / min(x.baseline_ms) AS ratio, arg_min(x.run, x.baseline_ms) AS group_run,
+               p.outlier_factor AS factor
         FROM eager_baselines e
         JOIN eager_baselines x ON x.config_key = e.config_key AND x.task = e.task AND x.run <> e.run
              AND x.baseline_hardware IS NOT DISTINCT FROM e.baseline_hardware
-        GROUP BY e.run, e.task, e.baseline_ms
-        HAVING e.baseline_ms > {OUTLIER_FACTOR} * min(x.baseline_ms)
+        CROSS JOIN params p
+        WHERE p.outlier_factor > 0
+        GROUP BY e.run, e.task, e.baseline_ms, p.outlier_factor
+        HAVING e.baseline_ms > p.outlier_factor * min(x.baseline_ms)
     """),
     ("task_baselines", """
         SELECT e.run, e.task, e.baseline_ms, e.baseline_hardware
@@ -432,9 +436,10 @@ def create_metrics(con: Any, params: MetricParams, prices: Sequence[dict[str, An
     ``report.duckdb`` recomputes from its tables and a reader can change ``params`` and query again.
     """
     con.execute("CREATE OR REPLACE TABLE params (budget INTEGER, money_step DOUBLE, money_max DOUBLE, "
-                "money_budget DOUBLE, p_step DOUBLE)")
-    con.execute("INSERT INTO params VALUES (?, ?, ?, ?, ?)",
-                [params.budget, params.money_step, params.money_max, params.money_budget, params.p_step])
+                "money_budget DOUBLE, p_step DOUBLE, outlier_factor DOUBLE)")
+    con.execute("INSERT INTO params VALUES (?, ?, ?, ?, ?, ?)",
+                [params.budget, params.money_step, params.money_max, params.money_budget, params.p_step,
+                 params.outlier_factor])
     con.execute("CREATE OR REPLACE TABLE t_quantiles (df INTEGER, q DOUBLE)")
     con.executemany("INSERT INTO t_quantiles VALUES (?, ?)", sorted(T_QUANTILES_95.items()))
     con.execute(PRICES_DDL)

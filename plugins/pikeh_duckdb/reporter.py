@@ -23,7 +23,7 @@ from pike_harness.api import ReportOptions, ReportSummary, UserError, short_text
 from . import clock_flags, html, outlier_flags, profiles, seed_figures, seed_stats, sol, tables
 from . import figures as fig
 from . import retime as retiming
-from .metrics import MetricParams, create_metrics, rows
+from .metrics import OUTLIER_FACTOR, MetricParams, create_metrics, rows
 from .metrics import json_object as _json
 
 # Per-attempt fields of the HTML trajectory, sent as rows of values (columns once) to keep pages small.
@@ -147,7 +147,8 @@ def build_report(options: ReportOptions) -> ReportSummary:
     try:
         materialize(run_dirs, con, baseline_dirs=sets)
         params = MetricParams(budget=extra.get("budget"), money_step=extra.get("money_step") or 0.20,
-                              money_max=extra.get("money_max") or 25.0, money_budget=extra.get("money_budget"))
+                              money_max=extra.get("money_max") or 25.0, money_budget=extra.get("money_budget"),
+                              outlier_factor=extra.get("outlier_factor", OUTLIER_FACTOR))
         create_metrics(con, params, price_rows(con, extra.get("price_as"), extra.get("prices") or ()))
         _retimes(con, output, extra, say)
         sol_table = sol.build(con, extra.get("resolve_task"), extra.get("peaks") or (), say) \

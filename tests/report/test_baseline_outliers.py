@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import html
 import json
+import shutil
 from pathlib import Path
 
 import duckdb
@@ -63,3 +64,15 @@ def test_a_noisy_but_sane_seed_group_flags_nothing(tmp_path):
     result = invoke("report", "--input", str(tmp_path / "runs"), "--output", str(tmp_path / "r"), "--format", "csv")
     assert result.exit_code == 0, result.output
     assert "eager baseline" not in result.output
+
+
+def test_outlier_factor_0_keeps_every_baseline_as_pike_does(report, tmp_path):
+    out, _ = report
+    shutil.copy(out / "report.duckdb", tmp_path / "copy.duckdb")
+    con = duckdb.connect(str(tmp_path / "copy.duckdb"))  # params is the one table a reader changes
+    try:
+        con.execute("UPDATE params SET outlier_factor = 0")
+        assert con.execute("SELECT count(*) FROM baseline_outliers").fetchone() == (0,)
+        assert con.execute("SELECT count(*) FROM task_baselines WHERE run = 'demo_s1'").fetchone() == (2,)
+    finally:
+        con.close()
