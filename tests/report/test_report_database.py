@@ -18,7 +18,7 @@ def out(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """One report (HTML and its database) of a run that asked for ``--device auto`` and ran on the CPU."""
     root = tmp_path_factory.mktemp("measured")
     run = HandRun(root / "runs", "measured", device="auto", strategy_options={"num_branches": 4, "brainstorm": True})
-    run.task(1, "1_One").baseline(1, 6.0).attempt(1, 1, "correct", 3.0)
+    run.task(1, "1_One").baseline(1, 6.0).attempt(1, 1, "correct", 3.0).attempt(1, 2, "compile_error")
     run.write()
     result = invoke("report", "--input", str(root / "runs"), "--output", str(root / "report"), "--format", "html")
     assert result.exit_code == 0, result.output
@@ -46,3 +46,10 @@ def test_what_was_measured_names_options_device_cpu_versions_and_protocol(out):
     assert "cpu (asked: auto); no GPU; CPU: Hand CPU (2 cores)" in block
     assert "robust (median of 10-100 calls)" in block
     assert "torch 2.13.0+cpu" in block and "python 3.11.7" in block
+
+
+def test_the_failure_tables_are_in_the_page_itself(out):
+    """Readable without JavaScript: the rows are HTML, not filled in by a script."""
+    page = (out / "index.html").read_text()
+    assert "failures (1)" in page
+    assert '<td class="reason">compile_error in q002</td>' in page
