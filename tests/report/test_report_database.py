@@ -53,3 +53,18 @@ def test_the_failure_tables_are_in_the_page_itself(out):
     page = (out / "index.html").read_text()
     assert "failures (1)" in page
     assert '<td class="reason">compile_error in q002</td>' in page
+
+
+def test_run_json_records_the_versions_that_change_timings():
+    """torch, its CUDA and triton: None where absent (a CPU build), never missing."""
+    import torch
+
+    from pike_harness.host.run_environment import environment_info
+
+    class NoEvaluator:
+        def describe(self) -> dict:
+            return {}
+
+    info = environment_info(NoEvaluator())  # type: ignore[arg-type]
+    assert info["torch"] == torch.__version__ and info["cuda"] == torch.version.cuda
+    assert "triton" in info
