@@ -128,17 +128,25 @@ def final_scores(summary: Sequence[dict[str, Any]], refs: Sequence[dict[str, Any
     ticks = base.transform_filter("datum.money_score != null").mark_tick(
         thickness=2, size=40, strokeDash=[2, 2], color="black").encode(y="money_score:Q")
     eager = alt.Chart(_data([{"score": 1.0}])).mark_rule(color=REFERENCE_COLOR).encode(y="score:Q")
+    # The subtitle explains only what is drawn: no dotted tick when no run has a money score.
+    subtitle = "bars: full query budget" + ("; dotted tick: money budget" if any(
+        r["money_score"] is not None for r in rows) else "")
     return alt.layer(bars, labels, ticks, eager).properties(
-        width=max(240, 60 * len(rows)), height=280,
-        title=alt.Title("final suite score", subtitle="bars: full query budget; dotted tick: money budget"))
+        width=max(240, 60 * len(rows)), height=280, title=alt.Title("final suite score", subtitle=subtitle))
+
+
+SYMLOG_TICKS = (0, 0.5, 1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10000)
 
 
 def fast_p(rows: Sequence[dict[str, Any]], runs: Sequence[str]) -> alt.TopLevelMixin:
     """KernelBench's fast_p: the fraction of tasks solved faster than p times eager, over p."""
-    wide = max((r["p"] for r in rows), default=0) > 20  # a few huge speedups: stretch the interesting part
+    top = max((r["p"] for r in rows), default=0)
+    wide = top > 20  # a few huge speedups: stretch the interesting part
     scale = alt.Scale(type="symlog") if wide else alt.Scale()
+    # A symlog axis left to itself labels only 0 and 20, 40, ...: label 1-2-5 steps instead.
+    axis = alt.Axis(values=[v for v in SYMLOG_TICKS if v <= top]) if wide else alt.Axis()
     return alt.Chart(_data(rows)).mark_line(interpolate="step-after", strokeWidth=2).encode(
-        x=alt.X("p:Q", title="speedup threshold p" + (" (symlog scale)" if wide else ""), scale=scale),
+        x=alt.X("p:Q", title="speedup threshold p" + (" (symlog scale)" if wide else ""), scale=scale, axis=axis),
         y=alt.Y("fast_p:Q", title="fast_p (fraction of tasks)", axis=alt.Axis(format="%"),
                 scale=alt.Scale(domain=[0, 1])),
         color=alt.Color("run:N", scale=_runs_scale(runs), legend=_legend()),

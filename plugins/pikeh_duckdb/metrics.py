@@ -23,6 +23,13 @@ Definitions (specs/reporting.md; docs/report.md restates them for users):
   attempt is within a money budget d when the spend up to and including its query is <= d.
 - *fast_p*: fraction of tasks with a baseline whose best attempt (at budget B) is correct with raw
   speedup > p.
+- *Outlier baseline*: a run's eager baseline more than ``outlier_factor`` (5; 0: off) times the fastest eager
+  baseline of the same task by another seed of its configuration (same ``config_key``) on the same
+  hardware. Noise only ever slows a timing (another tenant, a cold cache, a clock drop), so the fastest
+  seed is the reference, and a factor of 5 lies far outside the seed-to-seed spread of an undisturbed
+  timing. The task then has no baseline in that run (left out of every score and the headline, listed
+  in ``baseline_outliers``) until ``--retime`` times baseline and candidate again: the confirmed score
+  counts it.
 - *Mismatched timing*: a correct attempt whose evaluation ran on other hardware (GPU name, else CPU
   model) than its task's eager baseline. It still counts (the data is what it is), but the report
   warns and ``timing_mismatch`` lists them: re-time on one machine (``--retime``) before trusting them.
@@ -49,6 +56,9 @@ T_QUANTILES_95 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7
                   40: 2.021, 60: 2.000, 120: 1.980, 1000: 1.962}
 
 
+OUTLIER_FACTOR = 5.0  # default: an eager baseline this many times its seed group's fastest is set aside (above)
+
+
 @dataclass
 class MetricParams:
     """What the user can change about the metrics (``pikeh report`` options)."""
@@ -58,6 +68,7 @@ class MetricParams:
     money_max: float = 25.0  # $ per task at the right end of the money curve
     money_budget: float | None = None  # the marker on the bar chart; None: the run's, else money_max
     p_step: float = 0.05  # resolution of the fast_p curve
+    outlier_factor: float = OUTLIER_FACTOR  # 0: every baseline counts, as in PIKE's scoring
 
 
 VIEWS: list[tuple[str, str]] = [
@@ -73,11 +84,30 @@ VIEWS: list[tuple[str, str]] = [
         CROSS JOIN params p
         LEFT JOIN (SELECT run, max(idx) AS max_idx FROM attempts GROUP BY run) m USING (run)
     """),
+    ("eager_baselines", """
+        SELECT b.run, b.task, r.config_key, arg_max(b.runtime_ms, b.time) AS baseline_ms,
+               arg_max(b.hardware, b.time) AS baseline_hardware
+        FROM baselines b JOIN runs r USING (run)
+        WHERE b.run IS NOT NULL AND b.mode = 'eager' AND b.category = 'correct' AND b.runtime_ms > 0
+        GROUP BY b.run, b.task, r.config_key
+    """),
+    # Eager baselines slower than params.outlier_factor x the fastest timing of the same task by another
+    # seed of the same configuration on the same hardware: a disturbed timing, kept out of every score.
+    ("baseline_outliers", """
+        SELECT e.run, e.task, e.baseline_ms, min(x.baseline_ms) AS group_ms,
+               e.baseline_ms / min(x.baseline_ms) AS ratio, arg_min(x.run, x.baseline_ms) AS group_run,
+               p.outlier_factor AS factor
+        FROM eager_baselines e
+        JOIN eager_baselines x ON x.config_key = e.config_key AND x.task = e.task AND x.run <> e.run
+             AND x.baseline_hardware IS NOT DISTINCT FROM e.baseline_hardware
+        CROSS JOIN params p
+        WHERE p.outlier_factor > 0
+        GROUP BY e.run, e.task, e.baseline_ms, p.outlier_factor
+        HAVING e.baseline_ms > p.outlier_factor * min(x.baseline_ms)
+    """),
     ("task_baselines", """
-        SELECT run, task, arg_max(runtime_ms, time) AS baseline_ms, arg_max(hardware, time) AS baseline_hardware
-        FROM baselines
-        WHERE run IS NOT NULL AND mode = 'eager' AND category = 'correct' AND runtime_ms > 0
-        GROUP BY run, task
+        SELECT e.run, e.task, e.baseline_ms, e.baseline_hardware
+        FROM eager_baselines e ANTI JOIN baseline_outliers o USING (run, task)
     """),
     ("report_tasks", """
         SELECT t.run, t.task, t.suite, t.task_id, t.name, b.baseline_ms
@@ -352,7 +382,8 @@ VIEWS: list[tuple[str, str]] = [
         SELECT f.run, exp(avg(ln(greatest(1.0, coalesce(c.speedup, 1.0))))) AS confirmed_score,
                count(c.speedup) AS n_confirmed, count(*) AS n_tasks
         FROM task_final f LEFT JOIN retime_ci c USING (run, task)
-        WHERE f.baseline_ms IS NOT NULL AND f.run IN (SELECT run FROM retimes)
+        WHERE (f.baseline_ms IS NOT NULL OR (f.run, f.task) IN (SELECT (run, task) FROM baseline_outliers))
+          AND f.run IN (SELECT run FROM retimes)
         GROUP BY f.run
     """),
     # -- one row per run: what the terminal table and the HTML header show ------------------------
@@ -361,7 +392,8 @@ VIEWS: list[tuple[str, str]] = [
                r.past_budget,
                (SELECT count(*) FROM report_tasks t WHERE t.run = r.run) AS n_tasks,
                s.n_tasks AS n_with_baseline, s.score, s.score_raw, s.n_solved,
-               m.score AS money_score, r.money_marker,
+               -- no money score where some calls have no known price: it would be computed from a part
+               CASE WHEN coalesce(c.unknown_cost_calls, 0) = 0 THEN m.score END AS money_score, r.money_marker,
                (SELECT avg(CASE WHEN f.speedup_raw > 1.0 THEN 1.0 ELSE 0.0 END) FROM task_final f
                 WHERE f.run = r.run AND f.baseline_ms IS NOT NULL) AS fast_1,
                c.spend_usd / nullif((SELECT count(*) FROM report_tasks t WHERE t.run = r.run), 0) AS usd_per_task,
@@ -404,9 +436,10 @@ def create_metrics(con: Any, params: MetricParams, prices: Sequence[dict[str, An
     ``report.duckdb`` recomputes from its tables and a reader can change ``params`` and query again.
     """
     con.execute("CREATE OR REPLACE TABLE params (budget INTEGER, money_step DOUBLE, money_max DOUBLE, "
-                "money_budget DOUBLE, p_step DOUBLE)")
-    con.execute("INSERT INTO params VALUES (?, ?, ?, ?, ?)",
-                [params.budget, params.money_step, params.money_max, params.money_budget, params.p_step])
+                "money_budget DOUBLE, p_step DOUBLE, outlier_factor DOUBLE)")
+    con.execute("INSERT INTO params VALUES (?, ?, ?, ?, ?, ?)",
+                [params.budget, params.money_step, params.money_max, params.money_budget, params.p_step,
+                 params.outlier_factor])
     con.execute("CREATE OR REPLACE TABLE t_quantiles (df INTEGER, q DOUBLE)")
     con.executemany("INSERT INTO t_quantiles VALUES (?, ?)", sorted(T_QUANTILES_95.items()))
     con.execute(PRICES_DDL)

@@ -30,6 +30,9 @@ class DuckDBConfig:
     prices: tuple[str, ...] = field(default=(), metadata={
         "metavar": "FILE", "help": "Extra price file(s) (TOML, the price-file format of docs/llm.md); later ones win."})
     title: str = field(default="pike-harness report", metadata={"help": "Title of the HTML report."})
+    outlier_factor: float = field(default=5.0, metadata={
+        "min": 0, "help": "Set aside an eager baseline more than this many times the fastest timing of the same task "
+                          "by another seed of its configuration (0: keep every baseline, as PIKE's scoring does)."})
     compare: tuple[str, ...] | None = field(default=None, metadata={
         "nargs": 2, "metavar": "A B",
         "help": "Compare two configurations (a configuration's label, a prefix of its config key, or a run name or "
@@ -84,4 +87,5 @@ COLUMNS = (
     Column("confirmed_score", "confirmed", "ratio", hide_when_empty=True),
 )
 LEGEND = ("score: geomean speedup over eager (clamped) at the full budget; raw: unclamped; "
-          "@$: score at the money budget; EFA: failed lineages the error-fixing agent repaired")
+          "@$: score at the money budget; ?: some calls have no known price, so no money figures (add one with "
+          "--prices or --price-as); EFA: failed lineages the error-fixing agent repaired")

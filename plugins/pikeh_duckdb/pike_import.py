@@ -31,7 +31,7 @@ from typing import Any
 
 import click
 
-from pike_harness.api import CATEGORIES, Usage, UserError
+from pike_harness.api import CATEGORIES, Usage, UserError, check_output_dir
 
 CODE_NAMES = ("code.py", "kernel.py", "solution.py", "model_new.py", "candidate.py")
 METRIC_PATTERNS = ("metrics*.json", "eval*.json", "result*.json", "*metrics*.json")
@@ -416,6 +416,7 @@ def import_pike_command(ctx: click.Context, source: Path, output_dir: Path, name
     """
     if ":" not in llm:
         raise click.BadParameter("write PROVIDER:MODEL, e.g. google:gemini-2.5-pro", param_hint="--llm")
+    check_output_dir(output_dir, "--output-dir")
     target = import_pike(source, output_dir=output_dir, name=name, suite=suite, llm=llm, strategy=strategy,
                          baseline_files=baseline_files, query_budget=query_budget, force=force,
                          task_names=_catalog_names(ctx, suite))

@@ -18,12 +18,12 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from pike_harness.api import ReportOptions, ReportSummary, UserError
+from pike_harness.api import ReportOptions, ReportSummary, UserError, short_text
 
-from . import clock_flags, html, profiles, seed_figures, seed_stats, sol, tables
+from . import clock_flags, html, outlier_flags, profiles, seed_figures, seed_stats, sol, tables
 from . import figures as fig
 from . import retime as retiming
-from .metrics import MetricParams, create_metrics, rows
+from .metrics import OUTLIER_FACTOR, MetricParams, create_metrics, rows
 from .metrics import json_object as _json
 
 # Per-attempt fields of the HTML trajectory, sent as rows of values (columns once) to keep pages small.
@@ -126,6 +126,8 @@ def price_rows(con: Any, price_as: str | None, price_files: Sequence[Path]) -> l
 
 # -- the report ------------------------------------------------------------------------------------
 
+MANIFEST = "pikeh-report-files.txt"  # what the last report wrote here, so the next one removes exactly that
+
 def build_report(options: ReportOptions) -> ReportSummary:
     import duckdb
 
@@ -137,6 +139,7 @@ def build_report(options: ReportOptions) -> ReportSummary:
     run_dirs, sets = discover(options.inputs, options.runs)
     output = Path(options.output)
     output.mkdir(parents=True, exist_ok=True)
+    clear_earlier_report(output)
     db_path = output / "report.duckdb"
     tmp = db_path.with_suffix(".duckdb.tmp")
     tmp.unlink(missing_ok=True)
@@ -144,24 +147,51 @@ def build_report(options: ReportOptions) -> ReportSummary:
     try:
         materialize(run_dirs, con, baseline_dirs=sets)
         params = MetricParams(budget=extra.get("budget"), money_step=extra.get("money_step") or 0.20,
-                              money_max=extra.get("money_max") or 25.0, money_budget=extra.get("money_budget"))
+                              money_max=extra.get("money_max") or 25.0, money_budget=extra.get("money_budget"),
+                              outlier_factor=extra.get("outlier_factor", OUTLIER_FACTOR))
         create_metrics(con, params, price_rows(con, extra.get("price_as"), extra.get("prices") or ()))
         _retimes(con, output, extra, say)
         sol_table = sol.build(con, extra.get("resolve_task"), extra.get("peaks") or (), say) \
             if extra.get("speed_of_light", True) else []
         profiled = profiles.run_profiles(con, output, extra, say)
         data = {**collect(con), **seed_stats.analyse(con, extra.get("compare"))}
-        data.update(sol=sol_table, clock_flags=clock_flags.flagged(con), profiles=profiled)
+        data.update(sol=sol_table, clock_flags=clock_flags.flagged(con), profiles=profiled,
+                    baseline_outliers=outlier_flags.flagged(con))
         for line in seed_stats.describe(data["configs"], data["comparison"]):
             say(line)
-        for warning in mismatch_warnings(data["summary"]) + clock_flags.warnings(data["clock_flags"]):
+        for warning in report_warnings(data):
             say(f"warning: {warning}")
     finally:
         con.close()
     tmp.replace(db_path)
     files = [db_path, *write_outputs(data, output, options.formats, extra, [str(p) for p in options.inputs],
                                      __version__)]
+    (output / MANIFEST).write_text("".join(f"{f.relative_to(output)}\n" for f in files), encoding="utf-8")
     return ReportSummary(output=output, files=files, rows=data["summary"])
+
+
+def clear_earlier_report(output: Path) -> None:
+    """Delete the files an earlier report wrote into ``output`` (its manifest lists them), and only those.
+
+    A reused folder must not mix two reports: a call that writes fewer formats would leave the old
+    figures (and the page would embed a stale PNG). The user's other files stay, and so do the
+    re-timings and profiles, which later reports reuse.
+    """
+    manifest = output / MANIFEST
+    if not manifest.is_file():
+        return
+    root = output.resolve()
+    for name in manifest.read_text(encoding="utf-8").splitlines():
+        path = output / name.strip()
+        if name.strip() and path.resolve().parent == root and path.is_file() and not path.is_symlink():
+            path.unlink()
+    manifest.unlink()
+
+
+def report_warnings(data: dict[str, Any]) -> list[str]:
+    """Every warning of the report, the same lines on the terminal and in the page."""
+    return (outlier_flags.warnings(data.get("baseline_outliers") or []) + mismatch_warnings(data["summary"])
+            + clock_flags.warnings(data.get("clock_flags") or []))
 
 
 def mismatch_warnings(summary: Sequence[dict[str, Any]]) -> list[str]:
@@ -175,7 +205,8 @@ def mismatch_warnings(summary: Sequence[dict[str, Any]]) -> list[str]:
 def _retimes(con: Any, output: Path, extra: dict[str, Any], say: Callable[[str], None]) -> None:
     """Re-time the finalists when asked; load earlier re-timings that still match the best code."""
     best = rows(con, "SELECT f.run, f.task, f.best_key, f.best_dir, f.best_sha256, r.path FROM task_final f "
-                     "JOIN runs r USING (run) WHERE f.best_ms IS NOT NULL AND f.baseline_ms IS NOT NULL "
+                     "JOIN runs r USING (run) WHERE f.best_ms IS NOT NULL AND (f.baseline_ms IS NOT NULL "
+                     "OR (f.run, f.task) IN (SELECT (run, task) FROM baseline_outliers)) "
                      "ORDER BY f.run, f.task")
     path = output / retiming.RETIME_FILE
     if extra.get("retime"):
@@ -250,8 +281,9 @@ def write_outputs(data: dict[str, Any], output: Path, formats: Sequence[str], ex
             figures=[(name, chart.to_dict(), FIGURE_CAPTIONS[name]) for name, chart in charts],
             matrix_header=header, matrix_body=body, tasks=task_views(data), trajectory_spec=fig.trajectory_spec(),
             has_retime=bool(data["retime"]),
-            warnings=mismatch_warnings(data["summary"]) + clock_flags.warnings(data.get("clock_flags") or []),
-            sections=[s for s in (sol.section(data.get("sol") or []), clock_flags.section(data.get("clock_flags") or []),
+            warnings=report_warnings(data),
+            sections=[s for s in (outlier_flags.section(data.get("baseline_outliers") or []),
+                                  sol.section(data.get("sol") or []), clock_flags.section(data.get("clock_flags") or []),
                                   profiles.section(data.get("profiles") or [])) if s],
             configuration=[configuration_row(r) for r in data["runs"]], banner=not_a_benchmark(data["runs"]),
             static_figures={name: "data:image/png;base64," + base64.b64encode((output / f"{name}.png").read_bytes()).decode()
@@ -261,18 +293,31 @@ def write_outputs(data: dict[str, Any], output: Path, formats: Sequence[str], ex
 
 
 def configuration_row(run: dict[str, Any]) -> dict[str, str]:
-    """What one run measured, for the report's configuration block (from run.json via the runs table)."""
+    """What one run measured, for the report's configuration block (from run.json via the runs table):
+    the device the evaluator actually used (not ``auto``), the CPU beside the GPU, the timing protocol
+    with its statistic, and the versions that change timings."""
     config = _json(run.get("config"))
     env = _json(run.get("environment"))
     options = ", ".join(f"{k}={v}" for k, v in sorted((config.get("strategy_options") or {}).items()))
     llms = str(run.get("llm") or "") + (f"; fixes: {run['fix_llm']}" if run.get("fix_llm") else "")
     if config.get("temperature") is not None:
         llms += f" (temperature {config['temperature']})"
-    gpu = run.get("gpu") or (f"no GPU; CPU: {env['cpu']}" if env.get("cpu") else "no GPU")
-    versions = ", ".join(f"{k} {env[k]}" for k in ("pikeh", "torch", "python") if env.get(k))
+    device = str(run.get("device") or "")
+    if run.get("device_requested") and run.get("device_requested") != run.get("device"):
+        device += f" (asked: {run['device_requested']})"
+    cpu = f"CPU: {env['cpu']}" + (f" ({env['cpu_count']} cores)" if env.get("cpu_count") else "") if env.get("cpu") else ""
+    gpu = f"GPU: {run['gpu']}" if run.get("gpu") else "no GPU"
+    protocol = _json(_json(env.get("evaluator")).get("protocol"))
+    protocol_text = str(run.get("protocol") or "")
+    if protocol.get("statistic"):
+        low, high = protocol.get("min_reps"), protocol.get("max_reps")
+        calls = f" of {low} calls" if low and low == high else f" of {low}-{high} calls" if low and high else ""
+        protocol_text += f" ({protocol['statistic']}{calls})"
+    versions = ", ".join(f"{k} {env[k]}" for k in ("pikeh", "torch", "triton", "cuda", "python") if env.get(k))
     return {"run": run["run"], "strategy": f"{run.get('strategy')}" + (f" ({options})" if options else ""),
-            "llms": llms, "evaluator": str(run.get("evaluator") or ""), "device": f"{run.get('device')}: {gpu}",
-            "protocol": str(run.get("protocol") or ""), "host": str(run.get("host") or ""), "versions": versions}
+            "llms": llms, "evaluator": str(run.get("evaluator") or ""),
+            "device": "; ".join(part for part in (device, gpu, cpu) if part),
+            "protocol": protocol_text, "host": str(run.get("host") or ""), "versions": versions}
 
 
 def not_a_benchmark(runs: Sequence[dict[str, Any]]) -> list[str]:
@@ -337,7 +382,10 @@ def task_views(data: dict[str, Any]) -> list[dict[str, Any]]:
             "attempts": {"columns": list(TRAJECTORY_COLUMNS),
                          "rows": [[_compact(a.get(k)) for k in TRAJECTORY_COLUMNS[:-1]] + [_short(a.get("reason"), 400)]
                                   for a in mine]},
-            "n_failures": sum(1 for a in mine if a.get("category") != "correct"),
+            # Rendered into the page itself, so the failures read without JavaScript.
+            "failures": [{"idx": "-" if a.get("idx") is None else a["idx"], "key": a.get("key"), "role": a.get("role"),
+                          "category": a.get("category"), "reason": _short(a.get("reason"), 400) or ""}
+                         for a in mine if a.get("category") != "correct"],
         })
     return sorted(tasks.values(), key=lambda t: (t["suite"] or "", t["task_id"] or 0))
 
@@ -348,6 +396,4 @@ def _compact(value: Any) -> Any:
 
 
 def _short(text: str | None, limit: int) -> str | None:
-    if text is None or len(text) <= limit:
-        return text
-    return text[:limit] + " ..."
+    return None if text is None else short_text.shorten(text, limit)

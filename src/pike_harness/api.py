@@ -70,11 +70,20 @@ from pike_harness.contracts.strategy import BudgetView, Strategy, TaskContext, r
 from pike_harness.errors import BudgetExhausted, PikehError, UserError
 from pike_harness.host import speed_of_light
 from pike_harness.host.journal_reading import scan_journal
+from pike_harness.host.output_paths import check_output_dir
 from pike_harness.host.pricing import Price, PriceTable
 from pike_harness.host.store import JOURNAL, RUN_FILE, RunStore, find_runs, read_journal, sha256
 from pike_harness.host.store_db import find_baseline_sets, materialize
 from pike_harness.host.tasks import Suite
-from pike_harness.kit import code_fences, failure_reports, idea_lists, prompt_kinds, prompt_templates, rounds
+from pike_harness.kit import (
+    code_fences,
+    failure_reports,
+    idea_lists,
+    prompt_kinds,
+    prompt_templates,
+    rounds,
+    short_text,
+)
 from pike_harness.kit.rounds import Order, Sample, fix_rounds, run_round
 from pike_harness.kit.sdk_errors import parse_retry_after, redact_secrets, reject_non_json, sdk_errors
 
@@ -106,6 +115,7 @@ __all__ = [
     "RunStart",
     "TaskEnd",
     "apply_options",
+    "check_output_dir",
     "attempts_of",
     "check_protocol",
     "evaluator_config",
@@ -154,6 +164,7 @@ __all__ = [
     "reject_non_json",
     "sdk_errors",
     "code_fences",
+    "short_text",
     "failure_reports",
     "idea_lists",
     "prompt_kinds",

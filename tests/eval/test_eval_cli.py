@@ -41,7 +41,7 @@ def test_missing_file_unknown_task_and_bad_options_fail_clearly(cli, tmp_path):
         bad = cli("eval", candidate, "--task", "smoke/1", option, value)
         assert bad.exit_code == 2 and option in bad.output, bad.output
     no_evaluator = cli("eval", candidate, "--task", "smoke/1", "--evaluator", "nosuch")
-    assert no_evaluator.exit_code == 1 and "unknown evaluator" in no_evaluator.output
+    assert no_evaluator.exit_code == 2 and "unknown evaluator" in no_evaluator.output
 
 
 def test_cuda_requested_without_a_gpu_is_a_clear_error(cli):

@@ -33,6 +33,8 @@ class HandRun:
     codes: dict[tuple[str, str, int | None], str] = field(default_factory=dict)
     finished: bool = True
     suite: str = SUITE
+    device: str = "cpu"  # what --device asked for; the evaluator's environment says "cpu" was used
+    strategy_options: dict[str, Any] = field(default_factory=dict)
 
     def ref(self, task_id: int) -> str:
         return f"{self.suite}/{task_id}"
@@ -93,12 +95,16 @@ class HandRun:
     def write(self) -> Path:
         store = RunStore(self.root / self.name)
         config = {"strategy": self.strategy, "suite": self.suite, "tasks": None, "llm": self.llm, "fix_llm": None,
-                  "query_budget": self.query_budget, "money_budget": None, "evaluator": "local", "device": "cpu",
-                  "protocol": "robust", "seed": self.seed}
+                  "query_budget": self.query_budget, "money_budget": None, "evaluator": "local", "device": self.device,
+                  "protocol": "robust", "seed": self.seed, "strategy_options": self.strategy_options}
         store.open({"name": self.name, "created": "2026-01-01T00:00:00+0000", "config": config, "operational": {},
                     "tasks": [{"ref": self.ref(i), "suite": self.suite, "id": i, "name": n, "atol": 1e-2, "rtol": 1e-2}
                               for i, n in sorted(self.tasks.items())],
-                    "environment": {"pikeh": "test", "host": "handmade", "gpu": None},
+                    "environment": {"pikeh": "test", "host": "handmade", "gpu": None, "cpu": "Hand CPU", "cpu_count": 2,
+                                    "torch": "2.13.0+cpu", "python": "3.11.7",
+                                    "evaluator": {"evaluator": "local", "devices": ["cpu"],
+                                                  "protocol": {"name": "robust", "statistic": "median",
+                                                               "min_reps": 10, "max_reps": 100}}},
                     "strategy": {"name": self.strategy, "overshoot": 0}})
         try:
             store.append({"type": "run_start", "pid": 1, "resume": 0, "environment": {}})

@@ -27,6 +27,7 @@ def test_mutate_drives_pike_b_and_replay_reproduces_it(tmp_path):
     first = _run(tmp_path, "mutate", "--llm", "offline:mutate", "--money-budget", "5")
     assert first.returncode == 0, first.stderr[-3000:]
     assert "offline:mutate (not an LLM)" in first.stderr  # never passed off as a model
+    assert "smoke/4 phase 0: " in (tmp_path / "mutate" / "log.txt").read_text()  # a strategy's line names its task
     recorded = _answers(tmp_path / "mutate")
     assert "brainstorm" in recorded and {"p000/s00", "p000/s01", "p000/s02"} <= set(recorded)
     attempts = [e for e in read_journal(tmp_path / "mutate" / "journal.jsonl") if e["type"] == "attempt"]

@@ -421,14 +421,12 @@ def test_the_demos_configuration_stays_within_the_budget_rule(tmp_path, seed):
 def test_curves_number_each_samples_fixes_right_after_it(tmp_path):
     """PIKE's analysis order: phase by phase, sample by sample, each original followed by its fixes;
     the budget cut keeps the same attempts whichever order is used."""
-    import json
-
     from pike_harness.host.store_db import curve_positions
 
     outcomes = {"p000/s00": failure(), "p000/s02": failure(), "p000/s00/fix1": failure()}
     ctx = run(tmp_path, limit=16, outcomes=outcomes, default_outcome=all_correct,
               config=PikeBConfig(num_branches=4))
-    rows = [{"run": "r", "task": "t", "idx": q.index, "meta": json.dumps(q.meta), "key": q.key} for q in ctx.counted]
+    rows = [{"run": "r", "task": "t", "idx": q.index, "meta": q.meta, "key": q.key} for q in ctx.counted]
     assert [r["key"] for r in rows][:7] == ["p000/s00", "p000/s01", "p000/s02", "p000/s03",
                                             "p000/s00/fix1", "p000/s02/fix1", "p000/s00/fix2"]  # charge order
     curve_positions(rows)
@@ -437,6 +435,6 @@ def test_curves_number_each_samples_fixes_right_after_it(tmp_path):
                             "p000/s02/fix1", "p000/s03"]
     assert sorted(r["curve_idx"] for r in rows) == sorted(r["idx"] for r in rows)
     assert [r["key"] for r in rows if r["curve_idx"] > 7] == [r["key"] for r in rows if r["idx"] > 7]
-    foreign = [{"run": "r", "task": "u", "idx": 1, "meta": json.dumps({"iteration": 0}), "key": "it0000"}]
+    foreign = [{"run": "r", "task": "u", "idx": 1, "meta": {"iteration": 0}, "key": "it0000"}]
     curve_positions(foreign)
     assert foreign[0]["curve_idx"] == 1  # strategies without phase/sample/fix keep the charge order

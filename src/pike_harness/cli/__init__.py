@@ -101,14 +101,16 @@ class RootGroup(LazyGroup):
 
     Core modules raise ``pike_harness.errors.UserError`` (they never import click); this is the one
     place that turns it into a click error, so every command, built-in or a plugin's, prints it as
-    one line and exits 1 while any other exception keeps its traceback.
+    one line and exits 1 (2 for a ``UsageError``) while any other exception keeps its traceback.
     """
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
         except UserError as exc:
-            raise click.ClickException(str(exc)) from None
+            error = click.ClickException(str(exc))
+            error.exit_code = getattr(exc, "exit_code", error.exit_code)
+            raise error from None
 
     def add_plugin_commands(self) -> None:
         """Idempotent per plugin host (`pikeh plugins` calls it to show the commands plugins add)."""

@@ -18,6 +18,7 @@ from rich.console import Console
 from pike_harness.cli import get_app
 from pike_harness.contracts.model import Task
 from pike_harness.errors import UserError
+from pike_harness.host import terminal
 
 FORMATS = ("table", "json", "markdown")
 
@@ -53,7 +54,7 @@ def check(suite: str | None, tasks_spec: str | None, as_json: bool) -> None:
     if as_json:
         click.echo(json.dumps([asdict(r) for r in results], indent=2))
     else:
-        render_check_table(results, Console())
+        render_check_table(results, terminal.console())
     failed = [r for r in results if r.status != "ok"]
     if failed:
         first = failed[0]
@@ -139,7 +140,7 @@ def _run(suite: str | None, tasks_spec: str | None, device: str | None, warmup: 
 
     tasks = select_tasks(suite, tasks_spec)
     options = AuditOptions(device=resolve_device(device), warmup=warmup, reps=reps, time_budget_s=time_budget)
-    console = Console(stderr=True)
+    console = terminal.console(stderr=True)
     if not console.is_terminal:  # a log, not a screen: one line per task instead of a live bar
         def log_line(task: Task) -> None:
             console.print(f"auditing {task.ref} on {options.device}", highlight=False)
@@ -179,7 +180,7 @@ def _emit(report: Any, fmt: str, output: Path | None, title: str | None) -> None
     elif fmt == "markdown":
         text = render_audit_markdown(report, title=title)
     elif output is None:
-        render_audit_table(report, Console())
+        render_audit_table(report, terminal.console())
         return
     else:
         console = Console(record=True, width=200, file=io.StringIO())

@@ -37,6 +37,7 @@ from pike_harness.contracts.evaluation import Evaluator, EvaluatorError
 from pike_harness.contracts.journal import Baseline
 from pike_harness.contracts.model import Task
 from pike_harness.errors import UserError
+from pike_harness.host import terminal
 from pike_harness.host.store import now, read_journal
 from pike_harness.host.store_db import BASELINES_FILE
 
@@ -51,7 +52,7 @@ ENVIRONMENT_KEYS = ("host", "cpu", "cpu_count", "platform", "python", "gpu", "gp
 @click.option("--tasks", "tasks_spec", metavar="IDS", help="Only these task ids, e.g. 1-5,9 (default: all).")
 @click.option("--modes", default=DEFAULT_MODES, show_default=True,
               help="Comma-separated: eager, compile, compile-max-autotune, cudagraphs, tensorrt.")
-@click.option("--output-dir", required=True, type=click.Path(file_okay=False, path_type=Path),
+@click.option("--output-dir", required=True, type=click.Path(path_type=Path),
               help="The baseline-set folder (created; an existing one is resumed).")
 @click.option("--precompile/--no-precompile", default=True, show_default=True,
               help="Compile torch.compile/TensorRT modes in parallel first, filling the JIT caches.")
@@ -75,19 +76,20 @@ def baselines(suite: str, tasks_spec: str | None, modes: str, output_dir: Path, 
       pikeh baselines --suite level3-pike --modes eager,compile --protocol pike --device cuda \\
           --output-dir baselines/h100
     """
-    from rich.console import Console
 
+    from pike_harness.host.output_paths import check_output_dir
     from pike_harness.worker.inside.baseline_modes import MODES
 
     started = time.monotonic()
     values = pop_evaluator_values(kwargs)
-    console = Console(stderr=True)
+    console = terminal.console(stderr=True)
     tasks = get_app().catalog.select(suite, tasks_spec)
     wanted = [m.strip() for m in modes.split(",") if m.strip()]
     unknown = [m for m in wanted if m not in MODES]
     if unknown or not wanted:
         raise UserError(f"unknown mode(s) {', '.join(unknown) or '(none given)'}: choose from {', '.join(MODES)}")
     protocol = values.get("protocol") or "robust"
+    check_output_dir(output_dir, "--output-dir")
     output_dir.mkdir(parents=True, exist_ok=True)
     _check_host(output_dir)
     done = _finished(output_dir / BASELINES_FILE, protocol, retry_failed)

@@ -14,11 +14,11 @@ import sys
 from pathlib import Path
 
 import click
-from rich.console import Console
 
 from pike_harness.cli import App, get_app
 from pike_harness.contracts.demo import DEFAULT_DEMO, Demo
 from pike_harness.errors import UserError
+from pike_harness.host import terminal
 from pike_harness.host.plugins import SINGULAR
 
 DEMO_SEEDS = "0,1"  # two seeds: the report's bands and intervals have something to show
@@ -52,7 +52,7 @@ def chosen_demo(name: str) -> Demo:
 @click.command()
 @click.option("--demo", "demo_name", default=DEFAULT_DEMO, show_default=True, metavar="NAME",
               help="Which registered demo to run (`pikeh plugins` lists them).")
-@click.option("--output-dir", type=click.Path(file_okay=False, path_type=Path), default=Path("pikeh-demo"),
+@click.option("--output-dir", type=click.Path(path_type=Path), default=Path("pikeh-demo"),
               show_default=True, help="Where the demo's run and report go.")
 @click.option("--device", default="auto", show_default=True, help="auto (GPU if there is one), cpu or cuda.")
 @click.option("--query-budget", type=click.IntRange(min=1), help="LLM queries per task (default: the demo's).")
@@ -65,10 +65,12 @@ def demo(demo_name: str, output_dir: Path, device: str, query_budget: int | None
     Two seeds by default, so the report shows confidence bands. Resumable, like any run. Plugins register
     demos; a third-party `default` replaces the built-in one.
     """
+    from pike_harness.host.output_paths import check_output_dir
     from pike_harness.host.seed_group import launch_seeds, parse_seeds
 
+    check_output_dir(output_dir, "--output-dir")
     chosen = chosen_demo(demo_name)
-    console = Console(stderr=True)
+    console = terminal.console(stderr=True)
     run_name = "demo" if chosen.name == DEFAULT_DEMO else f"demo-{chosen.name}"
     if fresh:
         for folder in (output_dir / "runs" / run_name, output_dir / "report"):

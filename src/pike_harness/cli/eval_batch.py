@@ -17,6 +17,7 @@ import click
 
 from pike_harness.contracts.evaluation import EvaluatorError
 from pike_harness.contracts.model import EvalResult
+from pike_harness.host import terminal
 from pike_harness.host.candidate_sets import Candidate, CandidateSet
 
 INTERRUPTED_STATUS = 130  # what a shell reports for a command stopped by SIGINT
@@ -43,7 +44,6 @@ class Row:
 
 def evaluate_set(batch: CandidateSet, values: dict[str, Any], *, as_json: bool) -> None:
     """Evaluate every candidate of ``batch`` concurrently and report; exits 130 after Ctrl-C."""
-    from rich.console import Console
     from rich.progress import (
         BarColumn,
         MofNCompleteColumn,
@@ -56,7 +56,7 @@ def evaluate_set(batch: CandidateSet, values: dict[str, Any], *, as_json: bool) 
     from pike_harness.cli.evaluator_options import build_evaluator
 
     sources = [(candidate, candidate.source()) for candidate in batch.candidates]  # unreadable: one line, now
-    err = Console(stderr=True)
+    err = terminal.console(stderr=True)
     for note in batch.skipped:
         err.print(f"[dim]skipped {note}[/dim]", highlight=False)
     rows: list[Row] = []
@@ -112,10 +112,9 @@ def _tally(rows: list[Row], total: int) -> str:
 
 def _table(rows: list[Row]) -> None:
     """One row per candidate (task order), then the reason of each one that is not correct, in full."""
-    from rich.console import Console
     from rich.table import Table
 
-    console = Console()
+    console = terminal.console()
     table = Table(title="pikeh eval", title_justify="left")
     for name in ("task", "file", "verdict", "check", "runtime ms", "flags"):
         table.add_column(name, justify="right" if name == "runtime ms" else "left", overflow="fold")

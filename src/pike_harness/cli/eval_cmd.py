@@ -19,7 +19,7 @@ from pike_harness.cli.evaluator_options import (
 from pike_harness.contracts.evaluation import EvaluatorError
 from pike_harness.contracts.model import EvalResult
 from pike_harness.errors import UserError
-from pike_harness.host import candidate_sets
+from pike_harness.host import candidate_sets, terminal
 from pike_harness.host.candidate_sets import CandidateSet
 
 
@@ -63,11 +63,10 @@ def eval_command(candidate: Path | None, task_ref: str | None, suite_name: str |
         source = candidate.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise UserError(f"{candidate}: cannot read the candidate: {exc}") from None
-    from rich.console import Console
 
     # A spinner on stderr (a terminal only: nothing in a pipe or with --json output captured) says which
     # stage the command is in; the first evaluation on a machine can take a minute.
-    status = Console(stderr=True).status(f"starting the {values.get('evaluator') or 'local'} evaluator",
+    status = terminal.console(stderr=True).status(f"starting the {values.get('evaluator') or 'local'} evaluator",
                                          spinner="dots")
     with status, build_evaluator(values) as evaluator:
         status.update(f"evaluating {candidate.name} on {task.ref}: load, check against the reference, time "
@@ -108,9 +107,8 @@ def _candidate_set(candidate: Path | None, task_ref: str | None, suite_name: str
 
 
 def _print(result: EvalResult, candidate: Path) -> None:
-    from rich.console import Console
 
-    console = Console()
+    console = terminal.console()
     colour = {"correct": "green", "incorrect": "red", "rejected": "magenta"}.get(result.category, "yellow")
     console.print(f"[bold]{candidate.name}[/bold] on {result.task}: [bold {colour}]{result.category}[/]")
     if result.reason:

@@ -5,10 +5,10 @@ from __future__ import annotations
 import json
 
 import click
-from rich.console import Console
 from rich.table import Table
 
 from pike_harness.cli import App
+from pike_harness.host import terminal
 
 
 @click.command()
@@ -47,4 +47,4 @@ def plugins(as_json: bool) -> None:
             lines.append(f"{kind}: {', '.join(shown)}")
         hooks = ", ".join(h.removeprefix("register_") for h in entry["hooks"])
         table.add_row(entry["name"], entry["version"], origin, hooks, "\n".join(lines))
-    Console().print(table)
+    terminal.console().print(table)

@@ -22,6 +22,7 @@ from pike_harness.cli.evaluator_options import (
 )
 from pike_harness.contracts.evaluation import EvaluatorError
 from pike_harness.errors import UserError
+from pike_harness.host import terminal
 
 
 @click.command("profile", cls=EvaluatorCommand)
@@ -65,10 +66,9 @@ def profile_command(candidate: Path, task_ref: str, reference: bool, as_json: bo
 
 
 def print_profile(summary: dict[str, Any], title: str, runtime_ms: float | None) -> None:
-    from rich.console import Console
     from rich.table import Table
 
-    console = Console()
+    console = terminal.console()
     unit = summary.get("unit", "kernel")
     table = Table(title=f"{title}: {unit}s by total time ({summary.get('calls')} profiled calls)",
                   title_justify="left")

@@ -8,7 +8,6 @@ the headline table. Reporters never write into run directories, so reporting a r
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +23,8 @@ from pike_harness.cli.evaluator_options import (
     pop_evaluator_values,
 )
 from pike_harness.contracts.reporting import FORMATS, Reporter, ReportOptions, ReportSummary, shown_columns
+from pike_harness.host import terminal
+from pike_harness.host.output_paths import check_output_dir
 
 DEFAULT_REPORTER = "duckdb"
 REPORTER_OPTION = "pikeh_reporter_option"
@@ -53,7 +54,7 @@ def _formats(text: str) -> tuple[str, ...]:
 @click.command(cls=ReportCommand, context_settings={"max_content_width": 110})
 @click.option("--input", "inputs", multiple=True, required=True, type=click.Path(path_type=Path),
               help="A run directory, a folder of runs, or a `pikeh baselines` folder (repeatable).")
-@click.option("--output", type=click.Path(file_okay=False, path_type=Path), default=Path("report"), show_default=True,
+@click.option("--output", type=click.Path(path_type=Path), default=Path("report"), show_default=True,
               help="Folder for the report (created; files in it are replaced).")
 @click.option("--runs", help="Only these runs: names or glob patterns, comma separated.")
 @click.option("--format", "formats", default=",".join(FORMATS), show_default=True,
@@ -75,6 +76,7 @@ def report(ctx: click.Context, inputs: tuple[Path, ...], output: Path, runs: str
       pikeh report --input runs/a --input runs/b --input baselines/h100 --format png,csv
       pikeh report --input runs/ --retime --repeats 10      # confirm the best solutions' speedups
     """
+    check_output_dir(output, "--output")
     host = App.host()
     reporter_cls = host.get("reporters", reporter)
     own = {p.name for p in ctx.command.params if getattr(p, REPORTER_OPTION, False)}
@@ -126,10 +128,9 @@ def third_party_notes(host: Any, reporter: str, inputs: list[Path], summary: Rep
 def print_summary(summary: ReportSummary, reporter: Reporter) -> None:
     """The headline numbers per run, as a rich table that fits 80 columns, and where the files went."""
     from rich import box
-    from rich.console import Console
     from rich.table import Table
 
-    console = Console(file=sys.stdout)
+    console = terminal.console()
     table = Table(title="pikeh report", title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False,
                   collapse_padding=True)
     shown = shown_columns(reporter.columns, summary.rows)
@@ -144,5 +145,5 @@ def print_summary(summary: ReportSummary, reporter: Reporter) -> None:
     if reporter.legend:
         console.print(reporter.legend, style="dim")
     html = summary.output / "index.html"
-    console.print(f"wrote {len(summary.files)} file(s) to {summary.output}" + (f"; open {html}" if html.exists() else ""))
+    console.print(f"wrote {len(summary.files)} file(s) to {summary.output}" + (f"; open {html}" if html in summary.files else ""))
 

@@ -25,6 +25,7 @@ from pike_harness.cli.evaluator_options import (
     pop_evaluator_values,
 )
 from pike_harness.errors import UserError
+from pike_harness.host.output_paths import check_output_dir
 from pike_harness.host.run_config import EXIT_LLM_ERRORS, LLM_FAILURE_LIMIT, default
 
 DEFAULT_OUTPUT_DIR = Path("runs")
@@ -111,7 +112,7 @@ RUN_OPTIONS = [
     click.Option(["--money-budget"], type=click.FloatRange(min=0), help="Stop a task once its spend reaches USD."),
     click.Option(["--run-name"], help="Name of the run directory (default: derived from the options, so "
                                       "re-running the same command resumes)."),
-    click.Option(["--output-dir"], type=click.Path(file_okay=False, path_type=Path), default=DEFAULT_OUTPUT_DIR,
+    click.Option(["--output-dir"], type=click.Path(path_type=Path), default=DEFAULT_OUTPUT_DIR,
                  show_default=True,
                  help="Where run directories live."),
     click.Option(["--seed"], type=int, default=default("seed"), show_default=True,
@@ -202,6 +203,9 @@ def run(ctx: click.Context, **values: Any) -> None:
     for required in ("strategy", "suite", "llm"):
         if not merged.get(required):
             raise click.UsageError(f"--{required.replace('_', '-')} is required (or set it in --config)")
+    check_output_dir(merged.get("output_dir") or DEFAULT_OUTPUT_DIR, "--output-dir")
+    if merged.get("llm_cache"):
+        check_output_dir(merged["llm_cache"], "--llm-cache")
     from pike_harness.host.launch import launch_run
     from pike_harness.host.seed_group import chosen_seeds, launch_seeds
 

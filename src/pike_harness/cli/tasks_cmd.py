@@ -5,12 +5,12 @@ from __future__ import annotations
 import json
 
 import click
-from rich.console import Console
 from rich.syntax import Syntax
 from rich.table import Table
 
 from pike_harness.cli import LazyGroup, get_app
 from pike_harness.contracts.model import Task
+from pike_harness.host import terminal
 
 
 @click.group(cls=LazyGroup, lazy={
@@ -48,9 +48,11 @@ def list_tasks(suite: str | None, as_json: bool) -> None:
     if as_json:
         click.echo(json.dumps([task_dict(t) for t in rows], indent=2))
         return
-    console = Console()
+    console = terminal.console()
     for s in suites:
-        table = Table(title=f"{s.name}: {s.title or s.path}", caption=f"{s.path} (from {s.origin})",
+        # A title that already starts with the suite's name ("smoke: six small tasks") is not prefixed twice.
+        title = (s.title or str(s.path)).removeprefix(f"{s.name}: ")
+        table = Table(title=f"{s.name}: {title}", caption=f"{s.path} (from {s.origin})",
                       caption_justify="left")
         for column in ("ref", "name", "atol", "rtol", "precision", "quirks"):
             table.add_column(column)
@@ -80,7 +82,7 @@ def show_task(ref: str, as_json: bool, bound: bool | None, device_name: str | No
         extra = {"speed_of_light": record} if record is not None else {}
         click.echo(json.dumps({**task_dict(task), **extra, "source": task.source}, indent=2))
         return
-    console = Console()
+    console = terminal.console()
     console.print(f"[bold]{task.ref}[/bold]  {task.name}  ({task.path})")
     console.print(f"atol {task.meta.atol:g}  rtol {task.meta.rtol:g}  precision {task.meta.precision}  "
                   f"precision rule {task.meta.precision_rule}")

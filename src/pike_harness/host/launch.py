@@ -7,7 +7,6 @@ money budget on an unpriced model; a changed configuration) is caught here, befo
 from __future__ import annotations
 
 import dataclasses
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +18,9 @@ from pike_harness.contracts.evaluation import EvaluatorOptions
 from pike_harness.contracts.llm import BackendOptions, parse_model_spec
 from pike_harness.contracts.model import Task
 from pike_harness.errors import UserError
+from pike_harness.host import terminal
 from pike_harness.host.journal_reading import latest_attempts, read_journal
+from pike_harness.host.output_paths import check_output_dir
 from pike_harness.host.progress import RunProgress, queries_text
 from pike_harness.host.run import Runner
 from pike_harness.host.run_config import LLM_FAILURE_LIMIT, RunConfig
@@ -79,7 +80,7 @@ def launch_run(app: Any, core: dict[str, Any], strategy_values: dict[str, Any], 
                *, console: Console | None = None, live: bool | None = None) -> str:
     """Validate, run (or resume) and summarise; returns the run's final status ("complete",
     "interrupted", "failed", or "llm_errors": complete, but some queries got no answer)."""
-    console = console or Console(stderr=True)
+    console = console or terminal.console(stderr=True)
     host = app.host()
     strategy_cls = host.get("strategies", core["strategy"])
     config = RunConfig.build(core, strategy_values, evaluator_values, strategy_cls)
@@ -88,8 +89,7 @@ def launch_run(app: Any, core: dict[str, Any], strategy_values: dict[str, Any], 
     llm = build_llm_client(config, host)
     run_name = core.get("run_name") or config.default_run_name()
     output_dir = Path(core.get("output_dir") or "runs")
-    if output_dir.exists() and not output_dir.is_dir():
-        raise UserError(f"--output-dir {output_dir} is a file; give a folder for run directories")
+    check_output_dir(output_dir, "--output-dir")  # the CLI checked it already; library callers too
     store = RunStore(output_dir / run_name)
     extra = dict(config.evaluator_options)
     workdir = extra.pop("workdir", None)
@@ -139,7 +139,7 @@ def launch_run(app: Any, core: dict[str, Any], strategy_values: dict[str, Any], 
 
 def print_summary(runner: Runner, console: Console | None = None) -> None:
     """The results table, on stdout (progress goes to stderr), so `pikeh run > out.txt` keeps it."""
-    console = console or Console(file=sys.stdout, width=max(80, Console(file=sys.stdout).width))
+    console = console or terminal.console()
     table = Table(title=f"{runner.name}: results", box=box.SIMPLE_HEAD, title_justify="left", pad_edge=False,
                   collapse_padding=True)
     # A run that spent nothing (an offline stand-in) has no spend column: $0.00 would read as a price.
@@ -164,4 +164,5 @@ def print_summary(runner: Runner, console: Console | None = None) -> None:
     console.print(table)
     if any(t.ledger.queries_used > runner.config.query_budget for t in runner.task_runs.values()):
         console.print("+N: queries past the budget (the strategy's permitted overshoot, e.g. 12/12 +3 past the "
-                      "budget); the best is chosen within the budget")
+                      "budget); the best is chosen within the budget. correct: correct attempts of all attempts, "
+                      "those past the budget included (the report counts only those within it)")

@@ -20,7 +20,7 @@ from typing import Any
 import pluggy
 
 from pike_harness.contracts import hookspecs
-from pike_harness.errors import UserError
+from pike_harness.errors import UsageError
 
 GROUP = "pike_harness"
 BUILTIN_DISTRIBUTION = "pike-harness"
@@ -201,7 +201,7 @@ class PluginHost:
         if reg is None:
             label = SINGULAR[kind]
             choices = ", ".join(self.names(kind)) or "none installed"
-            raise UserError(f"unknown {label} {name!r} (available: {choices})")
+            raise UsageError(f"unknown {label} {name!r} (available: {choices})")
         return reg.value
 
     def provider_of(self, kind: str, name: str) -> str | None:

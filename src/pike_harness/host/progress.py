@@ -18,6 +18,7 @@ from rich.live import Live
 from rich.table import Table
 
 from pike_harness.contracts.model import COMPILE_ERROR, CORRECT, INCORRECT, REJECTED, RUNTIME_ERROR, TIMEOUT
+from pike_harness.host import terminal
 
 # The live table's count columns: (header, categories counted). Narrow, so the table fits 80 columns.
 COUNT_COLUMNS = (("ok", (CORRECT,)), ("wrong", (INCORRECT,)), ("err", (COMPILE_ERROR, RUNTIME_ERROR, TIMEOUT)),
@@ -53,7 +54,7 @@ class RunProgress:
     def __init__(self, title: str, task_refs: list[str], query_limit: int, *, live: bool | None = None,
                  console: Console | None = None):
         self.title = title
-        self.console = console or Console(stderr=True)
+        self.console = console or terminal.console(stderr=True)
         self.live_enabled = self.console.is_terminal if live is None else live
         self.tasks = {ref: TaskProgress(ref, query_limit) for ref in task_refs}
         self._lock = threading.Lock()

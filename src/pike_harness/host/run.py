@@ -31,6 +31,7 @@ from pike_harness.host.run_environment import environment_info
 from pike_harness.host.run_signals import RunInterrupted, StopSignals
 from pike_harness.host.store import RunStore, now
 from pike_harness.host.task_run import TaskRun
+from pike_harness.kit.short_text import shorten
 
 __all__ = ["Runner"]
 STOP_GRACE_S = 15.0  # how long a stopping run waits for answers already being generated
@@ -262,9 +263,9 @@ class Runner:
         runtime = f" {attempt.runtime_ms:.3f} ms" if attempt.runtime_ms is not None else ""
         reason = ""
         if attempt.result is not None and not attempt.is_correct and attempt.result.reason:
-            reason = f" ({attempt.result.reason.splitlines()[0][:80]})"
+            reason = f" ({shorten(attempt.result.reason.splitlines()[0], 80)})"
         elif attempt.llm_error:
-            reason = f" ({attempt.llm_error[:80]})"
+            reason = f" ({shorten(attempt.llm_error, 80)})"
         line = (f"{task_run.task.ref} q{attempt.index if attempt.index is not None else '-'} {attempt.key}: "
                 f"{attempt.category}{runtime}{reason}")
         if (task_run.task.ref, attempt.key) not in self.replay.attempts:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.metadata
 import os
 import platform
 from typing import Any
@@ -25,8 +26,13 @@ def environment_info(evaluator: Evaluator) -> dict[str, Any]:
         import torch
 
         info["torch"] = torch.__version__
+        info["cuda"] = torch.version.cuda  # None for a CPU build
     except ImportError:  # pragma: no cover - torch is a dependency
         info["torch"] = None
+    try:  # the installed version, without importing triton (timings change with it)
+        info["triton"] = importlib.metadata.version("triton")
+    except importlib.metadata.PackageNotFoundError:
+        info["triton"] = None
     described = evaluator.describe()
     info["evaluator"] = described
     info["gpu"] = described.get("gpu") or described.get("device_name")

@@ -23,6 +23,8 @@ from typing import Any
 
 from pike_harness.contracts.journal import safe_name
 from pike_harness.errors import UserError
+from pike_harness.host import terminal
+from pike_harness.host.output_paths import check_output_dir
 from pike_harness.host.run_config import RunConfig
 from pike_harness.host.run_signals import StopSignals
 from pike_harness.host.store import SEED_GROUP_FILE as GROUP_FILE
@@ -105,17 +107,15 @@ def launch_seeds(app: Any, core: dict[str, Any], strategy_values: dict[str, Any]
                  evaluator_values: dict[str, Any], seeds: list[int], *, console: Any = None,
                  live: bool | None = None) -> str:
     """Run (or resume) one run per seed, in order; returns the worst status ("interrupted" stops early)."""
-    from rich.console import Console
 
     from pike_harness.host.launch import launch_run
 
-    console = console or Console(stderr=True)
+    console = console or terminal.console(stderr=True)
     strategy_cls = app.host().get("strategies", core["strategy"])
     config = RunConfig.build({**core, "seed": seeds[0]}, strategy_values, evaluator_values, strategy_cls)
     group = core.get("run_name") or group_name(config)
     output_dir = Path(core.get("output_dir") or "runs")
-    if output_dir.exists() and not output_dir.is_dir():
-        raise UserError(f"--output-dir {output_dir} is a file; give a folder for run directories")
+    check_output_dir(output_dir, "--output-dir")
     folder = output_dir / group
     _record_group(folder, config, seeds)
     console.print(f"seed group: {folder} (seeds {', '.join(map(str, seeds))})")

@@ -3,7 +3,8 @@
 Used by the run itself (``run.duckdb`` is written when a run stops) and by reporters (which load any
 number of runs, finished or in progress, into one database). Rows are flattened in Python and bulk
 loaded through newline-delimited JSON with declared column types, which is fast and keeps the table
-schema in one readable place below.
+schema in one readable place below. A ``JSON`` column holds the object itself (rows carry dicts, never
+text already encoded), so SQL reads it directly: ``SELECT config->>'$.strategy' FROM runs``.
 
 Besides run directories, reporters load *baseline sets*: folders written by ``pikeh baselines`` that
 hold ``baselines.jsonl`` (lines shaped like the journal's ``baseline`` events) and ``meta.json``. Their
@@ -42,7 +43,9 @@ TABLES: dict[str, dict[str, str]] = {
     "runs": {
         "run": "VARCHAR", "path": "VARCHAR", "strategy": "VARCHAR", "suite": "VARCHAR", "llm": "VARCHAR",
         "fix_llm": "VARCHAR", "query_budget": "INTEGER", "money_budget": "DOUBLE", "evaluator": "VARCHAR",
-        "device": "VARCHAR", "protocol": "VARCHAR", "seed": "INTEGER", "created": "VARCHAR",
+        "device": "VARCHAR",  # the device(s) the evaluator used ("cpu", "cuda:0"); see device_used
+        "device_requested": "VARCHAR",  # what the run asked for (--device: "auto", "cpu", "cuda")
+        "protocol": "VARCHAR", "seed": "INTEGER", "created": "VARCHAR",
         "status": "VARCHAR", "pikeh_version": "VARCHAR", "gpu": "VARCHAR", "host": "VARCHAR",
         "config": "JSON",
         "environment": "JSON",  # run.json's environment: versions, host, CPU, GPU
@@ -112,12 +115,11 @@ def run_rows(run_dir: Path) -> dict[str, list[dict[str, Any]]]:
         "run": run, "path": str(run_dir), "strategy": config.get("strategy"), "suite": config.get("suite"),
         "llm": config.get("llm"), "fix_llm": config.get("fix_llm"), "query_budget": config.get("query_budget"),
         "money_budget": config.get("money_budget"), "evaluator": config.get("evaluator"),
-        "device": config.get("device"), "protocol": config.get("protocol"), "seed": config.get("seed"),
+        "device": device_used(config, env), "device_requested": config.get("device"), "protocol": config.get("protocol"), "seed": config.get("seed"),
         "created": meta.get("created"), "status": status, "pikeh_version": env.get("pikeh"),
-        "gpu": env.get("gpu"), "host": env.get("host"), "config": json.dumps(config),
-        "environment": json.dumps(env),
+        "gpu": env.get("gpu"), "host": env.get("host"), "config": config, "environment": env,
         "config_key": config_key(config),
-        "plugins": json.dumps(meta.get("plugins") or {}),
+        "plugins": meta.get("plugins") or {},
         "third_party_plugins": "; ".join((meta.get("plugins") or {}).get("third_party") or []) or None,
     })
     task_rows: dict[str, dict[str, Any]] = {}
@@ -143,7 +145,7 @@ def run_rows(run_dir: Path) -> dict[str, list[dict[str, Any]]]:
                 "category": event.get("category"), "runtime_ms": event.get("runtime_ms"),
                 "reason": event.get("reason"), "check_name": event.get("check"),
                 "code_sha256": event.get("code_sha256"), "cost_usd": event.get("cost_usd"),
-                "time": event.get("time"), "meta": json.dumps(meta_field),
+                "time": event.get("time"), "meta": meta_field,
                 "hardware": hardware.get((event["task"], event["key"])),
                 "clocks": clocks.get((event["task"], event["key"])),
                 "dir": str(attempt_dir(event["task"], event["key"], event.get("index"))),
@@ -156,6 +158,13 @@ def run_rows(run_dir: Path) -> dict[str, list[dict[str, Any]]]:
     curve_positions(rows["attempts"])
     rows["tasks"] = list(task_rows.values())
     return rows
+
+
+def device_used(config: dict[str, Any], environment: dict[str, Any]) -> str | None:
+    """The device(s) the run's evaluator timed on, as its environment recorded them; ``--device auto``
+    says only what was asked, and a report must say whether the numbers came from a GPU or a CPU."""
+    devices = (environment.get("evaluator") or {}).get("devices") or []
+    return ", ".join(str(d) for d in devices) or config.get("device")
 
 
 def config_key(config: dict[str, Any]) -> str:
@@ -186,7 +195,7 @@ def curve_positions(attempts: list[dict[str, Any]]) -> None:
 
 
 def _curve_key(row: dict[str, Any]) -> tuple[int, int, int] | None:
-    meta = json.loads(row["meta"]) if row.get("meta") else {}
+    meta = row.get("meta") or {}
     group = meta.get("phase", meta.get("round"))
     parts = (group, meta.get("sample"), meta.get("fix"))
     if not all(isinstance(part, int) and not isinstance(part, bool) for part in parts):
@@ -200,7 +209,7 @@ def _baseline_row(event: dict[str, Any], *, run: str | None, baseline_set: str |
     return {
         "run": run, "task": event["task"], "mode": event["mode"], "device": event.get("device"),
         "protocol": event.get("protocol"), "category": result.get("category"),
-        "runtime_ms": result.get("runtime_ms"), "stats": json.dumps(result.get("runtime")),
+        "runtime_ms": result.get("runtime_ms"), "stats": result.get("runtime"),
         "gpu": environment.get("device_name") or environment.get("gpu"), "host": environment.get("host"),
         "hardware": _hardware(environment), "time": event.get("time"), "baseline_set": baseline_set,
         "clocks": _clocks(environment),
@@ -247,7 +256,7 @@ def baseline_set_rows(folder: Path) -> dict[str, list[dict[str, Any]]]:
     host = environment.get("host") or next((b["host"] for b in baselines if b["host"]), None)
     return {
         "baseline_sets": [{"baseline_set": name, "path": str(folder), "created": meta.get("created"), "gpu": gpu,
-                           "host": host, "meta": json.dumps(meta)}],
+                           "host": host, "meta": meta}],
         "baselines": baselines,
     }
 
@@ -298,7 +307,7 @@ def materialize(run_dirs: Iterable[Path], con: Any, baseline_dirs: Iterable[Path
             path = Path(tmp) / f"{name}.jsonl"
             with path.open("w", encoding="utf-8") as handle:
                 for row in collected[name]:
-                    handle.write(json.dumps({c: row.get(c) for c in columns}) + "\n")
+                    handle.write(json.dumps({c: row.get(c) for c in columns}, default=str) + "\n")
             spec = "{" + ", ".join(f"'{c}': '{t}'" for c, t in columns.items()) + "}"
             con.execute(f"DROP TABLE IF EXISTS {name}")
             if collected[name]:

@@ -224,9 +224,12 @@ class TaskRun:
             self.runner.progress.update(self._ref, **known)
 
     def log(self, message: str) -> None:
-        self.runner.store.log(message)
+        """A strategy's line, named by its task: tasks run side by side, so "phase 0: 4 correct of 4
+        samples" alone would not say which task it is about."""
+        line = f"{self.task.ref} {message}"
+        self.runner.store.log(line)
         if not self.runner.progress.live_enabled:
-            self.runner.progress.message(message)
+            self.runner.progress.message(line)
 
     @property
     def best_speedup(self) -> float | None:
