@@ -114,7 +114,7 @@ def serial_of(text: str) -> int | None:
 # tests cover real evaluation. A scripted program's runtime is its declared work, so the ranking the
 # strategy sees is exactly the one the script intended (no CPU contention can reorder it).
 REFERENCE_MS = 1000.0
-EVAL_SECONDS = 0.2  # each evaluation is "in flight" this long, so a test can interrupt one
+EVAL_SECONDS = 0.2  # each evaluation is "in flight" this long (scripted_pikeh.py: $SCRIPTED_EVAL_SECONDS)
 
 
 def scripted_verdict(request: EvalRequest) -> EvalResult:
@@ -135,6 +135,7 @@ def scripted_verdict(request: EvalRequest) -> EvalResult:
                       runtime_ms=1.0 + int(match.group(2)))
 
 
-def scripted_evaluator_plugin() -> object:
-    """``--evaluator scripted``: the fake evaluator judging with ``scripted_verdict``."""
-    return fake_evaluator_plugin(scripted_verdict, name="scripted", seconds=lambda _request: EVAL_SECONDS)
+def scripted_evaluator_plugin(seconds: float = EVAL_SECONDS) -> object:
+    """``--evaluator scripted``: the fake evaluator judging with ``scripted_verdict``, each evaluation
+    in flight for ``seconds`` (so a test can interrupt one)."""
+    return fake_evaluator_plugin(scripted_verdict, name="scripted", seconds=lambda _request: seconds)

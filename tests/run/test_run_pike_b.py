@@ -46,8 +46,11 @@ def pikeh_cmd(server: FakeLLMServer, out: Path, *extra: str, budget: int = BUDGE
 KEY = {"OPENAI_API_KEY": "sk-test-run-0123456789"}
 
 
-def env() -> dict[str, str]:
-    return {**os.environ, **KEY, "PYTHONUNBUFFERED": "1"}
+def env(eval_seconds: float | None = None) -> dict[str, str]:
+    """A ``pikeh run`` subprocess's environment; ``eval_seconds``: how long each scripted evaluation
+    stays in flight (long enough for a test to interrupt one)."""
+    seconds = {} if eval_seconds is None else {"SCRIPTED_EVAL_SECONDS": str(eval_seconds)}
+    return {**os.environ, **KEY, **seconds, "PYTHONUNBUFFERED": "1"}
 
 
 def in_process(cmd: list[str]) -> subprocess.CompletedProcess:
@@ -211,7 +214,7 @@ def test_sigkill_at_several_points_then_resume(tmp_path):
     model = ScriptedModel(WORKS, fix_work=FIX_WORK, on_request=on_request)
     with FakeLLMServer(reply=model) as server:
         def start() -> subprocess.Popen:
-            holder["proc"] = subprocess.Popen(pikeh_cmd(server, tmp_path), env=env(), stdout=subprocess.PIPE,
+            holder["proc"] = subprocess.Popen(pikeh_cmd(server, tmp_path), env=env(1.0), stdout=subprocess.PIPE,
                                               stderr=subprocess.STDOUT, text=True)
             return holder["proc"]
 
