@@ -53,8 +53,13 @@ class DeviceActor:
 
     def __init__(self, kind: str, node_dir: str, engine_options: dict[str, Any], idle_exit_s: float,
                  devices_on_node: int = 1):
-        from pike_harness.worker.supervise.engine import Engine, EngineConfig, LocalDevices, default_cpu_slots
-        from pike_harness.worker.supervise.scheduling import QuietRegistry
+        from pike_harness.worker.supervise.engine import (
+            Engine,
+            EngineConfig,
+            HostShare,
+            LocalDevices,
+            resolve,
+        )
 
         context = ray.get_runtime_context()
         if kind == "cuda":
@@ -76,23 +81,15 @@ class DeviceActor:
 
         options = dict(engine_options)
         share = options.pop("cpus_per_device", None)  # what Ray declares for the node, per device
-        if options.get("jobs") is None:
-            own = default_cpu_slots([self.device])
-            options["jobs"] = max(1, min(own, int(share))) if share else own
-        sole = int(devices_on_node) <= 1
-        if not sole:
-            options["pin_cpus"] = False  # one timing core per actor would collide: engines do not share cores
-        quiet_on = options.get("quiet_timing") is None or bool(options.get("quiet_timing"))
-        # Host-wide quiet (the engine's default with one device) where this actor is its node's only one.
-        quiet = QuietRegistry(host_wide=sole if options.get("quiet_scope") is None
-                              else options["quiet_scope"] == "host") if quiet_on else None
         environ = physical_environ()
-        provider = LocalDevices([self.device], self.workdir / "reference", quiet=quiet, environ=environ,
-                                keep_log=False, check_slots=options.get("check_slots"))
         config = EngineConfig.from_values(options, device=self.device, workdir=self.workdir / "engine",
                                           environ=environ)
+        # The engine's own defaults, for an engine that shares its node with the other devices' actors.
+        plan = resolve(config, [self.device], HostShare(cpus=int(share) if share else None,
+                                                        engines=int(devices_on_node)))
+        provider = LocalDevices(plan, self.workdir / "reference", environ=environ, keep_log=False)
         try:
-            self.engine = Engine(config, devices=provider)
+            self.engine = Engine(plan, devices=provider)
         except BaseException:
             provider.close()
             raise
