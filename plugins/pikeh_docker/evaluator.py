@@ -60,7 +60,7 @@ class _Container:
 def plan_gpus(device: str, count: int) -> list[int] | None:
     """``--device`` -> the host GPU indices the containers get (None: CPU only); ``count`` is what
     ``nvidia-smi -L`` lists, since the harness's own torch may see no GPU at all."""
-    from pike_harness.worker.supervise.devices import resolve_devices
+    from pike_harness.worker.api import resolve_devices
 
     try:
         devices = resolve_devices(device, count)
@@ -77,7 +77,7 @@ class DockerEvaluator(Evaluator):
     name = "docker"
 
     def __init__(self, options: EvaluatorOptions):
-        from pike_harness.worker.queue_client import QueueClient
+        from pike_harness.worker.api import QueueClient
 
         check_protocol(options)
         extra = options.extra
@@ -167,7 +167,7 @@ class DockerEvaluator(Evaluator):
 
     def _served(self, container: _Container) -> bool:
         """Whether the container's worker got as far as beating (its heartbeat is from this start)."""
-        from pike_harness.worker import queue_channel as qc
+        from pike_harness.worker.api import queue_channel as qc
 
         try:
             beat = qc.read_json(self.client.qdir.workers / f"{container.spec.worker_id}.json")
@@ -208,8 +208,7 @@ class DockerEvaluator(Evaluator):
         return self.client.submit(apply_options(request, self.options))
 
     def describe(self) -> dict[str, Any]:
-        from pike_harness.worker.environment import host_info
-        from pike_harness.worker.inside.protocols import get_protocol
+        from pike_harness.worker.api import get_protocol, host_info
 
         protocol = get_protocol(self.options.protocol, self.options.protocol_params)
         return {"evaluator": self.name, "engine": self.engine.name, "image": self.image,

@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from pike_harness.api import EvaluatorOptions, EvaluatorSpec, hookimpl
-from pike_harness.worker.supervise.isolation import UNSAFE_OPTION_HELP
+from pike_harness.worker.api import UNSAFE_OPTION_HELP
 
 
 @dataclass

@@ -23,7 +23,7 @@ What the bridge does:
   bridge keeps at most ``inflight`` per device in flight (default: the engine's capacity), and the
   engine queues what every run sends it first come, first served;
 * retries an evaluation whose node or actor failed, on whatever device is live, under
-  the one ``RetryPolicy`` (``pike_harness.worker.supervise.retry``: at most ``max_attempts`` tries in all),
+  the one ``RetryPolicy`` (``pike_harness.api``: at most ``max_attempts`` tries in all),
   then reports it as an infrastructure error that says how many tries it spent, so the run loop
   does not try it again on top; a verdict is never retried. An evaluation stuck past its deadline
   (its stage limits plus a grace, ``liveness.HoldTimer``) is aborted by the device actor and comes
@@ -54,10 +54,8 @@ from typing import Any
 import ray
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-from pike_harness.worker.channel import Channel, ChannelClosed
-from pike_harness.worker.records import EvalRequest
-from pike_harness.worker.supervise.liveness import HOLD_GRACE_S, BeatWatch
-from pike_harness.worker.supervise.retry import RetryPolicy
+from pike_harness.api import EvalRequest, RetryPolicy
+from pike_harness.worker.api import HOLD_GRACE_S, BeatWatch, Channel, ChannelClosed
 from pikeh_ray.node import DEVICE_RESOURCE, DeviceActor, engine_options
 
 DISCOVER_EVERY_S = 2.0

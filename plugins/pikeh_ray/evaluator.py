@@ -52,7 +52,7 @@ def ray_available() -> bool:
 
 def bridge_environment() -> dict[str, str]:
     """The harness's environment minus its secrets (API keys stay here); Ray's own settings kept."""
-    from pike_harness.worker.supervise.sandbox import is_secret_name
+    from pike_harness.worker.api import is_secret_name
 
     return {name: value for name, value in os.environ.items()
             if name.startswith("RAY_") or not is_secret_name(name)}
@@ -62,7 +62,7 @@ class _Link:
     """One bridge process and the reader thread that resolves futures from its messages."""
 
     def __init__(self, owner: RayEvaluator, number: int):
-        from pike_harness.worker.channel import Channel
+        from pike_harness.worker.api import Channel
 
         self.owner = owner
         self.log_path = owner.workdir / f"ray-bridge-{number}.log"
@@ -119,7 +119,7 @@ class _Link:
         return dict(waiter[1])
 
     def _read(self) -> None:
-        from pike_harness.worker.channel import ChannelClosed, ProtocolViolation
+        from pike_harness.worker.api import ChannelClosed, ProtocolViolation
 
         try:
             while True:
@@ -181,7 +181,7 @@ class _Link:
         self.kill()
 
     def log_hint(self) -> str:
-        from pike_harness.worker.supervise.sandbox import tail
+        from pike_harness.worker.api import tail
 
         text = tail(self.log_path, 1500).strip()
         return f" (bridge log {self.log_path}: ...{text[-600:]})" if text else ""
@@ -320,7 +320,7 @@ class RayEvaluator(Evaluator):
         return {"devices": link.device_stats(timeout=60.0)}
 
     def describe(self) -> dict[str, Any]:
-        from pike_harness.worker.inside.protocols import get_protocol
+        from pike_harness.worker.api import get_protocol
 
         protocol = get_protocol(self.options.protocol, self.options.protocol_params)
         status = self.status()

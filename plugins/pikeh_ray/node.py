@@ -38,8 +38,7 @@ from typing import Any
 
 import ray
 
-from pike_harness.worker.supervise import sandbox
-from pike_harness.worker.supervise.liveness import HOLD_GRACE_S, HoldTimer, hold_deadline_s
+from pike_harness.worker.api import HOLD_GRACE_S, HoldTimer, hold_deadline_s, sweep_orphans
 
 DEVICE_RESOURCE = "pikeh_device"  # the custom resource that stands for "one whole device" without GPUs
 REAP_EVERY_S = 1.0
@@ -53,7 +52,7 @@ class DeviceActor:
 
     def __init__(self, kind: str, node_dir: str, engine_options: dict[str, Any], idle_exit_s: float,
                  devices_on_node: int = 1):
-        from pike_harness.worker.supervise.engine import (
+        from pike_harness.worker.api import (
             Engine,
             EngineConfig,
             HostShare,
@@ -115,8 +114,8 @@ class DeviceActor:
 
         ``environment.ray`` of the record says where and when (wall-clock times of the engine's events).
         """
-        from pike_harness.worker.records import EvalRequest
-        from pike_harness.worker.supervise.errors import InfrastructureError
+        from pike_harness.api import EvalRequest
+        from pike_harness.worker.api import InfrastructureError
 
         request = replace(EvalRequest.from_json(request_json), device=self.device)
         grace = HOLD_GRACE_S if hold_grace_s is None else float(hold_grace_s)
@@ -183,7 +182,7 @@ class DeviceActor:
             if rounds % SWEEP_EVERY == 0:
                 # What a dead node's workers left on this host (candidates paused for quiet timing
                 # never resume by themselves).
-                sandbox.sweep_orphans()
+                sweep_orphans()
             with self._lock:
                 idle = not self._inflight and time.monotonic() - self._last_activity > self.idle_exit_s
             if idle:

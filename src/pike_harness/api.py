@@ -1,8 +1,9 @@
 """The host's public API: everything a plugin may import, in one place.
 
-Plugins import from here (and from ``pike_harness.worker`` for evaluation internals), never from
-each other, so a third-party plugin written against this module keeps working when the host's
-internals move.
+Plugins import from here (and evaluator plugins from ``pike_harness.worker.api``, the evaluation
+side's surface), never from other host modules or from each other, so a third-party plugin written
+against these two modules keeps working when the host's internals move
+(tests/foundation/test_plugin_imports.py enforces it).
 """
 
 from __future__ import annotations
@@ -77,8 +78,10 @@ from pike_harness.host.tasks import Suite
 from pike_harness.kit import code_fences, failure_reports, idea_lists, prompt_kinds, prompt_templates, rounds
 from pike_harness.kit.rounds import Order, Sample, fix_rounds, run_round
 from pike_harness.kit.sdk_errors import parse_retry_after, redact_secrets, reject_non_json, sdk_errors
+from pike_harness.worker.supervise.gpu_clocks import drift as clock_drift
 
 __all__ = [
+    "clock_drift",
     "speed_of_light",
     "BackendFactory",
     "Column",
