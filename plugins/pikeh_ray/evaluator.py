@@ -33,6 +33,7 @@ from pike_harness.api import (
     EvaluatorOptions,
     apply_options,
     check_protocol,
+    evaluator_config,
 )
 
 INSTALL_HINT = "Ray is not installed here: pip install 'pike-harness[ray]' (on this machine and every node)"
@@ -218,31 +219,33 @@ class RayEvaluator(Evaluator):
         if device not in DEVICES:
             raise EvaluatorError(f"--device {options.device}: with the ray evaluator, Ray assigns whole GPUs; "
                                  "write auto, cuda or cpu")
-        extra = options.extra
+        from . import RayConfig
+
+        config = evaluator_config(options, RayConfig)
         self.options = options
-        self.address = str(extra.get("ray_address") or os.environ.get("RAY_ADDRESS") or "auto")
-        cache = extra.get("ray_build_cache")
+        self.address = str(config.ray_address or os.environ.get("RAY_ADDRESS") or "auto")
+        cache = config.ray_build_cache
         if cache is not None and str(cache).strip().lower() in ("off", "none", "no", ""):
             cache = None
         elif cache is None:
             cache = "default"
-        placement = str(extra.get("ray_placement") or "task")
+        placement = str(config.ray_placement or "task")
         if placement not in PLACEMENTS:
             raise EvaluatorError(f"--ray-placement must be one of {', '.join(PLACEMENTS)}")
-        if extra.get("ray_retries") is not None:  # retries after the first try: the policy's attempts - 1
-            self.retry_policy = dataclasses.replace(self.retry_policy, max_attempts=int(extra["ray_retries"]) + 1)
+        if config.ray_retries is not None:  # retries after the first try: the policy's attempts - 1
+            self.retry_policy = dataclasses.replace(self.retry_policy, max_attempts=int(config.ray_retries) + 1)
         self.bridge_config = {
             "address": self.address, "device": device, "placement": placement,
             "retry": self.retry_policy.to_dict(),
             # Added to a request's stage limits: how long it may be worked on before the device actor
-            # counts it stuck (liveness.HoldTimer). Not a CLI option: tests shrink it.
-            "hold_grace_s": float(extra["ray_hold_grace"]) if extra.get("ray_hold_grace") is not None else None,
-            "inflight": int(extra["ray_inflight"]) if extra.get("ray_inflight") else None,
-            "node_dir": str(extra["ray_node_dir"]) if extra.get("ray_node_dir") else None,
+            # counts it stuck (liveness.HoldTimer).
+            "hold_grace_s": float(config.ray_hold_grace) if config.ray_hold_grace is not None else None,
+            "inflight": int(config.ray_inflight) if config.ray_inflight else None,
+            "node_dir": str(config.ray_node_dir) if config.ray_node_dir else None,
             "cache": str(cache) if cache is not None else "off",
-            "unsafe_no_sandbox": bool(extra.get("unsafe_no_sandbox")),
+            "unsafe_no_sandbox": bool(config.unsafe_no_sandbox),
         }
-        self.connect_timeout_s = float(extra.get("ray_connect_timeout") or CONNECT_TIMEOUT_S)
+        self.connect_timeout_s = float(config.ray_connect_timeout or CONNECT_TIMEOUT_S)
         self._own_workdir = options.workdir is None
         self.workdir = Path(options.workdir or tempfile.mkdtemp(prefix="pikeh-ray-"))
         self.workdir.mkdir(parents=True, exist_ok=True)
