@@ -41,6 +41,7 @@ import collections
 import contextlib
 import hashlib
 import json
+import logging
 import os
 import queue
 import socket
@@ -204,7 +205,7 @@ class Bridge:
         if endpoint is not None and not reachable(endpoint):
             raise ClusterGone(f"no Ray head answers at {self.config.address} (start one with `ray start --head`)")
         # "auto": RAY_ADDRESS, else the cluster started on this machine (never a new private one).
-        ray.init(address=self.config.address or "auto", namespace="pikeh", logging_level="ERROR",
+        ray.init(address=self.config.address or "auto", namespace="pikeh", logging_level=logging.ERROR,
                  log_to_driver=False)
         self.remote_actor = ray.remote(DeviceActor)  # wrapped once: each wrapping is exported to the cluster
         self.gcs = endpoint  # what the head answers on; for "auto", the GCS address Ray found

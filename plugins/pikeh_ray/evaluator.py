@@ -234,7 +234,7 @@ class RayEvaluator(Evaluator):
             raise EvaluatorError(f"--ray-placement must be one of {', '.join(PLACEMENTS)}")
         if config.ray_retries is not None:  # retries after the first try: the policy's attempts - 1
             self.retry_policy = dataclasses.replace(self.retry_policy, max_attempts=int(config.ray_retries) + 1)
-        self.bridge_config = {
+        self.bridge_config: dict[str, Any] = {
             "address": self.address, "device": device, "placement": placement,
             "retry": self.retry_policy.to_dict(),
             # Added to a request's stage limits: how long it may be worked on before the device actor
@@ -247,7 +247,7 @@ class RayEvaluator(Evaluator):
         }
         self.connect_timeout_s = float(config.ray_connect_timeout or CONNECT_TIMEOUT_S)
         self._own_workdir = options.workdir is None
-        self.workdir = Path(options.workdir or tempfile.mkdtemp(prefix="pikeh-ray-"))
+        self.workdir: Path = Path(options.workdir or tempfile.mkdtemp(prefix="pikeh-ray-"))
         self.workdir.mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()
         self._ids = itertools.count(1)

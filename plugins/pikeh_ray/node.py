@@ -70,7 +70,7 @@ class DeviceActor:
         else:
             self.device = "cpu"
         self.node_id = context.get_node_id()
-        self.actor_id = context.get_actor_id()
+        self.actor_id = str(context.get_actor_id())
         self._raylet = os.getppid()  # the raylet started this worker; when it ends, the node is going away
         self.idle_exit_s = float(idle_exit_s)
         self.node_dir = Path(node_dir)

@@ -22,7 +22,14 @@ from pathlib import Path
 from typing import Any
 
 from pike_harness.worker.records import EvalRequest, EvalResult
-from pike_harness.worker.supervise.engine.devices import DeviceProvider, Gate, LocalDevices, Quiet, quietly
+from pike_harness.worker.supervise.engine.devices import (
+    DeviceProvider,
+    Gate,
+    LocalDevices,
+    Oracle,
+    Quiet,
+    quietly,
+)
 from pike_harness.worker.supervise.engine.jobs import Job, JobTrace
 from pike_harness.worker.supervise.engine.options import (
     EngineConfig,
@@ -147,11 +154,17 @@ class Engine:
 
     @property
     def gates(self) -> dict[str, Gate]:
-        return {device: self._provider().gate(device) for device in self.devices}
+        return {device: self.gate(device) for device in self.devices}
 
-    def _provider(self) -> DeviceProvider:
+    def gate(self, device: str) -> Gate:
+        """The device's gate (from the provider the engine started with)."""
         assert self.provider is not None, "the engine has started"
-        return self.provider
+        return self.provider.gate(device)
+
+    def oracle(self, device: str) -> Oracle:
+        """The device's trusted reference."""
+        assert self.provider is not None, "the engine has started"
+        return self.provider.oracle(device)
 
     # -- submission ------------------------------------------------------------------------------
     def submit(self, request: EvalRequest, *, fixed_device: bool | None = None,
@@ -244,7 +257,7 @@ class Engine:
 
         def one(item: tuple[EvalRequest, EvalRequest]) -> bool:
             request, original = item
-            evaluation = Evaluation(request, self._provider().oracle(request.device), self.settings)
+            evaluation = Evaluation(request, self.oracle(request.device), self.settings)
             try:
                 ok = evaluation.load() is None and evaluation.warm() is None
             except InfrastructureError:
@@ -269,7 +282,7 @@ class Engine:
                                "quiet_timing": self.quiet is not None, "quiet_scope": self.quiet_scope,
                                "check_slots": {d: gate.check_slots for d, gate in self.gates.items()},
                                "timing_cpus": sorted(self.timing_cpus) if self.timing_cpus else None,
-                               "build_cache": str(self.cache_root / "build") if self.build_cache else None,
+                               "build_cache": str(self.cache_root / "build") if self.build_cache and self.cache_root else None,
                                "jit_cache": self.jit_mode},
                 "isolation": self.isolation.label,
                 "host": host_info()}

@@ -48,8 +48,11 @@ class Gate(Protocol):
     """One device's FIFO lock (``scheduling.DeviceGate``). With ``check_slots`` > 1 an evaluation takes
     a ``session`` (checks shared, timing alone); with 1 it checks and times in one hold of ``ticket``."""
 
-    check_slots: int
-    stats: GateFigures
+    @property
+    def check_slots(self) -> int: ...
+
+    @property
+    def stats(self) -> GateFigures: ...
 
     def ticket(self, seq: int) -> Hold: ...
 
@@ -77,9 +80,14 @@ class Quiet(Protocol):
     """The quiet registry (``scheduling.QuietRegistry``): processes it may pause while a candidate is
     timed, on its device (``host_wide`` False) or on the whole host."""
 
-    host_wide: bool
-    pauses: int
-    paused_s: float
+    @property
+    def host_wide(self) -> bool: ...
+
+    @property
+    def pauses(self) -> int: ...
+
+    @property
+    def paused_s(self) -> float: ...
 
     def add(self, pid: int, marker: str, scope: str) -> int: ...
 
@@ -94,8 +102,11 @@ class DeviceProvider(Protocol):
     """Where the engine's devices live: their names, one gate and one oracle each, and the quiet
     registry they share (None: no quiet timing)."""
 
-    devices: list[str]
-    quiet: Quiet | None
+    @property
+    def devices(self) -> list[str]: ...
+
+    @property
+    def quiet(self) -> Quiet | None: ...
 
     def gate(self, device: str) -> Gate: ...
 

@@ -58,7 +58,7 @@ class EvaluationSequence:
             device = engine.pick_device(job)  # 2. load
             trace.device, trace.load_start = device, time.monotonic()
             evaluation = self.evaluation = Evaluation(replace(job.request, device=device),
-                                                      engine.provider.oracle(device), engine.settings)
+                                                      engine.oracle(device), engine.settings)
             engine.track(job, evaluation)
             evaluation.listener = self._listener(device)
             result = evaluation.load()
@@ -137,7 +137,7 @@ class EvaluationSequence:
 
     def _on_device(self, evaluation: Any, device: str) -> EvalResult:
         """Wait for the device (policing the idle candidate), then correctness and timing holding it."""
-        gate = self.engine.provider.gate(device)
+        gate = self.engine.gate(device)
         if gate.check_slots > 1:
             return self._in_phases(evaluation, gate.session(self.job.seq))
         ticket = gate.ticket(self.job.seq)
