@@ -11,11 +11,11 @@ from __future__ import annotations
 from pike_harness.contracts.configurable import Configurable, EmptyConfig
 from pike_harness.contracts.demo import Demo
 from pike_harness.contracts.evaluation import (
+    EvalRetryPolicy,
     Evaluator,
     EvaluatorError,
     EvaluatorOptions,
     EvaluatorSpec,
-    RetryPolicy,
     apply_options,
     attempts_of,
     check_protocol,
@@ -70,10 +70,11 @@ from pike_harness.contracts.reporting import Column, Reporter, ReportOptions, Re
 from pike_harness.contracts.strategy import BudgetView, Strategy, TaskContext, require_at_least
 from pike_harness.errors import BudgetExhausted, PikehError, UserError
 from pike_harness.host import speed_of_light
+from pike_harness.host.baseline_sets import find_baseline_sets
 from pike_harness.host.journal_reading import scan_journal
 from pike_harness.host.pricing import Price, PriceTable
 from pike_harness.host.store import JOURNAL, RUN_FILE, RunStore, find_runs, read_journal, sha256
-from pike_harness.host.store_db import find_baseline_sets, materialize
+from pike_harness.host.store_db import materialize
 from pike_harness.host.tasks import Suite
 from pike_harness.kit import code_fences, failure_reports, idea_lists, prompt_kinds, prompt_templates, rounds
 from pike_harness.kit.rounds import Order, Sample, fix_rounds, run_round
@@ -142,7 +143,7 @@ __all__ = [
     "ReportOptions",
     "ReportSummary",
     "Reporter",
-    "RetryPolicy",
+    "EvalRetryPolicy",
     "RetryRecord",
     "Strategy",
     "Suite",
