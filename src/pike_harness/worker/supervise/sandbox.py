@@ -18,7 +18,6 @@ import shutil
 import signal
 import stat
 import subprocess
-import sys
 import threading
 import time
 from collections.abc import Iterable, Mapping
@@ -272,17 +271,6 @@ def sweep_orphans(*, rounds: int = 20) -> int:
     return len(killed)
 
 
-def kill_marked(pid: int, marker: str) -> None:
-    """SIGKILL the process group ``pid`` (if that process still carries ``marker``) and every marked process."""
-    needle = f"{MARKER_ENV}={marker}".encode()
-    if has_marker(pid, needle):
-        with contextlib.suppress(OSError):
-            os.killpg(pid, signal.SIGKILL)
-    for found in _marked(needle, None):
-        with contextlib.suppress(OSError):
-            os.kill(found, signal.SIGKILL)
-
-
 def kill_all(popen: subprocess.Popen, marker: str, *, rounds: int = 50) -> None:
     """SIGKILL the candidate's session and every marked descendant until none is left.
 
@@ -344,6 +332,3 @@ def signal_name(returncode: int) -> str:
             return f"signal {-returncode}"
     return f"exit status {returncode}"
 
-
-def python_executable() -> str:
-    return sys.executable

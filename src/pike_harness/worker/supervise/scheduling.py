@@ -57,11 +57,6 @@ class FifoSlots:
             self._free += 1
             self._cond.notify_all()
 
-    @property
-    def in_use(self) -> int:
-        with self._cond:
-            return self.slots - self._free
-
 
 @dataclass
 class GateStats:
@@ -441,9 +436,6 @@ class QuietRegistry:
                 total += time.monotonic() - member.stopped_at
             return total
 
-    def stopped_count(self) -> int:
-        with self._lock:
-            return len(self._stopped)
 
 
 def cpu_partition(devices: list[str], allowed: set[int] | None = None) -> tuple[set[int] | None, set[int] | None]:
