@@ -86,7 +86,7 @@ class DeviceActor:
         # The engine's own defaults, for an engine that shares its node with the other devices' actors.
         plan = resolve(config, [self.device], HostShare(cpus=int(share) if share else None,
                                                         engines=int(devices_on_node)))
-        provider = LocalDevices(plan, self.workdir / "reference", environ=environ, keep_log=False)
+        provider = LocalDevices(plan, self.workdir / "reference", environ=environ)
         try:
             self.engine = Engine(plan, devices=provider)
         except BaseException:

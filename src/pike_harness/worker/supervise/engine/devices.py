@@ -119,14 +119,13 @@ class LocalDevices:
     """This process's devices, as ``plan`` says: a FIFO gate with the plan's check slots, a reference
     process and one shared quiet registry (when the plan times quietly)."""
 
-    def __init__(self, plan: Plan, workdir: Path, *, environ: Mapping[str, str] | None = None,
-                 keep_log: bool = True):
+    def __init__(self, plan: Plan, workdir: Path, *, environ: Mapping[str, str] | None = None):
         from pike_harness.worker.supervise.reference import ReferenceOracle
         from pike_harness.worker.supervise.scheduling import DeviceGate, QuietRegistry
 
         self.devices = list(plan.devices)
         self.quiet: Quiet | None = QuietRegistry(host_wide=plan.quiet_scope == "host") if plan.quiet_timing else None
-        self.gates = {device: DeviceGate(device, keep_log=keep_log, check_slots=plan.check_slots[device])
+        self.gates = {device: DeviceGate(device, check_slots=plan.check_slots[device])
                       for device in self.devices}
         self.oracles = {device: ReferenceOracle(device, Path(workdir), environ=environ) for device in self.devices}
         for oracle in self.oracles.values():  # pay the reference process's start-up now, in the background
