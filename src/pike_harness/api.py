@@ -66,7 +66,7 @@ from pike_harness.contracts.model import (
     Task,
     TaskMeta,
 )
-from pike_harness.contracts.reporting import Column, Reporter, ReportOptions, ReportSummary
+from pike_harness.contracts.reporting import Column, Reporter, ReportOptions, ReportServices, ReportSummary
 from pike_harness.contracts.strategy import BudgetView, Strategy, TaskContext, require_at_least
 from pike_harness.errors import BudgetExhausted, PikehError, UserError
 from pike_harness.host import speed_of_light
@@ -141,6 +141,7 @@ __all__ = [
     "LLMResponse",
     "Limits",
     "ReportOptions",
+    "ReportServices",
     "ReportSummary",
     "Reporter",
     "EvalRetryPolicy",
