@@ -31,6 +31,7 @@ from pike_harness.api import (
     EvaluatorOptions,
     apply_options,
     check_protocol,
+    evaluator_config,
 )
 
 from .engine import ContainerSpec, Engine, HostPython, Limits, default_memory, host_gpu_count
@@ -60,7 +61,7 @@ class _Container:
 def plan_gpus(device: str, count: int) -> list[int] | None:
     """``--device`` -> the host GPU indices the containers get (None: CPU only); ``count`` is what
     ``nvidia-smi -L`` lists, since the harness's own torch may see no GPU at all."""
-    from pike_harness.worker.supervise.devices import resolve_devices
+    from pike_harness.worker.api import resolve_devices
 
     try:
         devices = resolve_devices(device, count)
@@ -77,30 +78,32 @@ class DockerEvaluator(Evaluator):
     name = "docker"
 
     def __init__(self, options: EvaluatorOptions):
-        from pike_harness.worker.queue_client import QueueClient
+        from pike_harness.worker.api import QueueClient
 
         check_protocol(options)
-        extra = options.extra
+        from . import DockerConfig
+
+        config = evaluator_config(options, DockerConfig)
         self.options = options
-        self.engine = Engine(extra.get("docker_engine") or "docker")
+        self.engine = Engine(config.docker_engine or "docker")
         self.engine.check_daemon()
         gpus = plan_gpus(options.device, host_gpu_count())
         if gpus is not None:
             self.engine.check_gpu_runtime()
-        self.image = extra.get("docker_image") or ("pikeh-worker:cuda" if gpus is not None else "pikeh-worker:cpu")
+        self.image = config.docker_image or ("pikeh-worker:cuda" if gpus is not None else "pikeh-worker:cpu")
         self.engine.check_image(self.image)
-        self.host_python = HostPython.detect() if extra.get("docker_host_python") else None
-        split = extra.get("docker_gpus") or "per-gpu"
+        self.host_python = HostPython.detect() if config.docker_host_python else None
+        split = config.docker_gpus or "per-gpu"
         containers = len(gpus) if gpus is not None and split != "shared" else 1
-        self.limits = Limits(memory=extra.get("docker_memory") or default_memory(containers),
-                             pids=int(extra.get("docker_pids") or 4096),
-                             scratch=extra.get("docker_scratch") or "8g", runtime=extra.get("docker_runtime"))
-        self.max_active = extra.get("docker_max_active")
-        self.start_timeout_s = float(extra.get("docker_start_timeout") or 180.0)
+        self.limits = Limits(memory=config.docker_memory or default_memory(containers),
+                             pids=int(config.docker_pids or 4096),
+                             scratch=config.docker_scratch or "8g", runtime=config.docker_runtime)
+        self.max_active = config.docker_max_active
+        self.start_timeout_s = float(config.docker_start_timeout or 180.0)
         self._own_workdir = options.workdir is None
         self.workdir = Path(options.workdir or tempfile.mkdtemp(prefix="pikeh-docker-")).absolute()
         self.workdir.mkdir(parents=True, exist_ok=True, mode=0o700)
-        self.io_dir = Path(extra.get("io_dir") or self.workdir / "io").absolute()
+        self.io_dir = Path(config.io_dir or self.workdir / "io").absolute()
         self._key = secrets.token_hex(32).encode()
         self._closing = threading.Event()
         self._lock = threading.Lock()
@@ -167,7 +170,7 @@ class DockerEvaluator(Evaluator):
 
     def _served(self, container: _Container) -> bool:
         """Whether the container's worker got as far as beating (its heartbeat is from this start)."""
-        from pike_harness.worker import queue_channel as qc
+        from pike_harness.worker.api import queue_channel as qc
 
         try:
             beat = qc.read_json(self.client.qdir.workers / f"{container.spec.worker_id}.json")
@@ -208,8 +211,7 @@ class DockerEvaluator(Evaluator):
         return self.client.submit(apply_options(request, self.options))
 
     def describe(self) -> dict[str, Any]:
-        from pike_harness.worker.environment import host_info
-        from pike_harness.worker.inside.protocols import get_protocol
+        from pike_harness.worker.api import get_protocol, host_info
 
         protocol = get_protocol(self.options.protocol, self.options.protocol_params)
         return {"evaluator": self.name, "engine": self.engine.name, "image": self.image,

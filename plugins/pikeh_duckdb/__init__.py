@@ -6,7 +6,6 @@ vl-convert are imported only when a report is made.
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Any
 
 from pike_harness.api import RegisterReporter, Reporter, ReportOptions, ReportSummary, hookimpl
@@ -28,9 +27,7 @@ class DuckDBReporter(Reporter):
     def report(self, options: ReportOptions) -> ReportSummary:
         from .reporter import build_report
 
-        # build_report reads its options by name from ``extra``, next to what the host passes there.
-        extra = {**dataclasses.asdict(self.config), **options.extra}
-        return build_report(dataclasses.replace(options, extra=extra))
+        return build_report(options, self.config)
 
 
 @hookimpl

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pike_harness.worker.supervise.gpu_clocks import drift
+from pike_harness.api import clock_drift as drift
 
 from .metrics import json_object, rows
 

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from pike_harness.api import read_journal, sha256
+from pike_harness.api import ReportServices, read_journal, sha256
 
 from .metrics import rows
 
@@ -68,15 +68,16 @@ def load(path: Path) -> list[dict[str, Any]]:
     return read_journal(path) if path.exists() else []
 
 
-def run_profiles(con: Any, output: Path, extra: dict[str, Any], say: Callable[[str], None]) -> list[dict[str, Any]]:
+def run_profiles(con: Any, output: Path, profile_best: int, services: ReportServices,
+                 say: Callable[[str], None]) -> list[dict[str, Any]]:
     """Profile the best candidates when ``--profile-best N`` asks; the latest profile of every current
     candidate (earlier reports' profiles included)."""
     path = output / PROFILE_FILE
-    n = int(extra.get("profile_best") or 0)
+    n = int(profile_best or 0)
     items = candidates(con, n) if n else []
     known = load(path)
     if items:
-        make_evaluator, resolve_task = extra.get("make_evaluator"), extra.get("resolve_task")
+        make_evaluator, resolve_task = services.make_evaluator, services.resolve_task
         if make_evaluator is None or resolve_task is None:
             from pike_harness.api import UserError
 

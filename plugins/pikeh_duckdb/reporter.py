@@ -18,13 +18,14 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from pike_harness.api import ReportOptions, ReportSummary, UserError, short_text
+from pike_harness.api import ReportOptions, ReportServices, ReportSummary, UserError, short_text
 
 from . import clock_flags, html, outlier_flags, profiles, seed_figures, seed_stats, sol, tables
 from . import figures as fig
 from . import retime as retiming
-from .metrics import OUTLIER_FACTOR, MetricParams, create_metrics, rows
+from .metrics import MetricParams, create_metrics, rows
 from .metrics import json_object as _json
+from .options import DuckDBConfig
 
 # Per-attempt fields of the HTML trajectory, sent as rows of values (columns once) to keep pages small.
 TRAJECTORY_COLUMNS = ("idx", "key", "role", "category", "runtime_ms", "speedup", "best_speedup", "reason")
@@ -128,14 +129,18 @@ def price_rows(con: Any, price_as: str | None, price_files: Sequence[Path]) -> l
 
 MANIFEST = "pikeh-report-files.txt"  # what the last report wrote here, so the next one removes exactly that
 
-def build_report(options: ReportOptions) -> ReportSummary:
+
+def build_report(options: ReportOptions, config: DuckDBConfig | None = None) -> ReportSummary:
+    """The report ``options`` ask for, with this reporter's ``config`` (None: its defaults) and the host's
+    services (``options.services``)."""
     import duckdb
 
     from pike_harness import __version__
     from pike_harness.api import materialize
 
-    extra = options.extra
-    say: Callable[[str], None] = extra.get("progress") or (lambda m: print(f"pikeh report: {m}", file=sys.stderr))
+    config = config or DuckDBConfig()
+    services = options.services
+    say: Callable[[str], None] = services.progress or (lambda m: print(f"pikeh report: {m}", file=sys.stderr))
     run_dirs, sets = discover(options.inputs, options.runs)
     output = Path(options.output)
     output.mkdir(parents=True, exist_ok=True)
@@ -146,15 +151,15 @@ def build_report(options: ReportOptions) -> ReportSummary:
     con = duckdb.connect(str(tmp))
     try:
         materialize(run_dirs, con, baseline_dirs=sets)
-        params = MetricParams(budget=extra.get("budget"), money_step=extra.get("money_step") or 0.20,
-                              money_max=extra.get("money_max") or 25.0, money_budget=extra.get("money_budget"),
-                              outlier_factor=extra.get("outlier_factor", OUTLIER_FACTOR))
-        create_metrics(con, params, price_rows(con, extra.get("price_as"), extra.get("prices") or ()))
-        _retimes(con, output, extra, say)
-        sol_table = sol.build(con, extra.get("resolve_task"), extra.get("peaks") or (), say) \
-            if extra.get("speed_of_light", True) else []
-        profiled = profiles.run_profiles(con, output, extra, say)
-        data = {**collect(con), **seed_stats.analyse(con, extra.get("compare"))}
+        params = MetricParams(budget=config.budget, money_step=config.money_step or 0.20,
+                              money_max=config.money_max or 25.0, money_budget=config.money_budget,
+                              outlier_factor=config.outlier_factor)
+        create_metrics(con, params, price_rows(con, config.price_as, config.prices or ()))
+        _retimes(con, output, config, services, say)
+        sol_table = sol.build(con, services.resolve_task, config.peaks or (), say) \
+            if config.speed_of_light else []
+        profiled = profiles.run_profiles(con, output, config.profile_best, services, say)
+        data = {**collect(con), **seed_stats.analyse(con, config.compare)}
         data.update(sol=sol_table, clock_flags=clock_flags.flagged(con), profiles=profiled,
                     baseline_outliers=outlier_flags.flagged(con))
         for line in seed_stats.describe(data["configs"], data["comparison"]):
@@ -164,7 +169,7 @@ def build_report(options: ReportOptions) -> ReportSummary:
     finally:
         con.close()
     tmp.replace(db_path)
-    files = [db_path, *write_outputs(data, output, options.formats, extra, [str(p) for p in options.inputs],
+    files = [db_path, *write_outputs(data, output, options.formats, config.title, [str(p) for p in options.inputs],
                                      __version__)]
     (output / MANIFEST).write_text("".join(f"{f.relative_to(output)}\n" for f in files), encoding="utf-8")
     return ReportSummary(output=output, files=files, rows=data["summary"])
@@ -202,23 +207,24 @@ def mismatch_warnings(summary: Sequence[dict[str, Any]]) -> list[str]:
             for r in summary if r.get("mismatched_timings")]
 
 
-def _retimes(con: Any, output: Path, extra: dict[str, Any], say: Callable[[str], None]) -> None:
+def _retimes(con: Any, output: Path, config: DuckDBConfig, services: ReportServices,
+             say: Callable[[str], None]) -> None:
     """Re-time the finalists when asked; load earlier re-timings that still match the best code."""
     best = rows(con, "SELECT f.run, f.task, f.best_key, f.best_dir, f.best_sha256, r.path FROM task_final f "
                      "JOIN runs r USING (run) WHERE f.best_ms IS NOT NULL AND (f.baseline_ms IS NOT NULL "
                      "OR (f.run, f.task) IN (SELECT (run, task) FROM baseline_outliers)) "
                      "ORDER BY f.run, f.task")
     path = output / retiming.RETIME_FILE
-    if extra.get("retime"):
-        make_evaluator, resolve_task = extra.get("make_evaluator"), extra.get("resolve_task")
+    if config.retime:
+        make_evaluator, resolve_task = services.make_evaluator, services.resolve_task
         if make_evaluator is None or resolve_task is None:
             raise UserError("--retime needs an evaluator and the task suites: run it through `pikeh report`")
         items = retiming.finalists(best, say)
-        evaluation = extra.get("evaluation") or {}
+        evaluation = services.evaluation
         evaluator = make_evaluator()
         try:
             new_rows = retiming.retime(items, resolve_task=resolve_task, evaluator=evaluator,
-                                       repeats=int(extra.get("repeats") or 10),
+                                       repeats=int(config.repeats or 10),
                                        protocol=evaluation.get("protocol") or "robust",
                                        device=evaluation.get("device") or "auto", progress=say)
         finally:
@@ -249,7 +255,7 @@ def collect(con: Any) -> dict[str, Any]:
     }
 
 
-def write_outputs(data: dict[str, Any], output: Path, formats: Sequence[str], extra: dict[str, Any],
+def write_outputs(data: dict[str, Any], output: Path, formats: Sequence[str], title: str | None,
                   inputs: Sequence[str], version: str) -> list[Path]:
     runs = [r["run"] for r in data["summary"]]
     written: list[Path] = []
@@ -275,7 +281,7 @@ def write_outputs(data: dict[str, Any], output: Path, formats: Sequence[str], ex
             written += fig.save(chart, output / name, formats)
     if "html" in formats:
         page = html.render(
-            title=extra.get("title") or "pike-harness report", generated=time.strftime("%Y-%m-%d %H:%M:%S"),
+            title=title or "pike-harness report", generated=time.strftime("%Y-%m-%d %H:%M:%S"),
             version=version, inputs=inputs, summary=data["summary"], references=data["references"],
             configs=data["configs"] if len(runs) > 1 else [], comparison=data["comparison"],
             figures=[(name, chart.to_dict(), FIGURE_CAPTIONS[name]) for name, chart in charts],

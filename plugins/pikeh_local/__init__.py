@@ -26,7 +26,7 @@ from pike_harness.api import (
     evaluator_config,
     hookimpl,
 )
-from pike_harness.worker.supervise.engine import EngineOptions
+from pike_harness.worker.api import EngineOptions
 
 
 class LocalEvaluator(Evaluator):
@@ -36,7 +36,7 @@ class LocalEvaluator(Evaluator):
     Config = EngineOptions
 
     def __init__(self, options: EvaluatorOptions):
-        from pike_harness.worker.supervise.engine import Engine, EngineConfig, EngineError
+        from pike_harness.worker.api import Engine, EngineConfig, EngineError
 
         check_protocol(options)
         self.options = options
@@ -65,7 +65,7 @@ class LocalEvaluator(Evaluator):
         return self.engine.precompile([self.prepare(r) for r in requests], jobs=jobs, on_done=on_done)
 
     def describe(self) -> dict[str, Any]:
-        from pike_harness.worker.inside.protocols import get_protocol
+        from pike_harness.worker.api import get_protocol
 
         protocol = get_protocol(self.options.protocol, self.options.protocol_params)
         engine = self.engine.describe()

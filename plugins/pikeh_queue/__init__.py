@@ -51,8 +51,8 @@ class QueueEvaluator(Evaluator):
     Config = QueueConfig
 
     def __init__(self, options: EvaluatorOptions):
-        from pike_harness.worker import queue_channel as qc
-        from pike_harness.worker.queue_client import QueueClient
+        from pike_harness.worker.api import QueueClient
+        from pike_harness.worker.api import queue_channel as qc
 
         config = evaluator_config(options, self.Config)
         if not config.io_dir:
@@ -76,7 +76,7 @@ class QueueEvaluator(Evaluator):
         return self.client.submit(apply_options(request, self.options))
 
     def describe(self) -> dict[str, Any]:
-        from pike_harness.worker.inside.protocols import get_protocol
+        from pike_harness.worker.api import get_protocol
 
         protocol = get_protocol(self.options.protocol, self.options.protocol_params)
         workers = self.client.live_workers()
@@ -88,8 +88,8 @@ class QueueEvaluator(Evaluator):
     def stats(self) -> dict[str, Any]:
         """Each live worker's engine figures (``workers/<id>.engine-stats``, rewritten before each
         result is written): the build-cache, quiet-timing and scheduling figures ``local`` reports."""
-        from pike_harness.worker import queue_channel as qc
-        from pike_harness.worker.supervise.service import ENGINE_STATS_SUFFIX
+        from pike_harness.worker.api import ENGINE_STATS_SUFFIX
+        from pike_harness.worker.api import queue_channel as qc
 
         folder = self.client.qdir.workers
         live = qc.read_heartbeats(self.client.qdir)

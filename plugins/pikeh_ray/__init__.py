@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from pike_harness.api import EvaluatorOptions, EvaluatorSpec, hookimpl
-from pike_harness.worker.supervise.isolation import UNSAFE_OPTION_HELP
+from pike_harness.worker.api import UNSAFE_OPTION_HELP
 
 
 @dataclass
@@ -46,6 +46,12 @@ class RayConfig:
     ray_node_dir: str | None = field(default=None, metadata={
         "metavar": "DIR", "help": "Node-local folder for scratch and reference files (default /tmp/pikeh-ray)."})
     unsafe_no_sandbox: bool | None = field(default=None, metadata={"help": UNSAFE_OPTION_HELP, "flag": True})
+    # Not CLI options: tests shrink them.
+    ray_hold_grace: float | None = field(default=None, metadata={
+        "cli": False, "help": "Seconds added to a request's stage limits before its device actor counts it "
+                              "stuck (liveness.HoldTimer)."})
+    ray_connect_timeout: float | None = field(default=None, metadata={
+        "cli": False, "help": "Seconds to wait for the bridge to reach the cluster."})
 
 
 def _build(options: EvaluatorOptions):

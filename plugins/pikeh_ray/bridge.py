@@ -23,7 +23,7 @@ What the bridge does:
   bridge keeps at most ``inflight`` per device in flight (default: the engine's capacity), and the
   engine queues what every run sends it first come, first served;
 * retries an evaluation whose node or actor failed, on whatever device is live, under
-  the one ``RetryPolicy`` (``pike_harness.worker.supervise.retry``: at most ``max_attempts`` tries in all),
+  the one ``EvalRetryPolicy`` (``pike_harness.api``: at most ``max_attempts`` tries in all),
   then reports it as an infrastructure error that says how many tries it spent, so the run loop
   does not try it again on top; a verdict is never retried. An evaluation stuck past its deadline
   (its stage limits plus a grace, ``liveness.HoldTimer``) is aborted by the device actor and comes
@@ -41,6 +41,7 @@ import collections
 import contextlib
 import hashlib
 import json
+import logging
 import os
 import queue
 import socket
@@ -54,10 +55,8 @@ from typing import Any
 import ray
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-from pike_harness.worker.channel import Channel, ChannelClosed
-from pike_harness.worker.records import EvalRequest
-from pike_harness.worker.supervise.liveness import HOLD_GRACE_S, BeatWatch
-from pike_harness.worker.supervise.retry import RetryPolicy
+from pike_harness.api import EvalRequest, EvalRetryPolicy
+from pike_harness.worker.api import HOLD_GRACE_S, BeatWatch, Channel, ChannelClosed
 from pikeh_ray.node import DEVICE_RESOURCE, DeviceActor, engine_options
 
 DISCOVER_EVERY_S = 2.0
@@ -73,7 +72,7 @@ class Config:
     address: str = "auto"
     device: str = "auto"  # auto, cuda or cpu
     placement: str = "task"  # task or spread
-    retry: dict[str, Any] = field(default_factory=dict)  # a RetryPolicy's fields; empty: the default
+    retry: dict[str, Any] = field(default_factory=dict)  # a EvalRetryPolicy's fields; empty: the default
     hold_grace_s: float = HOLD_GRACE_S
     inflight: int | None = None  # per device, this bridge's; None: the device engine's capacity
     node_dir: str | None = None
@@ -161,7 +160,7 @@ def rendezvous(task: str, nodes: list[tuple[str, str]]) -> str | None:
 class Bridge:
     def __init__(self, config: Config, channel: Channel):
         self.config = config
-        self.retry = RetryPolicy.from_dict(config.retry)
+        self.retry = EvalRetryPolicy.from_dict(config.retry)
         self.channel = channel
         self.inbox: queue.Queue[dict[str, Any]] = queue.Queue()
         self.pending: collections.deque[Job] = collections.deque()
@@ -206,7 +205,7 @@ class Bridge:
         if endpoint is not None and not reachable(endpoint):
             raise ClusterGone(f"no Ray head answers at {self.config.address} (start one with `ray start --head`)")
         # "auto": RAY_ADDRESS, else the cluster started on this machine (never a new private one).
-        ray.init(address=self.config.address or "auto", namespace="pikeh", logging_level="ERROR",
+        ray.init(address=self.config.address or "auto", namespace="pikeh", logging_level=logging.ERROR,
                  log_to_driver=False)
         self.remote_actor = ray.remote(DeviceActor)  # wrapped once: each wrapping is exported to the cluster
         self.gcs = endpoint  # what the head answers on; for "auto", the GCS address Ray found

@@ -33,6 +33,7 @@ from pike_harness.api import (
     EvaluatorOptions,
     apply_options,
     check_protocol,
+    evaluator_config,
 )
 
 INSTALL_HINT = "Ray is not installed here: pip install 'pike-harness[ray]' (on this machine and every node)"
@@ -52,7 +53,7 @@ def ray_available() -> bool:
 
 def bridge_environment() -> dict[str, str]:
     """The harness's environment minus its secrets (API keys stay here); Ray's own settings kept."""
-    from pike_harness.worker.supervise.sandbox import is_secret_name
+    from pike_harness.worker.api import is_secret_name
 
     return {name: value for name, value in os.environ.items()
             if name.startswith("RAY_") or not is_secret_name(name)}
@@ -62,7 +63,7 @@ class _Link:
     """One bridge process and the reader thread that resolves futures from its messages."""
 
     def __init__(self, owner: RayEvaluator, number: int):
-        from pike_harness.worker.channel import Channel
+        from pike_harness.worker.api import Channel
 
         self.owner = owner
         self.log_path = owner.workdir / f"ray-bridge-{number}.log"
@@ -119,7 +120,7 @@ class _Link:
         return dict(waiter[1])
 
     def _read(self) -> None:
-        from pike_harness.worker.channel import ChannelClosed, ProtocolViolation
+        from pike_harness.worker.api import ChannelClosed, ProtocolViolation
 
         try:
             while True:
@@ -181,7 +182,7 @@ class _Link:
         self.kill()
 
     def log_hint(self) -> str:
-        from pike_harness.worker.supervise.sandbox import tail
+        from pike_harness.worker.api import tail
 
         text = tail(self.log_path, 1500).strip()
         return f" (bridge log {self.log_path}: ...{text[-600:]})" if text else ""
@@ -218,33 +219,35 @@ class RayEvaluator(Evaluator):
         if device not in DEVICES:
             raise EvaluatorError(f"--device {options.device}: with the ray evaluator, Ray assigns whole GPUs; "
                                  "write auto, cuda or cpu")
-        extra = options.extra
+        from . import RayConfig
+
+        config = evaluator_config(options, RayConfig)
         self.options = options
-        self.address = str(extra.get("ray_address") or os.environ.get("RAY_ADDRESS") or "auto")
-        cache = extra.get("ray_build_cache")
+        self.address = str(config.ray_address or os.environ.get("RAY_ADDRESS") or "auto")
+        cache = config.ray_build_cache
         if cache is not None and str(cache).strip().lower() in ("off", "none", "no", ""):
             cache = None
         elif cache is None:
             cache = "default"
-        placement = str(extra.get("ray_placement") or "task")
+        placement = str(config.ray_placement or "task")
         if placement not in PLACEMENTS:
             raise EvaluatorError(f"--ray-placement must be one of {', '.join(PLACEMENTS)}")
-        if extra.get("ray_retries") is not None:  # retries after the first try: the policy's attempts - 1
-            self.retry_policy = dataclasses.replace(self.retry_policy, max_attempts=int(extra["ray_retries"]) + 1)
-        self.bridge_config = {
+        if config.ray_retries is not None:  # retries after the first try: the policy's attempts - 1
+            self.retry_policy = dataclasses.replace(self.retry_policy, max_attempts=int(config.ray_retries) + 1)
+        self.bridge_config: dict[str, Any] = {
             "address": self.address, "device": device, "placement": placement,
             "retry": self.retry_policy.to_dict(),
             # Added to a request's stage limits: how long it may be worked on before the device actor
-            # counts it stuck (liveness.HoldTimer). Not a CLI option: tests shrink it.
-            "hold_grace_s": float(extra["ray_hold_grace"]) if extra.get("ray_hold_grace") is not None else None,
-            "inflight": int(extra["ray_inflight"]) if extra.get("ray_inflight") else None,
-            "node_dir": str(extra["ray_node_dir"]) if extra.get("ray_node_dir") else None,
+            # counts it stuck (liveness.HoldTimer).
+            "hold_grace_s": float(config.ray_hold_grace) if config.ray_hold_grace is not None else None,
+            "inflight": int(config.ray_inflight) if config.ray_inflight else None,
+            "node_dir": str(config.ray_node_dir) if config.ray_node_dir else None,
             "cache": str(cache) if cache is not None else "off",
-            "unsafe_no_sandbox": bool(extra.get("unsafe_no_sandbox")),
+            "unsafe_no_sandbox": bool(config.unsafe_no_sandbox),
         }
-        self.connect_timeout_s = float(extra.get("ray_connect_timeout") or CONNECT_TIMEOUT_S)
+        self.connect_timeout_s = float(config.ray_connect_timeout or CONNECT_TIMEOUT_S)
         self._own_workdir = options.workdir is None
-        self.workdir = Path(options.workdir or tempfile.mkdtemp(prefix="pikeh-ray-"))
+        self.workdir: Path = Path(options.workdir or tempfile.mkdtemp(prefix="pikeh-ray-"))
         self.workdir.mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()
         self._ids = itertools.count(1)
@@ -320,7 +323,7 @@ class RayEvaluator(Evaluator):
         return {"devices": link.device_stats(timeout=60.0)}
 
     def describe(self) -> dict[str, Any]:
-        from pike_harness.worker.inside.protocols import get_protocol
+        from pike_harness.worker.api import get_protocol
 
         protocol = get_protocol(self.options.protocol, self.options.protocol_params)
         status = self.status()

@@ -38,8 +38,7 @@ from typing import Any
 
 import ray
 
-from pike_harness.worker.supervise import sandbox
-from pike_harness.worker.supervise.liveness import HOLD_GRACE_S, HoldTimer, hold_deadline_s
+from pike_harness.worker.api import HOLD_GRACE_S, HoldTimer, hold_deadline_s, sweep_orphans
 
 DEVICE_RESOURCE = "pikeh_device"  # the custom resource that stands for "one whole device" without GPUs
 REAP_EVERY_S = 1.0
@@ -53,8 +52,13 @@ class DeviceActor:
 
     def __init__(self, kind: str, node_dir: str, engine_options: dict[str, Any], idle_exit_s: float,
                  devices_on_node: int = 1):
-        from pike_harness.worker.supervise.engine import Engine, EngineConfig, LocalDevices, default_cpu_slots
-        from pike_harness.worker.supervise.scheduling import QuietRegistry
+        from pike_harness.worker.api import (
+            Engine,
+            EngineConfig,
+            HostShare,
+            LocalDevices,
+            resolve,
+        )
 
         context = ray.get_runtime_context()
         if kind == "cuda":
@@ -66,7 +70,7 @@ class DeviceActor:
         else:
             self.device = "cpu"
         self.node_id = context.get_node_id()
-        self.actor_id = context.get_actor_id()
+        self.actor_id = str(context.get_actor_id())
         self._raylet = os.getppid()  # the raylet started this worker; when it ends, the node is going away
         self.idle_exit_s = float(idle_exit_s)
         self.node_dir = Path(node_dir)
@@ -76,23 +80,15 @@ class DeviceActor:
 
         options = dict(engine_options)
         share = options.pop("cpus_per_device", None)  # what Ray declares for the node, per device
-        if options.get("jobs") is None:
-            own = default_cpu_slots([self.device])
-            options["jobs"] = max(1, min(own, int(share))) if share else own
-        sole = int(devices_on_node) <= 1
-        if not sole:
-            options["pin_cpus"] = False  # one timing core per actor would collide: engines do not share cores
-        quiet_on = options.get("quiet_timing") is None or bool(options.get("quiet_timing"))
-        # Host-wide quiet (the engine's default with one device) where this actor is its node's only one.
-        quiet = QuietRegistry(host_wide=sole if options.get("quiet_scope") is None
-                              else options["quiet_scope"] == "host") if quiet_on else None
         environ = physical_environ()
-        provider = LocalDevices([self.device], self.workdir / "reference", quiet=quiet, environ=environ,
-                                keep_log=False, check_slots=options.get("check_slots"))
         config = EngineConfig.from_values(options, device=self.device, workdir=self.workdir / "engine",
                                           environ=environ)
+        # The engine's own defaults, for an engine that shares its node with the other devices' actors.
+        plan = resolve(config, [self.device], HostShare(cpus=int(share) if share else None,
+                                                        engines=int(devices_on_node)))
+        provider = LocalDevices(plan, self.workdir / "reference", environ=environ)
         try:
-            self.engine = Engine(config, devices=provider)
+            self.engine = Engine(plan, devices=provider)
         except BaseException:
             provider.close()
             raise
@@ -118,8 +114,8 @@ class DeviceActor:
 
         ``environment.ray`` of the record says where and when (wall-clock times of the engine's events).
         """
-        from pike_harness.worker.records import EvalRequest
-        from pike_harness.worker.supervise.errors import InfrastructureError
+        from pike_harness.api import EvalRequest
+        from pike_harness.worker.api import InfrastructureError
 
         request = replace(EvalRequest.from_json(request_json), device=self.device)
         grace = HOLD_GRACE_S if hold_grace_s is None else float(hold_grace_s)
@@ -186,7 +182,7 @@ class DeviceActor:
             if rounds % SWEEP_EVERY == 0:
                 # What a dead node's workers left on this host (candidates paused for quiet timing
                 # never resume by themselves).
-                sandbox.sweep_orphans()
+                sweep_orphans()
             with self._lock:
                 idle = not self._inflight and time.monotonic() - self._last_activity > self.idle_exit_s
             if idle:

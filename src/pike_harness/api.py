@@ -1,8 +1,9 @@
 """The host's public API: everything a plugin may import, in one place.
 
-Plugins import from here (and from ``pike_harness.worker`` for evaluation internals), never from
-each other, so a third-party plugin written against this module keeps working when the host's
-internals move.
+Plugins import from here (and evaluator plugins from ``pike_harness.worker.api``, the evaluation
+side's surface), never from other host modules or from each other, so a third-party plugin written
+against these two modules keeps working when the host's internals move
+(tests/foundation/test_plugin_imports.py enforces it).
 """
 
 from __future__ import annotations
@@ -10,11 +11,11 @@ from __future__ import annotations
 from pike_harness.contracts.configurable import Configurable, EmptyConfig
 from pike_harness.contracts.demo import Demo
 from pike_harness.contracts.evaluation import (
+    EvalRetryPolicy,
     Evaluator,
     EvaluatorError,
     EvaluatorOptions,
     EvaluatorSpec,
-    RetryPolicy,
     apply_options,
     attempts_of,
     check_protocol,
@@ -65,15 +66,16 @@ from pike_harness.contracts.model import (
     Task,
     TaskMeta,
 )
-from pike_harness.contracts.reporting import Column, Reporter, ReportOptions, ReportSummary
+from pike_harness.contracts.reporting import Column, Reporter, ReportOptions, ReportServices, ReportSummary
 from pike_harness.contracts.strategy import BudgetView, Strategy, TaskContext, require_at_least
 from pike_harness.errors import BudgetExhausted, PikehError, UserError
 from pike_harness.host import speed_of_light
+from pike_harness.host.baseline_sets import find_baseline_sets
 from pike_harness.host.journal_reading import scan_journal
 from pike_harness.host.output_paths import check_output_dir
 from pike_harness.host.pricing import Price, PriceTable
 from pike_harness.host.store import JOURNAL, RUN_FILE, RunStore, find_runs, read_journal, sha256
-from pike_harness.host.store_db import find_baseline_sets, materialize
+from pike_harness.host.store_db import materialize
 from pike_harness.host.tasks import Suite
 from pike_harness.kit import (
     code_fences,
@@ -86,8 +88,10 @@ from pike_harness.kit import (
 )
 from pike_harness.kit.rounds import Order, Sample, fix_rounds, run_round
 from pike_harness.kit.sdk_errors import parse_retry_after, redact_secrets, reject_non_json, sdk_errors
+from pike_harness.worker.supervise.gpu_clocks import drift as clock_drift
 
 __all__ = [
+    "clock_drift",
     "speed_of_light",
     "BackendFactory",
     "Column",
@@ -147,9 +151,10 @@ __all__ = [
     "LLMResponse",
     "Limits",
     "ReportOptions",
+    "ReportServices",
     "ReportSummary",
     "Reporter",
-    "RetryPolicy",
+    "EvalRetryPolicy",
     "RetryRecord",
     "Strategy",
     "Suite",

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from queue_helpers import CORRECT, request
 
-from pike_harness.contracts.evaluation import Evaluator, EvaluatorError, RetryPolicy
+from pike_harness.contracts.evaluation import EvalRetryPolicy, Evaluator, EvaluatorError
 from pike_harness.worker import queue_channel as qc
 from pike_harness.worker.queue_client import QueueClient
 
@@ -21,7 +21,7 @@ def test_the_transports_own_tries_count_against_the_policy():
 
     waits: list[float] = []
     with pytest.raises(EvaluatorError):
-        RetryPolicy(max_attempts=3).call(attempt, retry_on=EvaluatorError, sleep=waits.append)
+        EvalRetryPolicy(max_attempts=3).call(attempt, retry_on=EvaluatorError, sleep=waits.append)
     assert len(calls) == 2, "2 tries by the transport + 1 here = the policy's 3; no more"
     assert waits == [4.0]
 
@@ -33,11 +33,11 @@ def test_the_transports_own_tries_count_against_the_policy():
             raise value
         return value
 
-    assert RetryPolicy().call(flaky, retry_on=EvaluatorError, sleep=lambda _: None) == "verdict"
+    assert EvalRetryPolicy().call(flaky, retry_on=EvaluatorError, sleep=lambda _: None) == "verdict"
     with pytest.raises(EvaluatorError):  # a run that is stopping does not retry at all
-        RetryPolicy().call(attempt, retry_on=EvaluatorError, give_up=lambda: True, sleep=lambda _: None)
-    assert Evaluator.retry_policy == RetryPolicy(), "every evaluator shares the one default"
-    assert RetryPolicy.from_dict(RetryPolicy(max_attempts=5).to_dict()).max_attempts == 5
+        EvalRetryPolicy().call(attempt, retry_on=EvaluatorError, give_up=lambda: True, sleep=lambda _: None)
+    assert Evaluator.retry_policy == EvalRetryPolicy(), "every evaluator shares the one default"
+    assert EvalRetryPolicy.from_dict(EvalRetryPolicy(max_attempts=5).to_dict()).max_attempts == 5
 
 
 def test_a_queue_workers_error_says_how_many_tries_the_request_had(tmp_path):
@@ -55,4 +55,4 @@ def test_a_queue_workers_error_says_how_many_tries_the_request_had(tmp_path):
     finally:
         client.close()
     assert caught.value.attempts == 3
-    assert not RetryPolicy().may_retry(caught.value.attempts)
+    assert not EvalRetryPolicy().may_retry(caught.value.attempts)

@@ -136,11 +136,13 @@ def _sandboxed_python(
         )
 
 
-def test_a_named_unix_socket_outside_accepts_no_connection(tmp_path):
-    """The socket's folder is even bound writable into the sandbox: the filter still refuses."""
-    folder = Path(os.path.realpath(tmp_path)) / "sock"
-    folder.mkdir()
-    path = folder / "agent.sock"
+def test_a_named_unix_socket_outside_accepts_no_connection(tmp_path, monkeypatch):
+    """Agent and daemon sockets live in $HOME, /run or the host's /tmp: none of them is visible inside
+    (the filter cannot refuse connect() by path; the CUDA driver needs unix sockets of its own)."""
+    home = Path(os.path.realpath(tmp_path)) / "home"
+    (home / ".ssh").mkdir(parents=True)
+    monkeypatch.setenv("HOME", str(home))
+    path = home / ".ssh" / "agent.sock"
     server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     server.bind(str(path))
     server.listen(4)
@@ -159,18 +161,19 @@ def test_a_named_unix_socket_outside_accepts_no_connection(tmp_path):
     try:
         done = _sandboxed_python(
             "import socket\n"
-            "try:\n"
-            "    s = socket.socket(socket.AF_UNIX)\n"
-            f"    s.connect({str(path)!r}); s.sendall(b'stolen'); print('connected')\n"
-            "except OSError as exc:\n"
-            "    print('refused', exc.errno)\n"
+            f"for path in ({str(path)!r}, '/run/docker.sock', '/var/run/docker.sock'):\n"
+            "    try:\n"
+            "        s = socket.socket(socket.AF_UNIX)\n"
+            "        s.connect(path); s.sendall(b'stolen'); print('connected', path)\n"
+            "    except OSError as exc:\n"
+            "        print('refused', exc.errno)\n"
             "a, b = socket.socketpair(); a.sendall(b'x'); print('pair', b.recv(1))\n",
-            writable=[folder],
         )
     finally:
         server.close()
-    assert "refused 13" in done.stdout, done.stdout + done.stderr
-    assert "pair b'x'" in done.stdout  # unnamed pairs still work (asyncio, multiprocessing need them)
+    assert "connected" not in done.stdout, done.stdout + done.stderr
+    assert done.stdout.count("refused 2") == 3, done.stdout + done.stderr  # ENOENT: not there at all
+    assert "pair b'x'" in done.stdout  # unnamed pairs work (asyncio, multiprocessing need them)
     assert accepted == []
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
@@ -11,9 +12,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from perf_helpers import PLAIN, request, smoke  # noqa: E402
 
-from pike_harness.worker.supervise.engine import Engine, EngineConfig, EngineError, LocalDevices, cache_root  # noqa: E402
+from pike_harness.worker.supervise.engine import (  # noqa: E402
+    Engine,
+    EngineConfig,
+    EngineError,
+    LocalDevices,
+    cache_root,
+    resolve,
+)
 from pike_harness.worker.supervise.errors import InfrastructureError  # noqa: E402
-from pike_harness.worker.supervise.scheduling import QuietRegistry  # noqa: E402
 
 
 class CountingDevices:
@@ -40,8 +47,9 @@ class CountingDevices:
 
 def test_a_transport_gets_events_and_can_bring_its_own_devices(tmp_path, monkeypatch):
     monkeypatch.setenv("OMP_NUM_THREADS", "1")
-    devices = CountingDevices(LocalDevices(["cpu"], tmp_path / "reference", quiet=QuietRegistry(host_wide=True)))
-    engine = Engine(EngineConfig(jobs=1, prestart=0, build_cache="off", workdir=tmp_path / "work"), devices=devices)
+    config = EngineConfig(jobs=1, prestart=0, build_cache="off", workdir=tmp_path / "work")
+    devices = CountingDevices(LocalDevices(resolve(config, ["cpu"]), tmp_path / "reference"))
+    engine = Engine(config, devices=devices)
     events: list[str] = []
     try:
         result = engine.submit(request(PLAIN), on_event=lambda event, _evaluation: events.append(event)).result(120)
@@ -68,7 +76,36 @@ def test_settings_it_cannot_use_are_one_line_errors(tmp_path):
         Engine(EngineConfig(device="gpu7", workdir=tmp_path))
     config = EngineConfig.from_values({"jobs": 3, "prestart": None, "unknown": 1}, device="cpu")
     assert (config.jobs, config.prestart, config.device) == (3, None, "cpu")
-    assert config.slots(["cuda:0", "cuda:1"]) == (3, 4)
+    plan = resolve(config, ["cuda:0", "cuda:1"])
+    assert (plan.jobs, plan.max_ready, plan.capacity) == (3, 4, 7)
+
+
+def _children() -> set[int]:
+    """This process's child processes, from /proc (a pre-started candidate or a reference process)."""
+    found = set()
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if int(fields[1]) == os.getpid():
+                found.add(int(entry.name))
+    return found
+
+
+@pytest.mark.parametrize("bad", [{"check_slots": 0}, {"jobs": 0}, {"quiet_scope": "galaxy"}])
+def test_a_bad_setting_is_refused_before_the_engine_touches_the_host(tmp_path, bad):
+    """Every setting is checked (``resolve``) before the start step: a bad value starts no process
+    (pre-started candidates, the reference), re-pins no core and creates no folder."""
+    affinity, children = os.sched_getaffinity(0), _children()
+    config = EngineConfig(device="cpu", pin_cpus=True, workdir=tmp_path / "work",
+                          build_cache=str(tmp_path / "cache"), **bad)
+    with pytest.raises(EngineError, match="must be"):
+        Engine(config)
+    assert _children() == children, "no process started"
+    assert os.sched_getaffinity(0) == affinity, "the pinning is unchanged"
+    assert not (tmp_path / "work").exists() and not (tmp_path / "cache").exists(), "no folder created"
 
 
 def test_a_relative_cache_folder_is_made_absolute(tmp_path, monkeypatch):

@@ -7,11 +7,11 @@ import pikeh_offline
 import pikeh_openai
 
 from pike_harness.contracts.llm import BackendOptions, GenerationParams, LLMRequest, LLMResponse
-from pike_harness.host.llm_client import LLMClient, RetryPolicy
+from pike_harness.host.llm_client import LLMClient, LLMRetryPolicy
 from pike_harness.host.plugins import PluginHost
 from pike_harness.testing.llm_server import FakeLLMServer
 
-FAST = RetryPolicy(max_retries=3, base_delay_s=0.01, max_delay_s=0.05)
+FAST = LLMRetryPolicy(max_retries=3, base_delay_s=0.01, max_delay_s=0.05)
 MODELS = {"openai": "openai:gpt-5", "anthropic": "anthropic:claude-sonnet-4-5"}
 
 

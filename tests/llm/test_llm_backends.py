@@ -16,7 +16,7 @@ from llm_test_helpers import FAST, MODELS, ask, client_for, host
 
 from pike_harness.contracts.llm import BackendOptions, LLMError, LLMRequest
 from pike_harness.errors import UserError
-from pike_harness.host.llm_client import LLMClient, RetryPolicy
+from pike_harness.host.llm_client import LLMClient, LLMRetryPolicy
 from pike_harness.testing.llm_server import FakeLLMServer, FakeReply
 
 APIS = ("openai", "anthropic")
@@ -77,7 +77,7 @@ def test_retry_after_ms_is_waited_for_real(llm_server: FakeLLMServer, keys: dict
 def test_500_then_success_backs_off_with_jitter(api: str, llm_server: FakeLLMServer, keys: dict[str, str]):
     waits: list[float] = []
     llm_server.script(FakeReply(status=500), FakeReply(status=503), "recovered")
-    policy = RetryPolicy(max_retries=5, base_delay_s=1.0, max_delay_s=60.0)
+    policy = LLMRetryPolicy(max_retries=5, base_delay_s=1.0, max_delay_s=60.0)
     response = ask(client_for(llm_server, MODELS[api], retry=policy, sleep=waits.append, seed=3))
     assert response.text == "recovered"
     assert [r.status for r in response.retries] == [500, 503]
@@ -94,7 +94,7 @@ def test_timeout_is_retried_then_reported(api: str, llm_server: FakeLLMServer, k
     assert retry.status is None and "no answer within 0.3 s" in retry.error
 
     llm_server.script(*[FakeReply(delay_s=5)] * 3)
-    client = client_for(llm_server, MODELS[api], retry=RetryPolicy(max_retries=2, base_delay_s=0.01))
+    client = client_for(llm_server, MODELS[api], retry=LLMRetryPolicy(max_retries=2, base_delay_s=0.01))
     with pytest.raises(LLMError) as info:
         ask(client, timeout_s=0.2)
     assert "gave up after 3 tries" in str(info.value) and len(info.value.retries) == 2
@@ -166,7 +166,7 @@ def test_keys_never_appear_in_errors_or_records(status: int, llm_server: FakeLLM
     key = keys["openai"]
     echo = FakeReply(status=status, error_message=f"Incorrect API key provided: {key}. Also sk-te****CRET.")
     llm_server.script(echo, echo)
-    client = client_for(llm_server, "openai:gpt-5", retry=RetryPolicy(max_retries=1, base_delay_s=0.01))
+    client = client_for(llm_server, "openai:gpt-5", retry=LLMRetryPolicy(max_retries=1, base_delay_s=0.01))
     with pytest.raises(LLMError) as info:
         ask(client)
     text = str(info.value) + json.dumps([r.__dict__ for r in info.value.retries])
@@ -297,7 +297,7 @@ def test_an_answer_that_is_not_json_is_retried_then_reported(api: str, llm_serve
     assert ask(client_for(llm_server, MODELS[api])).text == "after the glitch"
     llm_server.script(*[FakeReply(raw=b"<html>bad gateway</html>")] * 2)
     with pytest.raises(LLMError, match="not JSON: <html>bad gateway"):
-        ask(client_for(llm_server, MODELS[api], retry=RetryPolicy(max_retries=1, base_delay_s=0.01)))
+        ask(client_for(llm_server, MODELS[api], retry=LLMRetryPolicy(max_retries=1, base_delay_s=0.01)))
 
 
 def test_o3_mini_gets_high_reasoning_effort_unless_the_run_names_one(llm_server: FakeLLMServer, keys):

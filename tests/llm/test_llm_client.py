@@ -19,7 +19,7 @@ from pike_harness.contracts.llm import (
     request_hash,
 )
 from pike_harness.errors import UserError
-from pike_harness.host.llm_client import LLMClient, RetryPolicy
+from pike_harness.host.llm_client import LLMClient, LLMRetryPolicy
 from pike_harness.testing.llm_server import FakeLLMServer, FakeReply
 
 MESSAGES = [{"role": "user", "content": "optimize this"}]
@@ -59,7 +59,7 @@ def test_unknown_provider_lists_the_choices():
 
 
 def test_retry_schedule_is_exponential_capped_and_jittered():
-    policy = RetryPolicy(base_delay_s=1.0, max_delay_s=8.0, max_retry_after_s=30.0)
+    policy = LLMRetryPolicy(base_delay_s=1.0, max_delay_s=8.0, max_retry_after_s=30.0)
     rng = random.Random(0)
     for retry, ceiling in [(1, 1.0), (2, 2.0), (3, 4.0), (4, 8.0), (9, 8.0)]:
         waits = [policy.delay(retry, None, rng) for _ in range(200)]

@@ -1,8 +1,7 @@
-"""Whole `pikeh run --strategy pike-o` runs: the real openai SDK talks to a loopback fake model, the real
-local evaluator checks real programs on the CPU, and the assertions read what the model was asked
-(the requests) against what the journal kept.
-
-Kept small: every evaluation is a fresh process (a few seconds of CPU).
+"""Whole `pikeh run --strategy pike-o` runs: the real openai SDK talks to a loopback fake model, the
+scripted fake evaluator (tests/run/scripted_programs.py) judges its tagged programs by their declared
+work (the search is what these test; real evaluation is tests/eval's), and the assertions read what
+the model was asked (the requests) against what the journal kept.
 """
 
 from __future__ import annotations
@@ -16,22 +15,32 @@ import sys
 import time
 from pathlib import Path
 
-import pytest
 from pike_o_model import FakeCoder, serial_of, tag_of
-from pikeh_pike_o import PikeOConfig
-from pikeh_pike_o.prompts import crossover_sections, format_fitness, is_crossover
 
-from pike_harness.host.store import read_journal
-from pike_harness.kit import code_fences, prompt_kinds, prompt_templates
-from pike_harness.testing.llm_server import FakeLLMServer
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "run"))
+from pikeh_pike_o import PikeOConfig  # noqa: E402
+from pikeh_pike_o.prompts import crossover_sections, format_fitness, is_crossover  # noqa: E402
+from scripted_programs import scripted_evaluator_plugin  # noqa: E402
+
+from pike_harness.host.store import read_journal  # noqa: E402
+from pike_harness.kit import code_fences, prompt_kinds, prompt_templates  # noqa: E402
+from pike_harness.testing import invoke  # noqa: E402
+from pike_harness.testing.llm_server import FakeLLMServer  # noqa: E402
+
+SCRIPTED_PIKEH = str(Path(__file__).resolve().parents[1] / "run" / "scripted_pikeh.py")
 
 KEY_ENV = {"OPENAI_API_KEY": "sk-test-pike-o-0123456789"}
 
 
 def run_args(server: FakeLLMServer, out: Path, *extra: str, budget: int, name: str = "r") -> list[str]:
     return ["run", "--strategy", "pike-o", "--suite", "smoke", "--tasks", "1", "--llm", "openai:fake-coder",
-            "--llm-base-url", server.openai_base_url, "--query-budget", str(budget), "--device", "cpu",
-            "--protocol", "quick", "--output-dir", str(out), "--run-name", name, *extra]
+            "--llm-base-url", server.openai_base_url, "--query-budget", str(budget), "--evaluator", "scripted",
+            "--output-dir", str(out), "--run-name", name, *extra]
+
+
+def scripted(*args: str, env: dict[str, str]):
+    """``pikeh`` in this process with the scripted evaluator installed."""
+    return invoke(*args, plugins={"scripted": scripted_evaluator_plugin()}, env=env)
 
 
 class Trace:
@@ -74,10 +83,10 @@ def recording(coder: FakeCoder):
     return reply, prompts
 
 
-def test_crossover_iterations_in_flight_islands_migration_and_fixes_seen_by_the_model(cli, tmp_path):
+def test_crossover_iterations_in_flight_islands_migration_and_fixes_seen_by_the_model(tmp_path):
     reply, prompts = recording(FakeCoder(broken={2}))
     with FakeLLMServer(reply=reply) as server:
-        result = cli(*run_args(server, tmp_path, "--parallel-evaluations", "1", "--num-islands", "2",
+        result = scripted(*run_args(server, tmp_path, "--parallel-evaluations", "1", "--num-islands", "2",
                                "--max-fix-attempts", "1", "--migration-interval", "1", "--migration-rate", "1",
                                "--llm-concurrency", "3", budget=5), env=KEY_ENV)
         assert result.exit_code == 0, result.output
@@ -128,13 +137,13 @@ def test_crossover_iterations_in_flight_islands_migration_and_fixes_seen_by_the_
     assert "migration 1 after iteration 0" in log and ": 4 iterations; " in log
 
 
-def test_mutation_preset_from_a_config_file_keeps_two_iterations_in_flight(cli, tmp_path):
+def test_mutation_preset_from_a_config_file_keeps_two_iterations_in_flight(tmp_path):
     config = tmp_path / "run.toml"
     config.write_text('[strategy]\npreset = "mut,npar"\nnum_islands = 2\nmigration_rate = 0.5\n'
                       'max_fix_attempts = 1\n', encoding="utf-8")
     reply, prompts = recording(FakeCoder(broken={1}))
     with FakeLLMServer(reply=reply) as server:
-        result = cli(*run_args(server, tmp_path, "--config", str(config), "--num-islands", "1", budget=3),
+        result = scripted(*run_args(server, tmp_path, "--config", str(config), "--num-islands", "1", budget=3),
                      env=KEY_ENV)
         assert result.exit_code == 0, result.output
     trace = Trace(tmp_path / "r", prompts)
@@ -176,9 +185,10 @@ def test_sigkill_mid_wave_and_mid_evaluation_then_resume(tmp_path):
         if serial in kill_at:
             holder["proc"].send_signal(signal.SIGKILL)
 
-    env = {**os.environ, **KEY_ENV, "PYTHONUNBUFFERED": "1"}
+    # Each scripted evaluation stays in flight a second, so the third kill can come during one.
+    env = {**os.environ, **KEY_ENV, "PYTHONUNBUFFERED": "1", "SCRIPTED_EVAL_SECONDS": "1.0"}
     with FakeLLMServer(reply=FakeCoder(broken={1}, on_request=on_request)) as server:
-        cmd = [sys.executable, "-m", "pike_harness",
+        cmd = [sys.executable, SCRIPTED_PIKEH,
                *run_args(server, tmp_path, "--parallel-evaluations", "2", "--num-islands", "2",
                          "--max-fix-attempts", "1", "--llm-concurrency", "2", budget=4)]
 
@@ -228,11 +238,9 @@ def test_sigkill_mid_wave_and_mid_evaluation_then_resume(tmp_path):
         assert any(requests[s - 1].prompt_text == text for s in journaled if s > serial), serial
     # A finished run replays entirely from its journal: running it again sends nothing.
     with FakeLLMServer(reply=FakeCoder(broken={1})) as again_server:
-        again_cmd = [sys.executable, "-m", "pike_harness",
-                     *run_args(again_server, tmp_path, "--parallel-evaluations", "2", "--num-islands", "2",
-                               "--max-fix-attempts", "1", "--llm-concurrency", "2", budget=4)]
-        again = subprocess.run(again_cmd, env=env, capture_output=True, text=True, timeout=300)
-        assert again.returncode == 0, again.stderr[-2000:]
+        again = scripted(*run_args(again_server, tmp_path, "--parallel-evaluations", "2", "--num-islands", "2",
+                                   "--max-fix-attempts", "1", "--llm-concurrency", "2", budget=4), env=KEY_ENV)
+        assert again.exit_code == 0, again.output[-2000:]
         assert again_server.count() == 0
     # The replayed search made the same decisions: every parent it named was journaled before it.
     seen: set[str | None] = {None}
@@ -243,21 +251,19 @@ def test_sigkill_mid_wave_and_mid_evaluation_then_resume(tmp_path):
     assert [e["status"] for e in events if e["type"] == "run_end"] == ["complete"]
 
 
-@pytest.mark.slow
 def test_pikeh_report_shows_pike_b_and_pike_o_side_by_side(cli, tmp_path):
     out = tmp_path / "runs"
     with FakeLLMServer(reply=FakeCoder()) as server:
         common = ["--suite", "smoke", "--tasks", "1", "--llm", "openai:fake-coder", "--llm-base-url",
-                  server.openai_base_url, "--query-budget", "2", "--device", "cpu", "--protocol", "quick",
-                  "--output-dir", str(out)]
-        pike_o = cli("run", "--strategy", "pike-o", "--preset", "mut,npar,1isl", "--run-name", "o", *common,
+                  server.openai_base_url, "--query-budget", "2", "--evaluator", "scripted", "--output-dir", str(out)]
+        pike_o = scripted("run", "--strategy", "pike-o", "--preset", "mut,npar,1isl", "--run-name", "o", *common,
                      env=KEY_ENV)
         assert pike_o.exit_code == 0, pike_o.output
-        pike_b = cli("run", "--strategy", "pike-b", "--no-brainstorm", "--num-branches", "2",
+        pike_b = scripted("run", "--strategy", "pike-b", "--no-brainstorm", "--num-branches", "2",
                      "--max-fix-attempts", "0", "--run-name", "b", *common, env=KEY_ENV)
         assert pike_b.exit_code == 0, pike_b.output
     report = cli("report", "--input", str(out), "--output", str(tmp_path / "report"), "--format", "csv", "--json")
     assert report.exit_code == 0, report.output
-    rows = json.loads(report.output[report.output.index("["):])
+    rows = json.loads(report.stdout[report.stdout.index("["):])
     by_run = {row["run"]: row for row in rows}
     assert by_run["o"]["strategy"] == "pike-o" and by_run["b"]["strategy"] == "pike-b"

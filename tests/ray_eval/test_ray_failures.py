@@ -174,7 +174,7 @@ def test_an_evaluation_stuck_past_its_deadline_is_retried_then_failed(make_clust
     actor's engine aborts it (its process is killed)."""
     import dataclasses
 
-    from pike_harness.contracts.evaluation import RetryPolicy
+    from pike_harness.contracts.evaluation import EvalRetryPolicy
     from pike_harness.worker.supervise.liveness import hold_deadline_s
 
     gate = tmp_path / "gate"
@@ -191,7 +191,7 @@ def test_an_evaluation_stuck_past_its_deadline_is_retried_then_failed(make_clust
     evaluator = ray_evaluator(cluster, tmp_path / "ev", devices=1, ray_retries=1, unsafe_no_sandbox=True,
                               ray_hold_grace=4.0 - hold_deadline_s(stuck.request.limits, grace_s=0.0))
     try:
-        assert evaluator.retry_policy == RetryPolicy(max_attempts=2)
+        assert evaluator.retry_policy == EvalRetryPolicy(max_attempts=2)
         started = time.monotonic()
         with pytest.raises(EvaluatorError) as caught:
             evaluator.submit(stuck_request).result(timeout=110)

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from pikeh_duckdb.reporter import build_report
 
-from pike_harness.contracts.reporting import ReportOptions
+from pike_harness.contracts.reporting import ReportOptions, ReportServices
 
 from .handmade import scenario_a, write_baseline_set
 from .pngread import count_near
@@ -49,7 +49,7 @@ def page(tmp_path_factory: pytest.TempPathFactory) -> Path:
     run = scenario_a(root / "runs")
     baselines = write_baseline_set(root / "h100")
     build_report(ReportOptions(inputs=[run, baselines], output=root / "report", formats=("html",),
-                               extra={"progress": lambda _: None}))
+                               services=ReportServices(progress=lambda _: None)))
     return root / "report" / "index.html"
 
 

@@ -95,7 +95,7 @@ def test_bands_render_in_a_browser(tmp_path):
 
     from pikeh_duckdb.reporter import build_report
 
-    from pike_harness.contracts.reporting import ReportOptions
+    from pike_harness.contracts.reporting import ReportOptions, ReportServices
 
     from .test_html_chromium import browse, chromium
 
@@ -103,7 +103,7 @@ def test_bands_render_in_a_browser(tmp_path):
     runs = tmp_path / "runs"
     _seed_runs(runs, "pikeb", BEST)
     build_report(ReportOptions(inputs=[runs], output=tmp_path / "report", formats=("html",),
-                               extra={"progress": lambda _: None}))
+                               services=ReportServices(progress=lambda _: None)))
     dom = browse(tmp_path / "report" / "index.html", tmp_path / "profile", "--dump-dom").stdout
     assert 'data-render-error="' not in dom
     assert re.search(r'id="fig-seed_bands"[^>]*>\s*<svg[^>]*class="marks"', dom)  # the band figure drew

@@ -13,7 +13,9 @@ import re
 import threading
 from collections.abc import Callable
 
+from pike_harness.api import EvalRequest, EvalResult
 from pike_harness.kit import prompt_kinds, prompt_templates
+from pike_harness.testing import default_verdict, fake_evaluator_plugin
 from pike_harness.testing.llm_server import FakeReply, ReceivedRequest
 
 TAG = re.compile(r"# variant: (\S+) work=(\d+)")
@@ -105,3 +107,35 @@ SERIAL = re.compile(r"<!-- serial (\d+) -->")
 def serial_of(text: str) -> int | None:
     match = SERIAL.search(text)
     return int(match.group(1)) if match else None
+
+
+# -- judging them without running them ------------------------------------------------------------
+# Run-loop tests (budgets, phases, resume, signals) need verdicts, not the sandbox: the evaluator's own
+# tests cover real evaluation. A scripted program's runtime is its declared work, so the ranking the
+# strategy sees is exactly the one the script intended (no CPU contention can reorder it).
+REFERENCE_MS = 1000.0
+EVAL_SECONDS = 0.2  # each evaluation is "in flight" this long (scripted_pikeh.py: $SCRIPTED_EVAL_SECONDS)
+
+
+def scripted_verdict(request: EvalRequest) -> EvalResult:
+    """The reference at ``REFERENCE_MS``; a tagged program at 1 + its work in ms, or a compile error
+    when it does not parse; any other program through the fake evaluator's default verdict."""
+    if request.baseline_mode is not None or request.candidate_source == request.reference_source:
+        return EvalResult(request_id=request.request_id, task=request.task, category="correct",
+                          runtime_ms=REFERENCE_MS)
+    match = TAG.search(request.candidate_source)
+    if match is None:
+        return default_verdict(request)
+    try:
+        compile(request.candidate_source, "candidate.py", "exec")
+    except SyntaxError as exc:
+        return EvalResult(request_id=request.request_id, task=request.task, category="compile_error",
+                          reason=f"syntax error: {exc.msg}")
+    return EvalResult(request_id=request.request_id, task=request.task, category="correct",
+                      runtime_ms=1.0 + int(match.group(2)))
+
+
+def scripted_evaluator_plugin(seconds: float = EVAL_SECONDS) -> object:
+    """``--evaluator scripted``: the fake evaluator judging with ``scripted_verdict``, each evaluation
+    in flight for ``seconds`` (so a test can interrupt one)."""
+    return fake_evaluator_plugin(scripted_verdict, name="scripted", seconds=lambda _request: seconds)

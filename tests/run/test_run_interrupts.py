@@ -1,5 +1,6 @@
 """Ctrl-C never records a false result: a real `pikeh run` subprocess gets real SIGINTs (once, twice,
-during an LLM wait and during an evaluation) from a loopback fake model with scripted answers; after
+during an LLM wait and during an evaluation) from a loopback fake model with scripted answers, judged
+by the scripted evaluator (each evaluation in flight for a second, so one can be interrupted); after
 the resume every attempt's category equals an uninterrupted run's, and no evaluation is left without
 its verdict or its ``eval_abort`` in any process's part of the journal."""
 
@@ -14,7 +15,7 @@ from pathlib import Path
 
 import pytest
 from scripted_programs import ScriptedModel
-from test_run_pike_b import WORKS, _wait_for, env, pikeh_cmd
+from test_run_pike_b import WORKS, _wait_for, env, in_process, pikeh_cmd
 
 from pike_harness.host.journal_reading import read_journal
 from pike_harness.testing.llm_server import FakeLLMServer
@@ -70,7 +71,7 @@ def _collect(proc: subprocess.Popen) -> dict:
 def test_sigint_at_many_points_changes_no_category(tmp_path):
     reference_dir, out = tmp_path / "reference", tmp_path / "interrupted"
     with FakeLLMServer(reply=ScriptedModel(WORKS, fix_work=20)) as server:
-        done = subprocess.run(pikeh_cmd(server, reference_dir), env=env(), capture_output=True, text=True, timeout=900)
+        done = in_process(pikeh_cmd(server, reference_dir))
         assert done.returncode == 0, done.stderr[-3000:]
     expected = _categories(_events(reference_dir))
     assert len(expected) == 11
@@ -87,7 +88,7 @@ def test_sigint_at_many_points_changes_no_category(tmp_path):
     outputs = []
     with FakeLLMServer(reply=model) as server:
         def start() -> subprocess.Popen:
-            holder["proc"] = subprocess.Popen(pikeh_cmd(server, out), env=env(), stdout=subprocess.PIPE,
+            holder["proc"] = subprocess.Popen(pikeh_cmd(server, out), env=env(1.0), stdout=subprocess.PIPE,
                                               stderr=subprocess.STDOUT, text=True)
             return holder["proc"]
 
@@ -134,7 +135,7 @@ def test_sigint_at_many_points_changes_no_category(tmp_path):
         finish(start())
         # The resume, with prompt answers again.
         holder["slow_from"] = None
-        final = subprocess.run(pikeh_cmd(server, out), env=env(), capture_output=True, text=True, timeout=900)
+        final = in_process(pikeh_cmd(server, out))
         assert final.returncode == 0, final.stderr[-3000:]
 
     events = _events(out)

@@ -1,5 +1,7 @@
-"""Whole `pikeh run` tests: the real openai SDK talks to a loopback fake model, the real local evaluator
-checks real programs on the CPU, and the assertions read what the fake received and what the journal kept.
+"""Whole `pikeh run` tests: the real openai SDK talks to a loopback fake model, the scripted fake
+evaluator judges its programs by their declared work (scripted_programs.py: the run loop is what these
+test, real evaluation is tests/eval's), and the assertions read what the fake received and what the
+journal kept.
 """
 
 from __future__ import annotations
@@ -14,10 +16,11 @@ from collections import Counter, defaultdict
 from pathlib import Path
 
 import pytest
-from scripted_programs import TAG, ScriptedModel, program, quoted_tag, serial_of
+from scripted_programs import TAG, ScriptedModel, program, quoted_tag, scripted_evaluator_plugin, serial_of
 
 from pike_harness.host.store import read_journal
 from pike_harness.kit import prompt_kinds, prompt_templates
+from pike_harness.testing import invoke
 from pike_harness.testing.llm_server import FakeLLMServer
 
 # Phase-0 idea k sleeps this many ms per call; None is a broken program (a syntax error) to be fixed.
@@ -26,16 +29,37 @@ FIX_WORK = 20
 BUDGET = 10
 
 
-def pikeh_cmd(server: FakeLLMServer, out: Path, *extra: str, budget: int = BUDGET) -> list[str]:
-    return [sys.executable, "-m", "pike_harness", "run", "--strategy", "pike-b", "--suite", "smoke",
+SCRIPTED_PIKEH = str(Path(__file__).resolve().parent / "scripted_pikeh.py")
+
+
+def pikeh_cmd(server: FakeLLMServer, out: Path, *extra: str, budget: int = BUDGET, real: bool = False) -> list[str]:
+    """``pikeh run`` on smoke/1 with the scripted evaluator, or (``real``) the installed ``local`` one."""
+    launcher = ["-m", "pike_harness"] if real else [SCRIPTED_PIKEH]
+    evaluator = [] if real else ["--evaluator", "scripted"]
+    return [sys.executable, *launcher, "run", "--strategy", "pike-b", "--suite", "smoke",
             "--tasks", "1", "--llm", "openai:fake-coder", "--llm-base-url", server.openai_base_url,
             "--query-budget", str(budget), "--num-branches", "5", "--max-parents", "2",
             "--max-fix-attempts", "2", "--max-ideas", "5", "--device", "cpu", "--protocol", "quick",
-            "--output-dir", str(out), "--run-name", "r", "--llm-concurrency", "5", *extra]
+            "--output-dir", str(out), "--run-name", "r", "--llm-concurrency", "5", *evaluator, *extra]
 
 
-def env() -> dict[str, str]:
-    return {**os.environ, "OPENAI_API_KEY": "sk-test-run-0123456789", "PYTHONUNBUFFERED": "1"}
+KEY = {"OPENAI_API_KEY": "sk-test-run-0123456789"}
+
+
+def env(eval_seconds: float | None = None) -> dict[str, str]:
+    """A ``pikeh run`` subprocess's environment; ``eval_seconds``: how long each scripted evaluation
+    stays in flight (long enough for a test to interrupt one)."""
+    seconds = {} if eval_seconds is None else {"SCRIPTED_EVAL_SECONDS": str(eval_seconds)}
+    return {**os.environ, **KEY, **seconds, "PYTHONUNBUFFERED": "1"}
+
+
+def in_process(cmd: list[str]) -> subprocess.CompletedProcess:
+    """``cmd``'s ``pikeh run`` in this process, for tests that send no signal: no Python and torch
+    start-up per run. The run loop is the same code; only the process boundary is skipped."""
+    result = invoke(*cmd[cmd.index("run"):], plugins={"scripted": scripted_evaluator_plugin()}, env=KEY)
+    if result.exception is not None and not isinstance(result.exception, SystemExit):
+        raise result.exception
+    return subprocess.CompletedProcess(cmd, result.exit_code, result.stdout, result.stderr)
 
 
 def journal(out: Path) -> list[dict]:
@@ -49,7 +73,7 @@ def kinds(server: FakeLLMServer) -> Counter[str]:
 def test_pike_b_structure_seen_by_the_model(tmp_path):
     model = ScriptedModel(WORKS, fix_work=FIX_WORK)
     with FakeLLMServer(reply=model) as server:
-        proc = subprocess.run(pikeh_cmd(server, tmp_path), env=env(), capture_output=True, text=True, timeout=600)
+        proc = in_process(pikeh_cmd(server, tmp_path))
         assert proc.returncode == 0, proc.stderr[-3000:]
         requests = list(server.requests)
 
@@ -90,7 +114,6 @@ def test_pike_b_structure_seen_by_the_model(tmp_path):
     assert events[-1] == {**events[-1], "type": "run_end", "status": "complete"}
 
 
-@pytest.mark.slow
 def test_pike_b_at_the_papers_shape_splits_3_3_2_2(tmp_path):
     """10 branches, 4 parents, as in the paper: phase 1's ten prompts quote the four fastest correct
     children of phase 0, the fastest two three times each and the next two twice each."""
@@ -99,7 +122,7 @@ def test_pike_b_at_the_papers_shape_splits_3_3_2_2(tmp_path):
         cmd = pikeh_cmd(server, tmp_path, budget=20)
         for flag, value in (("--num-branches", "10"), ("--max-parents", "4"), ("--max-ideas", "10")):
             cmd[cmd.index(flag) + 1] = value
-        proc = subprocess.run(cmd, env=env(), capture_output=True, text=True, timeout=900)
+        proc = in_process(cmd)
         assert proc.returncode == 0, proc.stderr[-3000:]
         requests = list(server.requests)
     by_kind = defaultdict(list)
@@ -117,7 +140,6 @@ def test_pike_b_at_the_papers_shape_splits_3_3_2_2(tmp_path):
     assert sorted(counted) == list(range(1, 23))  # 10 + 2 fixes, then a full phase of 10: overshoot 2 <= 9
 
 
-@pytest.mark.slow
 def test_phase_2_parents_are_the_four_fastest_of_phase_1_even_from_one_branch(tmp_path):
     """PIKE's parent rule through a real run: phase 1's two children of the fastest parent (branch 0)
     are its two fastest programs, and both become phase-2 parents beside the next two."""
@@ -138,7 +160,7 @@ def test_phase_2_parents_are_the_four_fastest_of_phase_1_even_from_one_branch(tm
     with FakeLLMServer(reply=reply) as server:
         cmd = pikeh_cmd(server, tmp_path, "--max-parents", "4", budget=11)
         del cmd[cmd.index("--max-parents"):cmd.index("--max-parents") + 2]  # the first, default 2
-        proc = subprocess.run(cmd, env=env(), capture_output=True, text=True, timeout=900)
+        proc = in_process(cmd)
         assert proc.returncode == 0, proc.stderr[-3000:]
         requests = list(server.requests)
     improves = [quoted_tag(r)[0] for r in requests if prompt_kinds.prompt_kind(r.prompt_text) == "improve"]
@@ -162,7 +184,7 @@ def test_fix_queries_are_never_sent_past_the_budget(tmp_path):
         cmd = pikeh_cmd(server, tmp_path, budget=15)
         for flag, value in (("--num-branches", "10"), ("--max-fix-attempts", "5"), ("--max-ideas", "10")):
             cmd[cmd.index(flag) + 1] = value
-        proc = subprocess.run(cmd, env=env(), capture_output=True, text=True, timeout=900)
+        proc = in_process(cmd)
         assert proc.returncode == 0, proc.stderr[-3000:]
         assert kinds(server) == {"brainstorm": 1, "optimize": 10, "fix": 5}
     end = [e for e in journal(tmp_path) if e["type"] == "task_end"][0]
@@ -192,7 +214,7 @@ def test_sigkill_at_several_points_then_resume(tmp_path):
     model = ScriptedModel(WORKS, fix_work=FIX_WORK, on_request=on_request)
     with FakeLLMServer(reply=model) as server:
         def start() -> subprocess.Popen:
-            holder["proc"] = subprocess.Popen(pikeh_cmd(server, tmp_path), env=env(), stdout=subprocess.PIPE,
+            holder["proc"] = subprocess.Popen(pikeh_cmd(server, tmp_path), env=env(1.0), stdout=subprocess.PIPE,
                                               stderr=subprocess.STDOUT, text=True)
             return holder["proc"]
 
@@ -243,7 +265,7 @@ def test_sigkill_at_several_points_then_resume(tmp_path):
                        f"llm errors: {[e for e in events if e['type'] == 'llm_error']}")
     # A finished run replays entirely from its journal: running it again sends nothing.
     with FakeLLMServer(reply=model) as server:
-        again = subprocess.run(pikeh_cmd(server, tmp_path), env=env(), capture_output=True, text=True, timeout=300)
+        again = in_process(pikeh_cmd(server, tmp_path))
         assert again.returncode == 0, again.stderr[-2000:]
         assert server.count() == 0
     events = journal(tmp_path)
@@ -270,8 +292,7 @@ def test_second_run_is_refused_and_changed_options_are_named(tmp_path):
         gate["hold"] = False
         output, _ = first.communicate(timeout=600)
         assert first.returncode == 0, output[-2000:]
-        changed = subprocess.run(pikeh_cmd(server, tmp_path, "--num-branches", "4", budget=6), env=env(),
-                                 capture_output=True, text=True, timeout=120)
+        changed = in_process(pikeh_cmd(server, tmp_path, "--num-branches", "4", budget=6))
     assert changed.returncode != 0
     assert "query_budget: was 5, now 6" in changed.stderr
     assert "strategy_options.num_branches: was 5, now 4" in changed.stderr
@@ -296,8 +317,7 @@ def test_ctrl_c_stops_cleanly_and_resumes(tmp_path):
         assert "rerun the same command to resume" in output
         events = journal(tmp_path)
         assert events[-1]["type"] == "run_end" and events[-1]["status"] == "interrupted"
-        resumed = subprocess.run(pikeh_cmd(server, tmp_path), env=env(), capture_output=True, text=True,
-                                 timeout=600)
+        resumed = in_process(pikeh_cmd(server, tmp_path))
         assert resumed.returncode == 0, resumed.stderr[-2000:]
     events = journal(tmp_path)
     assert len([e for e in events if e["type"] == "attempt"]) == 11
@@ -307,7 +327,7 @@ def test_money_budget_stops_task(tmp_path):
     with FakeLLMServer(reply=ScriptedModel(WORKS)) as server:
         cmd = pikeh_cmd(server, tmp_path, "--money-budget", "0.000001")
         cmd[cmd.index("openai:fake-coder")] = "openai:gpt-4o-mini"
-        proc = subprocess.run(cmd, env=env(), capture_output=True, text=True, timeout=300)
+        proc = in_process(cmd)
         assert proc.returncode == 0, proc.stderr[-2000:]
         # The uncounted brainstorm is allowed (nothing spent yet); its cost exceeds the budget, so no more.
         assert kinds(server) == {"brainstorm": 1}
@@ -317,8 +337,7 @@ def test_money_budget_stops_task(tmp_path):
 
 def test_money_budget_on_unpriced_model_is_refused(tmp_path):
     with FakeLLMServer(reply=ScriptedModel(WORKS)) as server:
-        proc = subprocess.run(pikeh_cmd(server, tmp_path, "--money-budget", "1"), env=env(), capture_output=True,
-                              text=True, timeout=120)
+        proc = in_process(pikeh_cmd(server, tmp_path, "--money-budget", "1"))
         assert server.count() == 0
     assert proc.returncode != 0 and "openai:fake-coder has none" in proc.stderr
 
@@ -326,7 +345,7 @@ def test_money_budget_on_unpriced_model_is_refused(tmp_path):
 @pytest.mark.skipif(bool(__import__("torch").cuda.is_available()), reason="needs a host without CUDA")
 def test_an_evaluator_that_cannot_start_is_a_one_line_error_before_any_query(tmp_path):
     with FakeLLMServer(reply=ScriptedModel(WORKS)) as server:
-        command = [a if a != "cpu" else "cuda" for a in pikeh_cmd(server, tmp_path)]
+        command = [a if a != "cpu" else "cuda" for a in pikeh_cmd(server, tmp_path, real=True)]
         proc = subprocess.run(command, env=env(), capture_output=True, text=True, timeout=120)
         assert server.count() == 0
     assert proc.returncode == 1, proc.stderr
@@ -350,7 +369,7 @@ def test_a_query_that_failed_for_good_is_replayed_as_failed_on_resume(tmp_path):
         return model(request)
 
     with FakeLLMServer(reply=reply) as server:
-        first = subprocess.run(pikeh_cmd(server, tmp_path, budget=4), env=env(), capture_output=True, text=True, timeout=600)
+        first = in_process(pikeh_cmd(server, tmp_path, budget=4))
         assert first.returncode == 3, first.stderr  # complete, with an LLM error: said in the exit status
         events = journal(tmp_path)
         failed = next(e for e in events if e["type"] == "llm_error")
@@ -359,7 +378,7 @@ def test_a_query_that_failed_for_good_is_replayed_as_failed_on_resume(tmp_path):
         path.write_text("".join(json.dumps(e) + "\n" for e in events[:cut + 1]))
         asked = server.count()
         dropped = sum(e["type"] in ("llm", "llm_error") for e in events[cut + 1:])  # answers the cut lost
-        resumed = subprocess.run(pikeh_cmd(server, tmp_path, budget=4), env=env(), capture_output=True, text=True, timeout=600)
+        resumed = in_process(pikeh_cmd(server, tmp_path, budget=4))
         assert resumed.returncode == 3, resumed.stderr
     events = journal(tmp_path)
     mine = [e for e in events if e.get("key") == failed["key"] and e["type"] in ("llm", "llm_error", "attempt")]

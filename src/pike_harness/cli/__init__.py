@@ -109,7 +109,8 @@ class RootGroup(LazyGroup):
             return super().invoke(ctx)
         except UserError as exc:
             error = click.ClickException(str(exc))
-            error.exit_code = getattr(exc, "exit_code", error.exit_code)
+            # click declares exit_code a class variable; this instance carries the error class's code
+            setattr(error, "exit_code", getattr(exc, "exit_code", error.exit_code))  # noqa: B010
             raise error from None
 
     def add_plugin_commands(self) -> None:
@@ -159,3 +160,4 @@ def cli(ctx: click.Context, tasks_dirs: tuple[Path, ...]) -> None:
 def main() -> None:
     os.environ.setdefault("PYTHONUNBUFFERED", "1")
     cli(prog_name="pikeh")
+

@@ -38,10 +38,9 @@ from pike_harness.contracts.journal import Baseline
 from pike_harness.contracts.model import Task
 from pike_harness.errors import UserError
 from pike_harness.host import terminal
-from pike_harness.host.store import now, read_journal
-from pike_harness.host.store_db import BASELINES_FILE
+from pike_harness.host.baseline_sets import BASELINES_FILE, append_entry, entries, read_meta, save_meta
+from pike_harness.host.store import now
 
-META_FILE = "meta.json"
 DEFAULT_MODES = "eager,compile"
 ENVIRONMENT_KEYS = ("host", "cpu", "cpu_count", "platform", "python", "gpu", "gpu_capability", "gpu_memory_mb",
                     "gpu_multiprocessors", "driver", "torch", "cuda", "triton", "cudnn")
@@ -92,7 +91,7 @@ def baselines(suite: str, tasks_spec: str | None, modes: str, output_dir: Path, 
     check_output_dir(output_dir, "--output-dir")
     output_dir.mkdir(parents=True, exist_ok=True)
     _check_host(output_dir)
-    done = _finished(output_dir / BASELINES_FILE, protocol, retry_failed)
+    done = _finished(output_dir, protocol, retry_failed)
 
     with build_evaluator(values) as evaluator:
         device_kind = _device_kind(evaluator, values.get("device") or "auto")
@@ -144,11 +143,11 @@ def _available_modes(wanted: list[str], device_kind: str, console: Any) -> list[
     return kept
 
 
-def _finished(path: Path, protocol: str, retry_failed: bool) -> set[tuple[str, str, str]]:
+def _finished(folder: Path, protocol: str, retry_failed: bool) -> set[tuple[str, str, str]]:
     """(task, mode, device kind) of the entries already measured with this protocol."""
     finished = set()
-    for event in read_journal(path):
-        if event.get("type", Baseline.type) != Baseline.type or event.get("protocol") != protocol:
+    for event in entries(folder):
+        if event.get("protocol") != protocol:
             continue
         result = event.get("result") or {}
         if retry_failed and result.get("category") != "correct":
@@ -168,7 +167,7 @@ def _check_host(folder: Path) -> None:
     """A baseline set belongs to one host: launch-bound runtimes differ up to 2x between hosts."""
     from pike_harness.worker.environment import host_info
 
-    meta = _read_meta(folder)
+    meta = read_meta(folder)
     recorded = meta.get("environment") or {}
     here = host_info()
     for key in ("host", "cpu"):
@@ -177,12 +176,6 @@ def _check_host(folder: Path) -> None:
                             f"{here[key]!r}: use another --output-dir (never mix hosts in one set)")
 
 
-def _read_meta(folder: Path) -> dict[str, Any]:
-    try:
-        return json.loads((folder / META_FILE).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
-
 
 def _write_meta(folder: Path, suite: str, protocol: str, modes: list[str], evaluator: Evaluator,
                 environment: dict[str, Any] | None, unavailable: dict[str, str] | None = None) -> None:
@@ -190,7 +183,7 @@ def _write_meta(folder: Path, suite: str, protocol: str, modes: list[str], evalu
     from pike_harness import __version__
     from pike_harness.worker.environment import host_info
 
-    meta = _read_meta(folder)
+    meta = read_meta(folder)
     env = dict(meta.get("environment") or host_info())
     if environment:
         recorded_gpu, new_gpu = env.get("gpu"), environment.get("gpu")
@@ -206,13 +199,8 @@ def _write_meta(folder: Path, suite: str, protocol: str, modes: list[str], evalu
     if unavailable is not None:
         meta["unavailable"] = {m: why for m, why in {**(meta.get("unavailable") or {}), **unavailable}.items()
                                if m not in meta["modes"]}
-    _save_meta(folder, meta)
+    save_meta(folder, meta)
 
-
-def _save_meta(folder: Path, meta: dict[str, Any]) -> None:
-    tmp = folder / f".{META_FILE}.tmp{os.getpid()}"
-    tmp.write_text(json.dumps(meta, indent=2, sort_keys=True, default=str) + "\n", encoding="utf-8")
-    os.replace(tmp, folder / META_FILE)
 
 
 def _record_microbench(folder: Path, device: str, console: Any) -> None:
@@ -233,22 +221,12 @@ def _record_microbench(folder: Path, device: str, console: Any) -> None:
     if measured is None:
         console.print("microbenchmark skipped: this host cannot run it on the GPU (see --no-microbench)")
         return
-    meta = _read_meta(folder)
+    meta = read_meta(folder)
     meta["microbenchmark"] = {**measured, "time": now()}
-    _save_meta(folder, meta)
+    save_meta(folder, meta)
     rates = ", ".join(f"{k} {v:.1f}" for k, v in measured.get("matmul_tflops", {}).items())
     console.print(f"microbenchmark: copy {measured['copy_gbs']:.0f} GB/s; matmul TFLOP/s {rates}")
 
-
-def _append(path: Path, event: dict[str, Any]) -> None:
-    """One line per entry, written in one call, flushed and fsync'ed: a crash loses at most that line."""
-    line = (json.dumps(event, sort_keys=True, default=str) + "\n").encode("utf-8")
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-    try:
-        os.write(fd, line)
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def _request(task: Task, mode: str):
@@ -318,7 +296,7 @@ def _time_all(evaluator: Evaluator, todo: list[tuple[Task, str]], folder: Path, 
                     progress.advance(bar)
                     continue
                 device = str(result.environment.get("device") or "")
-                _append(folder / BASELINES_FILE, {**Baseline(task=task.ref, mode=mode, device=device, protocol=protocol,
+                append_entry(folder, {**Baseline(task=task.ref, mode=mode, device=device, protocol=protocol,
                                                              result=result.to_dict()).to_dict(), "time": now()})
                 if not wrote_meta and result.environment.get("torch"):
                     _write_meta(folder, task.suite, protocol, modes, evaluator, result.environment)
@@ -336,7 +314,7 @@ def _print_summary(folder: Path, protocol: str, device_kind: str, console: Any) 
     from rich.table import Table
 
     latest: dict[tuple[str, str], dict[str, Any]] = {}
-    for event in read_journal(folder / BASELINES_FILE):
+    for event in entries(folder):
         kind = "cuda" if str(event.get("device", "")).startswith("cuda") else "cpu"
         if event.get("protocol") == protocol and kind == device_kind:
             latest[(str(event["task"]), str(event["mode"]))] = event.get("result") or {}

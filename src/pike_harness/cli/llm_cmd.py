@@ -51,7 +51,7 @@ def test_command(model: str, llm_base_url: str | None, prompt: str, task_ref: st
     Keys come from the provider's environment variable (OPENAI_API_KEY, ANTHROPIC_API_KEY,
     GEMINI_API_KEY, OPENROUTER_API_KEY, ...). Example: pikeh llm test offline:mutate --task smoke/4
     """
-    from pike_harness.host.llm_client import LLMClient, RetryPolicy
+    from pike_harness.host.llm_client import LLMClient, LLMRetryPolicy
 
     if task_ref:
         from pike_harness.kit import prompt_templates
@@ -62,7 +62,7 @@ def test_command(model: str, llm_base_url: str | None, prompt: str, task_ref: st
     options = BackendOptions(base_url=llm_base_url, timeout_s=timeout_s)
     params = GenerationParams(temperature=temperature, max_tokens=max_tokens,
                               reasoning_effort=reasoning_effort, timeout_s=timeout_s)
-    with LLMClient(model, options=options, host=App.host(), retry=RetryPolicy(max_retries=retries),
+    with LLMClient(model, options=options, host=App.host(), retry=LLMRetryPolicy(max_retries=retries),
                    cache_dir=cache_dir) as client:
         try:
             response = client.complete(LLMRequest(messages=messages, role=role, params=params))

@@ -22,7 +22,14 @@ from pike_harness.cli.evaluator_options import (
     evaluator_options,
     pop_evaluator_values,
 )
-from pike_harness.contracts.reporting import FORMATS, Reporter, ReportOptions, ReportSummary, shown_columns
+from pike_harness.contracts.reporting import (
+    FORMATS,
+    Reporter,
+    ReportOptions,
+    ReportServices,
+    ReportSummary,
+    shown_columns,
+)
 from pike_harness.host import terminal
 from pike_harness.host.output_paths import check_output_dir
 
@@ -88,11 +95,13 @@ def report(ctx: click.Context, inputs: tuple[Path, ...], output: Path, runs: str
     # The evaluator options (`--evaluator`, `--device`, `--protocol`, each plugin's own) are for
     # reporters that re-evaluate code (`--retime`); they are built only if one asks.
     values = pop_evaluator_values(extra)
-    extra.update(progress=progress, resolve_task=app.catalog.resolve, make_evaluator=lambda: build_evaluator(values),
-                 evaluation={"evaluator": values.get("evaluator") or "local", "device": values.get("device") or "auto",
-                             "protocol": values.get("protocol") or "robust"})
+    services = ReportServices(
+        progress=progress, resolve_task=app.catalog.resolve, make_evaluator=lambda: build_evaluator(values),
+        evaluation={"evaluator": values.get("evaluator") or "local", "device": values.get("device") or "auto",
+                    "protocol": values.get("protocol") or "robust"})
     wanted = [r.strip() for r in runs.split(",") if r.strip()] if runs else None
-    options = ReportOptions(inputs=list(inputs), output=output, runs=wanted, formats=_formats(formats), extra=extra)
+    options = ReportOptions(inputs=list(inputs), output=output, runs=wanted, formats=_formats(formats),
+                            services=services)
     summary = chosen.report(options)
     if as_json:
         import json

@@ -219,10 +219,10 @@ def run(ctx: click.Context, **values: Any) -> None:
         if _run_threads_left():
             # The run stopped on an error while queries were still waiting (in a retry's back-off, say):
             # the journal is closed, so do not wait for them at interpreter exit.
-            click.echo(f"Error: {exc.format_message()}", err=True)
+            click.echo(f"Error: {exc}", err=True)
             sys.stdout.flush()
             sys.stderr.flush()
-            os._exit(exc.exit_code)
+            os._exit(1)
         raise
     exit_for(status)
 

@@ -20,7 +20,7 @@ from pike_harness.contracts.model import EvalRequest, EvalResult
 from pike_harness.errors import PikehError
 from pike_harness.worker.supervise.retry import DEFAULT as DEFAULT_RETRY
 from pike_harness.worker.supervise.retry import (
-    RetryPolicy as RetryPolicy,  # re-exported: the evaluator interface
+    EvalRetryPolicy as EvalRetryPolicy,  # re-exported: the evaluator interface
 )
 from pike_harness.worker.supervise.retry import attempts_of as attempts_of
 
@@ -29,7 +29,7 @@ class EvaluatorError(PikehError):
     """The evaluator itself failed (no GPU, a worker vanished): never a verdict on the candidate.
 
     ``attempts``: how many tries of the request the evaluator spent before giving up (a transport
-    that retries on its own says so), so the run loop retries only what the one ``RetryPolicy``
+    that retries on its own says so), so the run loop retries only what the one ``EvalRetryPolicy``
     (``pike_harness.worker.supervise.retry``) leaves.
     """
 
@@ -90,7 +90,7 @@ class Evaluator(ABC):
     name: str = "evaluator"
     # How often a request is tried in all when the infrastructure fails it: this evaluator's own
     # retries (if it has any) and the run loop's together. One policy; evaluators share the default.
-    retry_policy: RetryPolicy = DEFAULT_RETRY
+    retry_policy: EvalRetryPolicy = DEFAULT_RETRY
 
     @abstractmethod
     def submit(self, request: EvalRequest) -> Future[EvalResult]:

@@ -24,16 +24,29 @@ CELL_FORMATS = ("text", "int", "ratio", "percent", "usd")
 
 
 @dataclass
+class ReportServices:
+    """What only the host has, for reporters that need it (a reporter's own options are its ``Config``).
+
+    ``progress`` takes a message (None: the reporter prints to stderr itself). For reporters that
+    re-evaluate code: ``resolve_task(ref)`` gives the ``Task``, ``make_evaluator()`` an ``Evaluator``
+    built from `pikeh report`'s evaluator options (as `pikeh eval` builds its own), and ``evaluation``
+    those options' ``evaluator``, ``device`` and ``protocol`` (for labels). None: not available (a
+    report made outside `pikeh report`).
+    """
+
+    progress: Callable[[str], None] | None = None
+    resolve_task: Callable[[str], Any] | None = None
+    make_evaluator: Callable[[], Any] | None = None
+    evaluation: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
 class ReportOptions:
     inputs: list[Path]  # run directories, or folders that contain run directories
     output: Path
     runs: list[str] | None = None  # only these run names
     formats: tuple[str, ...] = FORMATS
-    # What only the host has, for reporters that need it: ``progress`` (a message callback) and, for
-    # reporters that re-evaluate code, ``resolve_task(ref) -> Task``, ``make_evaluator() -> Evaluator``
-    # (built from `pikeh report`'s evaluator options, as `pikeh eval` builds its own) and ``evaluation``
-    # (those options' ``evaluator``, ``device`` and ``protocol``, for labels).
-    extra: dict[str, Any] = field(default_factory=dict)
+    services: ReportServices = field(default_factory=ReportServices)
 
 
 @dataclass

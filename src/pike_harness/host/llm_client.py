@@ -43,8 +43,9 @@ REASONING_EFFORTS = ("minimal", "low", "medium", "high")
 
 
 @dataclass(frozen=True)
-class RetryPolicy:
-    """How transient failures are retried. Tests shrink the delays; nothing else should need to.
+class LLMRetryPolicy:
+    """How an LLM query's transient failures are retried (back-off, Retry-After); evaluations have their
+    own, unrelated ``EvalRetryPolicy``. Tests shrink the delays; nothing else should need to.
 
     The wait before retry ``n`` (1-based) is ``min(max_delay_s, base_delay_s * 2**(n-1))`` scaled by a
     random factor in [0.5, 1] ("equal jitter", so many clients hit by one 429 do not return in step),
@@ -80,7 +81,7 @@ class LLMClient:
         options: BackendOptions | None = None,
         host: Any = None,
         max_concurrency: int = DEFAULT_CONCURRENCY,
-        retry: RetryPolicy | None = None,
+        retry: LLMRetryPolicy | None = None,
         prices: PriceTable | None = None,
         cache_dir: Path | None = None,
         reasoning_effort: str | None = None,
@@ -94,7 +95,7 @@ class LLMClient:
         self.default_spec = model
         self.role_specs = dict(role_models or {})
         self.options = options or BackendOptions()
-        self.retry = retry or RetryPolicy()
+        self.retry = retry or LLMRetryPolicy()
         self.cache = ResponseCache(cache_dir) if cache_dir is not None else None
         self.reasoning_effort = reasoning_effort
         self._sleep = sleep

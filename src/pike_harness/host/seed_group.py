@@ -77,10 +77,6 @@ def seed_run_name(group: str, seed: int) -> str:
     return f"{group}_s{seed}"
 
 
-def is_group(path: Path) -> bool:
-    return (path / GROUP_FILE).is_file()
-
-
 def _record_group(folder: Path, config: RunConfig, seeds: list[int]) -> None:
     """Write (or extend) seeds.json; a group holds one configuration, so another one is refused."""
     identity = {k: v for k, v in config.identity().items() if k != "seed"}

@@ -33,11 +33,9 @@ from pike_harness.contracts.journal import (
     TaskEnd,
     attempt_dir,
 )
-from pike_harness.host.journal_reading import latest_attempts, read_journal, scan_journal
+from pike_harness.host.baseline_sets import entries, read_meta
+from pike_harness.host.journal_reading import latest_attempts, scan_journal
 from pike_harness.host.store import JOURNAL, RUN_FILE
-
-BASELINES_FILE = "baselines.jsonl"  # a baseline set written by `pikeh baselines`
-BASELINES_META = "meta.json"
 
 TABLES: dict[str, dict[str, str]] = {
     "runs": {
@@ -242,15 +240,10 @@ def baseline_set_rows(folder: Path) -> dict[str, list[dict[str, Any]]]:
     (the command is still writing) is ignored, as for journals.
     """
     folder = Path(folder)
-    meta: dict[str, Any] = {}
-    if (folder / BASELINES_META).exists():
-        try:
-            meta = json.loads((folder / BASELINES_META).read_text())
-        except (OSError, json.JSONDecodeError):
-            meta = {}
+    meta = read_meta(folder)
     name = str(meta.get("name") or folder.name)
     environment = meta.get("environment") or meta
-    events = [e for e in read_journal(folder / BASELINES_FILE) if e.get("type", Baseline.type) == Baseline.type]
+    events = entries(folder)
     baselines = [_baseline_row(e, run=None, baseline_set=name) for e in events if e.get("task") and e.get("mode")]
     gpu = environment.get("gpu") or next((b["gpu"] for b in baselines if b["gpu"]), None)
     host = environment.get("host") or next((b["host"] for b in baselines if b["host"]), None)
@@ -260,17 +253,6 @@ def baseline_set_rows(folder: Path) -> dict[str, list[dict[str, Any]]]:
         "baselines": baselines,
     }
 
-
-def find_baseline_sets(paths: Iterable[Path]) -> list[Path]:
-    """Baseline-set folders (holding baselines.jsonl and no run.json) at or one level below the paths."""
-    found = []
-    for path in paths:
-        path = Path(path)
-        candidates = [path] + (sorted(c for c in path.iterdir() if c.is_dir()) if path.is_dir() else [])
-        for folder in candidates:
-            if (folder / BASELINES_FILE).exists() and not (folder / RUN_FILE).exists():
-                found.append(folder)
-    return found
 
 
 def _llm_row(run: str, event: dict[str, Any]) -> dict[str, Any]:

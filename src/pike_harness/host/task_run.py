@@ -32,13 +32,13 @@ from pike_harness.host.run_signals import RunInterrupted
 from pike_harness.host.store import sha256
 
 if TYPE_CHECKING:
-    from pike_harness.host.run import Runner
+    from pike_harness.host.run_services import RunServices
 
 
 class TaskRun:
     """The host's TaskContext for one task: charges, journals and replays every query and evaluation."""
 
-    def __init__(self, runner: Runner, task: Task):
+    def __init__(self, runner: RunServices, task: Task):
         self.runner = runner
         self.task = task
         self.rng = random.Random(f"{runner.config.seed}:{task.ref}")

@@ -8,7 +8,8 @@
   pytest fixture ``llm_server`` is in pike_harness.testing.fixtures.
 - ``FakeEvaluator`` and ``fake_evaluator_plugin`` (pike_harness.testing.evaluator): verdicts from a
   function, registered as ``--evaluator fake``, for fast end-to-end runs through the host's run loop.
-- ``invoke`` (pike_harness.testing.cli): the ``pikeh`` CLI in-process with extra plugin objects.
+- ``invoke`` (pike_harness.testing.cli): the ``pikeh`` CLI in-process with extra plugin objects;
+  ``main_with_plugins`` the same as a process's entry point (a launcher a test runs as a subprocess).
 
 docs/plugins.md ("Testing a plugin") shows them together; docs/examples/pikeh-example-plugin/tests
 uses them.
@@ -16,7 +17,7 @@ uses them.
 
 from __future__ import annotations
 
-from pike_harness.testing.cli import invoke
+from pike_harness.testing.cli import invoke, main_with_plugins
 from pike_harness.testing.context import (
     REFERENCE_SOURCE,
     Query,
@@ -44,6 +45,7 @@ __all__ = [
     "failure",
     "incorrect",
     "invoke",
+    "main_with_plugins",
     "make_task",
     "mutate_reply",
     "program_for",

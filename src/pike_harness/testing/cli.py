@@ -32,3 +32,19 @@ def invoke(*args: str, plugins: Mapping[str, object] | None = None, env: Mapping
                 os.environ.pop(key, None)
             else:
                 os.environ[key] = value
+
+
+def main_with_plugins(plugins: Mapping[str, object], argv: list[str] | None = None) -> None:
+    """``pikeh`` as a process's entry point, with extra plugin objects installed (as ``invoke`` does):
+    a test launcher script calls it so a ``pikeh run`` subprocess (one a test sends real signals to)
+    can use a fake evaluator."""
+    import sys
+
+    from pike_harness.cli import App
+    from pike_harness.cli import main as pikeh_main
+    from pike_harness.host.plugins import PluginHost
+
+    if argv is not None:
+        sys.argv = [sys.argv[0], *argv]
+    App._host = PluginHost(extra=[(name, obj, False) for name, obj in plugins.items()])
+    pikeh_main()

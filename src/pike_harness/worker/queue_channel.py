@@ -509,7 +509,8 @@ class Liveness:
 
     def split(self, beats: dict[str, dict[str, Any]]) -> tuple[dict[str, dict], dict[str, dict]]:
         """``(alive, dead)`` among ``beats`` (call ``update`` first)."""
-        alive, dead = {}, {}
+        alive: dict[str, dict] = {}
+        dead: dict[str, dict] = {}
         for worker_id, beat in beats.items():
             (alive if self.is_alive(worker_id, beat) else dead)[worker_id] = beat
         return alive, dead
@@ -537,7 +538,7 @@ def recover_dead_workers(qdir: QueueDir, liveness: Liveness, beats: dict[str, di
     for worker_id, beat in alive.items():
         if worker_id != skip:
             moved += release_overdue(qdir, worker_id, beat, max_attempts=max_attempts)
-    unread = getattr(beats, "unreadable", set())
+    unread: set[str] = getattr(beats, "unreadable", set())
     for worker_id in set(names(qdir.claimed)) | set(unread):
         if worker_id in beats or worker_id == skip or not _WORKER_ID.match(worker_id):
             continue

@@ -318,7 +318,8 @@ class QueueClient:
             seen.update(name.split(".")[0] for name in qc.names(self.qdir.claimed / worker_id))
         for folder in (self.qdir.results, self.qdir.failed):
             seen.update(name.split(".")[0] for name in qc.names(folder))
-        rewrite, give_up = [], []
+        rewrite: list[Any] = []
+        give_up: list[Any] = []
         with self._lock:
             for item in self._pending.values():
                 item.missing = 0 if item.ticket in seen else item.missing + 1

@@ -1,5 +1,5 @@
-# threat: visibility (issue 26): a unix socket (to reach an agent, a database or a container
-# daemon), ptrace, the kernel keyring, new namespaces and mounts: each must be refused, else the
+# threat: visibility (issue 26): the usual sockets of a container daemon, a database and an agent,
+# ptrace, the kernel keyring, new namespaces and mounts: each must be out of reach, else the
 # outputs are wrong (so the verdict shows it)
 # task: smoke/5
 # expect: correct
@@ -10,11 +10,13 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 REACHED = []
-try:
-    socket.socket(socket.AF_UNIX, socket.SOCK_STREAM).close()
-    REACHED.append("unix socket")
-except OSError:
-    pass
+for path in ("/run/docker.sock", "/var/run/docker.sock", "/run/postgresql/.s.PGSQL.5432",
+             "/var/run/mysqld/mysqld.sock", "/run/user/0/gnupg/S.gpg-agent", "/run/dbus/system_bus_socket"):
+    try:
+        socket.socket(socket.AF_UNIX, socket.SOCK_STREAM).connect(path)
+        REACHED.append(path)
+    except OSError:
+        pass
 _libc = ctypes.CDLL(None, use_errno=True)
 # x86-64 numbers: ptrace(PTRACE_TRACEME), keyctl(KEYCTL_JOIN_SESSION_KEYRING), unshare(CLONE_NEWUSER)
 for name, number, args in (

@@ -243,7 +243,8 @@ class BuildCache:
         try:
             source = trusted_files.open_regular(self.root / "ext" / key / entry.library, max_bytes=MAX_LIBRARY_BYTES)
         except trusted_files.UntrustedFile:
-            return self._tampered(key)
+            self._tampered(key)
+            return None
         try:
             scratch_fd = trusted_files.open_directory(scratch)
             try:
@@ -265,7 +266,8 @@ class BuildCache:
         path = Path(scratch) / name / entry.library
         if digest != entry.digest:
             trusted_files.discard(path.parent)
-            return self._tampered(key)
+            self._tampered(key)
+            return None
         return path
 
     def _tampered(self, key: str) -> None:

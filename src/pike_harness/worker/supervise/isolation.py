@@ -12,8 +12,8 @@ own process, a pre-started one, a ``load_inline`` builder) is started through ``
 * a read-only view of an allow-list of folders (the system's, Python's, CUDA's: ``visible_roots``;
   not ``$HOME``, ``/run`` or ``/var``), a private ``/tmp`` and ``/dev/shm`` of fixed sizes, the
   evaluator's work folder and secret files hidden where they would show, and write access only to
-  the folders it is given (its scratch folder, the JIT caches);
-* a system-call filter (``seccomp``): no unix sockets, ``ptrace``, keyring, mounts, ``bpf``, ...;
+  the folders it is given (its scratch folder and its exchange folder);
+* a system-call filter (``seccomp``): no ``ptrace``, keyring, mounts, ``bpf``, ... (unix sockets stay: CUDA needs them);
 * the GPU device nodes (``/dev/nvidia*``, ``/dev/dri``) passed through, no capabilities.
 
 Seen from the supervisor, the sandbox's processes keep their host pids; the process it starts is

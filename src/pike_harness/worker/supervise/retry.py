@@ -22,7 +22,7 @@ T = TypeVar("T")
 
 
 @dataclass(frozen=True)
-class RetryPolicy:
+class EvalRetryPolicy:
     """At most ``max_attempts`` tries of one request, ``backoff_s * 2**(n-1)`` seconds (capped at
     ``max_backoff_s``) before the (n+1)-th when the run loop is the one retrying."""
 
@@ -60,12 +60,12 @@ class RetryPolicy:
         return {"max_attempts": self.max_attempts, "backoff_s": self.backoff_s, "max_backoff_s": self.max_backoff_s}
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any] | None) -> RetryPolicy:
+    def from_dict(cls, data: dict[str, Any] | None) -> EvalRetryPolicy:
         data = data or {}
         return cls(**{k: data[k] for k in ("max_attempts", "backoff_s", "max_backoff_s") if data.get(k) is not None})
 
 
-DEFAULT = RetryPolicy()
+DEFAULT = EvalRetryPolicy()
 
 
 def attempts_of(error: BaseException) -> int:

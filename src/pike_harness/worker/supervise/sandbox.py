@@ -15,7 +15,6 @@ import functools
 import os
 import signal
 import subprocess
-import sys
 import threading
 import time
 from collections.abc import Iterable, Mapping
@@ -270,17 +269,6 @@ def sweep_orphans(*, rounds: int = 20) -> int:
     return len(killed)
 
 
-def kill_marked(pid: int, marker: str) -> None:
-    """SIGKILL the process group ``pid`` (if that process still carries ``marker``) and every marked process."""
-    needle = f"{MARKER_ENV}={marker}".encode()
-    if has_marker(pid, needle):
-        with contextlib.suppress(OSError):
-            os.killpg(pid, signal.SIGKILL)
-    for found in _marked(needle, None):
-        with contextlib.suppress(OSError):
-            os.kill(found, signal.SIGKILL)
-
-
 def kill_all(popen: subprocess.Popen, marker: str, *, rounds: int = 50) -> None:
     """SIGKILL the candidate's session and every marked descendant until none is left.
 
@@ -334,6 +322,3 @@ def signal_name(returncode: int) -> str:
             return f"signal {-returncode}"
     return f"exit status {returncode}"
 
-
-def python_executable() -> str:
-    return sys.executable

@@ -26,7 +26,7 @@ import os
 import signal
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from pike_harness.worker.supervise import process_tree, sandbox
@@ -57,11 +57,6 @@ class FifoSlots:
             self._free += 1
             self._cond.notify_all()
 
-    @property
-    def in_use(self) -> int:
-        with self._cond:
-            return self.slots - self._free
-
 
 @dataclass
 class GateStats:
@@ -75,18 +70,16 @@ class GateStats:
     checks: int = 0  # check-phase grants
     max_checking: int = 0  # most candidates checking at once
     alone: int = 0  # grants to run with no other checked model resident (out-of-memory retries)
-    log: list[tuple[str, int, float]] = field(default_factory=list)  # (event, ticket, monotonic time)
 
     def to_dict(self) -> dict[str, Any]:
-        return {k: v for k, v in self.__dict__.items() if k != "log"}
+        return dict(self.__dict__)
 
 
 class DeviceGate:
     """One device's exclusive lock; ``ticket(seq)`` gives a lock-like handle for one evaluation."""
 
-    def __init__(self, name: str, *, keep_log: bool = True, check_slots: int = 1):
+    def __init__(self, name: str, *, check_slots: int = 1):
         self.name = name
-        self.keep_log = keep_log
         self.check_slots = max(1, int(check_slots))
         self._cond = threading.Condition()
         self._holder: int | None = None
@@ -119,7 +112,6 @@ class DeviceGate:
     def _register(self, seq: int) -> None:
         if seq not in self._waiting:
             heapq.heappush(self._waiting, seq)
-            self._log("wait", seq)
             if self._holder is None and self._free_since is None:
                 self._free_since = time.monotonic()
 
@@ -141,7 +133,6 @@ class DeviceGate:
                 self._free_since = None
             self._holder, self._held_since = seq, now
             self.stats.grants += 1
-            self._log("grant", seq)
             return True
 
     def _release(self, seq: int) -> None:
@@ -156,7 +147,6 @@ class DeviceGate:
         self.stats.busy_s += now - self._held_since
         self._holder = None
         self._free_since = now if self._waiting else None
-        self._log("release", seq)
         self._cond.notify_all()
 
     def _cancel(self, seq: int) -> None:
@@ -170,7 +160,6 @@ class DeviceGate:
             if seq in queue:
                 queue.remove(seq)
                 heapq.heapify(queue)
-                self._log("cancel", seq)
         if not self._waiting:
             self._free_since = None
         self._cond.notify_all()
@@ -205,7 +194,6 @@ class DeviceGate:
                 self._release_held(seq)
             if seq not in queue:
                 heapq.heappush(queue, seq)
-                self._log(f"wait {phase}", seq)
                 if phase == "time":
                     self._time_queued[seq] = time.monotonic()
                 if phase == "time" and self._holder is None and not self._checking and self._free_since is None:
@@ -234,7 +222,6 @@ class DeviceGate:
                 self._holder, self._held_since = seq, now
                 self.stats.grants += 1
                 self.stats.alone += phase == "alone"
-            self._log(f"grant {phase}", seq)
             self._cond.notify_all()
             return True
 
@@ -246,7 +233,6 @@ class DeviceGate:
                 self.stats.check_busy_s += now - self._checking_since
                 if self._waiting and self._holder is None and self._free_since is None:
                     self._free_since = now
-            self._log("checked", seq)
             self._cond.notify_all()
 
     def _end(self, seq: int) -> None:
@@ -255,10 +241,6 @@ class DeviceGate:
             self._unqueue(seq)
             self._resident.discard(seq)
             self._release_held(seq)
-
-    def _log(self, event: str, seq: int) -> None:
-        if self.keep_log:
-            self.stats.log.append((event, seq, time.monotonic()))
 
     @property
     def holder(self) -> int | None:
@@ -441,9 +423,6 @@ class QuietRegistry:
                 total += time.monotonic() - member.stopped_at
             return total
 
-    def stopped_count(self) -> int:
-        with self._lock:
-            return len(self._stopped)
 
 
 def cpu_partition(devices: list[str], allowed: set[int] | None = None) -> tuple[set[int] | None, set[int] | None]:

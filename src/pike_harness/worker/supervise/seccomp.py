@@ -1,19 +1,20 @@
 """The system-call filter every sandboxed process runs under, built here as a classic BPF program.
 
-Namespaces hide other processes and the network, but a named unix socket is a file: a read-only
-bind does not stop ``connect()`` to an agent, a database or a container daemon whose socket path
-the sandbox can see. A BPF filter cannot read the path ``connect()`` is given (it sees only the
-registers), so it denies creating unix sockets at all: ``socket(AF_UNIX, ...)`` fails with
-``EACCES``. ``socketpair()`` stays allowed (it makes an unnamed, connected pair: nothing outside to
-reach), and torch, Triton, Inductor (one compile thread) and nvcc need no named unix socket. The
-filter also denies what no candidate needs and what widens the kernel surface a hostile one can
-probe: ``ptrace`` and cross-process memory access, the kernel keyring, mounts and namespaces,
-``bpf``, ``perf_event_open`` (the harness profiles with torch's profiler, which does not use it
-inside the candidate), ``userfaultfd``, module and kexec loading, handle-based opens, and
-``io_uring`` (its operations, ``connect`` included, would bypass this filter). A denied call fails
-with ``EPERM``; the process lives on. A call made through another architecture's numbering
-(``int 0x80`` on x86-64, the x32 ABI) kills the process instead, since these numbers would not mean
-the same calls there.
+Namespaces hide other processes and the network; the filter denies what no candidate needs and what
+widens the kernel surface a hostile one can probe: ``ptrace`` and cross-process memory access, the
+kernel keyring, mounts and namespaces, ``bpf``, ``perf_event_open`` (the harness profiles with
+torch's profiler, which does not use it inside the candidate), ``userfaultfd``, module and kexec
+loading, handle-based opens, and ``io_uring`` (its operations would bypass this filter). A denied
+call fails with ``EPERM``; the process lives on. A call made through another architecture's
+numbering (``int 0x80`` on x86-64, the x32 ABI) kills the process instead, since these numbers would
+not mean the same calls there.
+
+Unix sockets are NOT denied: the CUDA driver creates one while it initialises, and fails with
+"Error 304: OS call failed" when ``socket(AF_UNIX, ...)`` is refused (measured on H100 and H200
+device machines, 2026-11-27, ``benchmarks/diag_sandbox_cuda.py``). A BPF filter cannot read the
+path ``connect()`` is given, so named sockets are kept out of reach by what the sandbox can see
+instead (``isolation.visible_roots``: no ``/run``, ``/var``, ``$HOME`` or host ``/tmp``, where
+agent, database and daemon sockets live).
 
 bubblewrap loads the program (``--seccomp FD``) just before it runs the sandboxed command, after its
 own setup. Standard library only, no libseccomp.
@@ -28,7 +29,6 @@ import platform
 import struct
 from collections.abc import Iterator
 
-AF_UNIX = 1
 # The calls denied, by name; numbers per architecture below.
 DENIED = (
     "ptrace",
@@ -66,7 +66,6 @@ ARCHES = {
     "x86_64": (
         0xC000003E,
         {
-            "socket": 41,
             "ptrace": 101,
             "process_vm_readv": 310,
             "process_vm_writev": 311,
@@ -101,7 +100,6 @@ ARCHES = {
     "aarch64": (
         0xC00000B7,
         {
-            "socket": 198,
             "ptrace": 117,
             "process_vm_readv": 270,
             "process_vm_writev": 271,
@@ -139,7 +137,7 @@ X32_BIT = 0x40000000  # x86-64 calls with this bit set use the x32 ABI's numberi
 # Classic BPF opcodes and seccomp return values (linux/filter.h, linux/seccomp.h).
 _LD_W_ABS, _JEQ_K, _JGE_K, _RET_K = 0x20, 0x15, 0x35, 0x06
 _ALLOW, _KILL_PROCESS, _ERRNO = 0x7FFF0000, 0x80000000, 0x00050000
-_NR, _ARCH, _ARG0 = 0, 4, 16  # offsets in struct seccomp_data (args[0]'s low word: little-endian)
+_NR, _ARCH = 0, 4  # offsets in struct seccomp_data
 
 
 def supported() -> bool:
@@ -157,16 +155,10 @@ def program(machine: str | None = None) -> bytes:
     if arch == ARCHES["x86_64"][0]:
         code.append((_JGE_K, "kill", 0, X32_BIT))
     code += [(_JEQ_K, "eperm", 0, numbers[name]) for name in DENIED]
-    code += [
-        (_JEQ_K, 0, "allow", numbers["socket"]),
-        (_LD_W_ABS, 0, 0, _ARG0),
-        (_JEQ_K, "eacces", "allow", AF_UNIX),
-    ]
-    labels = {"allow": len(code), "eperm": len(code) + 1, "eacces": len(code) + 2, "kill": len(code) + 3}
+    labels = {"allow": len(code), "eperm": len(code) + 1, "kill": len(code) + 2}
     code += [
         (_RET_K, 0, 0, _ALLOW),
         (_RET_K, 0, 0, _ERRNO | errno.EPERM),
-        (_RET_K, 0, 0, _ERRNO | errno.EACCES),
         (_RET_K, 0, 0, _KILL_PROCESS),
     ]
     out = bytearray()

@@ -37,7 +37,7 @@ from typing import Any
 from pike_harness.worker import queue_channel as qc
 from pike_harness.worker.records import EvalRequest, EvalResult
 from pike_harness.worker.supervise.devices import resolve_devices
-from pike_harness.worker.supervise.engine import EngineConfig, EngineError
+from pike_harness.worker.supervise.engine import EngineConfig, EngineError, resolve
 from pike_harness.worker.supervise.errors import InfrastructureError
 from pike_harness.worker.supervise.liveness import HOLD_GRACE_S, STALE_AFTER_S, HoldTimer, hold_deadline_s
 from pike_harness.worker.supervise.retry import MAX_ATTEMPTS
@@ -140,7 +140,10 @@ class WorkerService:
         # (perhaps the worker itself).
         cgroup_mb = cgroup_memory_mb()
         self.memory_cap_mb = int(cgroup_mb * MEMORY_SHARE) if cgroup_mb else None
-        self.max_active = config.max_active or sum(config.engine.slots(self.devices))
+        try:
+            self.max_active = config.max_active or resolve(config.engine, self.devices).capacity
+        except EngineError as exc:
+            raise ServiceError(str(exc)) from None
         self.heartbeat = qc.Heartbeat(self.qdir, self.worker_id, {
             "devices": self.devices, "max_active": self.max_active, "version": _version()})
         self.liveness = qc.Liveness(config.stale_after_s)

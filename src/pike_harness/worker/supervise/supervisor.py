@@ -33,7 +33,7 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from pike_harness.worker import redaction
 from pike_harness.worker.channel import Channel, ChannelClosed, ChannelTimeout, ProtocolViolation
@@ -68,8 +68,10 @@ from pike_harness.worker.supervise.buildcache import (
 )
 from pike_harness.worker.supervise.compare import Comparison
 from pike_harness.worker.supervise.errors import InfrastructureError
-from pike_harness.worker.supervise.reference import ReferenceOracle
 from pike_harness.worker.supervise.spawn import Spawned, spawn_child, visible_devices
+
+if TYPE_CHECKING:  # the engine's interface for a device's trusted reference (reference.ReferenceOracle)
+    from pike_harness.worker.supervise.engine.devices import Oracle
 
 # Peak memory bandwidth (bytes/s) by GPU name, for the "faster than reading its own data" flag.
 # Unknown GPUs get the fastest entry, so the flag errs towards silence.
@@ -137,7 +139,7 @@ class Evaluation:
     """One candidate's evaluation; call ``load()``, then (holding the device) ``finish()`` (or ``check()``
     and ``time()`` in their own device phases), then ``close()``."""
 
-    def __init__(self, request: EvalRequest, oracle: ReferenceOracle, settings: WorkerSettings):
+    def __init__(self, request: EvalRequest, oracle: Oracle, settings: WorkerSettings):
         if request.limits.memory_mb is None:
             request = dataclasses.replace(request, limits=dataclasses.replace(
                 request.limits, memory_mb=default_memory_mb()))

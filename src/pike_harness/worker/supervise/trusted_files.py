@@ -71,7 +71,8 @@ def _refusal(name: str | os.PathLike, exc: OSError) -> UntrustedFile:
         errno.EACCES: "is not accessible",
         errno.EPERM: "is not accessible",
     }
-    return UntrustedFile(f"{os.fspath(name)} {reasons.get(exc.errno, f'cannot be opened ({exc.strerror})')}")
+    reason = reasons.get(exc.errno) if exc.errno is not None else None
+    return UntrustedFile(f"{os.fspath(name)} {reason or f'cannot be opened ({exc.strerror})'}")
 
 
 def open_directory(path: str | os.PathLike, *, dir_fd: int | None = None) -> int:
@@ -268,9 +269,10 @@ def _open_level(parent_fd: int, name: str, problems: list[str]) -> _Level | None
     try:
         fd = os.open(name, DIRECTORY_FLAGS, dir_fd=parent_fd)
     except PermissionError:
-        fd = _unlock_and_open(parent_fd, name, problems)
-        if fd is None:
+        unlocked = _unlock_and_open(parent_fd, name, problems)
+        if unlocked is None:
             return None
+        fd = unlocked
     except FileNotFoundError:
         return None
     except OSError as exc:

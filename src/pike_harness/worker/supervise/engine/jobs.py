@@ -1,0 +1,55 @@
+"""One submitted evaluation as the engine tracks it: its future, its events and its timestamps."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from concurrent.futures import Future
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from pike_harness.worker.records import EvalRequest, EvalResult
+
+
+@dataclass
+class JobTrace:
+    """When one evaluation passed each point (time.monotonic seconds): ``Engine.stats`` counts them,
+    and benchmarks read them (``engine.traces``) to see where time went."""
+
+    seq: int
+    task: str
+    submitted: float
+    device: str | None = None
+    load_start: float | None = None
+    loaded: float | None = None
+    check_granted: float | None = None  # the shared check phase (gates with check_slots > 1)
+    checked: float | None = None
+    granted: float | None = None  # the device held alone: timing (and checking, with one check slot)
+    timing_start: float | None = None
+    timing_end: float | None = None
+    released: float | None = None
+    done: float | None = None
+    category: str | None = None
+    warmed: bool = False
+    prestarted: bool | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass
+class Job:
+    """A submission: the request, where it may run, its future and trace, and the transport's listener."""
+
+    seq: int
+    request: EvalRequest
+    fixed_device: bool
+    future: Future[EvalResult]
+    trace: JobTrace
+    on_event: Callable[[str, Any], None] | None = None
+    evaluation: Any = None  # the supervisor.Evaluation, once loading began
+    aborted: bool = False
+
+    def tell(self, event: str, evaluation: Any) -> None:
+        """Pass an event on to the transport's ``on_event``."""
+        if self.on_event is not None:
+            self.on_event(event, evaluation)

@@ -1,0 +1,226 @@
+"""The engine's settings, and ``resolve``: every default filled and every value checked, with no side effect.
+
+Every transport that runs an engine (``local`` in this process, the ``queue``/``docker`` workers, a Ray
+device actor) builds it from an ``EngineConfig``; ``resolve`` turns that into a ``Plan`` in one place,
+so no transport re-derives a default (the number of CPU slots, the quiet scope, the check slots, the
+pinned cores, the cache folder). It only reads the host (its cores, the environment): a bad value is an
+``EngineError`` before any process is started, any core re-pinned or any folder created.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pike_harness.worker.supervise.isolation import UNSAFE_OPTION_HELP
+
+CACHE_ENV = "PIKEH_CACHE_DIR"
+PREWARM_CHOICES = ("off", "jit", "all")
+QUIET_SCOPES = ("host", "device")
+JIT_CACHE_MODES = ("shared", "private")
+OFF_WORDS = ("off", "none", "no", "")
+
+
+class EngineError(Exception):
+    """A setting the engine cannot run with (bad option, no such device, unusable folder): one line."""
+
+
+@dataclass
+class EngineOptions:
+    """The engine's tunables. Each field is also a CLI option of the evaluators that run an engine
+    (``--jobs``, ``--prestart``, ...: ``local`` declares this class as its ``Config``), so the help
+    text lives here. ``None`` means "the default for this host" (``resolve`` fills it)."""
+
+    jobs: int | None = field(default=None, metadata={
+        "min": 1, "help": "CPU slots: candidates loading/compiling at once (checking and timing take turns "
+                          "per device). Default: cores - GPUs - 1."})
+    max_ready: int | None = field(default=None, metadata={
+        "min": 0, "cli": False, "help": "Loaded candidates that may wait for a device. Default: 2 per device, "
+                                        "at least 2."})
+    prestart: int | None = field(default=None, metadata={
+        "min": 0, "help": "Idle pre-started candidate processes per device (torch and CUDA initialised; each "
+                          "serves one candidate). Default 2; 0 turns it off."})
+    build_cache: str | None = field(default=None, metadata={
+        "metavar": "DIR|off", "help": f"Content-addressed load_inline build cache and shared JIT caches. Default: "
+                                      f"${CACHE_ENV} or ~/.cache/pike-harness; 'off' builds every candidate "
+                                      "from scratch."})
+    jit_cache: str | None = field(default=None, metadata={
+        "choices": JIT_CACHE_MODES, "help": "Triton/Inductor caches: shared between identical candidate "
+                                            "sources (default) or private to each evaluation."})
+    prewarm: str | None = field(default=None, metadata={
+        "choices": PREWARM_CHOICES, "help": "One call while loading, so JIT compiles run outside the device "
+                                            "lock: jit (candidates using Triton or torch.compile; default), "
+                                            "all, off."})
+    quiet_timing: bool | None = field(default=None, metadata={
+        "help": "Pause other candidates on a device while one is timed (default on)."})
+    quiet_scope: str | None = field(default=None, metadata={
+        "choices": QUIET_SCOPES, "help": "What a timing pauses: every load and build on the host (default "
+                                         "with one GPU) or only what is bound to the same GPU (default "
+                                         "with several)."})
+    check_slots: int | None = field(default=None, metadata={
+        "min": 1, "help": "Candidates per device making their checked calls at once, never while one is timed "
+                          "(the device lock then covers timing only). Default: 4 per GPU, 1 on the CPU device; "
+                          "1 checks and times in one hold of the lock."})
+    pin_cpus: bool | None = field(default=None, metadata={
+        "help": "Keep one core per GPU free of loads and builds for timing (default: on with at least 4 "
+                "cores)."})
+    unsafe_no_sandbox: bool | None = field(default=None, metadata={"help": UNSAFE_OPTION_HELP, "flag": True})
+
+
+@dataclass
+class EngineConfig(EngineOptions):
+    """Everything an ``Engine`` is built from: where it runs, and its tunables (``EngineOptions``)."""
+
+    device: str = "auto"  # auto, cpu, cuda, cuda:N or cuda:0,1 (ignored when a DeviceProvider is given)
+    workdir: Path | None = None  # private files (reference outputs, scratch); None: a temporary folder
+    environ: Mapping[str, str] | None = None  # the environment candidates' is scrubbed from (None: os.environ)
+    sandbox_optional: bool | None = None  # inside a container (the isolation): sandbox only where it can
+    hidden_paths: tuple[str, ...] = ()  # more files/folders candidates must not see (a worker's key file)
+
+    @classmethod
+    def from_values(cls, values: Mapping[str, Any] | EngineOptions | None = None, **fixed: Any) -> EngineConfig:
+        """A config from option values by name (``None`` values keep the default), plus ``fixed``."""
+        if isinstance(values, EngineOptions):
+            values = {f: getattr(values, f) for f in EngineOptions.__dataclass_fields__}
+        known = cls.__dataclass_fields__
+        merged = {k: v for k, v in (values or {}).items() if k in known and v is not None}
+        merged.update({k: v for k, v in fixed.items() if v is not None})
+        return cls(**merged)
+
+
+@dataclass(frozen=True)
+class HostShare:
+    """How much of the host an engine may take, where it shares the host with other engines (a Ray
+    node runs one engine per device): ``cpus`` cores at most for its CPU slots, and ``engines`` the
+    number of engines on the host. The default, one engine alone, is every other transport's case."""
+
+    cpus: int | None = None
+    engines: int = 1
+
+    @property
+    def alone(self) -> bool:
+        return self.engines <= 1
+
+
+@dataclass(frozen=True)
+class Plan:
+    """An engine's settings with every default filled and checked: what ``Engine`` starts from, and
+    what ``describe()`` reports."""
+
+    devices: tuple[str, ...]
+    jobs: int
+    max_ready: int
+    prestart_per_device: int
+    prewarm: str
+    quiet_timing: bool
+    quiet_scope: str  # host or device (what a timing pauses, when quiet_timing is on)
+    check_slots: Mapping[str, int]
+    load_cpus: frozenset[int] | None  # cores for loads and builds (None: not pinned)
+    timing_cpus: frozenset[int] | None  # cores kept free for timing
+    cache_root: Path | None  # the build/JIT cache folder (created when the engine starts); None: off
+    jit_mode: str  # shared or private
+    config: EngineConfig  # what it was resolved from (workdir, environment, isolation inputs)
+
+    @property
+    def capacity(self) -> int:
+        """Evaluations worked on at once (loading or waiting for a device); more queue."""
+        return self.jobs + self.max_ready
+
+
+def resolve(config: EngineConfig, devices: list[str], share: HostShare | None = None) -> Plan:
+    """The ``Plan`` for ``config`` on ``devices``; an ``EngineError`` names the first bad setting.
+    Reads the host's cores and environment, changes nothing."""
+    from pike_harness.worker.supervise.scheduling import cpu_partition
+
+    share = share or HostShare()
+    if not devices:
+        raise EngineError("no device to evaluate on")
+    jobs = config.jobs
+    if jobs is None:
+        own = default_cpu_slots(devices)
+        jobs = max(1, min(own, int(share.cpus))) if share.cpus else own
+    max_ready = config.max_ready if config.max_ready is not None else max(2, 2 * len(devices))
+    prestart = config.prestart if config.prestart is not None else 2
+    if int(jobs) < 1 or int(max_ready) < 0 or int(prestart) < 0:
+        raise EngineError("--jobs must be at least 1, --prestart and max_ready at least 0")
+    prewarm = str(config.prewarm or "jit")
+    if prewarm not in PREWARM_CHOICES:
+        raise EngineError(f"--prewarm must be one of {', '.join(PREWARM_CHOICES)}")
+    # Host-wide quiet with one device: nothing else on the host may disturb its timing. A Ray actor
+    # sharing its node with other devices' engines pauses only its own device's candidates.
+    scope = config.quiet_scope or ("host" if len(devices) <= 1 and share.alone else "device")
+    if scope not in QUIET_SCOPES:
+        raise EngineError("--quiet-scope must be host or device")
+    jit_mode = str(config.jit_cache or "shared")
+    if jit_mode not in JIT_CACHE_MODES:
+        raise EngineError("--jit-cache must be shared or private")
+    if config.check_slots is not None and int(config.check_slots) < 1:
+        raise EngineError("--check-slots must be at least 1")
+    check_slots = {d: int(config.check_slots) if config.check_slots is not None else default_check_slots(d)
+                   for d in devices}
+    # Engines sharing a host would each keep "their" timing core: pinning is for an engine alone.
+    pin = (config.pin_cpus is None or bool(config.pin_cpus)) and share.alone
+    load_cpus, timing_cpus = cpu_partition(list(devices)) if pin else (None, None)
+    root = cache_path(config.build_cache)
+    return Plan(devices=tuple(devices), jobs=int(jobs), max_ready=int(max_ready), prestart_per_device=int(prestart),
+                prewarm=prewarm, quiet_timing=config.quiet_timing is None or bool(config.quiet_timing),
+                quiet_scope=scope, check_slots=check_slots,
+                load_cpus=frozenset(load_cpus) if load_cpus else None,
+                timing_cpus=frozenset(timing_cpus) if timing_cpus else None,
+                cache_root=root, jit_mode=jit_mode if root is not None else "private", config=config)
+
+
+def usable_cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+def default_cpu_slots(devices: list[str]) -> int:
+    """Cores minus one per GPU (its timing) minus one (the harness and the reference processes)."""
+    gpus = sum(1 for d in devices if d.startswith("cuda"))
+    return max(1, usable_cores() - gpus - 1)
+
+
+def default_check_slots(device: str) -> int:
+    """Four on a GPU: the checks of four candidates (checked calls, handing their outputs over, the
+    comparison) overlap while the device is not timing. One on the CPU device, whose checks would
+    compete for the cores."""
+    return 4 if device.startswith("cuda") else 1
+
+
+def default_cache_root() -> Path:
+    """Where builds and JIT caches persist between runs: $PIKEH_CACHE_DIR, else the user's cache folder."""
+    if os.environ.get(CACHE_ENV):
+        return Path(os.environ[CACHE_ENV])
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "pike-harness"
+
+
+def cache_path(value: Any) -> Path | None:
+    """The build/JIT cache folder a ``build_cache`` setting names (not created), or None for 'off'."""
+    if value is not None and str(value).strip().lower() in OFF_WORDS:
+        return None
+    # Absolute: builds run in staging folders under it with their own working directory, so a relative
+    # root (--build-cache ./cache, PIKEH_CACHE_DIR=cache) would point nvcc at a path that does not exist.
+    return (Path(value).expanduser() if value else default_cache_root()).absolute()
+
+
+def cache_root(value: Any) -> Path | None:
+    """The build/JIT cache folder for a ``build_cache`` setting, created; None for 'off'."""
+    root = cache_path(value)
+    if root is not None:
+        make_private_folder(root, "the build cache folder")
+    return root
+
+
+def make_private_folder(path: Path, what: str) -> None:
+    """Create ``path`` (owner-only); a folder that cannot be made is an ``EngineError`` naming ``what``."""
+    try:
+        path.mkdir(parents=True, exist_ok=True, mode=0o700)
+    except OSError as exc:
+        raise EngineError(f"cannot create {what} {path}: {exc}") from None
