@@ -2,8 +2,8 @@
 # The trusted side of the sandbox (files by descriptor, hidden caches, PID-namespace policing, the
 # system-call filter, the visibility allow-list) checked on a GPU host in one device call (< 10 min):
 #   1. what isolation the host gives (isolation.txt);
-#   2. the GPU tests with the sandbox on: the GPU corpus, the GPU perf tests, the outputs hand-off and
-#      reference exchange (gpu-tests.log);
+#   2. every GPU test (`pytest -m gpu tests`) with the sandbox on: the GPU corpus, the GPU perf and
+#      engine tests, the outputs hand-off and reference exchange, prompting (gpu-tests.log);
 #   3. the sandbox on and off side by side, alternating (bench_sandbox.py: sandbox.{json,md});
 #   4. the system-call filter on and off side by side (bench_seccomp.py: seccomp.txt);
 #   5. a Triton candidate evaluated twice with one build cache: the second run starts from the JIT
@@ -25,17 +25,15 @@ nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,power.limit,temperature.gpu --f
 python3 -c 'import torch, triton; print("torch", torch.__version__, "triton", triton.__version__)' >> "$out/nvidia-smi.txt"
 python3 -c 'from pike_harness.worker.supervise.isolation import choose; print(choose())' > "$out/isolation.txt" 2>&1
 start=$SECONDS
-timeout 260 python3 -m pytest -q -m gpu -rs -p no:cacheprovider tests/eval/test_eval_gpu.py \
-    tests/eval_perf/test_gpu_perf.py tests/eval/test_reference_exchange.py tests/eval/test_output_file.py \
-    > "$out/gpu-tests.log" 2>&1
+timeout 300 python3 -m pytest -q -m gpu -rs -p no:cacheprovider --durations=15 tests > "$out/gpu-tests.log" 2>&1
 echo "gpu_tests_rc=$? ($((SECONDS - start)) s)"
-timeout 130 python3 benchmarks/bench_sandbox.py --out "$out" --device cuda:0 --budget-s 110 > "$out/bench_sandbox.log" 2>&1
+timeout 115 python3 benchmarks/bench_sandbox.py --out "$out" --device cuda:0 --budget-s 95 > "$out/bench_sandbox.log" 2>&1
 echo "bench_sandbox_rc=$?"
-timeout 80 python3 benchmarks/bench_seccomp.py --device cuda --rounds 9 --calls 300 > "$out/seccomp.txt" 2>&1
+timeout 60 python3 benchmarks/bench_seccomp.py --device cuda --rounds 7 --calls 200 > "$out/seccomp.txt" 2>&1
 echo "bench_seccomp_rc=$?"
 cache="$(mktemp -d -p "$repo" .jitcheck.XXXX)"
 for i in 1 2; do
-  timeout 45 pikeh eval tests/eval/corpus_gpu/ok_triton.py --task smoke/5 --device cuda --protocol quick \
+  timeout 40 pikeh eval tests/eval/corpus_gpu/ok_triton.py --task smoke/5 --device cuda --protocol quick \
       --prestart 0 --build-cache "$cache" --json > "$out/jit-run$i.json" 2>>"$out/jit.err"
   echo "run $i: rc=$? $(grep -o '"warmup": [0-9.]*' "$out/jit-run$i.json" | head -1)" >> "$out/jit-warm.txt"
 done
