@@ -18,6 +18,8 @@ from pike_harness.api import UserError, require_at_least
 from . import presets
 
 TEMPLATES = ("crossover", "mutation")
+MIGRATION_RULES = ("pike", "next")
+EMPTY_ISLAND_RULES = ("seed", "whole")
 
 
 def _option(help_text: str, name: str) -> Any:
@@ -76,6 +78,23 @@ class PikeOConfig:
         "characters kept (from the end) of each raw evaluation artifact (stdout, stderr, reason, ...) "
         "shown in crossover and error-fixing prompts", "log_tail_chars")
 
+    # Our variants of PIKE's rules; each default is PIKE's (docs/strategies.md, "PIKE vs pike-harness").
+    empty_island: str = field(default="seed", metadata={
+        "help": "parent of a draw on an empty island: seed (PIKE's: a fresh copy of the best program, "
+                "placed on that island, so every island starts its own line in the first batch) or whole "
+                "(ours: a program drawn from the whole database; its child joins that program's island)"})
+    migration_rule: str = field(default="pike", metadata={
+        "help": "pike (PIKE's: a round-robin island pointer bumps per-island generation counters, "
+                "migration when the largest has moved --migration-interval; copies to both neighbours, "
+                "migrants skipped) or next (ours: every --migration-interval added children, to the next "
+                "island only, duplicate code skipped, population limit applied at once)"})
+    protect_new: bool = field(default=True, metadata={
+        "help": "the population limit never removes the program just added (PIKE's; off, ours: only the "
+                "best is protected, so a failed newcomer that is the unique lowest removes itself)"})
+    keep_after_llm_failure: bool = field(default=False, metadata={
+        "help": "when a fix query fails for good (LLM error), add the iteration's last program anyway "
+                "(ours); PIKE drops the whole iteration"})
+
     def __post_init__(self) -> None:
         canonical = presets.canonical_name(str(self.preset))
         if canonical is None:
@@ -90,6 +109,10 @@ class PikeOConfig:
     def _validate(self) -> None:
         if self.template not in TEMPLATES:
             raise UserError(f"--template must be crossover or mutation (got {self.template!r})")
+        if self.empty_island not in EMPTY_ISLAND_RULES:
+            raise UserError(f"--empty-island must be seed or whole (got {self.empty_island!r})")
+        if self.migration_rule not in MIGRATION_RULES:
+            raise UserError(f"--migration-rule must be pike or next (got {self.migration_rule!r})")
         if not isinstance(self.exclude_reference, bool):
             raise UserError(f"--exclude-reference must be true or false (got {self.exclude_reference!r})")
         require_at_least(self, num_top_programs=0, num_inspirations=0, num_diverse_programs=0,

@@ -85,7 +85,7 @@ class PikeO(Strategy):
         overrides = cfg.overrides()
         ctx.log(f"{ctx.task.ref}: pike-o preset {cfg.preset}"
                 + (f" with {', '.join(f'{k}={v}' for k, v in overrides.items())}" if overrides else ""))
-        db = ProgramDatabase(cfg, rng=random.Random(ctx.rng.getrandbits(64)))
+        db = self.new_database(ctx)
         ctx.set_status(phase=0, note="evaluating the reference")
         # The host already evaluated the reference for the eager baseline; reuse it when it is there.
         initial = getattr(ctx, "baseline", None) or ctx.evaluate(ctx.task.source, key=INITIAL_KEY)
@@ -114,8 +114,8 @@ class PikeO(Strategy):
                 next_iteration += 1
                 return True
 
-            for _ in range(per_island):  # OpenEvolve's first batch: the slots of every island, in turn
-                for island in range(cfg.num_islands):
+            for island in range(cfg.num_islands):  # OpenEvolve's first batch: island 0's slots, then 1's...
+                for _ in range(per_island):
                     stopped = stopped or not start(island)
             ctx.set_status(phase=0, note=f"{len(in_flight)} iterations in flight")
             while in_flight:
@@ -130,6 +130,11 @@ class PikeO(Strategy):
         finally:  # every chain has finished unless the run is stopping: then do not wait for them
             chains.shutdown(wait=False, cancel_futures=True)
         ctx.log(f"{ctx.task.ref}: {next_iteration} iterations; {db.summary()}")
+
+    def new_database(self, ctx: TaskContext) -> ProgramDatabase:
+        """The task's database; PIKE's migration clock counts in the run's iterations (the query budget)."""
+        return ProgramDatabase(self.config, rng=random.Random(ctx.rng.getrandbits(64)),
+                               max_iterations=ctx.budget.query_limit)
 
     # -- one iteration -------------------------------------------------------------------------
     def _plan(self, ctx: TaskContext, db: ProgramDatabase, iteration: int, island: int) -> Plan:
@@ -187,9 +192,9 @@ class PikeO(Strategy):
 
     def _incorporate(self, ctx: TaskContext, db: ProgramDatabase, plan: Plan, attempts: list[Attempt]) -> None:
         """Add the iteration's last program to its parent's island, migrating when it is due."""
-        final = _final_program(attempts)
+        final = _final_program(attempts, keep_after_llm_failure=self.config.keep_after_llm_failure)
         if final is None:
-            return  # the query failed for good: no program
+            return  # the query (or, as in PIKE, one of its fixes) failed for good: no program
         db.add_child(final.key, final.code or "", final.result, plan.draw.parent.island, plan.iteration)
         if db.should_migrate():
             migration = db.migrate()
@@ -198,8 +203,12 @@ class PikeO(Strategy):
                        or "nothing new to copy"))
 
 
-def _final_program(attempts: list[Attempt]) -> Attempt | None:
-    """The iteration's last attempt that produced a program and a verdict."""
+def _final_program(attempts: list[Attempt], *, keep_after_llm_failure: bool) -> Attempt | None:
+    """The iteration's last attempt that produced a program and a verdict. A query that failed for good
+    ends the iteration without a program in PIKE (its worker returns an error); with
+    ``keep_after_llm_failure`` (ours) the last program before the failed fix is kept."""
+    if attempts and attempts[-1].llm_error is not None and not keep_after_llm_failure:
+        return None
     for attempt in reversed(attempts):
         if attempt.code is not None and attempt.result is not None:
             return attempt

@@ -116,11 +116,12 @@ def test_crossover_iterations_in_flight_islands_migration_and_fixes_seen_by_the_
             assert tag_of(sections.current) != "reference" and not meta["parent_is_reference"]
         if number < 2:  # the first two were in flight together: only the reference existed
             assert parent is None and shown in ([], ["reference"])
-    # Migration to the next island: island 1's prompt (it0003) shows copies of island 0's programs.
+    # Migration to both neighbours (with 2 islands, the other one): island 1's prompt (it0003) shows
+    # copies of island 0's programs.
     island1 = trace.attempts["it0003"]["meta"]
     copies = [i for i in [island1["parent_id"], *island1["top"], *island1["diverse"], *island1["inspirations"]]
               if "@m" in i]
-    assert copies and all(i.endswith("i1") for i in copies)
+    assert copies and all(i.endswith("@m1") for i in copies)
 
     assert trace.options() == dataclasses.asdict(PikeOConfig(
         parallel_evaluations=1, num_islands=2, max_fix_attempts=1, migration_interval=1, migration_rate=1.0))

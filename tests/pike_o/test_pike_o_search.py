@@ -89,6 +89,14 @@ def island_of_child(ctx: ScriptedContext) -> dict[str, int]:
     return {q.key: q.meta["child_island"] for q in ctx.counted}
 
 
+def home_island(program_id: str, child_island: dict[str, int]) -> int:
+    """Where a program lives: a seeded copy (``<best>@s<n>i<island>``) on the island it seeded, the
+    reference on island 0, a child on its parent's island."""
+    if "@s" in program_id:
+        return int(program_id.rsplit("i", 1)[1])
+    return 0 if program_id == "reference" else child_island[program_id]
+
+
 def test_2w_iterations_are_in_flight_spread_over_the_islands(tmp_path):
     """W=4 and 2 islands: 8 iterations in flight, 4 per island, before any finishes; each later one
     starts when the oldest finishes and sees exactly the children of the iterations before it."""
@@ -99,7 +107,7 @@ def test_2w_iterations_are_in_flight_spread_over_the_islands(tmp_path):
     queries = firsts(ctx)
     assert ctx.max_pending == 8  # 2W evaluations in flight at once, never more
     assert [q.key for q in queries] == [f"it{i:04d}" for i in range(30)]
-    assert [q.meta["island"] for q in queries[:8]] == [0, 1] * 4  # OpenEvolve's first batch
+    assert [q.meta["island"] for q in queries[:8]] == [0] * 4 + [1] * 4  # OpenEvolve's first batch
     assert all(q.meta["parent_is_reference"] for q in queries[:8])  # nothing had finished yet
     tight = 0
     for q in queries[8:]:
@@ -125,11 +133,13 @@ def test_a_child_joins_its_parents_island(tmp_path):
     child_island = island_of_child(ctx)
     elsewhere = 0
     for q in firsts(ctx):
-        parent_island = 0 if q.parent is None else child_island[q.parent]
+        parent_island = home_island(q.meta["parent_id"], child_island)
+        if q.meta["pool"] == "seeded":  # a fresh copy of the best, put on the empty island drawn for
+            assert parent_island == q.meta["island"]
         assert q.meta["child_island"] == q.meta["parent_island"] == parent_island, q.key
         elsewhere += q.meta["child_island"] != q.meta["island"]
-        if q.meta["pool"] in ("island", "archive-island") and q.parent is not None:
-            assert child_island[q.parent] == q.meta["island"]
+        if q.meta["pool"] in ("island", "archive-island"):
+            assert parent_island == q.meta["island"]
     assert elsewhere > 5  # random and archive draws from other islands send children there, not here
 
 
@@ -217,7 +227,7 @@ def test_the_split_over_many_iterations_and_the_reference_is_never_an_exploitati
         if q.meta["pool"].startswith("archive"):
             assert q.meta["mode"] == "exploit" and not q.meta["parent_is_reference"]
         if q.meta["parent_is_reference"]:
-            assert q.meta["pool"] in ("island", "all")
+            assert q.meta["pool"] in ("island", "seeded", "all")
     # Once the archive holds anything, an exploitation draw never falls back to the reference.
     fallbacks = [q for q in queries if q.meta["mode"] == "exploit" and not q.meta["pool"].startswith("archive")]
     assert all(q.meta["iteration"] < 39 for q in fallbacks)  # only the first batch, before any child
@@ -243,9 +253,9 @@ def test_migrants_reach_the_next_islands_prompts(tmp_path):
         for program_id in [q.meta["parent_id"], *q.meta["top"], *q.meta["diverse"], *q.meta["inspirations"]]:
             if "@m" not in program_id:
                 continue
-            source, target = re.fullmatch(r"(.+)@m\d+i(\d)", program_id).groups()
-            source_island = 0 if source == "reference" else child_island[source]
-            assert int(target) == (source_island + 1) % 3  # copies go to the next island only
+            source, target = re.fullmatch(r"(.+)@m(\d)", program_id).groups()
+            source_island = home_island(source, child_island)
+            assert int(target) in ((source_island + 1) % 3, (source_island - 1) % 3)  # both neighbours
             if program_id != q.meta["parent_id"] or q.meta["pool"] in ("island", "archive-island"):
                 assert int(target) == q.meta["island"]
             seen_copies += 1
@@ -258,8 +268,8 @@ def test_without_migration_islands_stay_isolated(tmp_path):
     child_island = island_of_child(ctx)
     for q in firsts(ctx):
         assert not any("@m" in pid for pid in [q.meta["parent_id"], *q.meta["top"], *q.meta["inspirations"]])
-        if q.meta["pool"] in ("island", "archive-island") and q.parent is not None:
-            assert child_island[q.parent] == q.meta["island"]
+        if q.meta["pool"] in ("island", "archive-island"):
+            assert home_island(q.meta["parent_id"], child_island) == q.meta["island"]
 
 
 # -- prompts --------------------------------------------------------------------------------------
