@@ -13,9 +13,9 @@ import math
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-from pike_harness.api import UserError, require_at_least
+from pike_harness.api import UserError, prompt_pack, require_at_least
 
-from . import presets
+from . import presets, prompts
 
 TEMPLATES = ("crossover", "mutation")
 MIGRATION_RULES = ("pike", "next")
@@ -91,6 +91,15 @@ class PikeOConfig:
     protect_new: bool = field(default=True, metadata={
         "help": "the population limit never removes the program just added (PIKE's; off, ours: only the "
                 "best is protected, so a failed newcomer that is the unique lowest removes itself)"})
+    efa_tail_chars: int = field(default=0, metadata={
+        "help": "characters kept (from the end) of each artifact in the error-fixing prompt; 0 shows the "
+                "whole artifacts (PIKE's)"})
+    prompt_pack: str = field(default="", metadata={
+        "help": "folder of prompt templates to use instead of the shipped ones (docs/strategies.md, "
+                "\"Prompt packs\"); every file must be there"})
+    prompt_pack_sha256: str = field(default="", metadata={
+        "help": "the prompt pack's hash, recorded by the run; when given, a pack with other content is "
+                "refused (a resumed run keeps its prompts)"})
     keep_after_llm_failure: bool = field(default=False, metadata={
         "help": "when a fix query fails for good (LLM error), add the iteration's last program anyway "
                 "(ours); PIKE drops the whole iteration"})
@@ -105,6 +114,8 @@ class PikeOConfig:
             if getattr(self, name) is None:
                 setattr(self, name, value)
         self._validate()
+        self.pack = prompt_pack.pinned(prompts.load(self.prompt_pack or None), self.prompt_pack_sha256)
+        self.prompt_pack_sha256 = self.pack.digest
 
     def _validate(self) -> None:
         if self.template not in TEMPLATES:
@@ -118,7 +129,7 @@ class PikeOConfig:
         require_at_least(self, num_top_programs=0, num_inspirations=0, num_diverse_programs=0,
                          population_size=1, archive_size=1,
                          num_islands=1, parallel_evaluations=1, migration_interval=1, feature_bins=1,
-                         max_fix_attempts=0, log_tail_chars=0)
+                         max_fix_attempts=0, log_tail_chars=0, efa_tail_chars=0)
         for name in ("elite_selection_ratio", "exploration_ratio", "exploitation_ratio", "migration_rate"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int | float) or not 0.0 <= value <= 1.0:

@@ -166,11 +166,11 @@ class PikeO(Strategy):
     def _messages(self, ctx: TaskContext, plan: Plan) -> list[dict[str, str]]:
         parent = plan.draw.parent
         if self.config.template == "mutation":
-            return prompts.mutation_messages(ctx.task, parent.code)
+            return prompts.mutation_messages(ctx.task, parent.code, self.config.pack)
         return prompts.crossover_messages(
             ctx.task, _shown(parent), [_shown(p) for p in plan.tops], [_shown(p) for p in plan.inspirations],
             diverse=[_shown(p) for p in plan.diverse], previous=[_shown(p) for p in plan.previous],
-            bins=self.config.feature_bins, tail_chars=self.config.log_tail_chars)
+            bins=self.config.feature_bins, tail_chars=self.config.log_tail_chars, pack=self.config.pack)
 
     def _chain(self, ctx: TaskContext, plan: Plan, first: Future[Attempt]) -> list[Attempt]:
         """The iteration's attempts: its optimize query, then fixes while the latest program fails.
@@ -182,7 +182,7 @@ class PikeO(Strategy):
             if not latest.failed or latest.code is None or latest.result is None or ctx.budget.exhausted:
                 break
             messages = prompts.efa_messages(ctx.task, latest.code, latest.result,
-                                            tail_chars=self.config.log_tail_chars)
+                                            tail_chars=self.config.efa_tail_chars, pack=self.config.pack)
             try:
                 attempts.append(ctx.attempt(FIX, messages, key=f"{iteration_key(plan.iteration)}/fix{number}",
                                             parent=latest.key, meta={**self._meta(plan), "fix": number}))

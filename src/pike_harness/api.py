@@ -74,7 +74,15 @@ from pike_harness.host.pricing import Price, PriceTable
 from pike_harness.host.store import JOURNAL, RUN_FILE, RunStore, find_runs, read_journal, sha256
 from pike_harness.host.store_db import find_baseline_sets, materialize
 from pike_harness.host.tasks import Suite
-from pike_harness.kit import code_fences, failure_reports, idea_lists, prompt_kinds, prompt_templates, rounds
+from pike_harness.kit import (
+    code_fences,
+    failure_reports,
+    idea_lists,
+    prompt_kinds,
+    prompt_pack,
+    prompt_templates,
+    rounds,
+)
 from pike_harness.kit.rounds import Order, Sample, fix_rounds, run_round
 from pike_harness.kit.sdk_errors import parse_retry_after, redact_secrets, reject_non_json, sdk_errors
 
@@ -157,6 +165,7 @@ __all__ = [
     "failure_reports",
     "idea_lists",
     "prompt_kinds",
+    "prompt_pack",
     "prompt_templates",
     "require_at_least",
     "rounds",

@@ -13,12 +13,12 @@ import re
 import threading
 from collections.abc import Callable, Collection
 
-from pike_harness.kit import code_fences, prompt_kinds
+from pike_harness.kit import code_fences, prompt_kinds, prompt_templates
 from pike_harness.testing.llm_server import FakeReply, ReceivedRequest
 
 TAG = re.compile(r"# variant: (\S+) work=(\d+)")
 SERIAL = re.compile(r"<!-- serial (\d+) -->")
-_REFERENCE_MARKER = "The reference program to optimize (`Model`):"
+_REFERENCE_MARKER = prompt_templates.REFERENCE_MARKER
 _HELPER = '''
 
 def _extra_work(n):

@@ -151,7 +151,7 @@ def test_mutation_preset_from_a_config_file_keeps_two_iterations_in_flight(cli, 
         prompt = trace.prompt[key]
         assert not is_crossover(prompt) and prompt_kinds.prompt_kind(prompt) == "improve"
         blocks = code_fences.code_blocks(prompt)
-        assert len(blocks) == 4 and blocks[:2] == [prompt_templates.EXAMPLE_REFERENCE, prompt_templates.EXAMPLE_SOLUTION]
+        assert len(blocks) == 4 and blocks[:2] == [p + "\n" for p in prompt_templates.example_pair()]
         assert tag_of(blocks[2]) == "reference" and tag_of(blocks[3]) == "reference"
         assert "itness" not in prompt
         assert trace.attempts[key]["parent"] is None

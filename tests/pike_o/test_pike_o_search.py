@@ -162,8 +162,8 @@ def test_fixes_count_toward_the_budget_and_the_fixed_program_enters_the_database
     assert fix2.parent == "it0001/fix1" and fix2.meta["iteration"] == 1
     # PIKE-O's own error-fixing prompt: generic words and raw artifacts, not PIKE-B's failure report.
     assert "failed to compile, failed the correctness check, or timed out" in fix2.prompt
-    assert "category: incorrect" in fix2.prompt and "Evaluation result:" not in fix2.prompt
-    assert fix2.messages[0]["content"] == prompts.SYSTEM_MESSAGE
+    assert '"category": "incorrect"' in fix2.prompt and "Evaluation result:" not in fix2.prompt
+    assert fix2.messages[0]["content"] == prompts.default_pack().text("system.txt")
     # Later iterations exploit the archive: the fixed programs entered, the originals never did.
     later = firsts(ctx)[4:]
     parents = {q.parent for q in later}
@@ -282,7 +282,7 @@ def test_crossover_prompts_carry_pikes_sections_then_the_current_program(tmp_pat
     rich = tops_with_current = 0
     for q in firsts(ctx):
         assert is_crossover(q.messages) and prompt_kinds.prompt_kind(q.messages) == "optimize"
-        assert q.messages[0]["content"] == prompts.SYSTEM_MESSAGE  # a performance engineering expert
+        assert q.messages[0]["content"] == prompts.default_pack().text("system.txt")  # a performance engineering expert
         sections = crossover_sections(q.messages)
         current = key_of(sections.current)
         assert current == (q.parent or "reference")
@@ -302,7 +302,7 @@ def test_crossover_prompts_carry_pikes_sections_then_the_current_program(tmp_pat
         for line in sections.previous:  # previous attempts show raw runtimes
             assert "runtime_ms=" in line or "correct" not in line
         rich += len(tops) == 3 and len(diverse) == 2 and len(insp) == 3 and len(sections.previous) == 3
-        assert REFERENCE_SOURCE in q.prompt and prompt_templates.EXAMPLE_SOLUTION in q.prompt
+        assert REFERENCE_SOURCE in q.prompt and prompt_templates.example_pair()[1] in q.prompt
     assert rich > 5 and tops_with_current > 0
 
 
@@ -331,7 +331,7 @@ def test_mutation_prompts_carry_only_the_reference_and_the_current_program(tmp_p
         assert key_of(q.quoted) == (q.parent or "reference")
         blocks = code_fences.code_blocks(q.prompt)
         # the worked example (reference and solution), the task's reference, the current program
-        assert blocks == [prompt_templates.EXAMPLE_REFERENCE, prompt_templates.EXAMPLE_SOLUTION, REFERENCE_SOURCE, q.quoted]
+        assert blocks == [*(p + "\n" for p in prompt_templates.example_pair()), REFERENCE_SOURCE, q.quoted]
         assert "itness" not in q.prompt and q.meta["top"] == [] and q.meta["inspirations"] == []
         for attempt in ctx.attempts.values():
             if attempt.is_correct:

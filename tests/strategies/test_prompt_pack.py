@@ -1,0 +1,77 @@
+"""Prompt packs: templates in files, ``{{name}}`` placeholders, one-line errors, a hash per pack."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+from pikeh_pike_b import PikeBConfig
+from pikeh_pike_o import PikeOConfig
+
+from pike_harness.api import UserError, prompt_pack, prompt_templates
+from pike_harness.testing.context import make_task
+
+
+def copy_of_pike_pack(tmp_path: Path) -> Path:
+    folder = tmp_path / "pack"
+    shutil.copytree(prompt_templates.PIKE_PACK, folder)
+    return folder
+
+
+def test_the_shipped_pack_has_every_file_and_placeholders_render_with_empty_lines_dropped(tmp_path):
+    pack = prompt_templates.load()
+    assert set(pack.files) == set(prompt_templates.SCHEMA)
+    optimize = prompt_templates.optimize_messages(make_task(tmp_path), pack=pack)[1]["content"]
+    assert "{{" not in optimize and not optimize.endswith("\n")
+    assert len(pack.digest) == 64 and pack.digest == prompt_templates.load().digest
+
+
+def test_a_copied_pack_with_an_edit_changes_the_prompt_and_the_hash(tmp_path):
+    folder = copy_of_pike_pack(tmp_path)
+    assert prompt_templates.load(folder).digest == prompt_templates.load().digest
+    (folder / "focus.txt").write_text("Try this first: {{idea}}\n")
+    pack = prompt_templates.load(folder)
+    assert pack.digest != prompt_templates.load().digest
+    text = prompt_templates.optimize_messages(make_task(tmp_path), "tile it", pack=pack)[1]["content"]
+    assert text.endswith("Try this first: tile it")
+    (folder / "system.txt").write_text("")  # an empty system file sends no system message (PIKE with Gemini)
+    assert [
+        m["role"]
+        for m in prompt_templates.improve_messages(
+            make_task(tmp_path), "x = 1\n", pack=prompt_templates.load(folder)
+        )
+    ] == ["user"]
+
+
+def test_a_missing_file_or_an_unknown_placeholder_is_a_one_line_error(tmp_path):
+    folder = copy_of_pike_pack(tmp_path)
+    (folder / "brainstorm.txt").unlink()
+    with pytest.raises(UserError, match=r"has no brainstorm\.txt$"):
+        prompt_templates.load(folder)
+    folder = copy_of_pike_pack(tmp_path / "again")
+    (folder / "improve.txt").write_text("{{problem}}\n{{runtime_ms}}\n")
+    with pytest.raises(
+        UserError, match=r"improve\.txt uses unknown placeholder \{\{runtime_ms\}\}"
+    ) as caught:
+        prompt_templates.load(folder)
+    assert "\n" not in str(caught.value)
+    with pytest.raises(UserError, match="no such folder"):
+        prompt_templates.load(tmp_path / "absent")
+
+
+def test_strategies_record_the_packs_hash_and_refuse_a_changed_pack_on_resume(tmp_path):
+    folder = copy_of_pike_pack(tmp_path)
+    recorded = PikeBConfig(prompt_pack=str(folder)).prompt_pack_sha256
+    assert recorded == prompt_templates.load().digest
+    assert PikeBConfig(prompt_pack=str(folder), prompt_pack_sha256=recorded).pack.digest == recorded
+    (folder / "improve.txt").write_text("{{problem}}\n{{parent}}\nFaster, please.\n")
+    with pytest.raises(UserError, match="has changed since the run recorded it"):
+        PikeBConfig(prompt_pack=str(folder), prompt_pack_sha256=recorded)
+    pike_o = PikeOConfig()
+    assert pike_o.prompt_pack_sha256 == pike_o.pack.digest != recorded  # PIKE-O's own templates count too
+
+
+def test_pinned_accepts_no_recorded_hash():
+    pack = prompt_templates.load()
+    assert prompt_pack.pinned(pack, "") is pack
