@@ -14,11 +14,13 @@ from pike_harness.api import (
     Order,
     Sample,
     Strategy,
+    Task,
     TaskContext,
     UserError,
     failure_reports,
     fix_rounds,
     idea_lists,
+    prompt_examples,
     prompt_pack,
     prompt_templates,
     require_at_least,
@@ -109,6 +111,12 @@ class PikeB(Strategy):
             ctx.log(f"phase {phase}: {len(solutions)} correct of {len(samples)} samples; next parents: "
                     + ", ".join(p.key or "reference" for p in parents))
             phase += 1
+
+    def example_prompts(self, task: Task) -> list[prompt_examples.PromptExample]:
+        cfg = self.config
+        return prompt_examples.pike_family(task, cfg.pack, brainstorm=cfg.brainstorm, improve=True,
+                                           fix_context=cfg.efa_context if cfg.max_fix_attempts else None,
+                                           tail_chars=cfg.log_tail_chars, max_ideas=cfg.max_ideas)
 
     def _ideas(self, ctx: TaskContext) -> list[str | None]:
         """The brainstorming call: uncounted (its cost is still recorded by the host)."""

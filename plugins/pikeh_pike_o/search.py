@@ -37,7 +37,9 @@ from pike_harness.api import (
     Attempt,
     BudgetExhausted,
     Strategy,
+    Task,
     TaskContext,
+    prompt_examples,
 )
 
 from . import prompts
@@ -130,6 +132,25 @@ class PikeO(Strategy):
         finally:  # every chain has finished unless the run is stopping: then do not wait for them
             chains.shutdown(wait=False, cancel_futures=True)
         ctx.log(f"{ctx.task.ref}: {next_iteration} iterations; {db.summary()}")
+
+    def example_prompts(self, task: Task) -> list[prompt_examples.PromptExample]:
+        """The first iteration's prompt (the reference as the current program, as PIKE-O starts; for
+        crossover, with the reference's evaluation and nothing else yet), then the error-fixing prompt."""
+        cfg = self.config
+        reference = prompt_examples.REFERENCE_RUN
+        current = prompts.Shown(task.source, 1.0 / (reference.runtime_ms or 1.0), (0, 0), reference)
+        if cfg.template == "mutation":
+            first = prompts.mutation_messages(task, task.source, cfg.pack)
+        else:
+            first = prompts.crossover_messages(task, current, [current], [], bins=cfg.feature_bins,
+                                               tail_chars=cfg.log_tail_chars, pack=cfg.pack)
+        shown = [prompt_examples.PromptExample(cfg.template, OPTIMIZE, first)]
+        if cfg.max_fix_attempts:
+            for name, result in (("efa_error", prompt_examples.CRASH), ("efa_incorrect", prompt_examples.WRONG)):
+                messages = prompts.efa_messages(task, prompt_examples.FAILING, result, tail_chars=cfg.efa_tail_chars,
+                                                pack=cfg.pack)
+                shown.append(prompt_examples.PromptExample(name, FIX, messages))
+        return shown
 
     def new_database(self, ctx: TaskContext) -> ProgramDatabase:
         """The task's database; PIKE's migration clock counts in the run's iterations (the query budget)."""

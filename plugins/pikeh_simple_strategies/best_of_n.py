@@ -13,9 +13,11 @@ from pike_harness.api import (
     Order,
     Sample,
     Strategy,
+    Task,
     TaskContext,
     failure_reports,
     fix_rounds,
+    prompt_examples,
     prompt_templates,
     require_at_least,
     run_round,
@@ -49,6 +51,12 @@ class BestOfN(Strategy):
 
     def overshoot(self) -> int:
         return self.config.parallel - 1
+
+    def example_prompts(self, task: Task) -> list[prompt_examples.PromptExample]:
+        cfg = self.config
+        return prompt_examples.pike_family(task, prompt_templates.default_pack(), brainstorm=False,
+                                           improve=False, fix_context="pike" if cfg.max_fix_attempts else None,
+                                           tail_chars=cfg.log_tail_chars)
 
     def run_task(self, ctx: TaskContext) -> None:
         cfg = self.config
