@@ -91,6 +91,12 @@ class PikeOConfig:
     protect_new: bool = field(default=True, metadata={
         "help": "the population limit never removes the program just added (PIKE's; off, ours: only the "
                 "best is protected, so a failed newcomer that is the unique lowest removes itself)"})
+    top_p: float = field(default=0.95, metadata={
+        "help": "nucleus sampling sent with every PIKE-O query (PIKE-O's 0.95; the provider preset's, such "
+                "as Gemini's 1.0, is PIKE-B's)"})
+    top_k: int = field(default=0, metadata={
+        "help": "top-k sent with every PIKE-O query; 0 sends none (PIKE-O's), -1 keeps the provider "
+                "preset's (Gemini: 50, as PIKE-B sent)"})
     efa_tail_chars: int = field(default=0, metadata={
         "help": "characters kept (from the end) of each artifact in the error-fixing prompt; 0 shows the "
                 "whole artifacts (PIKE's)"})
@@ -124,6 +130,10 @@ class PikeOConfig:
             raise UserError(f"--empty-island must be seed or whole (got {self.empty_island!r})")
         if self.migration_rule not in MIGRATION_RULES:
             raise UserError(f"--migration-rule must be pike or next (got {self.migration_rule!r})")
+        if not 0.0 < float(self.top_p) <= 1.0:
+            raise UserError(f"--top-p must be above 0 and at most 1 (got {self.top_p!r})")
+        if self.top_k < -1:
+            raise UserError(f"--top-k must be -1 (the preset's), 0 (none) or a positive count (got {self.top_k!r})")
         if not isinstance(self.exclude_reference, bool):
             raise UserError(f"--exclude-reference must be true or false (got {self.exclude_reference!r})")
         require_at_least(self, num_top_programs=0, num_inspirations=0, num_diverse_programs=0,

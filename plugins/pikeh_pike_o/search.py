@@ -133,6 +133,13 @@ class PikeO(Strategy):
             chains.shutdown(wait=False, cancel_futures=True)
         ctx.log(f"{ctx.task.ref}: {next_iteration} iterations; {db.summary()}")
 
+    def sampling(self) -> dict[str, Any]:
+        """PIKE-O's sampling: top_p 0.95 and no top_k (its config), over the run's temperature."""
+        chosen: dict[str, Any] = {"top_p": self.config.top_p}
+        if self.config.top_k >= 0:
+            chosen["top_k"] = self.config.top_k
+        return chosen
+
     def example_prompts(self, task: Task) -> list[prompt_examples.PromptExample]:
         """The first iteration's prompt (the reference as the current program, as PIKE-O starts; for
         crossover, with the reference's evaluation and nothing else yet), then the error-fixing prompt."""

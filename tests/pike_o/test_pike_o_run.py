@@ -87,6 +87,8 @@ def test_crossover_iterations_in_flight_islands_migration_and_fixes_seen_by_the_
     # W=1 over 2 islands: 2 iterations in flight; the broken child's fix (counted); then one new
     # iteration each time the oldest finishes, until the budget of 5 is reached: never past it.
     assert len(requests) == 5 == len(trace.llm)
+    # PIKE-O's sampling, set by the strategy over the run's: top_p 0.95 and no top_k.
+    assert all(r.body["top_p"] == 0.95 and "top_k" not in r.body and r.body["temperature"] == 0.8 for r in requests)
     assert sorted(e["index"] for e in trace.llm if e["counted"]) == list(range(1, 6))
     broken_key = next(k for k, s in trace.serial.items() if s == 2)
     assert broken_key in ("it0000", "it0001")

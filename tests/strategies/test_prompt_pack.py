@@ -75,3 +75,21 @@ def test_strategies_record_the_packs_hash_and_refuse_a_changed_pack_on_resume(tm
 def test_pinned_accepts_no_recorded_hash():
     pack = prompt_templates.load()
     assert prompt_pack.pinned(pack, "") is pack
+
+
+def test_pikeh_prompts_show_prints_every_prompt_with_its_roles_and_refuses_mistakes_in_one_line(cli, tmp_path):
+    result = cli("prompts", "show", "--strategy", "pike-b", "--task", "smoke/3")
+    assert result.exit_code == 0, result.output
+    for name in ("brainstorm", "optimize", "improve", "fix_error", "fix_incorrect"):
+        assert f"pike-b / smoke/3 / {name} (role " in result.output
+    assert "--- system ---\nYou are a helpful assistant." in result.output and "--- user ---" in result.output
+    assert f"sha256 {prompt_templates.load().digest}" in result.output
+    mutation = cli("prompts", "show", "--strategy", "pike-o", "--task", "smoke/3", "--option", "template=mutation",
+                   "--name", "mutation")
+    assert mutation.exit_code == 0 and "pike-o / smoke/3 / mutation (role optimize)" in mutation.output
+    assert "efa_error" not in mutation.output
+    for args, message in ((("--prompt-pack", str(tmp_path / "none")), "no such folder"),
+                          (("--option", "num_branches=ten"), "is not a valid int"),
+                          (("--option", "colour=red"), "expected NAME=VALUE")):
+        bad = cli("prompts", "show", "--strategy", "pike-b", "--task", "smoke/3", *args)
+        assert bad.exit_code != 0 and message in bad.output and "Traceback" not in bad.output
