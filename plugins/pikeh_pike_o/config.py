@@ -91,6 +91,13 @@ class PikeOConfig:
     protect_new: bool = field(default=True, metadata={
         "help": "the population limit never removes the program just added (PIKE's; off, ours: only the "
                 "best is protected, so a failed newcomer that is the unique lowest removes itself)"})
+    crossover_content: str = field(default="pike", metadata={
+        "help": "what a crossover prompt shows: pike (the fork's: previous attempts are the island's top "
+                "programs as metrics and outcome without code, diverse programs its next fittest, "
+                "inspirations exclude only the parent, no per-program feature coordinates, artifacts cut "
+                "to their first --log-tail-chars) or ours (the island's latest attempts, diverse programs "
+                "drawn from all past the top, inspirations distinct from every program shown, coordinates "
+                "per program, artifacts cut to their last --log-tail-chars)"})
     top_p: float = field(default=0.95, metadata={
         "help": "nucleus sampling sent with every PIKE-O query (PIKE-O's 0.95; the provider preset's, such "
                 "as Gemini's 1.0, is PIKE-B's)"})
@@ -128,6 +135,8 @@ class PikeOConfig:
             raise UserError(f"--template must be crossover or mutation (got {self.template!r})")
         if self.empty_island not in EMPTY_ISLAND_RULES:
             raise UserError(f"--empty-island must be seed or whole (got {self.empty_island!r})")
+        if self.crossover_content not in ("pike", "ours"):
+            raise UserError(f"--crossover-content must be pike or ours (got {self.crossover_content!r})")
         if self.migration_rule not in MIGRATION_RULES:
             raise UserError(f"--migration-rule must be pike or next (got {self.migration_rule!r})")
         if not 0.0 < float(self.top_p) <= 1.0:

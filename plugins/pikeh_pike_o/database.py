@@ -69,6 +69,7 @@ class Program:
     coords: tuple[int, ...] = ()
     is_reference: bool = False
     migrant: bool = False
+    parent_fitness: float | None = None  # for the crossover prompt's "previous attempts" outcome
 
     @property
     def category(self) -> str:
@@ -137,10 +138,12 @@ class ProgramDatabase:
         self.islands[island].append(copy.id)
         return copy
 
-    def add_child(self, key: str, code: str, result: EvalResult | None, island: int, iteration: int) -> Program:
+    def add_child(self, key: str, code: str, result: EvalResult | None, island: int, iteration: int, *,
+                  parent_fitness: float | None = None) -> Program:
         """The program an iteration ended with (the fixed one, if fixes were needed), on ``island``
         (its parent's island)."""
         program = self._new(key, key, code, result, island % len(self.islands), iteration)
+        program.parent_fitness = parent_fitness
         self._place(program)
         self.added += 1
         if self.pointer_count >= self.pointer_period:

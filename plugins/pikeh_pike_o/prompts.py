@@ -26,6 +26,7 @@ every program a prompt quotes: ``crossover_sections`` does that.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -80,6 +81,7 @@ class Shown:
     fitness: float
     coords: tuple[int, ...]
     result: EvalResult | None
+    parent_fitness: float | None = None
 
 
 def format_fitness(fitness: float) -> str:
@@ -101,17 +103,22 @@ def mutation_messages(task: Task, current_code: str, pack: prompt_pack.PromptPac
 
 def crossover_messages(task: Task, current: Shown, tops: Sequence[Shown], inspirations: Sequence[Shown], *,
                        bins: int, tail_chars: int, diverse: Sequence[Shown] = (),
-                       previous: Sequence[Shown] = (), pack: prompt_pack.PromptPack | None = None) -> Messages:
+                       previous: Sequence[Shown] = (), pack: prompt_pack.PromptPack | None = None,
+                       content: str = "pike") -> Messages:
+    """``content="pike"``: the fork's sections (previous attempts as metrics and outcome, programs with
+    their fitness only, artifacts cut to their first ``tail_chars``); ``"ours"``: the latest attempts
+    with their verdicts, feature coordinates per program, artifacts cut to their last ``tail_chars``."""
+    per_program = None if content == "pike" else bins
     history = "\n\n".join([
-        _programs(TOP_HEADER, "The fittest programs of this island so far.", "Top program", tops, bins),
-        _programs(DIVERSE_HEADER, "Other programs of this island.", "Diverse program", diverse, bins),
-        _previous(previous),
+        _programs(TOP_HEADER, "The fittest programs of this island so far.", "Top program", tops, per_program),
+        _programs(DIVERSE_HEADER, "Other programs of this island.", "Diverse program", diverse, per_program),
+        _previous(previous, numbered_from_last=content == "pike"),
         _programs(INSPIRATION_HEADER, "Other programs of this island, with different approaches, for ideas.",
-                  "Inspiration", inspirations, bins),
+                  "Inspiration", inspirations, per_program),
     ])
+    artifacts = raw_artifacts(current.result, tail_chars, head=content == "pike")
     return _render(pack, "crossover", task, fitness=format_fitness(current.fitness),
-                   coords=_coords(current.coords, bins),
-                   artifacts="- Evaluation results:\n" + raw_artifacts(current.result, tail_chars),
+                   coords=_coords(current.coords, bins), artifacts="- Evaluation results:\n" + artifacts,
                    history=history, current=code_fences.fence(current.code))
 
 
@@ -139,15 +146,18 @@ def artifact_values(result: EvalResult | None) -> dict[str, object]:
     return {k: v for k, v in values.items() if v is not None and v != ""}
 
 
-def raw_artifacts(result: EvalResult | None, tail_chars: int) -> str:
-    """Every evaluation artifact as ``key: value``, each value cut to its last ``tail_chars`` characters
-    (OpenEvolve passes artifacts through raw, up to 20 KB per key)."""
+def raw_artifacts(result: EvalResult | None, tail_chars: int, *, head: bool = False) -> str:
+    """Every evaluation artifact as ``key: value``, each value cut to ``tail_chars`` characters: its
+    first ones and a truncation note with ``head`` (OpenEvolve's 20 KB per key), else its last ones."""
     if result is None:
         return "No evaluation."
     lines = []
     for key, value in artifact_values(result).items():
         text = str(value)
-        text = text[-tail_chars:] if tail_chars > 0 else ""
+        if head:
+            text = text[:tail_chars] + "\n... (truncated)" if len(text) > tail_chars else text
+        else:
+            text = text[-tail_chars:] if tail_chars > 0 else ""
         lines.append(f"{key}:\n{code_fences.fence(text, 'text')}" if "\n" in text else f"{key}: {text}")
     return "\n".join(lines)
 
@@ -165,25 +175,42 @@ def _verdict(program: Shown) -> str:
     return program.result.category
 
 
-def _programs(header: str, blurb: str, title: str, programs: Sequence[Shown], bins: int) -> str:
+def _programs(header: str, blurb: str, title: str, programs: Sequence[Shown], bins: int | None) -> str:
+    """Programs with their code; ``bins`` None shows the fitness alone (the fork), else the verdict and
+    feature coordinates too (ours)."""
     if not programs:
         return f"{header}\n{NONE_YET}"
     lines = [header, blurb]
     for number, program in enumerate(programs, start=1):
-        lines.append(f"### {title} {number} (fitness {format_fitness(program.fitness)}, {_verdict(program)}, "
-                     f"{_coords(program.coords, bins)})")
+        about = "" if bins is None else f", {_verdict(program)}, {_coords(program.coords, bins)}"
+        lines.append(f"### {title} {number} (fitness {format_fitness(program.fitness)}{about})")
         lines.append(code_fences.fence(program.code))
     return "\n".join(lines)
 
 
-def _previous(programs: Sequence[Shown]) -> str:
-    """The island's latest programs, oldest first, with their raw metrics (no code)."""
+def _previous(programs: Sequence[Shown], *, numbered_from_last: bool) -> str:
+    """Earlier attempts as metrics and an outcome, without code. The fork lists its programs last one
+    first, numbered down to 1; ours lists the island's latest programs oldest first."""
     if not programs:
         return f"{PREVIOUS_HEADER}\n{NONE_YET}"
     lines = [PREVIOUS_HEADER]
-    for number, program in enumerate(programs, start=1):
-        lines.append(f"- Attempt {number}: fitness {format_fitness(program.fitness)}, {_verdict(program)}")
+    order = list(reversed(programs)) if numbered_from_last else list(programs)
+    for i, program in enumerate(order):
+        number = len(programs) - i if numbered_from_last else i + 1
+        lines.append(f"- Attempt {number}: full rewrite; fitness {format_fitness(program.fitness)}, "
+                     f"{_verdict(program)}; {_outcome(program)}")
     return "\n".join(lines)
+
+
+def _outcome(program: Shown) -> str:
+    """Against its parent's fitness, in the fork's words' sense (an iteration's child against its parent)."""
+    if program.parent_fitness is None:
+        return "no parent"
+    if program.fitness > program.parent_fitness:
+        return "improvement over its parent"
+    if program.fitness < program.parent_fitness:
+        return "regression from its parent"
+    return "mixed results against its parent"
 
 
 # -- reading a crossover prompt back (tests, offline backends) ------------------------------------
@@ -231,7 +258,7 @@ def _quoted(section: str) -> list[str]:
 
 
 def _fitnesses(section: str) -> list[str]:
-    return [line.split("(fitness ", 1)[1].split(",", 1)[0] for line in section.splitlines()
+    return [re.split(r"[,)]", line.split("(fitness ", 1)[1], maxsplit=1)[0] for line in section.splitlines()
             if line.startswith("### ") and "(fitness " in line]
 
 

@@ -74,14 +74,16 @@ def top_programs(db: ProgramDatabase, island: int, count: int) -> list[Program]:
 
 
 def diverse_programs(db: ProgramDatabase, island: int, count: int, rng: random.Random, *,
-                     exclude: Collection[str] = ()) -> list[Program]:
-    """Up to ``count`` programs of the island beyond its top programs, drawn uniformly (OpenEvolve's
-    "diverse programs" of the evolution history), in rank order."""
-    rest = [p for p in ranked(db.island(island)) if p.id not in exclude]
+                     exclude: Collection[str] = (), pool: list[Program] | None = None) -> list[Program]:
+    """Up to ``count`` programs drawn uniformly from ``pool`` (default: the whole island) less
+    ``exclude``. PIKE's fork passes the island's next fittest after the top programs (so with 2 diverse
+    programs, the 4th and 5th fittest) and shows them in the draw's order; ours draws from every program
+    past the top and shows them in rank order."""
+    rest = [p for p in (pool if pool is not None else ranked(db.island(island))) if p.id not in exclude]
     if count <= 0 or not rest:
         return []
-    picked = set(rng.sample(range(len(rest)), min(count, len(rest))))
-    return [p for i, p in enumerate(rest) if i in picked]
+    picked = rng.sample(range(len(rest)), min(count, len(rest)))
+    return [rest[i] for i in picked] if pool is not None else [p for i, p in enumerate(rest) if i in set(picked)]
 
 
 def inspirations(db: ProgramDatabase, parent: Program, island: int, count: int, rng: random.Random, *,

@@ -150,7 +150,9 @@ class PikeO(Strategy):
             first = prompts.mutation_messages(task, task.source, cfg.pack)
         else:
             first = prompts.crossover_messages(task, current, [current], [], bins=cfg.feature_bins,
-                                               tail_chars=cfg.log_tail_chars, pack=cfg.pack)
+                                               tail_chars=cfg.log_tail_chars, pack=cfg.pack,
+                                               previous=[current] if cfg.crossover_content == "pike" else [],
+                                               content=cfg.crossover_content)
         shown = [prompt_examples.PromptExample(cfg.template, OPTIMIZE, first)]
         if cfg.max_fix_attempts:
             for name, result in (("efa_error", prompt_examples.CRASH), ("efa_incorrect", prompt_examples.WRONG)):
@@ -174,11 +176,20 @@ class PikeO(Strategy):
         if cfg.template == "crossover":
             plan.tops = top_programs(db, island, cfg.num_top_programs)
             shown = {p.id for p in plan.tops}
-            plan.diverse = diverse_programs(db, island, cfg.num_diverse_programs, ctx.rng, exclude=shown)
-            shown |= {p.id for p in plan.diverse}
-            plan.previous = db.recent(island, PREVIOUS_ATTEMPTS)
+            if cfg.crossover_content == "pike":
+                # The fork: previous attempts are the island's top programs again (no code); the diverse
+                # ones are the next fittest, in random order; inspirations exclude only the parent.
+                nearest = top_programs(db, island, cfg.num_top_programs + cfg.num_diverse_programs)
+                plan.diverse = diverse_programs(db, island, cfg.num_diverse_programs, ctx.rng,
+                                                exclude=shown, pool=nearest)
+                plan.previous = plan.tops[:PREVIOUS_ATTEMPTS]
+                excluded: set[str] = set()
+            else:
+                plan.diverse = diverse_programs(db, island, cfg.num_diverse_programs, ctx.rng, exclude=shown)
+                plan.previous = db.recent(island, PREVIOUS_ATTEMPTS)
+                excluded = shown | {p.id for p in plan.diverse}
             plan.inspirations = inspirations(db, draw.parent, island, cfg.num_inspirations, ctx.rng,
-                                             elite_ratio=cfg.elite_selection_ratio, exclude=shown)
+                                             elite_ratio=cfg.elite_selection_ratio, exclude=excluded)
         return plan
 
     def _meta(self, plan: Plan) -> dict[str, Any]:
@@ -198,7 +209,8 @@ class PikeO(Strategy):
         return prompts.crossover_messages(
             ctx.task, _shown(parent), [_shown(p) for p in plan.tops], [_shown(p) for p in plan.inspirations],
             diverse=[_shown(p) for p in plan.diverse], previous=[_shown(p) for p in plan.previous],
-            bins=self.config.feature_bins, tail_chars=self.config.log_tail_chars, pack=self.config.pack)
+            bins=self.config.feature_bins, tail_chars=self.config.log_tail_chars, pack=self.config.pack,
+            content=self.config.crossover_content)
 
     def _chain(self, ctx: TaskContext, plan: Plan, first: Future[Attempt]) -> list[Attempt]:
         """The iteration's attempts: its optimize query, then fixes while the latest program fails.
@@ -223,7 +235,8 @@ class PikeO(Strategy):
         final = _final_program(attempts, keep_after_llm_failure=self.config.keep_after_llm_failure)
         if final is None:
             return  # the query (or, as in PIKE, one of its fixes) failed for good: no program
-        db.add_child(final.key, final.code or "", final.result, plan.draw.parent.island, plan.iteration)
+        db.add_child(final.key, final.code or "", final.result, plan.draw.parent.island, plan.iteration,
+                     parent_fitness=plan.draw.parent.fitness)
         if db.should_migrate():
             migration = db.migrate()
             ctx.log(f"{ctx.task.ref}: migration {migration.number} after iteration {plan.iteration}: "
@@ -244,4 +257,4 @@ def _final_program(attempts: list[Attempt], *, keep_after_llm_failure: bool) -> 
 
 
 def _shown(program: Program) -> prompts.Shown:
-    return prompts.Shown(program.code, program.fitness, program.coords, program.result)
+    return prompts.Shown(program.code, program.fitness, program.coords, program.result, program.parent_fitness)

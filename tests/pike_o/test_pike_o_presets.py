@@ -111,7 +111,7 @@ def test_every_field_is_a_cli_option_type_with_help():
         assert hints[f.name] in (str, bool, int, float, int | None, float | None, bool | None, str | None), f.name
     assert [f.name for f in PikeO.config_fields()][0] == "preset"
     ours = {"empty_island", "migration_rule", "protect_new", "keep_after_llm_failure", "efa_tail_chars",
-            "prompt_pack", "prompt_pack_sha256", "top_p", "top_k"}  # not from presets
+            "prompt_pack", "prompt_pack_sha256", "top_p", "top_k", "crossover_content"}  # not from presets
     assert {f.name for f in PikeO.config_fields()} - {"preset"} - ours == set(PRESETS["pike-o"])
 
 

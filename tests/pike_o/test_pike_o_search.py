@@ -275,8 +275,9 @@ def test_without_migration_islands_stay_isolated(tmp_path):
 # -- prompts --------------------------------------------------------------------------------------
 
 
-def test_crossover_prompts_carry_pikes_sections_then_the_current_program(tmp_path):
-    ctx = run(tmp_path, limit=60, config=small(num_islands=1))
+@pytest.mark.parametrize("content", ["pike", "ours"])
+def test_crossover_prompts_carry_pikes_sections_then_the_current_program(tmp_path, content):
+    ctx = run(tmp_path, limit=60, config=small(num_islands=1, crossover_content=content))
     fitness = {k: 1.0 / a.result.runtime_ms if a.is_correct else 0.0 for k, a in ctx.attempts.items()}
     fitness["reference"] = 1.0 / REFERENCE_MS
     rich = tops_with_current = 0
@@ -296,11 +297,21 @@ def test_crossover_prompts_carry_pikes_sections_then_the_current_program(tmp_pat
         diverse = [key_of(p) for p in sections.diverse]
         assert diverse == [pid.split("@")[0] for pid in q.meta["diverse"]] and not set(diverse) & set(tops)
         insp = [key_of(p) for p in sections.inspirations]
-        assert insp == q.meta["inspirations"]
-        assert current not in insp and not set(tops + diverse) & set(insp)
+        assert insp == q.meta["inspirations"] and current not in insp
         assert len(tops) <= 3 and len(diverse) <= 2 and len(insp) <= 3 and len(sections.previous) <= 3
-        for line in sections.previous:  # previous attempts show raw runtimes
+        for line in sections.previous:  # previous attempts show raw runtimes, never code
             assert "runtime_ms=" in line or "correct" not in line
+        if content == "pike":
+            # The fork: previous attempts are the top programs again, last one first; the diverse ones
+            # the next fittest; inspirations may repeat a top or diverse program; no coordinates.
+            assert [line.split(":", 1)[0] for line in sections.previous] == [
+                f"- Attempt {n}" for n in range(len(tops), 0, -1)]
+            ranked_fitness = sorted(fitness[k] for k in tops + diverse)
+            assert all(fitness[d] <= min(fitness[t] for t in tops) for d in diverse), ranked_fitness
+            assert "complexity" not in sections.info.split("Feature coordinates:")[1].split("\n", 2)[-1]
+            assert "### Top program 1 (fitness " in q.prompt and "bins 0 to" not in q.prompt.split("## Top")[1]
+        else:
+            assert not set(tops + diverse) & set(insp)
         rich += len(tops) == 3 and len(diverse) == 2 and len(insp) == 3 and len(sections.previous) == 3
         assert REFERENCE_SOURCE in q.prompt and prompt_templates.example_pair()[1] in q.prompt
     assert rich > 5 and tops_with_current > 0
