@@ -188,6 +188,23 @@ def test_a_query_that_produced_no_program_is_not_fixed_and_adds_nothing(tmp_path
     assert "it0001" not in mentioned
 
 
+@pytest.mark.parametrize("keep", [False, True])
+def test_a_fix_query_that_failed_for_good_drops_the_iteration_as_pikes_fork_does(tmp_path, keep):
+    def reply(query):
+        return None if query.key == "it0001/fix1" else f"```python\n{program_for(query.key)}```"
+
+    def outcome(key):
+        if key == "initial":
+            return correct(REFERENCE_MS)
+        return failure("compile_error") if key == "it0001" else correct(runtime(key))
+
+    ctx = run(tmp_path, limit=30, config=small(num_islands=1, keep_after_llm_failure=keep), reply=reply,
+              outcome=outcome)
+    assert ctx.attempts["it0001/fix1"].llm_error and "it0001/fix2" not in ctx.issued_keys()
+    mentioned = {k for q in firsts(ctx) for k in [q.parent, *q.meta["top"], *q.meta["inspirations"]]}
+    assert ("it0001" in mentioned) == keep  # PIKE: no program; ours: the failed original joins
+
+
 # -- budget ---------------------------------------------------------------------------------------
 
 
