@@ -59,12 +59,9 @@ class PikeBConfig:
                 "category, reason, per-output differences and log tails for every failure)"})
     log_tail_chars: int = field(default=failure_reports.LOG_TAIL_CHARS, metadata={
         "help": "characters from the end of stdout and of stderr shown to the error-fixing agent"})
-    prompt_pack: str = field(default="", metadata={
-        "help": "folder of prompt templates to use instead of the shipped PIKE pack (docs/strategies.md, "
-                "\"Prompt packs\"); every file must be there"})
-    prompt_pack_sha256: str = field(default="", metadata={
-        "help": "the prompt pack's hash, recorded by the run; when given, a pack with other content is "
-                "refused (a resumed run keeps its prompts)"})
+    # The hash field first: once ``prompt_pack`` is a field name, the class body no longer sees the module.
+    prompt_pack_sha256: str = prompt_pack.hash_option()
+    prompt_pack: str = prompt_pack.pack_option()
 
     def __post_init__(self) -> None:
         require_at_least(self, num_branches=1, max_parents=1, max_fix_attempts=0, max_ideas=1, max_phases=0,
@@ -74,8 +71,7 @@ class PikeBConfig:
                             f"(got {self.efa_context!r})")
         if self.parents not in PARENT_RULES:
             raise UserError(f"--parents must be one of {', '.join(PARENT_RULES)} (got {self.parents!r})")
-        self.pack = prompt_pack.pinned(prompt_templates.load(self.prompt_pack or None), self.prompt_pack_sha256)
-        self.prompt_pack_sha256 = self.pack.digest
+        prompt_pack.attach(self, prompt_templates.load)
 
 
 class PikeB(Strategy):

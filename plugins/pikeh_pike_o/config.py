@@ -107,12 +107,9 @@ class PikeOConfig:
     efa_tail_chars: int = field(default=0, metadata={
         "help": "characters kept (from the end) of each artifact in the error-fixing prompt; 0 shows the "
                 "whole artifacts (PIKE's)"})
-    prompt_pack: str = field(default="", metadata={
-        "help": "folder of prompt templates to use instead of the shipped ones (docs/strategies.md, "
-                "\"Prompt packs\"); every file must be there"})
-    prompt_pack_sha256: str = field(default="", metadata={
-        "help": "the prompt pack's hash, recorded by the run; when given, a pack with other content is "
-                "refused (a resumed run keeps its prompts)"})
+    # The hash field first: once ``prompt_pack`` is a field name, the class body no longer sees the module.
+    prompt_pack_sha256: str = prompt_pack.hash_option()
+    prompt_pack: str = prompt_pack.pack_option()
     keep_after_llm_failure: bool = field(default=False, metadata={
         "help": "when a fix query fails for good (LLM error), add the iteration's last program anyway "
                 "(ours); PIKE drops the whole iteration"})
@@ -127,8 +124,7 @@ class PikeOConfig:
             if getattr(self, name) is None:
                 setattr(self, name, value)
         self._validate()
-        self.pack = prompt_pack.pinned(prompts.load(self.prompt_pack or None), self.prompt_pack_sha256)
-        self.prompt_pack_sha256 = self.pack.digest
+        prompt_pack.attach(self, prompts.load)
 
     def _validate(self) -> None:
         if self.template not in TEMPLATES:

@@ -29,6 +29,7 @@ import json
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import cache
 from pathlib import Path
 
 from pike_harness.api import EvalResult, Task, code_fences, prompt_pack, prompt_templates
@@ -64,13 +65,9 @@ def load(folder: str | Path | None = None) -> prompt_pack.PromptPack:
     return prompt_pack.load_pack(prompt_pack.pack_folders(folder, (PACK, prompt_templates.PIKE_PACK)), SCHEMA)
 
 
-_DEFAULT: list[prompt_pack.PromptPack] = []
-
-
+@cache
 def default_pack() -> prompt_pack.PromptPack:
-    if not _DEFAULT:
-        _DEFAULT.append(load())
-    return _DEFAULT[0]
+    return load()
 
 
 @dataclass(frozen=True)

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 from pikeh_pike_b import PikeBConfig
 from pikeh_pike_o import PikeOConfig
+from pikeh_pike_o import prompts as pike_o_prompts
 
 from pike_harness.api import UserError, prompt_pack, prompt_templates
 from pike_harness.testing.context import make_task
@@ -77,19 +78,53 @@ def test_pinned_accepts_no_recorded_hash():
     assert prompt_pack.pinned(pack, "") is pack
 
 
-def test_pikeh_prompts_show_prints_every_prompt_with_its_roles_and_refuses_mistakes_in_one_line(cli, tmp_path):
+def test_pikeh_prompts_show_prints_every_prompt_with_its_roles_and_refuses_mistakes_in_one_line(
+    cli, tmp_path
+):
     result = cli("prompts", "show", "--strategy", "pike-b", "--task", "smoke/3")
     assert result.exit_code == 0, result.output
     for name in ("brainstorm", "optimize", "improve", "fix_error", "fix_incorrect"):
         assert f"pike-b / smoke/3 / {name} (role " in result.output
     assert "--- system ---\nYou are a helpful assistant." in result.output and "--- user ---" in result.output
     assert f"sha256 {prompt_templates.load().digest}" in result.output
-    mutation = cli("prompts", "show", "--strategy", "pike-o", "--task", "smoke/3", "--option", "template=mutation",
-                   "--name", "mutation")
+    mutation = cli(
+        "prompts",
+        "show",
+        "--strategy",
+        "pike-o",
+        "--task",
+        "smoke/3",
+        "--option",
+        "template=mutation",
+        "--name",
+        "mutation",
+    )
     assert mutation.exit_code == 0 and "pike-o / smoke/3 / mutation (role optimize)" in mutation.output
     assert "efa_error" not in mutation.output
-    for args, message in ((("--prompt-pack", str(tmp_path / "none")), "no such folder"),
-                          (("--option", "num_branches=ten"), "is not a valid int"),
-                          (("--option", "colour=red"), "expected NAME=VALUE")):
+    for args, message in (
+        (("--prompt-pack", str(tmp_path / "none")), "no such folder"),
+        (("--option", "num_branches=ten"), "is not a valid int"),
+        (("--option", "colour=red"), "expected NAME=VALUE"),
+    ):
         bad = cli("prompts", "show", "--strategy", "pike-b", "--task", "smoke/3", *args)
         assert bad.exit_code != 0 and message in bad.output and "Traceback" not in bad.output
+
+
+@pytest.mark.parametrize("strategy_name", ["pike-b", "pike-o", "best-of-n", "refine"])
+def test_every_placeholder_a_template_may_use_is_filled(tmp_path, strategy_name):
+    """A pack whose templates use every placeholder they are allowed renders every prompt (no KeyError)."""
+    from pike_harness.cli import App
+
+    strategy_cls = App.host().get("strategies", strategy_name)
+    default = strategy_cls().config.pack
+    schema = pike_o_prompts.SCHEMA if strategy_name == "pike-o" else prompt_templates.SCHEMA
+    folder = tmp_path / "every"
+    folder.mkdir()
+    for name, text in default.files.items():
+        allowed = schema[name]
+        if allowed is not None:
+            text = " ".join(f"<{p}>{{{{{p}}}}}" for p in sorted(allowed)) or "system"
+        (folder / name).write_text(text)
+    strategy = strategy_cls(strategy_cls.make_config({"prompt_pack": str(folder)}))
+    shown = strategy.example_prompts(make_task(tmp_path))
+    assert shown and all("{{" not in m["content"] for e in shown for m in e.messages)

@@ -17,9 +17,10 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from pike_harness.errors import UserError
 
@@ -99,3 +100,32 @@ def pinned(pack: PromptPack, expected: str) -> PromptPack:
             f"now {pack.digest[:12]}...): restore it, or start a new run"
         )
     return pack
+
+
+def pack_option() -> Any:
+    """The ``prompt_pack`` field of a strategy's Config (``--prompt-pack DIR``)."""
+    return field(
+        default="",
+        metadata={
+            "help": "folder of prompt templates to use instead of the shipped ones (docs/strategies.md, "
+            '"Prompt packs"); every file must be there'
+        },
+    )
+
+
+def hash_option() -> Any:
+    """The ``prompt_pack_sha256`` field: filled in by ``attach``, so run.json records it."""
+    return field(
+        default="",
+        metadata={
+            "help": "the prompt pack's hash, recorded by the run; when given, a pack with other content is "
+            "refused (a resumed run keeps its prompts)"
+        },
+    )
+
+
+def attach(config: Any, load: Callable[[str | None], PromptPack]) -> None:
+    """Load ``config.prompt_pack`` (the shipped pack when empty) into ``config.pack``, check it against a
+    recorded ``config.prompt_pack_sha256`` and record its hash there. Call from ``__post_init__``."""
+    config.pack = pinned(load(config.prompt_pack or None), config.prompt_pack_sha256)
+    config.prompt_pack_sha256 = config.pack.digest
