@@ -1,5 +1,5 @@
 """PIKE-O's prompts, as PIKE's OpenEvolve fork laid them out, worded by a prompt pack: this plugin's
-``prompts/`` folder (system message, mutation, crossover and error-fixing templates) over the shared
+``prompt_pack/`` folder (system message, mutation, crossover and error-fixing templates) over the shared
 PIKE pack's problem statement and worked example (``pike_harness.kit.prompt_templates``).
 
 - **mutation**: PIKE-B's improve prompt as the fork wrote it: problem statement, worked example, the
@@ -36,7 +36,7 @@ from pike_harness.api import EvalResult, Task, code_fences, prompt_pack, prompt_
 
 from .features import FEATURES
 
-PACK = Path(__file__).parent / "prompts"
+PACK = Path(__file__).parent / "prompt_pack"
 # PIKE-O's own files, then the PIKE pieces its templates share with PIKE-B (problem statement, example).
 _SHARED = frozenset({"problem", "example", "reference"})
 SCHEMA: dict[str, frozenset[str] | None] = {
