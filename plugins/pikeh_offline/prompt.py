@@ -13,7 +13,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from pike_harness.api import code_fences, prompt_kinds
+from pike_harness.api import code_fences, prompt_kinds, prompt_templates
 
 DEFAULT_TOLERANCE = 1e-2
 _DEFINES_MODEL = re.compile(r"^class\s+Model\s*[(:]", re.MULTILINE)
@@ -28,8 +28,8 @@ _HALF_ALLOWED = (
     re.compile(r"\b(bf16|fp16|bfloat16|float16)\b[^.\n;]{0,20}\b(?:is|are) allowed", re.IGNORECASE),
 )
 _HALF_NAMES = {"bfloat16": "bf16", "bf16": "bf16", "float16": "fp16", "fp16": "fp16"}
-_FOCUS = re.compile(r"^\s*Focus on:\s*(.+)$", re.MULTILINE | re.IGNORECASE)
-_MAX_IDEAS = re.compile(r"\bup to (\d{1,3})\b", re.IGNORECASE)
+_FOCUS = re.compile(rf"^\s*{re.escape(prompt_templates.FOCUS_PREFIX)}\s*(.+)$", re.MULTILINE | re.IGNORECASE)
+_MAX_IDEAS = re.compile(r"\b(?:up to|at most) (\d{1,3})\b", re.IGNORECASE)
 
 
 @dataclass

@@ -56,7 +56,7 @@ def sampling_args(preset: Preset, model: str, params: GenerationParams) -> dict[
 
     Reasoning models get ``reasoning_effort`` instead of temperature (o3-mini "high" unless the run
     says otherwise); other models get temperature, the preset's sampling defaults (Gemini: top_p 1.0,
-    top_k 50, as PIKE sent) and, when the run asks for it, reasoning_effort too (gpt-oss, Gemini 2.5
+    top_k 50, as PIKE-B sent; a strategy's own top_p / top_k win: PIKE-O's 0.95 and none) and, when the run asks for it, reasoning_effort too (gpt-oss, Gemini 2.5
     and DeepSeek accept both). The seed goes only to services whose preset says they take one.
     """
     args: dict[str, Any] = {preset.token_param: params.max_tokens}
@@ -67,6 +67,10 @@ def sampling_args(preset: Preset, model: str, params: GenerationParams) -> dict[
         sampling = dict(preset.sampling)
         if params.top_p is not None:
             sampling["top_p"] = params.top_p
+        if params.top_k == 0:
+            sampling.pop("top_k", None)
+        elif params.top_k is not None:
+            sampling["top_k"] = params.top_k
         for name, value in sampling.items():
             (args if name == "top_p" else extra)[name] = value
     effort = params.reasoning_effort or default_effort(model)

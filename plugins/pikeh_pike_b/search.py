@@ -14,11 +14,14 @@ from pike_harness.api import (
     Order,
     Sample,
     Strategy,
+    Task,
     TaskContext,
     UserError,
     failure_reports,
     fix_rounds,
     idea_lists,
+    prompt_examples,
+    prompt_pack,
     prompt_templates,
     require_at_least,
     run_round,
@@ -56,6 +59,9 @@ class PikeBConfig:
                 "category, reason, per-output differences and log tails for every failure)"})
     log_tail_chars: int = field(default=failure_reports.LOG_TAIL_CHARS, metadata={
         "help": "characters from the end of stdout and of stderr shown to the error-fixing agent"})
+    # The hash field first: once ``prompt_pack`` is a field name, the class body no longer sees the module.
+    prompt_pack_sha256: str = prompt_pack.hash_option()
+    prompt_pack: str = prompt_pack.pack_option()
 
     def __post_init__(self) -> None:
         require_at_least(self, num_branches=1, max_parents=1, max_fix_attempts=0, max_ideas=1, max_phases=0,
@@ -65,6 +71,7 @@ class PikeBConfig:
                             f"(got {self.efa_context!r})")
         if self.parents not in PARENT_RULES:
             raise UserError(f"--parents must be one of {', '.join(PARENT_RULES)} (got {self.parents!r})")
+        prompt_pack.attach(self, prompt_templates.load)
 
 
 class PikeB(Strategy):
@@ -93,7 +100,7 @@ class PikeB(Strategy):
             if not run_round(ctx, orders):
                 return
             if not fix_rounds(ctx, samples, max_rounds=cfg.max_fix_attempts, tail_chars=cfg.log_tail_chars,
-                              context=cfg.efa_context):
+                              context=cfg.efa_context, pack=cfg.pack):
                 return
             solutions = _solutions(samples)
             parents = rank_parents(solutions, reference, cfg.max_parents, cfg.parents)
@@ -101,10 +108,16 @@ class PikeB(Strategy):
                     + ", ".join(p.key or "reference" for p in parents))
             phase += 1
 
+    def example_prompts(self, task: Task) -> list[prompt_examples.PromptExample]:
+        cfg = self.config
+        return prompt_examples.pike_family(task, cfg.pack, brainstorm=cfg.brainstorm, improve=True,
+                                           fix_context=cfg.efa_context if cfg.max_fix_attempts else None,
+                                           tail_chars=cfg.log_tail_chars, max_ideas=cfg.max_ideas)
+
     def _ideas(self, ctx: TaskContext) -> list[str | None]:
         """The brainstorming call: uncounted (its cost is still recorded by the host)."""
         ctx.set_status(phase=0, note="brainstorm")
-        messages = prompt_templates.brainstorm_messages(ctx.task, self.config.max_ideas)
+        messages = prompt_templates.brainstorm_messages(ctx.task, self.config.max_ideas, self.config.pack)
         reply = ctx.ask(BRAINSTORM, messages, key="brainstorm", counted=False)
         ideas = idea_lists.parse_ideas(reply.text)
         if not ideas:
@@ -129,11 +142,11 @@ class PikeB(Strategy):
             key = f"p{phase:03d}/s{slot:02d}"
             meta = {"phase": phase, "sample": slot, "branch": branch}
             if parent is None:
-                messages = prompt_templates.optimize_messages(task, idea)
+                messages = prompt_templates.optimize_messages(task, idea, self.config.pack)
                 if idea is not None:
                     meta["idea"] = idea
             else:
-                messages = prompt_templates.improve_messages(task, parent.code)
+                messages = prompt_templates.improve_messages(task, parent.code, self.config.pack)
                 meta["parent_is_reference"] = parent.key is None
             sample = Sample(slot, branch, key, meta)
             samples.append(sample)

@@ -13,11 +13,13 @@ import math
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-from pike_harness.api import UserError, require_at_least
+from pike_harness.api import UserError, prompt_pack, require_at_least
 
-from . import presets
+from . import presets, prompts
 
 TEMPLATES = ("crossover", "mutation")
+MIGRATION_RULES = ("pike", "next")
+EMPTY_ISLAND_RULES = ("seed", "whole")
 
 
 def _option(help_text: str, name: str) -> Any:
@@ -76,6 +78,42 @@ class PikeOConfig:
         "characters kept (from the end) of each raw evaluation artifact (stdout, stderr, reason, ...) "
         "shown in crossover and error-fixing prompts", "log_tail_chars")
 
+    # Our variants of PIKE's rules; each default is PIKE's (docs/strategies.md, "PIKE vs pike-harness").
+    empty_island: str = field(default="seed", metadata={
+        "help": "parent of a draw on an empty island: seed (PIKE's: a fresh copy of the best program, "
+                "placed on that island, so every island starts its own line in the first batch) or whole "
+                "(ours: a program drawn from the whole database; its child joins that program's island)"})
+    migration_rule: str = field(default="pike", metadata={
+        "help": "pike (PIKE's: a round-robin island pointer bumps per-island generation counters, "
+                "migration when the largest has moved --migration-interval; copies to both neighbours, "
+                "migrants skipped) or next (ours: every --migration-interval added children, to the next "
+                "island only, duplicate code skipped, population limit applied at once)"})
+    protect_new: bool = field(default=True, metadata={
+        "help": "the population limit never removes the program just added (PIKE's; off, ours: only the "
+                "best is protected, so a failed newcomer that is the unique lowest removes itself)"})
+    crossover_content: str = field(default="pike", metadata={
+        "help": "what a crossover prompt shows: pike (the fork's: previous attempts are the island's top "
+                "programs as metrics and outcome without code, diverse programs its next fittest, "
+                "inspirations exclude only the parent, no per-program feature coordinates, artifacts cut "
+                "to their first --log-tail-chars) or ours (the island's latest attempts, diverse programs "
+                "drawn from all past the top, inspirations distinct from every program shown, coordinates "
+                "per program, artifacts cut to their last --log-tail-chars)"})
+    top_p: float = field(default=0.95, metadata={
+        "help": "nucleus sampling sent with every PIKE-O query (PIKE-O's 0.95; the provider preset's, such "
+                "as Gemini's 1.0, is PIKE-B's)"})
+    top_k: int = field(default=0, metadata={
+        "help": "top-k sent with every PIKE-O query; 0 sends none (PIKE-O's), -1 keeps the provider "
+                "preset's (Gemini: 50, as PIKE-B sent)"})
+    efa_tail_chars: int = field(default=0, metadata={
+        "help": "characters kept (from the end) of each artifact in the error-fixing prompt; 0 shows the "
+                "whole artifacts (PIKE's)"})
+    # The hash field first: once ``prompt_pack`` is a field name, the class body no longer sees the module.
+    prompt_pack_sha256: str = prompt_pack.hash_option()
+    prompt_pack: str = prompt_pack.pack_option()
+    keep_after_llm_failure: bool = field(default=False, metadata={
+        "help": "when a fix query fails for good (LLM error), add the iteration's last program anyway "
+                "(ours); PIKE drops the whole iteration"})
+
     def __post_init__(self) -> None:
         canonical = presets.canonical_name(str(self.preset))
         if canonical is None:
@@ -86,16 +124,27 @@ class PikeOConfig:
             if getattr(self, name) is None:
                 setattr(self, name, value)
         self._validate()
+        prompt_pack.attach(self, prompts.load)
 
     def _validate(self) -> None:
         if self.template not in TEMPLATES:
             raise UserError(f"--template must be crossover or mutation (got {self.template!r})")
+        if self.empty_island not in EMPTY_ISLAND_RULES:
+            raise UserError(f"--empty-island must be seed or whole (got {self.empty_island!r})")
+        if self.crossover_content not in ("pike", "ours"):
+            raise UserError(f"--crossover-content must be pike or ours (got {self.crossover_content!r})")
+        if self.migration_rule not in MIGRATION_RULES:
+            raise UserError(f"--migration-rule must be pike or next (got {self.migration_rule!r})")
+        if not 0.0 < float(self.top_p) <= 1.0:
+            raise UserError(f"--top-p must be above 0 and at most 1 (got {self.top_p!r})")
+        if self.top_k < -1:
+            raise UserError(f"--top-k must be -1 (the preset's), 0 (none) or a positive count (got {self.top_k!r})")
         if not isinstance(self.exclude_reference, bool):
             raise UserError(f"--exclude-reference must be true or false (got {self.exclude_reference!r})")
         require_at_least(self, num_top_programs=0, num_inspirations=0, num_diverse_programs=0,
                          population_size=1, archive_size=1,
                          num_islands=1, parallel_evaluations=1, migration_interval=1, feature_bins=1,
-                         max_fix_attempts=0, log_tail_chars=0)
+                         max_fix_attempts=0, log_tail_chars=0, efa_tail_chars=0)
         for name in ("elite_selection_ratio", "exploration_ratio", "exploitation_ratio", "migration_rate"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int | float) or not 0.0 <= value <= 1.0:

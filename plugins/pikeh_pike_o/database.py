@@ -10,10 +10,22 @@ As PIKE's OpenEvolve fork (0.2.8) keeps it (shared/specs/pike-o.md, "Corrections
   PIKE's later change and our default); when full, a newcomer replaces the least fit member if
   strictly fitter.
 - Past ``population_size`` programs, the lowest-fitness programs are removed first (earlier first on
-  ties); the best program is never removed.
-- Migration, every ``migration_interval`` added iterations: each island's fittest
-  ``max(1, int(size * migration_rate))`` programs are copied to the next island (ring); copies join
-  the island only, never the grid or the archive, and never migrate again.
+  ties) when a program is added; the program just added and the best program before it are never
+  removed (``protect_new``; without it, ours: only the best is protected, so a failed newcomer that is
+  the unique lowest removes itself).
+- An empty island gets, at its first draw, a fresh copy of the best program (``seed_island``), which
+  is the parent; the copy joins the island only, never the grid or the archive.
+- Migration (``migration_rule = "pike"``): a round-robin island pointer moves every
+  ``max(1, max_iterations // (islands * 10))`` added children; each added child bumps the pointed
+  island's generation counter, and a migration is due when the largest counter has moved
+  ``migration_interval`` past its value at the last migration (300 iterations, 3 islands, interval
+  50: after the 130th and the 280th child). Islands are visited in order; each island's fittest
+  ``max(1, int(size * migration_rate))`` programs (copies that arrived earlier included) are copied to
+  both neighbouring islands unless they are themselves migrants; a program has at most one copy per
+  target island. Copies join the island only, never the grid or the archive, and no population limit
+  is applied until the next program is added. ``migration_rule = "next"`` (ours): every
+  ``migration_interval`` added children, the fittest natives go to the next island only, code already
+  on the target island is skipped, and the population limit is applied at once.
 
 Fitness is 1 / runtime in ms for a correct program, 0 otherwise. Ties are broken by insertion order,
 never by anything a resumed run could see differently; the diversity feature's sample comes from a
@@ -57,6 +69,7 @@ class Program:
     coords: tuple[int, ...] = ()
     is_reference: bool = False
     migrant: bool = False
+    parent_fitness: float | None = None  # for the crossover prompt's "previous attempts" outcome
 
     @property
     def category(self) -> str:
@@ -84,15 +97,23 @@ class ProgramDatabase:
     """The population of one task's search. Pure bookkeeping and no I/O; its only randomness is the
     diversity feature's sample, drawn from ``rng``."""
 
-    def __init__(self, config: PikeOConfig, rng: random.Random | None = None):
+    def __init__(self, config: PikeOConfig, rng: random.Random | None = None, *, max_iterations: int = 300):
         self.config = config
         self.features = FeatureSpace(bins=config.feature_bins, rng=rng or random.Random(0))
         self.programs: dict[str, Program] = {}
         self.islands: list[list[str]] = [[] for _ in range(config.num_islands)]
         self.grid: dict[tuple[int, ...], str] = {}
         self.archive: list[str] = []
-        self.added = 0  # programs added by iterations: the migration counter
-        self.last_migration = 0
+        self.added = 0  # programs added by iterations
+        self.last_migration = 0  # ``next`` rule: ``added`` at the last migration; ``pike``: the largest counter
+        # PIKE's migration clock: a pointer that moves every ``pointer_period`` added children and the
+        # generation counter of each island, bumped for the island the pointer is on.
+        self.pointer_period = max(1, max_iterations // (config.num_islands * 10))
+        self.pointer = 0
+        self.pointer_count = 0
+        self.generations = [0] * config.num_islands
+        self.best_id: str | None = None
+        self.seeded = 0
         self.migrations: list[Migration] = []
         self._order = 0
 
@@ -103,12 +124,33 @@ class ProgramDatabase:
         self._place(program)
         return program
 
-    def add_child(self, key: str, code: str, result: EvalResult | None, island: int, iteration: int) -> Program:
+    def seed_island(self, island: int) -> Program | None:
+        """PIKE's start of an empty island: a fresh copy of the best program, placed on the island only
+        (not the grid, not the archive), to be the draw's parent. None while the database is empty."""
+        best = self.best()
+        if best is None:
+            return None
+        self.seeded += 1
+        copy = self._new(f"{best.id}@s{self.seeded}i{island}", best.key, best.code, best.result, island,
+                         best.iteration, is_reference=best.is_reference)
+        copy.coords = best.coords
+        self.programs[copy.id] = copy
+        self.islands[island].append(copy.id)
+        return copy
+
+    def add_child(self, key: str, code: str, result: EvalResult | None, island: int, iteration: int, *,
+                  parent_fitness: float | None = None) -> Program:
         """The program an iteration ended with (the fixed one, if fixes were needed), on ``island``
         (its parent's island)."""
         program = self._new(key, key, code, result, island % len(self.islands), iteration)
+        program.parent_fitness = parent_fitness
         self._place(program)
         self.added += 1
+        if self.pointer_count >= self.pointer_period:
+            self.pointer = (self.pointer + 1) % len(self.islands)
+            self.pointer_count = 0
+        self.pointer_count += 1
+        self.generations[self.pointer] += 1
         return program
 
     def _new(self, program_id: str, key: str | None, code: str, result: EvalResult | None, island: int,
@@ -132,7 +174,9 @@ class ProgramDatabase:
             if owner_id in self.archive and self._archivable(program):
                 self.archive[self.archive.index(owner_id)] = program.id
         self._update_archive(program)
-        self._enforce_population_limit()
+        self._enforce_population_limit(newcomer=program.id)
+        if self.best_id is None or program.fitness > self.programs[self.best_id].fitness:
+            self.best_id = program.id
 
     def _archivable(self, program: Program) -> bool:
         return not (program.is_reference and self.config.exclude_reference)
@@ -147,12 +191,19 @@ class ProgramDatabase:
         if program.fitness > worst.fitness:
             self.archive[self.archive.index(worst.id)] = program.id
 
-    def _enforce_population_limit(self) -> None:
+    def _enforce_population_limit(self, newcomer: str | None = None) -> None:
+        """Remove the lowest-fitness programs past ``population_size``. PIKE protects the best program
+        as it stood before the newcomer, and the newcomer itself; ours (``protect_new`` off) only the
+        best, newcomer included."""
         excess = len(self.programs) - self.config.population_size
         if excess <= 0:
             return
-        best = self.best()
-        candidates = sorted((p for p in self.programs.values() if best is None or p.id != best.id),
+        if self.config.protect_new:
+            protected = {self.best_id, newcomer}
+        else:
+            best = self.best()
+            protected = {best.id if best else None}
+        candidates = sorted((p for p in self.programs.values() if p.id not in protected),
                             key=lambda p: (p.fitness, p.order))
         for program in candidates[:excess]:
             self._remove(program.id)
@@ -178,6 +229,10 @@ class ProgramDatabase:
         return list(self.programs.values())
 
     def best(self, island: int | None = None) -> Program | None:
+        """The fittest program (of ``island``, or of the database: the tracked best, which only an added
+        program that is strictly fitter replaces, as in PIKE)."""
+        if island is None and self.best_id in self.programs:
+            return self.programs[self.best_id]
         pool = self.all() if island is None else self.island(island)
         return ranked(pool)[0] if pool else None
 
@@ -196,15 +251,39 @@ class ProgramDatabase:
     def should_migrate(self) -> bool:
         if len(self.islands) < 2:
             return False
-        return self.added - self.last_migration >= self.config.migration_interval
+        if self.config.migration_rule == "next":
+            return self.added - self.last_migration >= self.config.migration_interval
+        return max(self.generations) - self.last_migration >= self.config.migration_interval
 
     def migrate(self) -> Migration:
-        """Copy each island's fittest non-migrant programs to the next island.
-
-        Migrants are chosen from every island before any copy lands, so a copy that has just arrived
-        cannot take a migration slot. Copies join the island only (not the grid, not the archive).
-        """
+        """Copy each island's fittest programs to its neighbours (see the module docstring for the rule)."""
         migration = Migration(len(self.migrations) + 1)
+        if self.config.migration_rule == "next":
+            self._migrate_next(migration)
+            self._enforce_population_limit()
+            self.last_migration = self.added
+        else:
+            self._migrate_pike(migration)
+            self.last_migration = max(self.generations)
+        self.migrations.append(migration)
+        return migration
+
+    def _migrate_pike(self, migration: Migration) -> None:
+        """PIKE's: islands in order, copies landing at once (a later island ranks them with its own);
+        the top ``max(1, int(size * rate))`` are taken and the migrants among them skipped."""
+        n = len(self.islands)
+        for k in range(n):
+            members = ranked(self.island(k))
+            count = max(1, int(len(members) * self.config.migration_rate))
+            for source in members[:count]:
+                if source.migrant:
+                    continue
+                for target in dict.fromkeys([(k + 1) % n, (k - 1) % n]):
+                    self._copy(source, f"{source.id}@m{target}", target, migration)
+
+    def _migrate_next(self, migration: Migration) -> None:
+        """Ours: natives only, chosen on every island before any copy lands, to the next island, code
+        already there skipped."""
         n = len(self.islands)
         planned: list[tuple[Program, int]] = []
         for k in range(n):
@@ -212,18 +291,18 @@ class ProgramDatabase:
             count = max(1, int(len(natives) * self.config.migration_rate)) if natives else 0
             planned.extend((program, (k + 1) % n) for program in natives[:count])
         for source, target in planned:
-            if any(p.code == source.code for p in self.island(target)):
-                continue
-            copy = self._new(f"{source.id}@m{migration.number}i{target}", source.key, source.code, source.result,
-                             target, source.iteration, is_reference=source.is_reference, migrant=True)
-            copy.coords = source.coords
-            self.programs[copy.id] = copy
-            self.islands[target].append(copy.id)
-            migration.moves.append((source.id, copy.id, target))
-        self._enforce_population_limit()
-        self.last_migration = self.added
-        self.migrations.append(migration)
-        return migration
+            if not any(p.code == source.code for p in self.island(target)):
+                self._copy(source, f"{source.id}@m{migration.number}i{target}", target, migration)
+
+    def _copy(self, source: Program, copy_id: str, target: int, migration: Migration) -> None:
+        if copy_id in self.programs:
+            return  # PIKE's copy ids are per (source, target): a second copy would replace the first
+        copy = self._new(copy_id, source.key, source.code, source.result, target, source.iteration,
+                         is_reference=source.is_reference, migrant=True)
+        copy.coords = source.coords
+        self.programs[copy.id] = copy
+        self.islands[target].append(copy.id)
+        migration.moves.append((source.id, copy.id, target))
 
     # -- summaries -----------------------------------------------------------------------------
     def summary(self) -> str:

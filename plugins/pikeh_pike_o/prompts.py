@@ -1,8 +1,9 @@
-"""PIKE-O's prompts, built from PIKE-B's pieces (``pike_harness.kit.prompt_templates``) as PIKE's OpenEvolve fork
-laid them out (shared/specs/pike-o.md, "Corrections").
+"""PIKE-O's prompts, as PIKE's OpenEvolve fork laid them out, worded by a prompt pack: this plugin's
+``prompt_pack/`` folder (system message, mutation, crossover and error-fixing templates) over the shared
+PIKE pack's problem statement and worked example (``pike_harness.kit.prompt_templates``).
 
-- **mutation**: PIKE-B's improve prompt, unchanged: problem statement, worked example, the task's
-  reference and the current program, nothing else.
+- **mutation**: PIKE-B's improve prompt as the fork wrote it: problem statement, worked example, the
+  task's reference and the current program, nothing else.
 - **crossover**: OpenEvolve's full-rewrite prompt in PIKE's words, under a performance-engineering
   system message: the problem statement, example and reference, then the current program's metrics
   (fitness, feature coordinates) and raw evaluation results (every artifact, up to ``tail_chars`` per
@@ -11,7 +12,7 @@ laid them out (shared/specs/pike-o.md, "Corrections").
   and last the current program itself.
 - **error fixing** (``efa_messages``): PIKE-O's own generic prompt, not PIKE-B's two EFA prompts: the
   program failed to compile, failed the correctness check or timed out; here are its raw evaluation
-  artifacts; fix it.
+  artifacts, whole; fix it.
 
 Unlike every prompt in ``pike_harness.kit.prompt_templates``, the crossover prompt shows runtimes and fitness
 (1 / runtime), as OpenEvolve's does; the mutation template shows none, so the ``mut`` ablation also
@@ -24,31 +25,49 @@ every program a prompt quotes: ``crossover_sections`` does that.
 
 from __future__ import annotations
 
+import json
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
 
-from pike_harness.api import EvalResult, Task, code_fences, prompt_templates
+from pike_harness.api import EvalResult, Task, code_fences, prompt_pack, prompt_templates
 
 from .features import FEATURES
 
-SYSTEM_MESSAGE = (
-    "You are an expert software developer and performance engineer. You make PyTorch programs faster on "
-    "NVIDIA GPUs with custom CUDA and Triton kernels, and you answer with complete, runnable programs."
-)
+PACK = Path(__file__).parent / "prompt_pack"
+# PIKE-O's own files, then the PIKE pieces its templates share with PIKE-B (problem statement, example).
+_SHARED = frozenset({"problem", "example", "reference"})
+SCHEMA: dict[str, frozenset[str] | None] = {
+    "system.txt": frozenset(),
+    "mutation.txt": _SHARED | {"current"},
+    "crossover.txt": _SHARED | {"fitness", "coords", "artifacts", "history", "current"},
+    "efa.txt": _SHARED | {"code", "artifacts"},
+    **{name: prompt_templates.SCHEMA[name] for name in
+       ("problem.txt", "example.txt", "example_reference.py", "example_solution.py")},
+}
 CROSSOVER_MARKER = "Evolve the current program (shown last) into a faster program."
-FITNESS_RULE = ("Fitness is 1 / runtime in milliseconds (higher is faster); a program that failed to build, "
-                "crashed, timed out or gave wrong outputs has fitness 0.")
 INFO_HEADER = "## Current program: metrics and evaluation results"
 TOP_HEADER = "## Top programs"
 DIVERSE_HEADER = "## Diverse programs"
 PREVIOUS_HEADER = "## Previous attempts"
 INSPIRATION_HEADER = "## Inspiration programs"
 CURRENT_HEADER = "## Current program"
-EFA_HEADER = ("The program failed to compile, failed the correctness check, or timed out. Its raw "
-              "evaluation artifacts:")
 NONE_YET = "(none yet)"
 
 Messages = list[dict[str, str]]
+
+
+def load(folder: str | Path | None = None) -> prompt_pack.PromptPack:
+    """PIKE-O's pack: ``folder`` (``--prompt-pack``) alone when given, else this plugin's templates
+    over the shared PIKE pack."""
+    return prompt_pack.load_pack(prompt_pack.pack_folders(folder, (PACK, prompt_templates.PIKE_PACK)), SCHEMA)
+
+
+@cache
+def default_pack() -> prompt_pack.PromptPack:
+    return load()
 
 
 @dataclass(frozen=True)
@@ -59,64 +78,60 @@ class Shown:
     fitness: float
     coords: tuple[int, ...]
     result: EvalResult | None
+    parent_fitness: float | None = None
 
 
 def format_fitness(fitness: float) -> str:
     return f"{fitness:.4f}"
 
 
-def mutation_messages(task: Task, current_code: str) -> Messages:
-    """PIKE-B's improve prompt: the reference and the current program only."""
-    return prompt_templates.improve_messages(task, current_code)
+def _render(pack: prompt_pack.PromptPack | None, template: str, task: Task, **values: str) -> Messages:
+    pack = pack or default_pack()
+    shared = {"problem": prompt_templates.problem_statement(task, pack), "reference": code_fences.fence(task.source),
+              "example": prompt_templates.worked_example(pack)}
+    return prompt_templates.messages(pack, pack.render(template, **shared, **values))
+
+
+def mutation_messages(task: Task, current_code: str, pack: prompt_pack.PromptPack | None = None) -> Messages:
+    """PIKE-O's mutation template: PIKE-B's improve prompt as the fork wrote it (the reference and the
+    current program only)."""
+    return _render(pack, "mutation", task, current=code_fences.fence(current_code))
 
 
 def crossover_messages(task: Task, current: Shown, tops: Sequence[Shown], inspirations: Sequence[Shown], *,
                        bins: int, tail_chars: int, diverse: Sequence[Shown] = (),
-                       previous: Sequence[Shown] = ()) -> Messages:
-    info = "\n".join([
-        INFO_HEADER,
-        f"- Fitness: {format_fitness(current.fitness)}",
-        f"- Feature coordinates: {_coords(current.coords, bins)}",
-        "- Evaluation results:",
-        raw_artifacts(current.result, tail_chars),
-    ])
-    parts = [
-        prompt_templates.problem_statement(task),
-        prompt_templates.worked_example(),
-        prompt_templates.reference_section(task),
-        f"{CROSSOVER_MARKER}\n{FITNESS_RULE}",
-        info,
-        _programs(TOP_HEADER, "The fittest programs of this island so far.", "Top program", tops, bins),
-        _programs(DIVERSE_HEADER, "Other programs of this island.", "Diverse program", diverse, bins),
-        _previous(previous),
+                       previous: Sequence[Shown] = (), pack: prompt_pack.PromptPack | None = None,
+                       content: str = "pike") -> Messages:
+    """``content="pike"``: the fork's sections (previous attempts as metrics and outcome, programs with
+    their fitness only, artifacts cut to their first ``tail_chars``); ``"ours"``: the latest attempts
+    with their verdicts, feature coordinates per program, artifacts cut to their last ``tail_chars``."""
+    per_program = None if content == "pike" else bins
+    history = "\n\n".join([
+        _programs(TOP_HEADER, "The fittest programs of this island so far.", "Top program", tops, per_program),
+        _programs(DIVERSE_HEADER, "Other programs of this island.", "Diverse program", diverse, per_program),
+        _previous(previous, numbered_from_last=content == "pike"),
         _programs(INSPIRATION_HEADER, "Other programs of this island, with different approaches, for ideas.",
-                  "Inspiration", inspirations, bins),
-        f"{CURRENT_HEADER}\n{code_fences.fence(current.code)}",
-        "Write a new version of the current program that runs faster while keeping its outputs correct. "
-        "You may combine ideas from the other programs. Rewrite the whole program; do not answer with a diff.",
-        prompt_templates.output_instruction("the complete new program"),
-    ]
-    return [{"role": "system", "content": SYSTEM_MESSAGE}, {"role": "user", "content": "\n\n".join(parts)}]
+                  "Inspiration", inspirations, per_program),
+    ])
+    artifacts = raw_artifacts(current.result, tail_chars, head=content == "pike")
+    return _render(pack, "crossover", task, fitness=format_fitness(current.fitness),
+                   coords=_coords(current.coords, bins), artifacts="- Evaluation results:\n" + artifacts,
+                   history=history, current=code_fences.fence(current.code))
 
 
-def efa_messages(task: Task, code: str, result: EvalResult, *, tail_chars: int) -> Messages:
-    """PIKE-O's error-fixing prompt: the failing program and its raw evaluation artifacts."""
-    parts = [
-        prompt_templates.problem_statement(task),
-        prompt_templates.reference_section(task),
-        f"{prompt_templates.FIX_MARKER}\n{code_fences.fence(code)}",
-        f"{EFA_HEADER}\n{raw_artifacts(result, tail_chars)}",
-        "Fix the program.",
-        prompt_templates.output_instruction("the complete fixed program"),
-    ]
-    return [{"role": "system", "content": SYSTEM_MESSAGE}, {"role": "user", "content": "\n\n".join(parts)}]
+def efa_messages(task: Task, code: str, result: EvalResult, *, tail_chars: int,
+                 pack: prompt_pack.PromptPack | None = None) -> Messages:
+    """PIKE-O's error-fixing prompt: the failing program and its raw evaluation artifacts, whole (PIKE's
+    fork prints the artifacts dictionary uncut; ``tail_chars`` > 0 keeps the end of each, ours)."""
+    return _render(pack, "efa", task, code=code_fences.fence(code),
+                   artifacts=code_fences.fence(json.dumps(artifact_values(result), indent=2)
+                                               if tail_chars <= 0 else raw_artifacts(result, tail_chars), "text"))
 
 
-def raw_artifacts(result: EvalResult | None, tail_chars: int) -> str:
-    """Every evaluation artifact as ``key: value``, each value cut to its last ``tail_chars`` characters
-    (OpenEvolve passes artifacts through raw, up to 20 KB per key)."""
+def artifact_values(result: EvalResult | None) -> dict[str, object]:
+    """The evaluation's artifacts as PIKE's evaluator reported them: verdict fields and both logs."""
     if result is None:
-        return "No evaluation."
+        return {}
     values: dict[str, object] = {"category": result.category, "check": result.check, "reason": result.reason,
                                  "runtime_ms": result.runtime_ms, "timed_out": result.category == "timeout"}
     for check in result.outputs:
@@ -125,12 +140,21 @@ def raw_artifacts(result: EvalResult | None, tail_chars: int) -> str:
             values[name] = check.problem or f"max_abs_diff={check.max_abs_diff:.6g}"
     values["stdout"] = result.stdout_tail
     values["stderr"] = result.stderr_tail
+    return {k: v for k, v in values.items() if v is not None and v != ""}
+
+
+def raw_artifacts(result: EvalResult | None, tail_chars: int, *, head: bool = False) -> str:
+    """Every evaluation artifact as ``key: value``, each value cut to ``tail_chars`` characters: its
+    first ones and a truncation note with ``head`` (OpenEvolve's 20 KB per key), else its last ones."""
+    if result is None:
+        return "No evaluation."
     lines = []
-    for key, value in values.items():
-        if value is None or value == "":
-            continue
+    for key, value in artifact_values(result).items():
         text = str(value)
-        text = text[-tail_chars:] if tail_chars > 0 else ""
+        if head:
+            text = text[:tail_chars] + "\n... (truncated)" if len(text) > tail_chars else text
+        else:
+            text = text[-tail_chars:] if tail_chars > 0 else ""
         lines.append(f"{key}:\n{code_fences.fence(text, 'text')}" if "\n" in text else f"{key}: {text}")
     return "\n".join(lines)
 
@@ -148,25 +172,42 @@ def _verdict(program: Shown) -> str:
     return program.result.category
 
 
-def _programs(header: str, blurb: str, title: str, programs: Sequence[Shown], bins: int) -> str:
+def _programs(header: str, blurb: str, title: str, programs: Sequence[Shown], bins: int | None) -> str:
+    """Programs with their code; ``bins`` None shows the fitness alone (the fork), else the verdict and
+    feature coordinates too (ours)."""
     if not programs:
         return f"{header}\n{NONE_YET}"
     lines = [header, blurb]
     for number, program in enumerate(programs, start=1):
-        lines.append(f"### {title} {number} (fitness {format_fitness(program.fitness)}, {_verdict(program)}, "
-                     f"{_coords(program.coords, bins)})")
+        about = "" if bins is None else f", {_verdict(program)}, {_coords(program.coords, bins)}"
+        lines.append(f"### {title} {number} (fitness {format_fitness(program.fitness)}{about})")
         lines.append(code_fences.fence(program.code))
     return "\n".join(lines)
 
 
-def _previous(programs: Sequence[Shown]) -> str:
-    """The island's latest programs, oldest first, with their raw metrics (no code)."""
+def _previous(programs: Sequence[Shown], *, numbered_from_last: bool) -> str:
+    """Earlier attempts as metrics and an outcome, without code. The fork lists its programs last one
+    first, numbered down to 1; ours lists the island's latest programs oldest first."""
     if not programs:
         return f"{PREVIOUS_HEADER}\n{NONE_YET}"
     lines = [PREVIOUS_HEADER]
-    for number, program in enumerate(programs, start=1):
-        lines.append(f"- Attempt {number}: fitness {format_fitness(program.fitness)}, {_verdict(program)}")
+    order = list(reversed(programs)) if numbered_from_last else list(programs)
+    for i, program in enumerate(order):
+        number = len(programs) - i if numbered_from_last else i + 1
+        lines.append(f"- Attempt {number}: full rewrite; fitness {format_fitness(program.fitness)}, "
+                     f"{_verdict(program)}; {_outcome(program)}")
     return "\n".join(lines)
+
+
+def _outcome(program: Shown) -> str:
+    """Against its parent's fitness, in the fork's words' sense (an iteration's child against its parent)."""
+    if program.parent_fitness is None:
+        return "no parent"
+    if program.fitness > program.parent_fitness:
+        return "improvement over its parent"
+    if program.fitness < program.parent_fitness:
+        return "regression from its parent"
+    return "mixed results against its parent"
 
 
 # -- reading a crossover prompt back (tests, offline backends) ------------------------------------
@@ -214,7 +255,7 @@ def _quoted(section: str) -> list[str]:
 
 
 def _fitnesses(section: str) -> list[str]:
-    return [line.split("(fitness ", 1)[1].split(",", 1)[0] for line in section.splitlines()
+    return [re.split(r"[,)]", line.split("(fitness ", 1)[1], maxsplit=1)[0] for line in section.splitlines()
             if line.startswith("### ") and "(fitness " in line]
 
 

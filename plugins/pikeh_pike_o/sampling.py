@@ -5,8 +5,10 @@ replays the same answers draws the same parents. Every pool is in insertion orde
 
 Parent draw for an iteration on island ``k`` (OpenEvolve's explore / exploit / random split):
 
-- with probability ``exploration``: uniformly from island ``k`` (from every program while ``k`` is
-  still empty: islands other than 0 start empty);
+- with probability ``exploration``: uniformly from island ``k``; while ``k`` is empty (islands other
+  than 0 start empty), PIKE's fork puts a fresh copy of the best program there and uses it as the
+  parent, so the child joins island ``k`` (``empty_island = "whole"``, ours: any program of the
+  database, whose island the child then joins);
 - with probability ``exploitation``: uniformly from the archive members on island ``k``, else from the
   whole archive; an empty archive (nothing but the reference so far) falls back to the exploration pool;
 - otherwise: uniformly from every program in the database.
@@ -29,7 +31,7 @@ EXPLORE, EXPLOIT, RANDOM = "explore", "exploit", "random"
 @dataclass(frozen=True)
 class Draw:
     """A parent and how it was drawn: ``mode`` is the branch of the split, ``pool`` where the parent
-    actually came from (``island``, ``all``, ``archive-island`` or ``archive``)."""
+    actually came from (``island``, ``seeded``, ``all``, ``archive-island`` or ``archive``)."""
 
     parent: Program
     mode: str
@@ -53,9 +55,15 @@ def sample_parent(db: ProgramDatabase, island: int, rng: random.Random, *, explo
 
 
 def _explore(db: ProgramDatabase, island: int, rng: random.Random, mode: str) -> Draw:
+    """A uniform draw from the island. An empty island is seeded with a copy of the best program, which
+    is the parent (PIKE's fork), unless ``empty_island = "whole"`` (ours: draw from the whole database)."""
     local = db.island(island)
     if local:
         return Draw(rng.choice(local), mode, "island")
+    if db.config.empty_island == "seed":
+        seed = db.seed_island(island)
+        if seed is not None:
+            return Draw(seed, mode, "seeded")
     return Draw(rng.choice(db.all()), mode, "all")
 
 
@@ -66,14 +74,16 @@ def top_programs(db: ProgramDatabase, island: int, count: int) -> list[Program]:
 
 
 def diverse_programs(db: ProgramDatabase, island: int, count: int, rng: random.Random, *,
-                     exclude: Collection[str] = ()) -> list[Program]:
-    """Up to ``count`` programs of the island beyond its top programs, drawn uniformly (OpenEvolve's
-    "diverse programs" of the evolution history), in rank order."""
-    rest = [p for p in ranked(db.island(island)) if p.id not in exclude]
+                     exclude: Collection[str] = (), pool: list[Program] | None = None) -> list[Program]:
+    """Up to ``count`` programs drawn uniformly from ``pool`` (default: the whole island) less
+    ``exclude``. PIKE's fork passes the island's next fittest after the top programs (so with 2 diverse
+    programs, the 4th and 5th fittest) and shows them in the draw's order; ours draws from every program
+    past the top and shows them in rank order."""
+    rest = [p for p in (pool if pool is not None else ranked(db.island(island))) if p.id not in exclude]
     if count <= 0 or not rest:
         return []
-    picked = set(rng.sample(range(len(rest)), min(count, len(rest))))
-    return [p for i, p in enumerate(rest) if i in picked]
+    picked = rng.sample(range(len(rest)), min(count, len(rest)))
+    return [rest[i] for i in picked] if pool is not None else [p for i, p in enumerate(rest) if i in set(picked)]
 
 
 def inspirations(db: ProgramDatabase, parent: Program, island: int, count: int, rng: random.Random, *,

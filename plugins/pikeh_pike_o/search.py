@@ -37,7 +37,9 @@ from pike_harness.api import (
     Attempt,
     BudgetExhausted,
     Strategy,
+    Task,
     TaskContext,
+    prompt_examples,
 )
 
 from . import prompts
@@ -85,7 +87,7 @@ class PikeO(Strategy):
         overrides = cfg.overrides()
         ctx.log(f"{ctx.task.ref}: pike-o preset {cfg.preset}"
                 + (f" with {', '.join(f'{k}={v}' for k, v in overrides.items())}" if overrides else ""))
-        db = ProgramDatabase(cfg, rng=random.Random(ctx.rng.getrandbits(64)))
+        db = self.new_database(ctx)
         ctx.set_status(phase=0, note="evaluating the reference")
         # The host already evaluated the reference for the eager baseline; reuse it when it is there.
         initial = getattr(ctx, "baseline", None) or ctx.evaluate(ctx.task.source, key=INITIAL_KEY)
@@ -114,8 +116,8 @@ class PikeO(Strategy):
                 next_iteration += 1
                 return True
 
-            for _ in range(per_island):  # OpenEvolve's first batch: the slots of every island, in turn
-                for island in range(cfg.num_islands):
+            for island in range(cfg.num_islands):  # OpenEvolve's first batch: island 0's slots, then 1's...
+                for _ in range(per_island):
                     stopped = stopped or not start(island)
             ctx.set_status(phase=0, note=f"{len(in_flight)} iterations in flight")
             while in_flight:
@@ -131,6 +133,39 @@ class PikeO(Strategy):
             chains.shutdown(wait=False, cancel_futures=True)
         ctx.log(f"{ctx.task.ref}: {next_iteration} iterations; {db.summary()}")
 
+    def sampling(self) -> dict[str, Any]:
+        """PIKE-O's sampling: top_p 0.95 and no top_k (its config), over the run's temperature."""
+        chosen: dict[str, Any] = {"top_p": self.config.top_p}
+        if self.config.top_k >= 0:
+            chosen["top_k"] = self.config.top_k
+        return chosen
+
+    def example_prompts(self, task: Task) -> list[prompt_examples.PromptExample]:
+        """The first iteration's prompt (the reference as the current program, as PIKE-O starts; for
+        crossover, with the reference's evaluation and nothing else yet), then the error-fixing prompt."""
+        cfg = self.config
+        reference = prompt_examples.REFERENCE_RUN
+        current = prompts.Shown(task.source, 1.0 / (reference.runtime_ms or 1.0), (0, 0), reference)
+        if cfg.template == "mutation":
+            first = prompts.mutation_messages(task, task.source, cfg.pack)
+        else:
+            first = prompts.crossover_messages(task, current, [current], [], bins=cfg.feature_bins,
+                                               tail_chars=cfg.log_tail_chars, pack=cfg.pack,
+                                               previous=[current] if cfg.crossover_content == "pike" else [],
+                                               content=cfg.crossover_content)
+        shown = [prompt_examples.PromptExample(cfg.template, OPTIMIZE, first)]
+        if cfg.max_fix_attempts:
+            for name, result in (("efa_error", prompt_examples.CRASH), ("efa_incorrect", prompt_examples.WRONG)):
+                messages = prompts.efa_messages(task, prompt_examples.FAILING, result, tail_chars=cfg.efa_tail_chars,
+                                                pack=cfg.pack)
+                shown.append(prompt_examples.PromptExample(name, FIX, messages))
+        return shown
+
+    def new_database(self, ctx: TaskContext) -> ProgramDatabase:
+        """The task's database; PIKE's migration clock counts in the run's iterations (the query budget)."""
+        return ProgramDatabase(self.config, rng=random.Random(ctx.rng.getrandbits(64)),
+                               max_iterations=ctx.budget.query_limit)
+
     # -- one iteration -------------------------------------------------------------------------
     def _plan(self, ctx: TaskContext, db: ProgramDatabase, iteration: int, island: int) -> Plan:
         """Draw the iteration's parent (and, for crossover, what its prompt shows) from the database now."""
@@ -141,11 +176,20 @@ class PikeO(Strategy):
         if cfg.template == "crossover":
             plan.tops = top_programs(db, island, cfg.num_top_programs)
             shown = {p.id for p in plan.tops}
-            plan.diverse = diverse_programs(db, island, cfg.num_diverse_programs, ctx.rng, exclude=shown)
-            shown |= {p.id for p in plan.diverse}
-            plan.previous = db.recent(island, PREVIOUS_ATTEMPTS)
+            if cfg.crossover_content == "pike":
+                # The fork: previous attempts are the island's top programs again (no code); the diverse
+                # ones are the next fittest, in random order; inspirations exclude only the parent.
+                nearest = top_programs(db, island, cfg.num_top_programs + cfg.num_diverse_programs)
+                plan.diverse = diverse_programs(db, island, cfg.num_diverse_programs, ctx.rng,
+                                                exclude=shown, pool=nearest)
+                plan.previous = plan.tops[:PREVIOUS_ATTEMPTS]
+                excluded: set[str] = set()
+            else:
+                plan.diverse = diverse_programs(db, island, cfg.num_diverse_programs, ctx.rng, exclude=shown)
+                plan.previous = db.recent(island, PREVIOUS_ATTEMPTS)
+                excluded = shown | {p.id for p in plan.diverse}
             plan.inspirations = inspirations(db, draw.parent, island, cfg.num_inspirations, ctx.rng,
-                                             elite_ratio=cfg.elite_selection_ratio, exclude=shown)
+                                             elite_ratio=cfg.elite_selection_ratio, exclude=excluded)
         return plan
 
     def _meta(self, plan: Plan) -> dict[str, Any]:
@@ -161,11 +205,12 @@ class PikeO(Strategy):
     def _messages(self, ctx: TaskContext, plan: Plan) -> list[dict[str, str]]:
         parent = plan.draw.parent
         if self.config.template == "mutation":
-            return prompts.mutation_messages(ctx.task, parent.code)
+            return prompts.mutation_messages(ctx.task, parent.code, self.config.pack)
         return prompts.crossover_messages(
             ctx.task, _shown(parent), [_shown(p) for p in plan.tops], [_shown(p) for p in plan.inspirations],
             diverse=[_shown(p) for p in plan.diverse], previous=[_shown(p) for p in plan.previous],
-            bins=self.config.feature_bins, tail_chars=self.config.log_tail_chars)
+            bins=self.config.feature_bins, tail_chars=self.config.log_tail_chars, pack=self.config.pack,
+            content=self.config.crossover_content)
 
     def _chain(self, ctx: TaskContext, plan: Plan, first: Future[Attempt]) -> list[Attempt]:
         """The iteration's attempts: its optimize query, then fixes while the latest program fails.
@@ -177,7 +222,7 @@ class PikeO(Strategy):
             if not latest.failed or latest.code is None or latest.result is None or ctx.budget.exhausted:
                 break
             messages = prompts.efa_messages(ctx.task, latest.code, latest.result,
-                                            tail_chars=self.config.log_tail_chars)
+                                            tail_chars=self.config.efa_tail_chars, pack=self.config.pack)
             try:
                 attempts.append(ctx.attempt(FIX, messages, key=f"{iteration_key(plan.iteration)}/fix{number}",
                                             parent=latest.key, meta={**self._meta(plan), "fix": number}))
@@ -187,10 +232,11 @@ class PikeO(Strategy):
 
     def _incorporate(self, ctx: TaskContext, db: ProgramDatabase, plan: Plan, attempts: list[Attempt]) -> None:
         """Add the iteration's last program to its parent's island, migrating when it is due."""
-        final = _final_program(attempts)
+        final = _final_program(attempts, keep_after_llm_failure=self.config.keep_after_llm_failure)
         if final is None:
-            return  # the query failed for good: no program
-        db.add_child(final.key, final.code or "", final.result, plan.draw.parent.island, plan.iteration)
+            return  # the query (or, as in PIKE, one of its fixes) failed for good: no program
+        db.add_child(final.key, final.code or "", final.result, plan.draw.parent.island, plan.iteration,
+                     parent_fitness=plan.draw.parent.fitness)
         if db.should_migrate():
             migration = db.migrate()
             ctx.log(f"{ctx.task.ref}: migration {migration.number} after iteration {plan.iteration}: "
@@ -198,8 +244,12 @@ class PikeO(Strategy):
                        or "nothing new to copy"))
 
 
-def _final_program(attempts: list[Attempt]) -> Attempt | None:
-    """The iteration's last attempt that produced a program and a verdict."""
+def _final_program(attempts: list[Attempt], *, keep_after_llm_failure: bool) -> Attempt | None:
+    """The iteration's last attempt that produced a program and a verdict. A query that failed for good
+    ends the iteration without a program in PIKE (its worker returns an error); with
+    ``keep_after_llm_failure`` (ours) the last program before the failed fix is kept."""
+    if attempts and attempts[-1].llm_error is not None and not keep_after_llm_failure:
+        return None
     for attempt in reversed(attempts):
         if attempt.code is not None and attempt.result is not None:
             return attempt
@@ -207,4 +257,4 @@ def _final_program(attempts: list[Attempt]) -> Attempt | None:
 
 
 def _shown(program: Program) -> prompts.Shown:
-    return prompts.Shown(program.code, program.fitness, program.coords, program.result)
+    return prompts.Shown(program.code, program.fitness, program.coords, program.result, program.parent_fitness)

@@ -13,9 +13,12 @@ from pike_harness.api import (
     Order,
     Sample,
     Strategy,
+    Task,
     TaskContext,
     failure_reports,
     fix_rounds,
+    prompt_examples,
+    prompt_pack,
     prompt_templates,
     require_at_least,
     run_round,
@@ -32,9 +35,13 @@ class BestOfNConfig:
                 "0 disables fixing"})
     log_tail_chars: int = field(default=failure_reports.LOG_TAIL_CHARS, metadata={
         "help": "characters from the end of stdout and of stderr shown to the error-fixing agent"})
+    # The hash field first: once ``prompt_pack`` is a field name, the class body no longer sees the module.
+    prompt_pack_sha256: str = prompt_pack.hash_option()
+    prompt_pack: str = prompt_pack.pack_option()
 
     def __post_init__(self) -> None:
         require_at_least(self, parallel=1, max_fix_attempts=0, log_tail_chars=0)
+        prompt_pack.attach(self, prompt_templates.load)
 
 
 class BestOfN(Strategy):
@@ -50,9 +57,15 @@ class BestOfN(Strategy):
     def overshoot(self) -> int:
         return self.config.parallel - 1
 
+    def example_prompts(self, task: Task) -> list[prompt_examples.PromptExample]:
+        cfg = self.config
+        return prompt_examples.pike_family(task, cfg.pack, brainstorm=False,
+                                           improve=False, fix_context="pike" if cfg.max_fix_attempts else None,
+                                           tail_chars=cfg.log_tail_chars)
+
     def run_task(self, ctx: TaskContext) -> None:
         cfg = self.config
-        messages = prompt_templates.optimize_messages(ctx.task)
+        messages = prompt_templates.optimize_messages(ctx.task, pack=cfg.pack)
         number = 0
         while not ctx.budget.exhausted:
             ctx.set_status(phase=number, note="sample")
@@ -66,7 +79,8 @@ class BestOfN(Strategy):
                 orders.append(Order(sample, OPTIMIZE, key, messages, None, {**meta, "fix": 0}))
             if not run_round(ctx, orders):
                 return
-            if not fix_rounds(ctx, samples, max_rounds=cfg.max_fix_attempts, tail_chars=cfg.log_tail_chars):
+            if not fix_rounds(ctx, samples, max_rounds=cfg.max_fix_attempts, tail_chars=cfg.log_tail_chars,
+                              pack=cfg.pack):
                 return
             correct = sum(1 for s in samples if s.latest is not None and s.latest.is_correct)
             ctx.log(f"round {number}: {correct} correct of {len(samples)} samples")

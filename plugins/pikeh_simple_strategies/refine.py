@@ -15,9 +15,12 @@ from pike_harness.api import (
     Order,
     Sample,
     Strategy,
+    Task,
     TaskContext,
     failure_reports,
     fix_rounds,
+    prompt_examples,
+    prompt_pack,
     prompt_templates,
     require_at_least,
     run_round,
@@ -30,9 +33,13 @@ class RefineConfig:
         "help": "fix queries a failed step may get, one after another; 0 disables fixing"})
     log_tail_chars: int = field(default=failure_reports.LOG_TAIL_CHARS, metadata={
         "help": "characters from the end of stdout and of stderr shown to the error-fixing agent"})
+    # The hash field first: once ``prompt_pack`` is a field name, the class body no longer sees the module.
+    prompt_pack_sha256: str = prompt_pack.hash_option()
+    prompt_pack: str = prompt_pack.pack_option()
 
     def __post_init__(self) -> None:
         require_at_least(self, max_fix_attempts=0, log_tail_chars=0)
+        prompt_pack.attach(self, prompt_templates.load)
 
 
 class Refine(Strategy):
@@ -48,6 +55,12 @@ class Refine(Strategy):
     def overshoot(self) -> int:
         return 0
 
+    def example_prompts(self, task: Task) -> list[prompt_examples.PromptExample]:
+        cfg = self.config
+        return prompt_examples.pike_family(task, cfg.pack, brainstorm=False,
+                                           improve=True, fix_context="pike" if cfg.max_fix_attempts else None,
+                                           tail_chars=cfg.log_tail_chars)
+
     def run_task(self, ctx: TaskContext) -> None:
         cfg = self.config
         best: Attempt | None = None
@@ -57,14 +70,15 @@ class Refine(Strategy):
             key = f"step{step:03d}"
             meta = {"step": step, "sample": 0}
             if best is None:
-                messages = prompt_templates.optimize_messages(ctx.task)
+                messages = prompt_templates.optimize_messages(ctx.task, pack=cfg.pack)
             else:
-                messages = prompt_templates.improve_messages(ctx.task, best.code or "")
+                messages = prompt_templates.improve_messages(ctx.task, best.code or "", cfg.pack)
             sample = Sample(0, 0, key, meta)
             order = Order(sample, OPTIMIZE, key, messages, best.key if best else None, {**meta, "fix": 0})
             if not run_round(ctx, [order]):
                 return
-            finished = fix_rounds(ctx, [sample], max_rounds=cfg.max_fix_attempts, tail_chars=cfg.log_tail_chars)
+            finished = fix_rounds(ctx, [sample], max_rounds=cfg.max_fix_attempts, tail_chars=cfg.log_tail_chars,
+                              pack=cfg.pack)
             latest = sample.latest
             if latest is not None and latest.is_correct and _faster(latest, best):
                 best = latest

@@ -319,6 +319,12 @@ def test_gemini_gets_pikes_top_p_and_top_k(llm_server: FakeLLMServer, keys, monk
     assert body["top_p"] == 1.0 and body["top_k"] == 50 and body["temperature"] == 0.8
     ask(client_for(llm_server, "google:gemini-2.5-pro"), temperature=0.8, top_p=0.5, max_tokens=1000)
     assert llm_server.requests[-1].body["top_p"] == 0.5  # the run's value wins
+    # PIKE-O's sampling (its strategy's): top_p 0.95 and no top_k at all.
+    ask(client_for(llm_server, "google:gemini-2.5-pro"), temperature=0.8, top_p=0.95, top_k=0, max_tokens=1000)
+    body = llm_server.requests[-1].body
+    assert body["top_p"] == 0.95 and "top_k" not in body
+    ask(client_for(llm_server, "google:gemini-2.5-pro"), temperature=0.8, top_k=20, max_tokens=1000)
+    assert llm_server.requests[-1].body["top_k"] == 20
     ask(client_for(llm_server, "openai:gpt-4o"), temperature=0.8, max_tokens=1000)
     assert "top_k" not in llm_server.requests[-1].body and "top_p" not in llm_server.requests[-1].body
 

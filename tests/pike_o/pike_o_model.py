@@ -13,12 +13,12 @@ import re
 import threading
 from collections.abc import Callable, Collection
 
-from pike_harness.kit import code_fences, prompt_kinds
+from pike_harness.kit import code_fences, prompt_kinds, prompt_templates
 from pike_harness.testing.llm_server import FakeReply, ReceivedRequest
 
 TAG = re.compile(r"# variant: (\S+) work=(\d+)")
 SERIAL = re.compile(r"<!-- serial (\d+) -->")
-_REFERENCE_MARKER = "The reference program to optimize (`Model`):"
+_REFERENCE_MARKER = prompt_templates.REFERENCE_MARKER
 _HELPER = '''
 
 def _extra_work(n):
@@ -29,8 +29,11 @@ def _extra_work(n):
 
 
 def reference_of(prompt: str) -> str:
-    after = prompt.split(_REFERENCE_MARKER, 1)[1]
-    return code_fences.code_blocks(after)[0]
+    """The task's reference: the block after the marker line, else (PIKE-O's fix prompt words it
+    otherwise) the last block defining ``class Model`` (the worked example's comes first)."""
+    if _REFERENCE_MARKER in prompt:
+        return code_fences.code_blocks(prompt.split(_REFERENCE_MARKER, 1)[1])[0]
+    return [b for b in code_fences.code_blocks(prompt) if "\nclass Model(" in "\n" + b][-1]
 
 
 def derived(reference: str, tag: str, work: int) -> str:

@@ -108,9 +108,11 @@ def test_every_field_is_a_cli_option_type_with_help():
     hints = typing.get_type_hints(PikeOConfig)
     for f in PikeO.config_fields():
         assert f.metadata.get("help"), f.name
-        assert hints[f.name] in (str, int | None, float | None, bool | None, str | None), f.name
+        assert hints[f.name] in (str, bool, int, float, int | None, float | None, bool | None, str | None), f.name
     assert [f.name for f in PikeO.config_fields()][0] == "preset"
-    assert {f.name for f in PikeO.config_fields()} - {"preset"} == set(PRESETS["pike-o"])
+    ours = {"empty_island", "migration_rule", "protect_new", "keep_after_llm_failure", "efa_tail_chars",
+            "prompt_pack", "prompt_pack_sha256", "top_p", "top_k", "crossover_content"}  # not from presets
+    assert {f.name for f in PikeO.config_fields()} - {"preset"} - ours == set(PRESETS["pike-o"])
 
 
 def test_pikeh_run_help_lists_the_preset_and_every_option(cli):
@@ -119,3 +121,10 @@ def test_pikeh_run_help_lists_the_preset_and_every_option(cli):
     for f in PikeO.config_fields():
         assert "--" + f.name.replace("_", "-") in result.output
     assert "mut,npar,1isl,EO,SL" in result.output
+
+
+def test_pike_o_sends_pikes_top_p_and_no_top_k_unless_told():
+    assert PikeO(PikeOConfig()).sampling() == {"top_p": 0.95, "top_k": 0}
+    assert PikeO(PikeOConfig(top_p=1.0, top_k=-1)).sampling() == {"top_p": 1.0}  # the provider preset's top_k
+    with pytest.raises(UserError, match="--top-p"):
+        PikeOConfig(top_p=0.0)

@@ -96,6 +96,8 @@ def test_crossover_iterations_in_flight_islands_migration_and_fixes_seen_by_the_
     # W=1 over 2 islands: 2 iterations in flight; the broken child's fix (counted); then one new
     # iteration each time the oldest finishes, until the budget of 5 is reached: never past it.
     assert len(requests) == 5 == len(trace.llm)
+    # PIKE-O's sampling, set by the strategy over the run's: top_p 0.95 and no top_k.
+    assert all(r.body["top_p"] == 0.95 and "top_k" not in r.body and r.body["temperature"] == 0.8 for r in requests)
     assert sorted(e["index"] for e in trace.llm if e["counted"]) == list(range(1, 6))
     broken_key = next(k for k, s in trace.serial.items() if s == 2)
     assert broken_key in ("it0000", "it0001")
@@ -125,11 +127,12 @@ def test_crossover_iterations_in_flight_islands_migration_and_fixes_seen_by_the_
             assert tag_of(sections.current) != "reference" and not meta["parent_is_reference"]
         if number < 2:  # the first two were in flight together: only the reference existed
             assert parent is None and shown in ([], ["reference"])
-    # Migration to the next island: island 1's prompt (it0003) shows copies of island 0's programs.
+    # Migration to both neighbours (with 2 islands, the other one): island 1's prompt (it0003) shows
+    # copies of island 0's programs.
     island1 = trace.attempts["it0003"]["meta"]
     copies = [i for i in [island1["parent_id"], *island1["top"], *island1["diverse"], *island1["inspirations"]]
               if "@m" in i]
-    assert copies and all(i.endswith("i1") for i in copies)
+    assert copies and all(i.endswith("@m1") for i in copies)
 
     assert trace.options() == dataclasses.asdict(PikeOConfig(
         parallel_evaluations=1, num_islands=2, max_fix_attempts=1, migration_interval=1, migration_rate=1.0))
@@ -159,7 +162,7 @@ def test_mutation_preset_from_a_config_file_keeps_two_iterations_in_flight(tmp_p
         prompt = trace.prompt[key]
         assert not is_crossover(prompt) and prompt_kinds.prompt_kind(prompt) == "improve"
         blocks = code_fences.code_blocks(prompt)
-        assert len(blocks) == 4 and blocks[:2] == [prompt_templates.EXAMPLE_REFERENCE, prompt_templates.EXAMPLE_SOLUTION]
+        assert len(blocks) == 4 and blocks[:2] == [p + "\n" for p in prompt_templates.example_pair()]
         assert tag_of(blocks[2]) == "reference" and tag_of(blocks[3]) == "reference"
         assert "itness" not in prompt
         assert trace.attempts[key]["parent"] is None

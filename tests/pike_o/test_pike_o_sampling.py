@@ -84,11 +84,24 @@ def test_exploitation_only_never_draws_the_reference_once_anything_else_exists()
     assert set(parents) == {"it0000", "it0001"}
 
 
-def test_an_empty_island_draws_from_every_program():
+def test_an_empty_island_is_seeded_with_a_copy_of_the_best_that_becomes_the_parent():
     db = database(num_islands=3)
     db.add_initial(REFERENCE_CODE, ok(1.0))
     draw = sample_parent(db, 2, random.Random(0), exploration=1.0, exploitation=0.0)
+    assert (draw.mode, draw.pool, draw.parent.island) == (EXPLORE, "seeded", 2)
+    assert draw.parent.is_reference and [p.id for p in db.island(2)] == [draw.parent.id]
+    # An exploitation draw with nothing archived falls back to exploring, and so seeds too (PIKE's fork
+    # from the commit that keeps the reference out of the archive).
+    draw = sample_parent(db, 1, random.Random(0), exploration=0.0, exploitation=1.0)
+    assert (draw.mode, draw.pool, draw.parent.island) == ("exploit", "seeded", 1)
+
+
+def test_with_empty_island_whole_an_empty_island_draws_from_every_program():
+    db = database(num_islands=3, empty_island="whole")
+    db.add_initial(REFERENCE_CODE, ok(1.0))
+    draw = sample_parent(db, 2, random.Random(0), exploration=1.0, exploitation=0.0)
     assert (draw.parent.id, draw.mode, draw.pool) == (REFERENCE_ID, EXPLORE, "all")
+    assert db.island(2) == []
 
 
 def test_top_programs_are_the_islands_fittest_whatever_they_are():

@@ -89,6 +89,14 @@ def island_of_child(ctx: ScriptedContext) -> dict[str, int]:
     return {q.key: q.meta["child_island"] for q in ctx.counted}
 
 
+def home_island(program_id: str, child_island: dict[str, int]) -> int:
+    """Where a program lives: a seeded copy (``<best>@s<n>i<island>``) on the island it seeded, the
+    reference on island 0, a child on its parent's island."""
+    if "@s" in program_id:
+        return int(program_id.rsplit("i", 1)[1])
+    return 0 if program_id == "reference" else child_island[program_id]
+
+
 def test_2w_iterations_are_in_flight_spread_over_the_islands(tmp_path):
     """W=4 and 2 islands: 8 iterations in flight, 4 per island, before any finishes; each later one
     starts when the oldest finishes and sees exactly the children of the iterations before it."""
@@ -99,7 +107,7 @@ def test_2w_iterations_are_in_flight_spread_over_the_islands(tmp_path):
     queries = firsts(ctx)
     assert ctx.max_pending == 8  # 2W evaluations in flight at once, never more
     assert [q.key for q in queries] == [f"it{i:04d}" for i in range(30)]
-    assert [q.meta["island"] for q in queries[:8]] == [0, 1] * 4  # OpenEvolve's first batch
+    assert [q.meta["island"] for q in queries[:8]] == [0] * 4 + [1] * 4  # OpenEvolve's first batch
     assert all(q.meta["parent_is_reference"] for q in queries[:8])  # nothing had finished yet
     tight = 0
     for q in queries[8:]:
@@ -125,11 +133,13 @@ def test_a_child_joins_its_parents_island(tmp_path):
     child_island = island_of_child(ctx)
     elsewhere = 0
     for q in firsts(ctx):
-        parent_island = 0 if q.parent is None else child_island[q.parent]
+        parent_island = home_island(q.meta["parent_id"], child_island)
+        if q.meta["pool"] == "seeded":  # a fresh copy of the best, put on the empty island drawn for
+            assert parent_island == q.meta["island"]
         assert q.meta["child_island"] == q.meta["parent_island"] == parent_island, q.key
         elsewhere += q.meta["child_island"] != q.meta["island"]
-        if q.meta["pool"] in ("island", "archive-island") and q.parent is not None:
-            assert child_island[q.parent] == q.meta["island"]
+        if q.meta["pool"] in ("island", "archive-island"):
+            assert parent_island == q.meta["island"]
     assert elsewhere > 5  # random and archive draws from other islands send children there, not here
 
 
@@ -152,8 +162,8 @@ def test_fixes_count_toward_the_budget_and_the_fixed_program_enters_the_database
     assert fix2.parent == "it0001/fix1" and fix2.meta["iteration"] == 1
     # PIKE-O's own error-fixing prompt: generic words and raw artifacts, not PIKE-B's failure report.
     assert "failed to compile, failed the correctness check, or timed out" in fix2.prompt
-    assert "category: incorrect" in fix2.prompt and "Evaluation result:" not in fix2.prompt
-    assert fix2.messages[0]["content"] == prompts.SYSTEM_MESSAGE
+    assert '"category": "incorrect"' in fix2.prompt and "Evaluation result:" not in fix2.prompt
+    assert fix2.messages[0]["content"] == prompts.default_pack().text("system.txt")
     # Later iterations exploit the archive: the fixed programs entered, the originals never did.
     later = firsts(ctx)[4:]
     parents = {q.parent for q in later}
@@ -176,6 +186,23 @@ def test_a_query_that_produced_no_program_is_not_fixed_and_adds_nothing(tmp_path
     assert ctx.attempts["it0001"].llm_error and "it0001/fix1" not in ctx.issued_keys()
     mentioned = {k for q in ctx.counted for k in [q.parent, *q.meta["top"], *q.meta["inspirations"]]}
     assert "it0001" not in mentioned
+
+
+@pytest.mark.parametrize("keep", [False, True])
+def test_a_fix_query_that_failed_for_good_drops_the_iteration_as_pikes_fork_does(tmp_path, keep):
+    def reply(query):
+        return None if query.key == "it0001/fix1" else f"```python\n{program_for(query.key)}```"
+
+    def outcome(key):
+        if key == "initial":
+            return correct(REFERENCE_MS)
+        return failure("compile_error") if key == "it0001" else correct(runtime(key))
+
+    ctx = run(tmp_path, limit=30, config=small(num_islands=1, keep_after_llm_failure=keep), reply=reply,
+              outcome=outcome)
+    assert ctx.attempts["it0001/fix1"].llm_error and "it0001/fix2" not in ctx.issued_keys()
+    mentioned = {k for q in firsts(ctx) for k in [q.parent, *q.meta["top"], *q.meta["inspirations"]]}
+    assert ("it0001" in mentioned) == keep  # PIKE: no program; ours: the failed original joins
 
 
 # -- budget ---------------------------------------------------------------------------------------
@@ -217,7 +244,7 @@ def test_the_split_over_many_iterations_and_the_reference_is_never_an_exploitati
         if q.meta["pool"].startswith("archive"):
             assert q.meta["mode"] == "exploit" and not q.meta["parent_is_reference"]
         if q.meta["parent_is_reference"]:
-            assert q.meta["pool"] in ("island", "all")
+            assert q.meta["pool"] in ("island", "seeded", "all")
     # Once the archive holds anything, an exploitation draw never falls back to the reference.
     fallbacks = [q for q in queries if q.meta["mode"] == "exploit" and not q.meta["pool"].startswith("archive")]
     assert all(q.meta["iteration"] < 39 for q in fallbacks)  # only the first batch, before any child
@@ -243,9 +270,9 @@ def test_migrants_reach_the_next_islands_prompts(tmp_path):
         for program_id in [q.meta["parent_id"], *q.meta["top"], *q.meta["diverse"], *q.meta["inspirations"]]:
             if "@m" not in program_id:
                 continue
-            source, target = re.fullmatch(r"(.+)@m\d+i(\d)", program_id).groups()
-            source_island = 0 if source == "reference" else child_island[source]
-            assert int(target) == (source_island + 1) % 3  # copies go to the next island only
+            source, target = re.fullmatch(r"(.+)@m(\d)", program_id).groups()
+            source_island = home_island(source, child_island)
+            assert int(target) in ((source_island + 1) % 3, (source_island - 1) % 3)  # both neighbours
             if program_id != q.meta["parent_id"] or q.meta["pool"] in ("island", "archive-island"):
                 assert int(target) == q.meta["island"]
             seen_copies += 1
@@ -258,21 +285,22 @@ def test_without_migration_islands_stay_isolated(tmp_path):
     child_island = island_of_child(ctx)
     for q in firsts(ctx):
         assert not any("@m" in pid for pid in [q.meta["parent_id"], *q.meta["top"], *q.meta["inspirations"]])
-        if q.meta["pool"] in ("island", "archive-island") and q.parent is not None:
-            assert child_island[q.parent] == q.meta["island"]
+        if q.meta["pool"] in ("island", "archive-island"):
+            assert home_island(q.meta["parent_id"], child_island) == q.meta["island"]
 
 
 # -- prompts --------------------------------------------------------------------------------------
 
 
-def test_crossover_prompts_carry_pikes_sections_then_the_current_program(tmp_path):
-    ctx = run(tmp_path, limit=60, config=small(num_islands=1))
+@pytest.mark.parametrize("content", ["pike", "ours"])
+def test_crossover_prompts_carry_pikes_sections_then_the_current_program(tmp_path, content):
+    ctx = run(tmp_path, limit=60, config=small(num_islands=1, crossover_content=content))
     fitness = {k: 1.0 / a.result.runtime_ms if a.is_correct else 0.0 for k, a in ctx.attempts.items()}
     fitness["reference"] = 1.0 / REFERENCE_MS
     rich = tops_with_current = 0
     for q in firsts(ctx):
         assert is_crossover(q.messages) and prompt_kinds.prompt_kind(q.messages) == "optimize"
-        assert q.messages[0]["content"] == prompts.SYSTEM_MESSAGE  # a performance engineering expert
+        assert q.messages[0]["content"] == prompts.default_pack().text("system.txt")  # a performance engineering expert
         sections = crossover_sections(q.messages)
         current = key_of(sections.current)
         assert current == (q.parent or "reference")
@@ -286,13 +314,23 @@ def test_crossover_prompts_carry_pikes_sections_then_the_current_program(tmp_pat
         diverse = [key_of(p) for p in sections.diverse]
         assert diverse == [pid.split("@")[0] for pid in q.meta["diverse"]] and not set(diverse) & set(tops)
         insp = [key_of(p) for p in sections.inspirations]
-        assert insp == q.meta["inspirations"]
-        assert current not in insp and not set(tops + diverse) & set(insp)
+        assert insp == q.meta["inspirations"] and current not in insp
         assert len(tops) <= 3 and len(diverse) <= 2 and len(insp) <= 3 and len(sections.previous) <= 3
-        for line in sections.previous:  # previous attempts show raw runtimes
+        for line in sections.previous:  # previous attempts show raw runtimes, never code
             assert "runtime_ms=" in line or "correct" not in line
+        if content == "pike":
+            # The fork: previous attempts are the top programs again, last one first; the diverse ones
+            # the next fittest; inspirations may repeat a top or diverse program; no coordinates.
+            assert [line.split(":", 1)[0] for line in sections.previous] == [
+                f"- Attempt {n}" for n in range(len(tops), 0, -1)]
+            ranked_fitness = sorted(fitness[k] for k in tops + diverse)
+            assert all(fitness[d] <= min(fitness[t] for t in tops) for d in diverse), ranked_fitness
+            assert "complexity" not in sections.info.split("Feature coordinates:")[1].split("\n", 2)[-1]
+            assert "### Top program 1 (fitness " in q.prompt and "bins 0 to" not in q.prompt.split("## Top")[1]
+        else:
+            assert not set(tops + diverse) & set(insp)
         rich += len(tops) == 3 and len(diverse) == 2 and len(insp) == 3 and len(sections.previous) == 3
-        assert REFERENCE_SOURCE in q.prompt and prompt_templates.EXAMPLE_SOLUTION in q.prompt
+        assert REFERENCE_SOURCE in q.prompt and prompt_templates.example_pair()[1] in q.prompt
     assert rich > 5 and tops_with_current > 0
 
 
@@ -321,7 +359,7 @@ def test_mutation_prompts_carry_only_the_reference_and_the_current_program(tmp_p
         assert key_of(q.quoted) == (q.parent or "reference")
         blocks = code_fences.code_blocks(q.prompt)
         # the worked example (reference and solution), the task's reference, the current program
-        assert blocks == [prompt_templates.EXAMPLE_REFERENCE, prompt_templates.EXAMPLE_SOLUTION, REFERENCE_SOURCE, q.quoted]
+        assert blocks == [*(p + "\n" for p in prompt_templates.example_pair()), REFERENCE_SOURCE, q.quoted]
         assert "itness" not in q.prompt and q.meta["top"] == [] and q.meta["inspirations"] == []
         for attempt in ctx.attempts.values():
             if attempt.is_correct:

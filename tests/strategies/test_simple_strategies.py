@@ -32,7 +32,7 @@ def test_best_of_n_samples_the_reference_in_rounds_without_brainstorming(tmp_pat
     prompts = {q.prompt for q in ctx.queries}
     assert len(prompts) == 1  # every sample is an independent draw on the same prompt
     (prompt,) = prompts
-    assert prompt_kinds.prompt_kind(prompt) == "optimize" and "Focus on:" not in prompt
+    assert prompt_kinds.prompt_kind(prompt) == "optimize" and "Focus on" not in prompt
     assert all(q.role == "optimize" and q.parent is None for q in ctx.queries)
 
 

@@ -55,6 +55,7 @@ BUILTIN_COMMANDS = {
     "demo": "pike_harness.cli.demo_cmd:demo",
     "report": "pike_harness.cli.report_cmd:report",
     "llm": "pike_harness.cli.llm_cmd:llm",
+    "prompts": "pike_harness.cli.prompts_cmd:prompts",
     "baselines": "pike_harness.cli.baselines_cmd:baselines",
     "worker": "pike_harness.cli.worker_cmd:worker",
 }

@@ -33,6 +33,7 @@ class GenerationParams:
     max_tokens: int = 32_000
     reasoning_effort: str | None = None  # "low" | "medium" | "high" where the API has it
     top_p: float | None = None
+    top_k: int | None = None  # None: the provider preset's; 0: none sent
     seed: int | None = None
     timeout_s: float = 600.0
 

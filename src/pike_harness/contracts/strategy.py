@@ -116,6 +116,17 @@ class Strategy(Configurable, ABC):
     def run_task(self, ctx: TaskContext) -> None:
         """Search for faster programs for ``ctx.task`` until the budget is spent or the search ends."""
 
+    def sampling(self) -> dict[str, Any]:
+        """GenerationParams fields this strategy sets over the run's (``{"top_p": 0.95}``): sampling
+        that belongs to the method, not to the model (PIKE-O sent top_p 0.95 and no top_k)."""
+        return {}
+
+    def example_prompts(self, task: Task) -> list[Any]:
+        """Every prompt this strategy can send, built for ``task`` with stand-in programs
+        (``pike_harness.kit.prompt_examples.PromptExample`` items), for ``pikeh prompts show`` and
+        golden-prompt tests; empty when the strategy does not say."""
+        return []
+
 
 def require_at_least(config: Any, **minimums: int) -> None:
     """Check Config fields against lower bounds, naming the CLI option in the error.

@@ -7,6 +7,7 @@ stops in order: no evaluation without its end, paid answers journaled, then ``ru
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import sys
 import threading
@@ -53,7 +54,7 @@ class Runner:
         self.llm = llm
         self.evaluator_factory = evaluator_factory
         self.name = name or store.path.name
-        self.params = config.generation_params()
+        self.params = dataclasses.replace(config.generation_params(), **strategy.sampling())
         self.overshoot = max(0, int(strategy.overshoot()))
         self.progress = progress or RunProgress(self.name, [t.ref for t in tasks], config.query_budget, live=False)
         self.repair_journal = repair_journal

@@ -72,12 +72,20 @@ def _output_differences(result: EvalResult) -> list[str]:
     return lines
 
 
-def max_difference(result: EvalResult) -> str:
-    """On the first input set (the public one, as PIKE's one-input check saw it) when it was compared:
-    the hidden sets are drawn anew per evaluation, so their differences would make the same failure
-    give a different prompt each time (a replay or the response cache would then miss) and would tell
-    the model about inputs it must not see."""
-    compared = [o for o in result.outputs if o.max_abs_diff is not None]
+def first_set_differences(result: EvalResult) -> str:
+    """PIKE's per-output list of maximum differences (``[0.0123, 0.5]``), on the first input set (the
+    public one, as PIKE's one-input check saw it) when it was compared: the hidden sets are drawn anew
+    per evaluation, so their differences would make the same failure give a different prompt each time
+    (a replay or the response cache would then miss) and would tell the model about inputs it must not
+    see. An output that could not be compared (wrong shape, say) is shown as ``None``."""
+    compared = [o for o in result.outputs if o.input_set is not None]
     first = min((o.input_set for o in compared), default=None)
-    diffs = [o.max_abs_diff for o in compared if o.input_set == first]
-    return f"{max(diffs):.6g}" if diffs else "not available"
+    row = sorted((o.index, o.max_abs_diff) for o in compared if o.input_set == first)
+    if not row:
+        return "not available"
+    return "[" + ", ".join("None" if diff is None else f"{diff:.6g}" for _, diff in row) + "]"
+
+
+def log_tail(text: str, tail_chars: int) -> str:
+    """The last ``tail_chars`` characters of a log stream (PIKE keeps the ending of each)."""
+    return text[-tail_chars:] if tail_chars > 0 else ""

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from pike_harness.kit.code_fences import code_blocks
-from pike_harness.kit.prompt_templates import BRAINSTORM_MARKER, FIX_MARKER, IMPROVE_MARKER, REFERENCE_MARKER
+from pike_harness.kit.prompt_templates import BRAINSTORM_MARKER, FIX_MARKERS, IMPROVE_MARKER, REFERENCE_MARKER
 
 
 def prompt_kind(messages: Sequence[dict[str, str]] | str) -> str | None:
@@ -14,7 +14,7 @@ def prompt_kind(messages: Sequence[dict[str, str]] | str) -> str | None:
     text = messages if isinstance(messages, str) else _user_text(messages)
     if BRAINSTORM_MARKER in text:
         return "brainstorm"
-    if FIX_MARKER in text:
+    if any(marker in text for marker in FIX_MARKERS):
         return "fix"
     if IMPROVE_MARKER in text:
         return "improve"
@@ -26,8 +26,8 @@ def prompt_kind(messages: Sequence[dict[str, str]] | str) -> str | None:
 def quoted_program(messages: Sequence[dict[str, str]] | str) -> str | None:
     """The program an improve or fix prompt quotes (the parent, or the failing code), verbatim."""
     text = messages if isinstance(messages, str) else _user_text(messages)
-    for marker in (FIX_MARKER, IMPROVE_MARKER):
-        head, found, rest = text.partition(marker + "\n")
+    for marker in (*FIX_MARKERS, IMPROVE_MARKER):
+        head, found, rest = text.partition(marker)
         if found:
             blocks = code_blocks(rest)
             return blocks[0] if blocks else None

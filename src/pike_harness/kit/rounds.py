@@ -21,6 +21,7 @@ from pike_harness.contracts.model import Attempt
 from pike_harness.contracts.strategy import TaskContext
 from pike_harness.errors import BudgetExhausted
 from pike_harness.kit import prompt_templates
+from pike_harness.kit.prompt_pack import PromptPack
 
 
 @dataclass
@@ -83,7 +84,7 @@ def run_round(ctx: TaskContext, orders: list[Order], *, overshoot: bool = True) 
 
 
 def fix_rounds(ctx: TaskContext, samples: list[Sample], *, max_rounds: int, tail_chars: int,
-               context: str = "pike") -> bool:
+               context: str = "pike", pack: PromptPack | None = None) -> bool:
     """Up to ``max_rounds`` rounds in which every failing sample gets exactly one fix query.
 
     ``context`` picks the error-fixing prompt (``prompt_templates.fix_messages``: PIKE's two, or ``rich``).
@@ -102,7 +103,7 @@ def fix_rounds(ctx: TaskContext, samples: list[Sample], *, max_rounds: int, tail
             latest = sample.latest
             assert latest is not None and latest.code is not None and latest.result is not None
             messages = prompt_templates.fix_messages(ctx.task, latest.code, latest.result, tail_chars=tail_chars,
-                                              context=context)
+                                                     context=context, pack=pack)
             orders.append(Order(sample, FIX, f"{sample.key}/fix{number}", messages, latest.key,
                                 {**sample.meta, "fix": number}))
         if not run_round(ctx, orders, overshoot=False):
