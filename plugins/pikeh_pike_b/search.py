@@ -100,7 +100,7 @@ class PikeB(Strategy):
             if not run_round(ctx, orders):
                 return
             if not fix_rounds(ctx, samples, max_rounds=cfg.max_fix_attempts, tail_chars=cfg.log_tail_chars,
-                              context=cfg.efa_context, pack=cfg.pack):
+                              context=cfg.efa_context, pack=prompt_pack.of(cfg)):
                 return
             solutions = _solutions(samples)
             parents = rank_parents(solutions, reference, cfg.max_parents, cfg.parents)
@@ -110,14 +110,14 @@ class PikeB(Strategy):
 
     def example_prompts(self, task: Task) -> list[prompt_examples.PromptExample]:
         cfg = self.config
-        return prompt_examples.pike_family(task, cfg.pack, brainstorm=cfg.brainstorm, improve=True,
+        return prompt_examples.pike_family(task, prompt_pack.of(cfg), brainstorm=cfg.brainstorm, improve=True,
                                            fix_context=cfg.efa_context if cfg.max_fix_attempts else None,
                                            tail_chars=cfg.log_tail_chars, max_ideas=cfg.max_ideas)
 
     def _ideas(self, ctx: TaskContext) -> list[str | None]:
         """The brainstorming call: uncounted (its cost is still recorded by the host)."""
         ctx.set_status(phase=0, note="brainstorm")
-        messages = prompt_templates.brainstorm_messages(ctx.task, self.config.max_ideas, self.config.pack)
+        messages = prompt_templates.brainstorm_messages(ctx.task, self.config.max_ideas, prompt_pack.of(self.config))
         reply = ctx.ask(BRAINSTORM, messages, key="brainstorm", counted=False)
         ideas = idea_lists.parse_ideas(reply.text)
         if not ideas:
@@ -142,11 +142,11 @@ class PikeB(Strategy):
             key = f"p{phase:03d}/s{slot:02d}"
             meta = {"phase": phase, "sample": slot, "branch": branch}
             if parent is None:
-                messages = prompt_templates.optimize_messages(task, idea, self.config.pack)
+                messages = prompt_templates.optimize_messages(task, idea, prompt_pack.of(self.config))
                 if idea is not None:
                     meta["idea"] = idea
             else:
-                messages = prompt_templates.improve_messages(task, parent.code, self.config.pack)
+                messages = prompt_templates.improve_messages(task, parent.code, prompt_pack.of(self.config))
                 meta["parent_is_reference"] = parent.key is None
             sample = Sample(slot, branch, key, meta)
             samples.append(sample)

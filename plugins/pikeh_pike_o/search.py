@@ -40,6 +40,7 @@ from pike_harness.api import (
     Task,
     TaskContext,
     prompt_examples,
+    prompt_pack,
 )
 
 from . import prompts
@@ -147,17 +148,17 @@ class PikeO(Strategy):
         reference = prompt_examples.REFERENCE_RUN
         current = prompts.Shown(task.source, 1.0 / (reference.runtime_ms or 1.0), (0, 0), reference)
         if cfg.template == "mutation":
-            first = prompts.mutation_messages(task, task.source, cfg.pack)
+            first = prompts.mutation_messages(task, task.source, prompt_pack.of(cfg))
         else:
             first = prompts.crossover_messages(task, current, [current], [], bins=cfg.feature_bins,
-                                               tail_chars=cfg.log_tail_chars, pack=cfg.pack,
+                                               tail_chars=cfg.log_tail_chars, pack=prompt_pack.of(cfg),
                                                previous=[current] if cfg.crossover_content == "pike" else [],
                                                content=cfg.crossover_content)
         shown = [prompt_examples.PromptExample(cfg.template, OPTIMIZE, first)]
         if cfg.max_fix_attempts:
             for name, result in (("efa_error", prompt_examples.CRASH), ("efa_incorrect", prompt_examples.WRONG)):
                 messages = prompts.efa_messages(task, prompt_examples.FAILING, result, tail_chars=cfg.efa_tail_chars,
-                                                pack=cfg.pack)
+                                                pack=prompt_pack.of(cfg))
                 shown.append(prompt_examples.PromptExample(name, FIX, messages))
         return shown
 
@@ -205,11 +206,11 @@ class PikeO(Strategy):
     def _messages(self, ctx: TaskContext, plan: Plan) -> list[dict[str, str]]:
         parent = plan.draw.parent
         if self.config.template == "mutation":
-            return prompts.mutation_messages(ctx.task, parent.code, self.config.pack)
+            return prompts.mutation_messages(ctx.task, parent.code, prompt_pack.of(self.config))
         return prompts.crossover_messages(
             ctx.task, _shown(parent), [_shown(p) for p in plan.tops], [_shown(p) for p in plan.inspirations],
             diverse=[_shown(p) for p in plan.diverse], previous=[_shown(p) for p in plan.previous],
-            bins=self.config.feature_bins, tail_chars=self.config.log_tail_chars, pack=self.config.pack,
+            bins=self.config.feature_bins, tail_chars=self.config.log_tail_chars, pack=prompt_pack.of(self.config),
             content=self.config.crossover_content)
 
     def _chain(self, ctx: TaskContext, plan: Plan, first: Future[Attempt]) -> list[Attempt]:
@@ -222,7 +223,7 @@ class PikeO(Strategy):
             if not latest.failed or latest.code is None or latest.result is None or ctx.budget.exhausted:
                 break
             messages = prompts.efa_messages(ctx.task, latest.code, latest.result,
-                                            tail_chars=self.config.efa_tail_chars, pack=self.config.pack)
+                                            tail_chars=self.config.efa_tail_chars, pack=prompt_pack.of(self.config))
             try:
                 attempts.append(ctx.attempt(FIX, messages, key=f"{iteration_key(plan.iteration)}/fix{number}",
                                             parent=latest.key, meta={**self._meta(plan), "fix": number}))

@@ -59,13 +59,13 @@ class BestOfN(Strategy):
 
     def example_prompts(self, task: Task) -> list[prompt_examples.PromptExample]:
         cfg = self.config
-        return prompt_examples.pike_family(task, cfg.pack, brainstorm=False,
+        return prompt_examples.pike_family(task, prompt_pack.of(cfg), brainstorm=False,
                                            improve=False, fix_context="pike" if cfg.max_fix_attempts else None,
                                            tail_chars=cfg.log_tail_chars)
 
     def run_task(self, ctx: TaskContext) -> None:
         cfg = self.config
-        messages = prompt_templates.optimize_messages(ctx.task, pack=cfg.pack)
+        messages = prompt_templates.optimize_messages(ctx.task, pack=prompt_pack.of(cfg))
         number = 0
         while not ctx.budget.exhausted:
             ctx.set_status(phase=number, note="sample")
@@ -80,7 +80,7 @@ class BestOfN(Strategy):
             if not run_round(ctx, orders):
                 return
             if not fix_rounds(ctx, samples, max_rounds=cfg.max_fix_attempts, tail_chars=cfg.log_tail_chars,
-                              pack=cfg.pack):
+                              pack=prompt_pack.of(cfg)):
                 return
             correct = sum(1 for s in samples if s.latest is not None and s.latest.is_correct)
             ctx.log(f"round {number}: {correct} correct of {len(samples)} samples")

@@ -57,7 +57,7 @@ class Refine(Strategy):
 
     def example_prompts(self, task: Task) -> list[prompt_examples.PromptExample]:
         cfg = self.config
-        return prompt_examples.pike_family(task, cfg.pack, brainstorm=False,
+        return prompt_examples.pike_family(task, prompt_pack.of(cfg), brainstorm=False,
                                            improve=True, fix_context="pike" if cfg.max_fix_attempts else None,
                                            tail_chars=cfg.log_tail_chars)
 
@@ -70,15 +70,15 @@ class Refine(Strategy):
             key = f"step{step:03d}"
             meta = {"step": step, "sample": 0}
             if best is None:
-                messages = prompt_templates.optimize_messages(ctx.task, pack=cfg.pack)
+                messages = prompt_templates.optimize_messages(ctx.task, pack=prompt_pack.of(cfg))
             else:
-                messages = prompt_templates.improve_messages(ctx.task, best.code or "", cfg.pack)
+                messages = prompt_templates.improve_messages(ctx.task, best.code or "", prompt_pack.of(cfg))
             sample = Sample(0, 0, key, meta)
             order = Order(sample, OPTIMIZE, key, messages, best.key if best else None, {**meta, "fix": 0})
             if not run_round(ctx, [order]):
                 return
             finished = fix_rounds(ctx, [sample], max_rounds=cfg.max_fix_attempts, tail_chars=cfg.log_tail_chars,
-                              pack=cfg.pack)
+                              pack=prompt_pack.of(cfg))
             latest = sample.latest
             if latest is not None and latest.is_correct and _faster(latest, best):
                 best = latest

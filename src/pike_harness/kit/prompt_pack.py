@@ -129,3 +129,10 @@ def attach(config: Any, load: Callable[[str | None], PromptPack]) -> None:
     recorded ``config.prompt_pack_sha256`` and record its hash there. Call from ``__post_init__``."""
     config.pack = pinned(load(config.prompt_pack or None), config.prompt_pack_sha256)
     config.prompt_pack_sha256 = config.pack.digest
+
+
+def of(config: Any) -> PromptPack:
+    """The pack ``attach`` loaded into a strategy's ``config`` (kept off the dataclass's fields, so it
+    is neither a command-line option nor part of the recorded config; typed here instead)."""
+    pack: PromptPack = config.pack
+    return pack
