@@ -4,6 +4,7 @@ Header lines (comments at the top of each file):
   # threat: N (...)       or  # category: ...   what the file exercises
   # task: smoke/5         or  # task: tasks/1_TinyOutput.py (relative to tests/eval)
   # expect: CATEGORY[/CHECK]
+  # expect-gpu: CATEGORY[/CHECK]  (where a GPU run ends otherwise: the attack cannot be made there)
   # limits: name=value ...  (EvalRequest.limits overrides)
   # flag: NAME              (a flag the result must carry)
 """
@@ -33,6 +34,11 @@ class Case:
     check: str | None
     limits: dict[str, float] = field(default_factory=dict)
     flags: list[str] = field(default_factory=list)
+    gpu_expect: tuple[str, str | None] | None = None
+
+    def expected(self, *, gpu: bool) -> tuple[str, str | None]:
+        """(category, check) this case must end in, on a GPU or not."""
+        return self.gpu_expect if gpu and self.gpu_expect else (self.category, self.check)
 
     @property
     def source(self) -> str:
@@ -61,12 +67,14 @@ def load_case(path: Path) -> Case:
         key, _, value = line[1:].strip().partition(":")
         if key == "flag":
             flags.append(value.strip())
-        elif key in ("task", "expect", "limits"):
+        elif key in ("task", "expect", "expect-gpu", "limits"):
             header[key] = value.strip()
     category, _, check = header["expect"].partition("/")
+    gpu_category, _, gpu_check = header.get("expect-gpu", "").partition("/")
     limits = dict(item.split("=") for item in header.get("limits", "").split())
     return Case(name=path.stem, path=path, task=task_for(header["task"]), category=category, check=check or None,
-                limits={k: float(v) for k, v in limits.items()}, flags=flags)
+                limits={k: float(v) for k, v in limits.items()}, flags=flags,
+                gpu_expect=(gpu_category, gpu_check or None) if gpu_category else None)
 
 
 def cases(folder: Path = CORPUS) -> list[Case]:

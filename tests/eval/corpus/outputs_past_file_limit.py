@@ -8,4 +8,4 @@ import torch.nn as nn
 
 class ModelNew(nn.Module):
     def forward(self, x):
-        return torch.zeros(4 * 1024 * 1024) + x.sum()  # 16 MB per call, past the 8 MB limit on the first
+        return torch.zeros(4 * 1024 * 1024, device=x.device) + x.sum()  # 16 MB per call, past the 8 MB limit on the first
