@@ -74,10 +74,13 @@ def run_pikeh(pikeh_exe: str, tmp_path: Path):
 @pytest.fixture
 def visible_tmp():
     """A temporary folder that sandboxed candidates can see (read-only): /tmp is private inside the
-    candidate sandbox, so a file a test shows a candidate (a gate it waits at) must live elsewhere."""
+    candidate sandbox and /var is not shown at all, so a file a test shows a candidate (a gate it waits
+    at) lives in the Python environment's folder, which the sandbox always shows (the interpreter
+    needs it)."""
     import shutil
+    import sys
     import tempfile
 
-    folder = Path(tempfile.mkdtemp(prefix="pikeh-visible-", dir="/var/tmp"))
+    folder = Path(tempfile.mkdtemp(prefix="pikeh-visible-", dir=sys.prefix))
     yield folder
     shutil.rmtree(folder, ignore_errors=True)

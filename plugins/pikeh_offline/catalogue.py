@@ -20,6 +20,8 @@ import ast
 import re
 from dataclasses import dataclass
 
+from pike_harness.api import parse_python
+
 MARKER = "# pikeh-mutate:"
 REFERENCE_CLASS = "_Reference"
 PARENT_CLASS = "_Parent"
@@ -131,7 +133,7 @@ class _Rename(ast.NodeTransformer):
 
 def renamed_source(source: str, mapping: dict[str, str]) -> str:
     """``source`` with the classes in ``mapping`` renamed everywhere; raises SyntaxError if unparsable."""
-    tree = ast.parse(source)
+    tree = parse_python(source)
     tree = _Rename(mapping).visit(tree)
     ast.fix_missing_locations(tree)
     return ast.unparse(tree)

@@ -90,10 +90,12 @@ from pike_harness.kit import (
 )
 from pike_harness.kit.rounds import Order, Sample, fix_rounds, run_round
 from pike_harness.kit.sdk_errors import parse_retry_after, redact_secrets, reject_non_json, sdk_errors
+from pike_harness.worker.python_ast import parse_python
 from pike_harness.worker.supervise.gpu_clocks import drift as clock_drift
 
 __all__ = [
     "clock_drift",
+    "parse_python",
     "speed_of_light",
     "BackendFactory",
     "Column",

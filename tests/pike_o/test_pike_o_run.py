@@ -128,10 +128,10 @@ def test_crossover_iterations_in_flight_islands_migration_and_fixes_seen_by_the_
         if number < 2:  # the first two were in flight together: only the reference existed
             assert parent is None and shown in ([], ["reference"])
     # Migration to both neighbours (with 2 islands, the other one): island 1's prompt (it0003) shows
-    # copies of island 0's programs.
+    # copies of island 0's programs among the island's own (top, diverse, inspirations). Its parent is
+    # not checked here: an exploitation draw takes it from the archive, which spans the islands.
     island1 = trace.attempts["it0003"]["meta"]
-    copies = [i for i in [island1["parent_id"], *island1["top"], *island1["diverse"], *island1["inspirations"]]
-              if "@m" in i]
+    copies = [i for i in [*island1["top"], *island1["diverse"], *island1["inspirations"]] if "@m" in i]
     assert copies and all(i.endswith("@m1") for i in copies)
 
     assert trace.options() == dataclasses.asdict(PikeOConfig(

@@ -18,6 +18,7 @@ from typing import Any
 
 from pike_harness.contracts.model import PRECISION_RULES, PRECISIONS, Task, TaskMeta
 from pike_harness.errors import UserError
+from pike_harness.worker.python_ast import parse_python
 
 TASK_FILE = re.compile(r"^(\d+)_([A-Za-z0-9_]+)\.py$")
 REQUIRED_NAMES = ("Model", "get_inputs", "get_init_inputs")
@@ -126,7 +127,7 @@ def check_task_file(path: Path) -> None:
     except (OSError, UnicodeDecodeError) as exc:
         raise UserError(f"{path}: cannot read task file: {exc}") from None
     try:
-        tree = ast.parse(text, filename=str(path))
+        tree = parse_python(text, filename=str(path))
     except SyntaxError as exc:
         raise UserError(f"{path}: syntax error on line {exc.lineno}: {exc.msg}") from None
     missing = [name for name in REQUIRED_NAMES if name not in top_level_names(tree)]

@@ -17,6 +17,7 @@ from concurrent.futures import Future
 from typing import Any
 
 from pike_harness.api import EvalRequest, EvalResult, Evaluator, EvaluatorOptions, EvaluatorSpec, hookimpl
+from pike_harness.worker.python_ast import parse_python
 
 Verdict = Callable[[EvalRequest], EvalResult]
 BASELINE_MS = 1.0
@@ -30,7 +31,7 @@ def default_verdict(request: EvalRequest) -> EvalResult:
         return EvalResult(request_id=request.request_id, task=request.task, category="correct",
                           runtime_ms=BASELINE_MS)
     try:
-        tree = ast.parse(request.candidate_source)
+        tree = parse_python(request.candidate_source)
     except SyntaxError as exc:
         return EvalResult(request_id=request.request_id, task=request.task, category="compile_error",
                           reason=f"syntax error: {exc.msg}")

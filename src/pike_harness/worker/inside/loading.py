@@ -20,6 +20,8 @@ from typing import Any
 
 import torch
 
+from pike_harness.worker.python_ast import parse_python
+
 MODEL_CLASS_PREFERENCE = ("ModelNew", "Model")
 
 
@@ -118,7 +120,7 @@ def inputs_only_source(task_source: str) -> str:
     A candidate's process needs the task's inputs but must not hold the reference ``Model`` (a
     candidate could otherwise call it and pass off its output as its own).
     """
-    tree = ast.parse(task_source)
+    tree = parse_python(task_source)
     tree.body = [node for node in tree.body if not isinstance(node, ast.ClassDef)
                  and not (isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)
                           and node.name in MODEL_CLASS_PREFERENCE)]  # a factory ``def Model`` is the reference too

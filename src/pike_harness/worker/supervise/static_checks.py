@@ -13,6 +13,8 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass, field
 
+from pike_harness.worker.python_ast import parse_python
+
 REFERENCE_CLASS = "Model"
 CANDIDATE_CLASS = "ModelNew"
 HARNESS_MODULES = ("pike_harness", "pikeh_tasks", "pikeh_suites", "pikeh_local")
@@ -39,7 +41,7 @@ class StaticReport:
 
 def scan(source: str) -> StaticReport:
     """Scan a candidate; raises SyntaxError for source that does not parse (a compile error)."""
-    tree = ast.parse(source)
+    tree = parse_python(source)
     report = StaticReport()
     _harness_access(tree, report)
     classes = {node.name: node for node in tree.body if isinstance(node, ast.ClassDef)}
