@@ -55,8 +55,12 @@ INCORRECT = CORRECT.replace("* self.scale", "* (self.scale + 1.0)")
 def gated(candidate: str, gate: Path) -> str:
     """The candidate, made to wait while loading for as long as the file ``gate`` exists (60 s at most),
     so a test can act on its worker in the middle of an evaluation, however fast the machine is.
-    The candidate sandbox gives the candidate a private /tmp: ``gate`` must lie elsewhere (``visible_tmp``)."""
-    assert not str(gate).startswith("/tmp/"), "a gate in /tmp is invisible to a sandboxed candidate"
+    The candidate sandbox shows only an allow-list of folders (and a private /tmp): ``gate`` must lie in
+    one of them (``visible_tmp``)."""
+    from pike_harness.worker.supervise.isolation import visible_roots
+
+    assert any(str(gate).startswith(root.rstrip("/") + "/") for root in visible_roots()), \
+        f"{gate} is invisible to a sandboxed candidate"
     wait = (f"import os\nimport time\n\n_deadline = time.time() + 60\nwhile os.path.exists({str(gate)!r}) "
             f"and time.time() < _deadline:\n    time.sleep(0.05)\n")
     return wait + candidate
