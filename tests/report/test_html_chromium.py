@@ -73,7 +73,8 @@ def test_charts_and_trajectory_render_offline(page, tmp_path):
 
 def test_screenshot_shows_the_charts(page, tmp_path):
     shot = tmp_path / "report.png"
-    done = browse(page, tmp_path / "profile", "--window-size=1200,1300", f"--screenshot={shot}")
+    # Tall enough for the final-score chart below the summary tables ("What was measured" is filled now)
+    done = browse(page, tmp_path / "profile", "--window-size=1200,2000", f"--screenshot={shot}")
     assert shot.exists(), done.stderr[-2000:]
     colors = count_near(shot, {"run": RUN_BLUE, "grey": EAGER_GREY})
     # The run's line and its bar in the final-score chart are drawn in the run's colour.
@@ -82,5 +83,5 @@ def test_screenshot_shows_the_charts(page, tmp_path):
     bare = tmp_path / "bare.html"
     bare.write_text(re.sub(r'<script id="vega-bundle">.*?</script>', "", page.read_text(), flags=re.S))
     control = tmp_path / "bare.png"
-    browse(bare, tmp_path / "profile-bare", "--window-size=1200,1300", f"--screenshot={control}")
+    browse(bare, tmp_path / "profile-bare", "--window-size=1200,2000", f"--screenshot={control}")
     assert count_near(control, {"run": RUN_BLUE})["run"] < 50, "the colour must come from the rendered charts"
