@@ -13,7 +13,6 @@ from __future__ import annotations
 import contextlib
 import logging
 import secrets
-import shutil
 import subprocess
 import tempfile
 import threading
@@ -33,6 +32,7 @@ from pike_harness.api import (
     check_protocol,
     evaluator_config,
 )
+from pike_harness.worker.api import remove_tree
 
 from .engine import ContainerSpec, Engine, HostPython, Limits, default_memory, host_gpu_count
 
@@ -247,4 +247,4 @@ class DockerEvaluator(Evaluator):
                 with contextlib.suppress(subprocess.TimeoutExpired):
                     container.popen.wait(timeout=30)
         if self._own_workdir:
-            shutil.rmtree(self.workdir, ignore_errors=True)
+            remove_tree(self.workdir)  # never recursive, never follows a candidate's link

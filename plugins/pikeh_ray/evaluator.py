@@ -35,6 +35,7 @@ from pike_harness.api import (
     check_protocol,
     evaluator_config,
 )
+from pike_harness.worker.api import remove_tree
 
 INSTALL_HINT = "Ray is not installed here: pip install 'pike-harness[ray]' (on this machine and every node)"
 CONNECT_TIMEOUT_S = 120.0
@@ -351,6 +352,5 @@ class RayEvaluator(Evaluator):
                 future.cancel()
             link.close()
         if self._own_workdir:
-            import shutil
 
-            shutil.rmtree(self.workdir, ignore_errors=True)
+            remove_tree(self.workdir)  # never recursive, never follows a candidate's link

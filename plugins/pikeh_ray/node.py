@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import concurrent.futures
 import os
-import shutil
 import socket
 import threading
 import time
@@ -38,7 +37,7 @@ from typing import Any
 
 import ray
 
-from pike_harness.worker.api import HOLD_GRACE_S, HoldTimer, hold_deadline_s, sweep_orphans
+from pike_harness.worker.api import HOLD_GRACE_S, HoldTimer, hold_deadline_s, remove_tree, sweep_orphans
 
 DEVICE_RESOURCE = "pikeh_device"  # the custom resource that stands for "one whole device" without GPUs
 REAP_EVERY_S = 1.0
@@ -191,7 +190,7 @@ class DeviceActor:
 
     def close(self) -> None:
         self.engine.close()
-        shutil.rmtree(self.workdir, ignore_errors=True)
+        remove_tree(self.workdir)  # never recursive, never follows a candidate's link
 
 
 def physical_environ() -> dict[str, str]:

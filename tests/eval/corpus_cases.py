@@ -110,3 +110,17 @@ def sandbox_leftovers(workdir: Path, evaluator=None) -> list[int]:
     provider = getattr(engine, "provider", None)
     idle |= {oracle.pid for oracle in getattr(provider, "oracles", {}).values()}
     return [pid for pid in found if pid not in idle]
+
+
+def processes_with(token: bytes) -> list[int]:
+    """Pids whose command line holds ``token``: a candidate's child left alive on the host."""
+    found = []
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            try:
+                with open(f"/proc/{name}/cmdline", "rb") as handle:
+                    if token in handle.read():
+                        found.append(int(name))
+            except OSError:
+                pass
+    return found

@@ -13,23 +13,13 @@ import time
 from pathlib import Path
 
 import pytest
+from corpus_cases import processes_with
 
 from pike_harness.worker.supervise import isolation
 
 CORPUS = Path(__file__).resolve().parent / "corpus"
 
 
-def _processes_with(token: bytes) -> list[int]:
-    found = []
-    for name in os.listdir("/proc"):
-        if name.isdigit():
-            try:
-                with open(f"/proc/{name}/cmdline", "rb") as handle:
-                    if token in handle.read():
-                        found.append(int(name))
-            except OSError:
-                pass
-    return found
 
 
 def test_every_result_records_the_sandbox(corpus_results):
@@ -47,9 +37,9 @@ def test_hostile_candidates_reached_nothing_outside(corpus_results, escape_probe
 
 def test_an_unmarked_daemon_is_gone_with_its_evaluation(corpus_results):
     deadline = time.monotonic() + 5
-    while _processes_with(b"pikeh-orphan-probe") and time.monotonic() < deadline:
+    while processes_with(b"pikeh-orphan-probe") and time.monotonic() < deadline:
         time.sleep(0.1)
-    assert _processes_with(b"pikeh-orphan-probe") == []
+    assert processes_with(b"pikeh-orphan-probe") == []
 
 
 def test_no_sandbox_is_a_one_line_refusal_naming_the_fix(monkeypatch):

@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 
 import pytest
-from corpus_cases import CORPUS, cases, load_case
+from corpus_cases import CORPUS, cases, load_case, processes_with
 
 from pike_harness.kit.failure_reports import failure_report
 from pike_harness.worker import redaction
@@ -31,17 +31,6 @@ PROBES = (b"pikeh-trusted-setsid-probe", b"pikeh-trusted-daemon-probe")
 SHELL_RAN = "PIKEH_SHELL_RAN_42"  # only a shell evaluating $((6*7)) writes this
 
 
-def _processes_with(token: bytes) -> list[int]:
-    found = []
-    for name in os.listdir("/proc"):
-        if name.isdigit():
-            try:
-                with open(f"/proc/{name}/cmdline", "rb") as handle:
-                    if token in handle.read():
-                        found.append(int(name))
-            except OSError:
-                pass
-    return found
 
 
 @pytest.fixture(scope="module")
@@ -85,9 +74,9 @@ def test_an_honest_neighbour_keeps_its_verdict_and_timing(trusted_results):
 def test_no_process_of_a_hostile_candidate_is_left(trusted_results):
     """setsid() and double-forked children with an empty environment died with their sandbox."""
     deadline = time.monotonic() + 10  # the kill is synchronous; this only absorbs /proc's lag
-    while any(_processes_with(probe) for probe in PROBES) and time.monotonic() < deadline:
+    while any(processes_with(probe) for probe in PROBES) and time.monotonic() < deadline:
         time.sleep(0.1)
-    assert [probe for probe in PROBES if _processes_with(probe)] == []
+    assert [probe for probe in PROBES if processes_with(probe)] == []
 
 
 def test_resource_caps_held(trusted_results):

@@ -32,9 +32,10 @@ from pike_harness.worker.supervise.isolation import UNSAFE_OPTION_HELP
 from pike_harness.worker.supervise.liveness import HOLD_GRACE_S, BeatWatch, HoldTimer, hold_deadline_s
 from pike_harness.worker.supervise.sandbox import is_secret_name, sweep_orphans
 from pike_harness.worker.supervise.service import ENGINE_STATS_SUFFIX
-from pike_harness.worker.supervise.trusted_files import tail
+from pike_harness.worker.supervise.trusted_files import remove_tree, tail
 
 __all__ = [
+    "remove_tree",
     "ENGINE_STATS_SUFFIX",
     "HOLD_GRACE_S",
     "UNSAFE_OPTION_HELP",

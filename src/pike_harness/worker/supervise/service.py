@@ -23,7 +23,6 @@ import ctypes
 import dataclasses
 import logging
 import os
-import shutil
 import signal
 import sys
 import tempfile
@@ -36,6 +35,7 @@ from typing import Any
 
 from pike_harness.worker import queue_channel as qc
 from pike_harness.worker.records import EvalRequest, EvalResult
+from pike_harness.worker.supervise import trusted_files
 from pike_harness.worker.supervise.devices import resolve_devices
 from pike_harness.worker.supervise.engine import EngineConfig, EngineError, resolve
 from pike_harness.worker.supervise.errors import InfrastructureError
@@ -310,7 +310,7 @@ class WorkerService:
         self.heartbeat.remove()
         qc.remove_claim_folder(self.qdir, self.worker_id)
         if self._own_workdir:
-            shutil.rmtree(self.workdir, ignore_errors=True)
+            trusted_files.remove_tree(self.workdir)  # never recursive, never follows a candidate's link
         log.info("worker %s stopped after %d evaluation(s)", self.worker_id, self.done)
 
     # -- taking work ---------------------------------------------------------------------------------

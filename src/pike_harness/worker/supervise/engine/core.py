@@ -11,7 +11,6 @@ from __future__ import annotations
 import itertools
 import logging
 import os
-import shutil
 import tempfile
 import threading
 import time
@@ -22,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from pike_harness.worker.records import EvalRequest, EvalResult
+from pike_harness.worker.supervise import trusted_files
 from pike_harness.worker.supervise.engine.devices import (
     DeviceProvider,
     Gate,
@@ -342,7 +342,7 @@ class Engine:
 
             set_affinity(os.getpid(), self._own_cpus)
         if self._own_workdir:
-            shutil.rmtree(self.workdir, ignore_errors=True)
+            trusted_files.remove_tree(self.workdir)  # never recursive, never follows a candidate's link
 
     def __enter__(self) -> Engine:
         return self
