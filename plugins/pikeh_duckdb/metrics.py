@@ -46,14 +46,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from pike_harness.api import T_QUANTILES_95  # the re-timing interval's, shared with the worker
+
 OUTCOME_CATEGORIES = ("compile_error", "runtime_error", "timeout", "incorrect", "rejected", "correct", "llm_error")
 
-# Two-sided 95% Student-t quantiles by degrees of freedom; a larger df uses the nearest smaller entry
-# (slightly conservative). Used for the re-timing confidence intervals (seeds use seed_stats.py's bootstrap).
-T_QUANTILES_95 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262,
-                  10: 2.228, 11: 2.201, 12: 2.179, 13: 2.160, 14: 2.145, 15: 2.131, 16: 2.120, 17: 2.110,
-                  18: 2.101, 19: 2.093, 20: 2.086, 22: 2.074, 24: 2.064, 26: 2.056, 28: 2.048, 30: 2.042,
-                  40: 2.021, 60: 2.000, 120: 1.980, 1000: 1.962}
 
 
 OUTLIER_FACTOR = 5.0  # default: an eager baseline this many times its seed group's fastest is set aside (above)

@@ -63,6 +63,9 @@ from pike_harness.contracts.model import (
     EvalRequest,
     EvalResult,
     Limits,
+    NoiseReport,
+    PairedSpec,
+    PairedTiming,
     Task,
     TaskMeta,
 )
@@ -90,10 +93,18 @@ from pike_harness.kit import (
 )
 from pike_harness.kit.rounds import Order, Sample, fix_rounds, run_round
 from pike_harness.kit.sdk_errors import parse_retry_after, redact_secrets, reject_non_json, sdk_errors
+from pike_harness.worker.paired_stats import T_QUANTILES_95, PairedEstimate
+from pike_harness.worker.paired_stats import estimate as paired_estimate
 from pike_harness.worker.python_ast import parse_python
 from pike_harness.worker.supervise.gpu_clocks import drift as clock_drift
 
 __all__ = [
+    "NoiseReport",
+    "PairedEstimate",
+    "PairedSpec",
+    "PairedTiming",
+    "T_QUANTILES_95",
+    "paired_estimate",
     "clock_drift",
     "parse_python",
     "speed_of_light",

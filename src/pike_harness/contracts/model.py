@@ -26,7 +26,10 @@ from pike_harness.worker.records import (
     EvalRequest,
     EvalResult,
     Limits,
+    NoiseReport,
     OutputCheck,
+    PairedSpec,
+    PairedTiming,
     RuntimeStats,
 )
 
@@ -44,7 +47,10 @@ __all__ = [
     "EvalRequest",
     "EvalResult",
     "Limits",
+    "NoiseReport",
     "OutputCheck",
+    "PairedSpec",
+    "PairedTiming",
     "RuntimeStats",
     "Task",
     "TaskMeta",

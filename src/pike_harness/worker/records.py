@@ -47,6 +47,19 @@ class Limits:
 
 
 @dataclass
+class PairedSpec:
+    """How a paired re-timing samples: alternating reference/candidate blocks until the 95% interval
+    of the speedup is within ``target_halfwidth`` (relative), with at least ``min_pairs`` pairs, at most
+    ``max_pairs``, and never longer than ``max_seconds`` of blocks (then the result says so)."""
+
+    target_halfwidth: float = 0.02
+    min_pairs: int = 5
+    max_pairs: int = 60
+    max_seconds: float = 60.0
+    block_ms: float = 100.0  # the timed length of one block (each side), after its own short warm-up
+
+
+@dataclass
 class EvalRequest:
     """Everything a worker needs to check and time one candidate for one task."""
 
@@ -75,6 +88,11 @@ class EvalRequest:
     # torch.profiler in the same process (worker/inside/profiling.py); the summary lands in
     # EvalResult.profile. Never affects the verdict or the runtime.
     profile: bool = False
+    # Paired re-timing (worker/paired_stats.py): after the candidate passes its checks, the worker also
+    # loads the task's reference as an eager baseline in a process of its own and times the two in
+    # alternating blocks until the speedup's interval is narrow enough; the outcome is
+    # ``EvalResult.paired``. None: the ordinary timing only (what a search evaluates).
+    paired: PairedSpec | None = None
 
     def to_json(self) -> str:
         return json.dumps(dataclasses.asdict(self), sort_keys=True)
@@ -84,6 +102,8 @@ class EvalRequest:
         _check_schema(data, "EvalRequest")
         data = dict(data)
         data["limits"] = Limits(**data.get("limits", {}))
+        if data.get("paired"):
+            data["paired"] = PairedSpec(**_known_fields(PairedSpec, data["paired"]))
         return cls(**_known_fields(cls, data))
 
     @classmethod
@@ -123,6 +143,40 @@ class RuntimeStats:
 
 
 @dataclass
+class NoiseReport:
+    """How quiet the host was around a timing: the noise canary and the CPU steal time.
+
+    The canary is a fixed launch-bound probe (a few tiny kernels and a synchronize) timed by the
+    candidate's process with the harness's own references just before and after its timing; the
+    baseline is the device's recent canary median. Steal is the host's CPU steal time over the
+    window, as a fraction of all CPU time (``/proc/stat``; None where the kernel does not report it)."""
+
+    canary_before_ms: float | None = None
+    canary_after_ms: float | None = None
+    canary_baseline_ms: float | None = None  # the device's recent median; None until there is one
+    steal_fraction: float | None = None
+    redone: int = 0  # timings thrown away because the canary or steal was off, before this one
+    flagged: str | None = None  # why this timing is noisy even so; None: quiet
+
+
+@dataclass
+class PairedTiming:
+    """The outcome of a paired re-timing (``EvalRequest.paired``): the candidate's speedup over the
+    task's eager reference as the geometric mean of the blocks' paired ratios, with its 95% interval."""
+
+    speedup: float
+    ci_low: float
+    ci_high: float
+    pairs: list[list[float]] = field(default_factory=list)  # [reference_ms, candidate_ms] per pair, in order
+    reference_ms: float | None = None  # geometric mean of the reference's blocks
+    candidate_ms: float | None = None
+    stop: str = ""  # "converged", "max_pairs" or "max_seconds"
+    seconds: float = 0.0  # wall time of the blocks
+    noise: NoiseReport | None = None  # canary and steal across the whole paired window
+    flagged: str | None = None  # set when the interval is wider than the target, or the noise flagged it
+
+
+@dataclass
 class EvalResult:
     """The verdict on one candidate. ``category`` is one of CATEGORIES."""
 
@@ -143,6 +197,8 @@ class EvalResult:
     seeds: dict[str, Any] = field(default_factory=dict)
     isolation: str = ""  # how the candidate was isolated: "bwrap", "none (--unsafe-no-sandbox)", ...
     profile: dict[str, Any] | None = None  # only when the request asked for one (worker/inside/profiling.py)
+    noise: NoiseReport | None = None  # the canary and steal time around the timing (correct results)
+    paired: PairedTiming | None = None  # only when the request asked for it (EvalRequest.paired)
     schema: int = SCHEMA_VERSION
 
     def __post_init__(self) -> None:
@@ -178,6 +234,13 @@ class EvalResult:
         if data.get("runtime"):
             data["runtime"] = RuntimeStats(**data["runtime"])
         data["outputs"] = [OutputCheck(**o) for o in data.get("outputs", [])]
+        if data.get("noise"):
+            data["noise"] = NoiseReport(**_known_fields(NoiseReport, data["noise"]))
+        if data.get("paired"):
+            paired = dict(data["paired"])
+            if paired.get("noise"):
+                paired["noise"] = NoiseReport(**_known_fields(NoiseReport, paired["noise"]))
+            data["paired"] = PairedTiming(**_known_fields(PairedTiming, paired))
         return cls(**_known_fields(cls, data))
 
     @classmethod
