@@ -174,6 +174,9 @@ class PairedTiming:
     seconds: float = 0.0  # wall time of the blocks
     noise: NoiseReport | None = None  # canary and steal across the whole paired window
     flagged: str | None = None  # set when the interval is wider than the target, or the noise flagged it
+    # Each block's window in order, as [side ("reference"/"candidate"), start_ns, end_ns] on the host's
+    # CLOCK_MONOTONIC (system-wide): what the quiet rule (the other side stopped) can be checked against.
+    windows: list[list[Any]] = field(default_factory=list)
 
 
 @dataclass

@@ -7,7 +7,8 @@ a CPU slot for loading and a GPU lock for checking and timing:
   request  -> load (import; load_inline builds)          -> "loaded"  (or "failed")
   "warm"   -> one call on a throwaway model (optional)    -> "warmed"  (JIT compiles outside the device lock)
   "check"  -> construct, run every input set, self-checks -> "checked" (outputs saved for the reference process)
-  "time"   -> the protocol's timed loop                   -> "timed"
+  "time"   -> the protocol's timed loop, between two noise-canary readings -> "timed"
+             (sent again for each block of a paired re-timing, with that block's protocol parameters)
   "profile"-> a few calls under torch.profiler (only when the request asks) -> "profiled"
   Both commands carry a fresh nonce that the reply echoes: the candidate runs in this process and can
   write to the channel, but it never sees a command, so a report it forges lacks the nonce.
@@ -73,10 +74,11 @@ class CandidateProcess:
 
         from pike_harness.worker import environment as env_info
         from pike_harness.worker import output_file
-        from pike_harness.worker.inside import backend_flags
+        from pike_harness.worker.inside import backend_flags, canary
         from pike_harness.worker.inside import trusted as T
 
         self.torch, self.flags, self.T, self.output_file = torch, backend_flags, T, output_file
+        self.canary_module, self.canary = canary, None  # imported before the candidate, made at the first timing
         self.channel = channel
         self.request = request
         self.device = torch.device("cuda", 0) if request.device.startswith("cuda") else torch.device("cpu")
@@ -359,8 +361,11 @@ class CandidateProcess:
         try:
             loop = TimedLoop(self.model, self.input_sets, self.validated, device=self.device, protocol=protocol,
                              atol=self.request.atol, rtol=self.request.rtol)
+            canary = self._canary()
+            canary_ms = [canary.read()]  # the noise canary, just before and just after the timed loop
             self.guard.count_timed_calls()
             run = loop.run()
+            canary_ms.append(canary.read())
         except OutputProblem as exc:
             raise Verdict(REJECTED, exc.check, f"timing: {exc}") from None
         except BaseException as exc:
@@ -378,7 +383,13 @@ class CandidateProcess:
                    "native_before": self.native_threads_before,
                    "native_after": len(os.listdir("/proc/self/task"))}
         self._report({"event": "timed", "run": run.to_dict(), "threads": threads, "notes": self.notes,
-                      "backend_flags": self.flags_set, "nonce": nonce}, collect=False)
+                      "backend_flags": self.flags_set, "canary_ms": canary_ms, "nonce": nonce}, collect=False)
+
+    def _canary(self) -> Any:
+        """The noise canary's probe (``canary.py``), made at the first timing and kept for the next ones."""
+        if self.canary is None:
+            self.canary = self.canary_module.Canary(self.device)
+        return self.canary
 
     # -- stage 3 (on request): profile ------------------------------------------------------------
     def profile(self, nonce: str | None) -> None:
@@ -481,7 +492,8 @@ def _prestart(channel: Channel, device: str) -> dict[str, Any]:
     # torch, then the worker's modules (``trusted`` captures the timer references now).
     for module in ("torch", "pike_harness.worker.inside.backend_flags", "pike_harness.worker.inside.baseline_modes",
                    "pike_harness.worker.inside.loading", "pike_harness.worker.inside.timing", "pike_harness.worker.inside.trusted",
-                   "pike_harness.worker.inside.reference_guard", "pike_harness.worker.output_file"):
+                   "pike_harness.worker.inside.reference_guard", "pike_harness.worker.output_file",
+                   "pike_harness.worker.inside.canary"):
         importlib.import_module(module)
     with contextlib.suppress(ImportError):  # what load_inline candidates and the build hook need
         importlib.import_module("torch.utils.cpp_extension")
@@ -534,9 +546,10 @@ def main(argv: list[str]) -> int:
             elif command == "check":
                 process.check(str(message["inputs"]), str(message["outputs"]), message.get("nonce"),
                               bool(message.get("shared")))
-            elif command == "time":
-                process.time(request.protocol, request.protocol_params, message.get("nonce"),
-                             bool(message.get("shared")))
+            elif command == "time":  # a paired block brings its own protocol parameters
+                params = message.get("params")
+                process.time(request.protocol, request.protocol_params if params is None else dict(params),
+                             message.get("nonce"), bool(message.get("shared")))
             elif command == "profile":
                 process.profile(message.get("nonce"))
             else:

@@ -50,12 +50,16 @@ from pike_harness.worker.records import (
     TIMEOUT,
     EvalRequest,
     EvalResult,
+    NoiseReport,
+    PairedTiming,
+    RuntimeStats,
 )
 from pike_harness.worker.supervise import (
     build_flags,
     exchange,
     gpu_clocks,
     jit_caches,
+    noise,
     sandbox,
     scratch_usage,
     static_checks,
@@ -109,6 +113,8 @@ class WorkerSettings:
     # Where per-evaluation exchange folders (hidden inputs, outputs to compare) go; None: /dev/shm when
     # it has room for the largest file a candidate may write, else the candidate's scratch directory.
     exchange_root: Path | None = None
+    # Each device's noise-canary baseline and the limits a timing is judged noisy by (one per engine).
+    noise: noise.NoiseWatch = field(default_factory=noise.NoiseWatch)
 
     def source_environ(self) -> Mapping[str, str]:
         return os.environ if self.environ is None else self.environ
@@ -120,6 +126,23 @@ CHECK_PARTS = ("inputs", "construct", "calls", "outputs")  # how the child split
 class _Concluded(Exception):
     def __init__(self, result: EvalResult):
         self.result = result
+
+
+Concluded = _Concluded  # public name: a paired re-timing ends its reference's evaluation on it
+
+
+@dataclass
+class TimedBlock:
+    """One run of the candidate process's timed loop: its summary, the child's reply, its window on
+    the system-wide monotonic clock (so other processes' stamps can be placed against it), the host's
+    CPU steal share over it, and the noise canary's readings (before, after)."""
+
+    stats: RuntimeStats
+    reply: dict[str, Any]
+    start_ns: int
+    end_ns: int
+    steal: float | None
+    canary_pair: tuple[float | None, float | None]
 
 
 class RetryAlone(Exception):
@@ -175,6 +198,8 @@ class Evaluation:
         self.device = request.device
         self.alone = False  # set once the candidate asked to run a stage again alone (RetryAlone)
         self._checked: tuple[Comparison, int] | None = None  # the passing comparison, reference bytes
+        self.noise: NoiseReport | None = None  # the canary and steal around the timing kept
+        self.paired: PairedTiming | None = None  # the paired re-timing, when the request asks and it ran
 
     @property
     def session(self) -> int | None:
@@ -329,42 +354,81 @@ class Evaluation:
         return None
 
     def _time(self, shared: bool) -> EvalResult:
+        """The ordinary timing between noise-canary readings, redone (``NoiseLimits.redo`` times at most)
+        while the canary or the host's steal time says the host was noisy; then, on request, the paired
+        re-timing against the task's reference (``engine/paired.py``), and the verdict."""
         request = self.request
         assert self.channel is not None and self._checked is not None, "time() before a passing check()"
         comparison, reference_bytes = self._checked
         clocks_before = self._gpu_clocks()
+        watch = self.settings.noise
         self._notify("timing_start")
         try:
-            began = time.monotonic()
-            nonce = secrets.token_hex(16)
-            self.channel.send({"cmd": "time", "nonce": nonce, "shared": shared})
-            timed = self._await("timed", request.limits.run_timeout_s, "timing", nonce=nonce)
-            wall_ms = (time.monotonic() - began) * 1000.0
+            redone = 0
+            while True:
+                block = self.timed_block(shared=shared)
+                report = watch.report(self.device, *block.canary_pair, block.steal, redone)
+                if report.flagged is None or redone >= watch.limits.redo:
+                    break
+                redone += 1
         finally:
             self._notify("timing_end")
-        self.stages.add("timing", wall_ms / 1000.0)
+        watch.record(self.device, report)
+        self.noise = report
+        if report.flagged is not None and noise.NOISY_FLAG not in self.flags:
+            self.flags.append(noise.NOISY_FLAG)
         if clocks_before is not None:
             self.environment["gpu_clocks"] = {"before": clocks_before, "after": self._gpu_clocks()}
+        self.environment["threads"] = block.reply.get("threads")
+        self.environment["backend_flags"] = block.reply.get("backend_flags")
+        run = block.reply.get("run") or {}
+        self.protocol_details = {"warmup": run.get("warmup"), "reps": run.get("reps"),
+                                 "estimate_ms": run.get("estimate_ms")}
+        self._plausibility(block.stats.headline_ms, reference_bytes)
+        if request.paired is not None:
+            from pike_harness.worker.supervise.engine import paired
+
+            paired.retime(self)
+        if request.profile:
+            self._profile()
+        return self._conclude(CORRECT, None, None, outputs=comparison.checks, runtime=block.stats)
+
+    def timed_block(self, params: dict[str, Any] | None = None, *, shared: bool = False) -> TimedBlock:
+        """One run of the child's timed loop, by the request's protocol or with ``params`` in place of
+        its parameters (a paired block), checked (report shape, timer cross-check) and summarised.
+        Raises ``Concluded`` when the candidate broke a rule meanwhile."""
+        request = self.request
+        assert self.channel is not None and self._checked is not None, "a timing before a passing check()"
+        protocol = self.protocol if params is None else get_protocol(request.protocol, params)
+        comparison = self._checked[0]
+        cpu_before = noise.read_cpu_times()
+        start_ns = time.monotonic_ns()
+        nonce = secrets.token_hex(16)
+        command: dict[str, Any] = {"cmd": "time", "nonce": nonce, "shared": shared}
+        if params is not None:
+            command["params"] = params
+        self.channel.send(command)
+        timed = self._await("timed", request.limits.run_timeout_s, "timing", nonce=nonce)
+        end_ns = time.monotonic_ns()
+        steal = noise.steal_fraction(cpu_before, noise.read_cpu_times())
+        wall_ms = (end_ns - start_ns) / 1e6
+        self.stages.add("timing", wall_ms / 1000.0)
         self._note(timed.get("notes"))
-        self.environment["threads"] = timed.get("threads")
-        self.environment["backend_flags"] = timed.get("backend_flags")
         run = timed.get("run") or {}
         samples = [float(x) for x in run.get("samples_ms", [])]
         host = [float(x) for x in run.get("host_ms", [])]
         if not samples or len(samples) != len(host):
-            return self._conclude(REJECTED, "protocol", "the timing report is malformed", outputs=comparison.checks)
+            raise _Concluded(self._conclude(REJECTED, "protocol", "the timing report is malformed",
+                                            outputs=comparison.checks))
         span = [float(x) for x in run.get("span_ms") or []]
         problem = _cross_check(span if len(span) == len(host) else samples, host, wall_ms,
                                cuda=request.device.startswith("cuda"))
         if problem:
-            return self._conclude(REJECTED, "timer_cross_check", problem, outputs=comparison.checks)
-        stats = self.protocol.summarize(samples, float(run.get("host_wall_ms", 0.0)))
-        self.protocol_details = {"warmup": run.get("warmup"), "reps": run.get("reps"),
-                                 "estimate_ms": run.get("estimate_ms")}
-        self._plausibility(stats.headline_ms, reference_bytes)
-        if request.profile:
-            self._profile()
-        return self._conclude(CORRECT, None, None, outputs=comparison.checks, runtime=stats)
+            raise _Concluded(self._conclude(REJECTED, "timer_cross_check", problem, outputs=comparison.checks))
+        canary = [float(x) for x in timed.get("canary_ms") or [] if isinstance(x, int | float) and x > 0]
+        return TimedBlock(stats=protocol.summarize(samples, float(run.get("host_wall_ms", 0.0))), reply=timed,
+                          start_ns=start_ns, end_ns=end_ns, steal=steal,
+                          canary_pair=(canary[0], canary[1]) if len(canary) == 2 else (None, None))
 
     def _gpu_clocks(self) -> dict[str, Any] | None:
         """SM/memory clocks, power limit, temperature of the evaluation's GPU (None on a CPU/without NVML)."""
@@ -635,7 +699,8 @@ class Evaluation:
             stdout_tail=mask(stdout), stderr_tail=mask(stderr), protocol=protocol,
             environment=mask(self.environment), isolation=_isolation_label(self.settings.isolation),
             seeds={"weight": request.weight_seed, "public": list(request.input_seeds), "hidden": self.hidden_seeds},
-            profile=self.profile,
+            profile=self.profile, noise=self.noise if category == CORRECT else None,
+            paired=self.paired if category == CORRECT else None,
         )
         return self.result
 

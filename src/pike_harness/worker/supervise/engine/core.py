@@ -107,6 +107,7 @@ class Engine:
         """Everything that touches the host, in order; run only once the plan is known to be good."""
         from pike_harness.worker.supervise.buildcache import BuildCache
         from pike_harness.worker.supervise.exchange import sweep_exchange_folders
+        from pike_harness.worker.supervise.noise import NoiseWatch
         from pike_harness.worker.supervise.prestart import PrestartPool
         from pike_harness.worker.supervise.sandbox import sweep_orphans
         from pike_harness.worker.supervise.scheduling import FifoSlots
@@ -136,7 +137,7 @@ class Engine:
                                        isolation=self.isolation) if plan.cache_root is not None else None)
         self.settings = WorkerSettings(
             workdir=self.workdir, build_cache=self.build_cache, cpus=self.load_cpus, environ=config.environ,
-            isolation=self.isolation,
+            isolation=self.isolation, noise=NoiseWatch(plan.noise),
             jit_cache_root=(plan.cache_root / "jit") if plan.jit_mode == "shared" and plan.cache_root else None)
         self.prestart = (PrestartPool(self.settings, self.devices, plan.prestart_per_device, cpus=self.load_cpus,
                                       registry=self.quiet) if plan.prestart_per_device > 0 else None)

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from pike_harness.worker.supervise.isolation import UNSAFE_OPTION_HELP
+from pike_harness.worker.supervise.noise import NoiseLimits
 
 CACHE_ENV = "PIKEH_CACHE_DIR"
 PREWARM_CHOICES = ("off", "jit", "all")
@@ -67,6 +68,16 @@ class EngineOptions:
     pin_cpus: bool | None = field(default=None, metadata={
         "help": "Keep one core per GPU free of loads and builds for timing (default: on with at least 4 "
                 "cores)."})
+    noise_canary_tolerance: float | None = field(default=None, metadata={
+        "min": 0.0, "help": "A timing whose noise canary reads further than this fraction off the device's "
+                            "recent baseline (either way) is noisy: redone, then flagged noisy_timing. "
+                            "Default 0.5."})
+    noise_max_steal: float | None = field(default=None, metadata={
+        "min": 0.0, "max": 1.0, "help": "A timing during which the hypervisor stole more than this share of "
+                                        "the host's CPU time (/proc/stat) is noisy. Default 0.05."})
+    noise_redo: int | None = field(default=None, metadata={
+        "min": 0, "help": "Noisy timings thrown away and taken again before the last one is kept and "
+                          "flagged. Default 2; 0 never redoes (only flags)."})
     unsafe_no_sandbox: bool | None = field(default=None, metadata={"help": UNSAFE_OPTION_HELP, "flag": True})
 
 
@@ -123,6 +134,7 @@ class Plan:
     cache_root: Path | None  # the build/JIT cache folder (created when the engine starts); None: off
     jit_mode: str  # shared or private
     config: EngineConfig  # what it was resolved from (workdir, environment, isolation inputs)
+    noise: NoiseLimits = field(default_factory=NoiseLimits)  # when a timing is noisy, how often it is redone
 
     @property
     def capacity(self) -> int:
@@ -165,12 +177,24 @@ def resolve(config: EngineConfig, devices: list[str], share: HostShare | None = 
     pin = (config.pin_cpus is None or bool(config.pin_cpus)) and share.alone
     load_cpus, timing_cpus = cpu_partition(list(devices)) if pin else (None, None)
     root = cache_path(config.build_cache)
-    return Plan(devices=tuple(devices), jobs=int(jobs), max_ready=int(max_ready), prestart_per_device=int(prestart),
+    return Plan(noise=noise_limits(config), devices=tuple(devices), jobs=int(jobs), max_ready=int(max_ready), prestart_per_device=int(prestart),
                 prewarm=prewarm, quiet_timing=config.quiet_timing is None or bool(config.quiet_timing),
                 quiet_scope=scope, check_slots=check_slots,
                 load_cpus=frozenset(load_cpus) if load_cpus else None,
                 timing_cpus=frozenset(timing_cpus) if timing_cpus else None,
                 cache_root=root, jit_mode=jit_mode if root is not None else "private", config=config)
+
+
+def noise_limits(config: EngineOptions) -> NoiseLimits:
+    """The noise canary's limits: the defaults, with the options that are set."""
+    default = NoiseLimits()
+    tolerance = default.canary_tolerance if config.noise_canary_tolerance is None else config.noise_canary_tolerance
+    steal = default.max_steal if config.noise_max_steal is None else config.noise_max_steal
+    redo = default.redo if config.noise_redo is None else config.noise_redo
+    if float(tolerance) < 0 or not 0 <= float(steal) <= 1 or int(redo) < 0:
+        raise EngineError("--noise-canary-tolerance and --noise-redo must be at least 0, "
+                          "--noise-max-steal between 0 and 1")
+    return NoiseLimits(canary_tolerance=float(tolerance), max_steal=float(steal), redo=int(redo))
 
 
 def usable_cores() -> int:

@@ -1,0 +1,211 @@
+"""The paired re-timing (``EvalRequest.paired``): a correct candidate and its task's eager reference,
+timed in alternating blocks on the same device, the side not being timed stopped.
+
+Why: a single timing of a launch-bound model on a shared host cannot be trusted (the host's speed
+moves by tens of percent within minutes), and neither can the ratio of two timings taken apart. Short
+alternating blocks see nearly the same host, so the drift cancels in each pair's ratio, and the
+spread of the ratios says how sure the speedup is (``paired_stats``).
+
+How, once the candidate's ordinary timing has passed (the device is still held for it):
+
+1. The reference is evaluated as a candidate with ``baseline_mode="eager"`` in a sandboxed process of
+   its own on the same device: loaded and checked like any candidate, so its blocks run the same
+   timed loop with the same output checks.
+2. With the device held and the engine's quiet rule in force (``timing_start``/``timing_end`` around
+   the blocks, as around any timing), pairs of blocks run in the order R C, C R, R C, ... (a
+   first-block effect lands on each side equally often) until the interval is within the target
+   (``converged``), or ``max_pairs`` pairs, or ``max_seconds`` of blocks.
+3. During each block the other side's whole sandbox is stopped (SIGSTOP to every process of its
+   tree, and the block starts only once every thread of them is seen stopped), so a candidate's
+   background thread cannot slow the reference's blocks to inflate its own speedup, nor the reverse.
+
+A reference that fails, or a side that cannot be stopped, leaves the candidate's verdict as it is:
+``paired`` stays None, the flag ``paired_unavailable`` is set and ``environment["paired"]`` says why.
+A candidate that breaks a rule in one of its blocks is judged for it, as in any timing.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
+
+from pike_harness.worker import paired_stats
+from pike_harness.worker.records import PairedSpec, PairedTiming
+from pike_harness.worker.supervise import process_tree
+from pike_harness.worker.supervise.errors import InfrastructureError
+
+if TYPE_CHECKING:
+    from pike_harness.worker.supervise.supervisor import Evaluation
+
+UNAVAILABLE_FLAG = "paired_unavailable"
+WIDE_FLAG = "paired_wide_interval"
+STOP_WAIT_S = 5.0  # how long every thread of a stopped side may take to be seen stopped
+STOPPED_STATES = ("T", "t", "Z", "X")  # stopped, traced-stopped, dead: none of them runs
+BLOCK_WARMUP_FRACTION = 0.2  # each block's own warm-up, as a fraction of its timed length
+BLOCK_MIN_CALLS = 3  # timed calls per block at least, however long one call takes
+REFERENCE, CANDIDATE = "reference", "candidate"
+
+
+class PairingError(Exception):
+    """The engine could not pair (a side could not be stopped): the candidate's verdict stands."""
+
+
+def block_params(request_params: dict[str, Any], spec: PairedSpec) -> dict[str, Any]:
+    """The protocol parameters of one block: the request's own (flush, window), with a short warm-up
+    and ``block_ms`` of timed calls."""
+    return {**request_params, "warmup_ms": spec.block_ms * BLOCK_WARMUP_FRACTION, "rep_ms": spec.block_ms,
+            "min_warmup": 1, "min_reps": BLOCK_MIN_CALLS, "estimate_calls": 2}
+
+
+def retime(candidate: Evaluation) -> None:
+    """Fill ``candidate.paired`` (or say why not); the candidate has passed its checks and timing."""
+    from pike_harness.worker.supervise.supervisor import Concluded, Evaluation
+
+    request = candidate.request
+    assert request.paired is not None
+    reference = Evaluation(replace(request, candidate_source=request.reference_source, baseline_mode="eager",
+                                   paired=None, profile=False, request_id=uuid.uuid4().hex),
+                           candidate.oracle, candidate.settings)
+    began = time.monotonic()
+    try:
+        failed = reference.load() or reference.check()
+        if failed is not None:
+            _unavailable(candidate, f"the reference failed as a timed baseline: {failed.category}"
+                                    f" ({failed.check}): {(failed.reason or '')[:300]}")
+            return
+        candidate.paired = alternate(candidate, reference, request.paired)
+    except Concluded as done:
+        if done.result.request_id == candidate.request.request_id:
+            raise  # the candidate broke a rule in one of its blocks: that is its verdict
+        _unavailable(candidate, f"the reference failed in a paired block: {done.result.category}"
+                                f" ({done.result.check}): {(done.result.reason or '')[:300]}")
+    except (PairingError, InfrastructureError) as exc:
+        _unavailable(candidate, str(exc)[:500])
+    finally:
+        reference.close()
+        candidate.stages.add("paired", time.monotonic() - began)
+
+
+def alternate(candidate: Evaluation, reference: Evaluation, spec: PairedSpec) -> PairedTiming:
+    """The alternating blocks until converged or a cap, the other side stopped during each block."""
+    from pike_harness.worker.supervise import noise
+
+    sides = {REFERENCE: reference, CANDIDATE: candidate}
+    params = block_params(dict(candidate.request.protocol_params), spec)
+    pairs: list[tuple[float, float]] = []
+    windows: list[list[Any]] = []
+    canaries: list[float | None] = []
+    steals: list[float] = []
+    stop = ""
+    candidate._notify("timing_start")  # the engine's quiet rule, as around any timing
+    began = time.monotonic()
+    cpu_before = noise.read_cpu_times()
+    try:
+        while not stop:
+            order = (REFERENCE, CANDIDATE) if len(pairs) % 2 == 0 else (CANDIDATE, REFERENCE)
+            block_ms: dict[str, float] = {}
+            for side in order:
+                other = sides[CANDIDATE if side == REFERENCE else REFERENCE]
+                with stopped(other):
+                    block = sides[side].timed_block(params)
+                block_ms[side] = block.stats.headline_ms
+                windows.append([side, block.start_ns, block.end_ns])
+                if side == CANDIDATE:
+                    canaries.extend(block.canary_pair)
+                if block.steal is not None:
+                    steals.append(block.steal)
+            pairs.append((block_ms[REFERENCE], block_ms[CANDIDATE]))
+            stop = _stop_reason(pairs, spec, time.monotonic() - began)
+    finally:
+        seconds = time.monotonic() - began
+        candidate._notify("timing_end")
+    estimate = paired_stats.estimate(pairs)
+    steal = noise.steal_fraction(cpu_before, noise.read_cpu_times())
+    report = candidate.settings.noise.report(candidate.device, canaries[0], canaries[-1],
+                                             steal if steal is not None else (max(steals) if steals else None))
+    flagged = report.flagged
+    if estimate.halfwidth > spec.target_halfwidth:
+        flagged = (f"the 95% interval is +-{estimate.halfwidth:.1%} after {estimate.n} pairs ({stop}), "
+                   f"wider than the +-{spec.target_halfwidth:.1%} target") + (f"; {flagged}" if flagged else "")
+        _flag(candidate, WIDE_FLAG)
+    if report.flagged is not None:
+        _flag(candidate, noise.NOISY_FLAG)
+    return PairedTiming(speedup=estimate.speedup, ci_low=estimate.ci_low, ci_high=estimate.ci_high,
+                        pairs=[[r, c] for r, c in pairs], reference_ms=estimate.reference_ms,
+                        candidate_ms=estimate.candidate_ms, stop=stop, seconds=seconds, noise=report,
+                        flagged=flagged, windows=windows)
+
+
+def _stop_reason(pairs: list[tuple[float, float]], spec: PairedSpec, elapsed_s: float) -> str:
+    """Why sampling stops after these pairs ("" to go on); never before two pairs (no interval)."""
+    if paired_stats.converged(pairs, spec.target_halfwidth, spec.min_pairs):
+        return "converged"
+    if len(pairs) >= max(2, spec.max_pairs):
+        return "max_pairs"
+    if elapsed_s >= spec.max_seconds and len(pairs) >= 2:
+        return "max_seconds"
+    return ""
+
+
+@contextlib.contextmanager
+def stopped(evaluation: Evaluation) -> Iterator[None]:
+    """Every process of ``evaluation``'s sandbox stopped for the body: SIGSTOP to its whole tree, then
+    wait until each thread of each process is seen stopped (a signal is delivered asynchronously, so
+    without the wait a running thread could still get a few instructions into the other side's block).
+    SIGCONT afterwards, whatever happened."""
+    session = evaluation.session
+    if session is None:
+        raise PairingError("the paired re-timing could not stop the other side: its process has ended")
+    try:
+        process_tree.signal_trees([session], signal.SIGSTOP)
+        _wait_stopped(session)
+        yield
+    finally:
+        process_tree.signal_trees([session], signal.SIGCONT)
+
+
+def _wait_stopped(root: int) -> None:
+    deadline = time.monotonic() + STOP_WAIT_S
+    while True:
+        running = [pid for pid in process_tree.descendants([root])[root] if not _all_threads_stopped(pid)]
+        if not running:
+            return
+        if time.monotonic() > deadline:
+            raise PairingError(f"the paired re-timing could not stop the other side: process {running[0]} "
+                               f"still ran after {STOP_WAIT_S:g} s")
+        process_tree.signal_trees([root], signal.SIGSTOP)  # a process forked since the first pass
+        time.sleep(0.001)
+
+
+def _all_threads_stopped(pid: int) -> bool:
+    try:
+        tasks = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return True  # gone
+    for tid in tasks:
+        try:
+            with open(f"/proc/{pid}/task/{tid}/stat", "rb") as handle:
+                raw = handle.read().decode("ascii", errors="replace")
+        except OSError:
+            continue  # the thread ended
+        state = raw[raw.rfind(")") + 2:].split(" ", 1)[0]
+        if state not in STOPPED_STATES:
+            return False
+    return True
+
+
+def _unavailable(candidate: Evaluation, reason: str) -> None:
+    candidate.paired = None
+    _flag(candidate, UNAVAILABLE_FLAG)
+    candidate.environment["paired"] = reason
+
+
+def _flag(candidate: Evaluation, flag: str) -> None:
+    if flag not in candidate.flags:
+        candidate.flags.append(flag)

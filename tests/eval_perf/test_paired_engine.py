@@ -1,0 +1,109 @@
+"""The engine's paired re-timing on the CPU device with the real sandbox: blocks alternate, caps and
+stop reasons hold, the side not timed is stopped (a hostile background thread's stamps), a failing
+reference leaves the verdict alone; and the noise canary's report on every correct result."""
+
+from __future__ import annotations
+
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from perf_helpers import PLAIN, request  # noqa: E402
+
+from pike_harness.worker.records import PairedSpec  # noqa: E402
+from pike_harness.worker.supervise.engine import Engine, EngineConfig  # noqa: E402
+
+# Short blocks: the CPU test checks the design (order, caps, stopping), not the host's noise.
+SPEC = {"block_ms": 5.0, "max_seconds": 60.0}
+
+# A candidate whose raw thread (``_thread``: invisible to threading.enumerate, so it passes the
+# background-thread check) stamps CLOCK_MONOTONIC into a file in its scratch folder every ~0.2 ms,
+# for as long as it runs: while the reference is timed it would steal the reference's CPU.
+HOSTILE = textwrap.dedent("""
+    import _thread
+    import time
+
+
+    def _stamp():
+        with open("pikeh_stamps.txt", "a") as out:
+            while True:
+                out.write(f"{time.monotonic_ns()}\\n")
+                out.flush()
+                time.sleep(0.0002)
+
+
+    _thread.start_new_thread(_stamp, ())
+""") + textwrap.dedent(PLAIN)
+
+
+@pytest.fixture(scope="module")
+def engine(tmp_path_factory):
+    mp = pytest.MonkeyPatch()
+    mp.setenv("OMP_NUM_THREADS", "1")
+    engine = Engine(EngineConfig(device="cpu", jobs=1, prestart=0, build_cache="off",
+                                 workdir=tmp_path_factory.mktemp("paired") / "work"))
+    yield engine
+    engine.close()
+    mp.undo()
+
+
+def _paired(source: str = PLAIN, **spec) -> object:
+    return request(source, protocol="quick", paired=PairedSpec(**{**SPEC, **spec}))
+
+
+def test_pairs_alternate_within_their_caps_and_the_result_says_how_sure(engine):
+    result = engine.submit(_paired(target_halfwidth=1e-9, min_pairs=2, max_pairs=4)).result(300)
+    assert result.category == "correct", result.reason
+    paired = result.paired
+    assert paired is not None, result.environment.get("paired")
+    assert paired.stop == "max_pairs" and len(paired.pairs) == 4  # a target no pair count reaches
+    sides = [window[0] for window in paired.windows]
+    assert sides == ["reference", "candidate", "candidate", "reference"] * 2
+    starts = [window[1] for window in paired.windows]
+    assert starts == sorted(starts) and all(w[1] < w[2] for w in paired.windows)
+    assert paired.ci_low <= paired.speedup <= paired.ci_high
+    assert paired.flagged and "paired_wide_interval" in result.flags
+    assert all(r > 0 and c > 0 for r, c in paired.pairs) and paired.seconds > 0
+    assert paired.noise is not None and paired.noise.canary_before_ms and paired.noise.canary_after_ms
+    # the ordinary timing is still the search-style number, with its own noise report
+    assert result.runtime_ms is not None and result.noise is not None
+    assert result.noise.canary_before_ms > 0 and result.noise.canary_after_ms > 0
+    assert "paired" in result.stage_seconds
+
+
+def test_the_candidate_is_stopped_while_the_reference_is_timed(engine):
+    engine.settings.keep_scratch = True  # the stamps file outlives the evaluation (its scratch folder)
+    try:
+        result = engine.submit(_paired(HOSTILE, target_halfwidth=10.0, min_pairs=3, max_pairs=6)).result(300)
+    finally:
+        engine.settings.keep_scratch = False
+    assert result.category == "correct", result.reason
+    paired = result.paired
+    assert paired is not None, result.environment.get("paired")
+    assert paired.stop == "converged" and len(paired.pairs) == 3  # a target any 3 pairs reach
+    files = list((engine.workdir / "scratch").glob("*/pikeh_stamps.txt"))
+    assert len(files) == 1
+    stamps = [int(line) for line in files[0].read_text().split()]
+    inside = {side: 0 for side in ("reference", "candidate")}
+    for side, start, end in paired.windows:
+        inside[side] += sum(1 for stamp in stamps if start <= stamp <= end)
+    assert inside["reference"] == 0, "the candidate's thread ran during a reference block"
+    assert inside["candidate"] > 0, "the thread ran during its own blocks (so the check above can fail)"
+
+
+def test_a_failing_reference_leaves_the_verdict_and_no_paired_number(engine):
+    # The reference names the harness in a string: the candidate checks reject it when it runs as a
+    # timed baseline, while the trusted reference process (which never applies them) runs it fine.
+    base = _paired(max_pairs=3)
+    broken = request(PLAIN, protocol="quick", paired=base.paired,
+                     reference_source=base.reference_source + '\n_NOTE = "pike_harness"\n')
+    result = engine.submit(broken).result(300)
+    assert result.category == "correct", result.reason
+    assert result.paired is None
+    assert "paired_unavailable" in result.flags
+    assert "reference failed" in result.environment["paired"] and "harness_access" in result.environment["paired"]
+    assert result.runtime_ms is not None and result.noise is not None
