@@ -1,0 +1,110 @@
+"""Pure parts of the trusted timings: the paired statistics against a known distribution, the block
+parameters and stop rule, and the noise canary's decision and baselines."""
+
+from __future__ import annotations
+
+import math
+import random
+
+import pytest
+
+from pike_harness.worker import paired_stats
+from pike_harness.worker.records import EvalResult, NoiseReport, PairedSpec, PairedTiming
+from pike_harness.worker.supervise import noise
+from pike_harness.worker.supervise.engine import EngineConfig, EngineError, resolve
+from pike_harness.worker.supervise.engine.paired import _stop_reason, block_params
+
+
+def _draw(rng: random.Random, n: int, speedup: float, sigma: float) -> list[tuple[float, float]]:
+    """``n`` pairs whose reference/candidate ratio is lognormal around ``speedup`` (a drifting host
+    scales both sides of a pair alike, so the drift must cancel)."""
+    pairs = []
+    for _ in range(n):
+        host = math.exp(rng.gauss(0.0, 0.5))  # the host's speed of the moment, shared by the pair
+        candidate = 0.2 * host
+        pairs.append((candidate * speedup * math.exp(rng.gauss(0.0, sigma)), candidate))
+    return pairs
+
+
+def test_the_interval_covers_the_true_speedup_about_95_in_100_times():
+    rng = random.Random(20261128)
+    true = 2.5
+    covered = 0
+    for _ in range(100):
+        estimate = paired_stats.estimate(_draw(rng, 8, true, 0.1))
+        assert estimate.ci_low <= estimate.speedup <= estimate.ci_high
+        covered += estimate.ci_low <= true <= estimate.ci_high
+    assert 90 <= covered <= 99
+
+
+def test_the_estimate_is_the_geometric_mean_of_the_ratios_and_the_drift_cancels():
+    pairs = [(2.0, 1.0), (8.0, 2.0), (0.3, 0.1)]  # ratios 2, 4, 3 on a host whose speed moved 20x
+    estimate = paired_stats.estimate(pairs)
+    assert estimate.speedup == pytest.approx((2 * 4 * 3) ** (1 / 3))
+    assert estimate.halfwidth > 0
+    assert paired_stats.converged(pairs, 10.0, 3) and not paired_stats.converged(pairs, 10.0, 4)
+    with pytest.raises(ValueError):
+        paired_stats.estimate([(1.0, 1.0)])
+
+
+def test_the_stop_rule_and_the_block_parameters():
+    spec = PairedSpec(target_halfwidth=0.02, min_pairs=3, max_pairs=4, max_seconds=1.0, block_ms=50.0)
+    steady = [(2.0, 1.0)] * 3
+    assert _stop_reason(steady, spec, 0.1) == "converged"
+    noisy = [(2.0, 1.0), (3.0, 1.0)]
+    assert _stop_reason(noisy, spec, 0.1) == ""
+    assert _stop_reason(noisy, spec, 5.0) == "max_seconds"
+    assert _stop_reason(noisy * 2, spec, 0.1) == "max_pairs"
+    assert _stop_reason(noisy[:1], spec, 5.0) == "", "never before two pairs: there is no interval yet"
+    params = block_params({"window": "strict", "rep_ms": 999}, spec)
+    assert params["rep_ms"] == 50.0 and params["window"] == "strict" and params["warmup_ms"] < 50.0
+
+
+def test_the_canary_decision():
+    limits = noise.NoiseLimits(canary_tolerance=0.5, max_steal=0.05, redo=2)
+    assert noise.judge(0.1, 0.12, 0.1, 0.0, limits) is None
+    assert "canary read 0.2000 ms after" in noise.judge(0.1, 0.2, 0.1, 0.0, limits)
+    assert "before" in noise.judge(0.05, 0.1, 0.11, None, limits)  # faster than the baseline is off too
+    assert "steal" in noise.judge(0.1, 0.1, 0.1, 0.2, limits)
+    # missing readings cannot make a timing noisy: no baseline yet, no canary, no steal accounting
+    assert noise.judge(5.0, 5.0, None, None, limits) is None
+    assert noise.judge(None, None, 0.1, None, limits) is None
+
+
+def test_baselines_are_per_device_medians_of_unflagged_readings():
+    watch = noise.NoiseWatch(noise.NoiseLimits())
+    assert watch.baseline("cuda:0") is None
+    for reading in (0.1, 0.11, 0.09):
+        report = watch.report("cuda:0", reading, reading, 0.0)
+        assert report.flagged is None  # no baseline yet
+        watch.record("cuda:0", report)
+    assert watch.baseline("cuda:0") == pytest.approx(0.1)
+    assert watch.baseline("cuda:1") is None
+    off = watch.report("cuda:0", 0.1, 0.5, 0.0, redone=2)
+    assert off.flagged and off.redone == 2 and off.canary_baseline_ms == pytest.approx(0.1)
+    watch.record("cuda:0", off)
+    assert watch.baseline("cuda:0") == pytest.approx(0.1), "a flagged reading never moves the baseline"
+
+
+def test_steal_from_proc_stat_readings():
+    assert noise.steal_fraction((10, 1000), (20, 1100)) == pytest.approx(0.1)
+    assert noise.steal_fraction((10, 1000), (10, 1000)) is None  # no tick moved
+    assert noise.steal_fraction(None, (1, 2)) is None
+    now = noise.read_cpu_times()
+    assert now is None or (now[0] >= 0 and now[1] > 0)
+
+
+def test_noise_options_resolve_and_bad_values_are_one_line_errors():
+    plan = resolve(EngineConfig(noise_canary_tolerance=0.3, noise_redo=0), ["cpu"])
+    assert plan.noise == noise.NoiseLimits(canary_tolerance=0.3, max_steal=0.05, redo=0)
+    with pytest.raises(EngineError, match="noise-max-steal"):
+        resolve(EngineConfig(noise_max_steal=2.0), ["cpu"])
+
+
+def test_results_carry_noise_and_paired_through_json():
+    result = EvalResult(request_id="r", task="t/1", category="correct", runtime_ms=1.0,
+                        noise=NoiseReport(canary_before_ms=0.1, canary_after_ms=0.2, flagged="x"),
+                        paired=PairedTiming(speedup=2.0, ci_low=1.9, ci_high=2.1, pairs=[[2.0, 1.0]],
+                                            windows=[["reference", 1, 2]], noise=NoiseReport(steal_fraction=0.0)))
+    back = EvalResult.from_json(result.to_json())
+    assert back.noise == result.noise and back.paired == result.paired
