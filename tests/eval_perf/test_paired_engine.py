@@ -107,3 +107,27 @@ def test_a_failing_reference_leaves_the_verdict_and_no_paired_number(engine):
     assert "paired_unavailable" in result.flags
     assert "reference failed" in result.environment["paired"] and "harness_access" in result.environment["paired"]
     assert result.runtime_ms is not None and result.noise is not None
+
+
+@pytest.mark.gpu
+def test_a_paired_run_on_a_gpu(tmp_path):
+    """The same candidate computation as smoke/1's reference, re-timed against it on a GPU: the
+    interval must be real (both sides launch-bound alike, so the speedup is near 1) and the canary read."""
+    engine = Engine(EngineConfig(device="cuda:0", jobs=2, prestart=1, build_cache="off", workdir=tmp_path / "work"))
+    try:
+        spec = PairedSpec(block_ms=50.0, min_pairs=5, max_pairs=20, max_seconds=30.0)
+        result = engine.submit(request(PLAIN, protocol="robust", paired=spec)).result(600)
+        second = engine.submit(request(PLAIN, protocol="robust")).result(600)
+    finally:
+        engine.close()
+    assert result.category == "correct", result.reason
+    paired = result.paired
+    assert paired is not None, result.environment.get("paired")
+    assert paired.stop in ("converged", "max_pairs", "max_seconds") and 2 <= len(paired.pairs) <= 20
+    assert [w[0] for w in paired.windows[:4]] == ["reference", "candidate", "candidate", "reference"]
+    assert paired.ci_low <= paired.speedup <= paired.ci_high
+    assert 0.7 < paired.speedup < 1.4, paired
+    print(f"\npaired on {result.environment.get('gpu')}: {paired.speedup:.3f}x "
+          f"[{paired.ci_low:.3f}, {paired.ci_high:.3f}] after {len(paired.pairs)} pairs ({paired.stop}), "
+          f"{paired.seconds:.1f} s; canary {result.noise}")
+    assert result.noise.canary_before_ms > 0 and second.noise is not None and second.noise.canary_after_ms > 0
