@@ -14,6 +14,10 @@ Resumable: each finished measurement is appended to ``fidelity.jsonl`` in ``--st
 ``--out``); the next call with the same state folder continues. ``--budget-s`` stops starting work
 before the limit. ``--cache DIR`` keeps build/JIT caches (both sides) between calls on a warm machine.
 
+``--interleaved`` (issue 28) alternates rounds of the plain loop and of the harness, which re-times each
+solution paired against its eager reference: per-task speedups with 95% intervals on both sides, the
+canary and steal (``fidelity_interleaved.py``).
+
 ``--compare evaluators`` is the older check (issue 14): the same solutions through ``--evaluator
 local`` and ``--evaluator queue``, whose verdicts must agree and runtimes match within 3 %.
 
@@ -282,7 +286,7 @@ def compare_plain(args: Any, folder: Path, work: list[tuple[Any, Path]]) -> int:
     settings = runs.recorded_settings(state, "plain", {task.id for task, _ in work}) or settings
     setup = {"suite": args.suite, "device": args.device, "solutions": str(folder), "tasks": len(work), "gpu": gpu,
              "torch": runs.torch_version(state), "date": time.strftime("%Y-%m-%d"),
-             "triton": runs.recorded(state, "triton") or _triton_version(), "protocols": protocols, "concurrency": concurrencies, "finished": finished, **settings}
+             "triton": runs.recorded(state, "triton") or runs.triton_version(), "protocols": protocols, "concurrency": concurrencies, "finished": finished, **settings}
     text = runs.markdown(comparisons, setup)
     if not finished:
         text += ("\n**Partial**: the budget stopped this call; run the same command with the same --state "
@@ -321,15 +325,6 @@ def bracket(args: Any, work: list[tuple[Any, Path]], state: Any, settings: dict[
     return 0 if finished else 3
 
 
-def _triton_version() -> str | None:
-    try:
-        import triton
-
-        return triton.__version__
-    except ImportError:
-        return None
-
-
 def main() -> int:
     parser = arguments(__doc__.split("\n\n")[0], budget_s=3600.0)
     parser.add_argument("--compare", choices=("plain", "evaluators"), default="plain",
@@ -366,6 +361,18 @@ def main() -> int:
     parser.add_argument("--eager-only", action="store_true",
                         help="plain: the eager references alone on both sides (no solution imported or built): "
                              "separates the timing loop from the load of concurrent builds; use its own --state.")
+    parser.add_argument("--interleaved", action="store_true",
+                        help="plain: the plain loop and the harness in alternating rounds, the harness re-timing "
+                             "each solution paired against its eager reference; per-task speedups with 95%% "
+                             "intervals, canary and steal (fidelity_interleaved.py). Use its own --state.")
+    parser.add_argument("--rounds", type=int, default=3, help="interleaved: rounds of both sides.")
+    parser.add_argument("--block-ms", type=float, default=100.0, help="interleaved: paired block length (ms).")
+    parser.add_argument("--target-halfwidth", type=float, default=0.02,
+                        help="interleaved: paired sampling stops once the 95%% interval is within this.")
+    parser.add_argument("--min-pairs", type=int, default=5, help="interleaved: paired pairs at least.")
+    parser.add_argument("--max-pairs", type=int, default=60, help="interleaved: paired pairs at most.")
+    parser.add_argument("--paired-max-s", type=float, default=60.0,
+                        help="interleaved: seconds of paired blocks per solution at most.")
     parser.add_argument("--plain-repeats", type=int, default=2, help="plain: do_bench calls per model.")
     parser.add_argument("--warmup-ms", type=float, default=500.0, help="plain and pike: warm-up budget (ms).")
     parser.add_argument("--rep-ms", type=float, default=2000.0, help="plain and pike: repetition budget (ms).")
@@ -387,6 +394,10 @@ def main() -> int:
         os.environ.setdefault("OMP_NUM_THREADS", "1")
     if args.compare == "evaluators":
         return compare_evaluators(args, folder, work)
+    if args.interleaved:
+        import fidelity_interleaved
+
+        return fidelity_interleaved.run(args, work, workdir(args, "fidelity"))
     return compare_plain(args, folder, work)
 
 

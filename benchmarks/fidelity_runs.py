@@ -102,24 +102,9 @@ def plain_phase(work: list[tuple[Any, Path]], state: State, device: str, setting
     """Warm every solution in parallel (builds), then check and time each task in its own process, one
     at a time (``eager_only``: the references alone, no solution imported). Returns False when the
     budget stopped it."""
-    def common(task: Any) -> list[str]:  # the task's tolerances, as the harness uses (level3-pike: PIKE's 1e-2)
-        return ["--device", device, "--atol", str(task.meta.atol), "--rtol", str(task.meta.rtol)]
-
-    token = cache_token(cache)
-    to_warm = [(task, path) for task, path in work if not eager_only and not state.done(f"plain|{task.id}")
-               and not warmed_here(state, f"plainwarm|{path.name}", token)]
-    if to_warm and warm_jobs > 0:
-        log(f"[fidelity] plain loop: warming {len(to_warm)} solutions, {warm_jobs} at a time")
-        with concurrent.futures.ThreadPoolExecutor(warm_jobs) as pool:
-            futures = {pool.submit(run_plain_within, ["--reference", str(task.path), "--solution", str(path),
-                                                      "--warm-only", *common(task)], budget, margin_s, cache):
-                       (task, path) for task, path in to_warm}
-            for future in concurrent.futures.as_completed(futures):
-                task, path = futures[future]
-                result = future.result()
-                if result.get("verdict") != "timeout":  # a timeout is the budget: warm it next call
-                    state.add({"key": f"plainwarm|{path.name}", "kind": "plainwarm", "file": path.name,
-                               "task": task.id, "cache": token, **result})
+    if not eager_only:
+        warm_solutions([(t, p) for t, p in work if not state.done(f"plain|{t.id}")], state, device, budget, cache,
+                       warm_jobs, margin_s, log)
     for task, path in work:
         key = f"plain|{task.id}"
         if state.done(key):
@@ -130,7 +115,7 @@ def plain_phase(work: list[tuple[Any, Path]], state: State, device: str, setting
         solution = [] if eager_only else ["--solution", str(path)]
         result = run_plain(["--reference", str(task.path), *solution, "--repeats",
                             str(settings["repeats"]), "--warmup-ms", str(settings["warmup_ms"]), "--rep-ms",
-                            str(settings["rep_ms"]), *common(task)], min(600.0, budget.left() - 5), cache)
+                            str(settings["rep_ms"]), *plain_options(task, device)], min(600.0, budget.left() - 5), cache)
         if result.get("verdict") == "timeout":
             log(f"[fidelity] plain loop: task {task.id} ran past the budget")
             return False
@@ -138,6 +123,32 @@ def plain_phase(work: list[tuple[Any, Path]], state: State, device: str, setting
             f"solution {result.get('solution_ms')}")
         state.add({"key": key, "kind": "plain", "file": path.name, "task": task.id, "settings": settings, **result})
     return True
+
+
+def plain_options(task: Any, device: str) -> list[str]:
+    """The plain loop's device and the task's tolerances, as the harness uses (level3-pike: PIKE's 1e-2)."""
+    return ["--device", device, "--atol", str(task.meta.atol), "--rtol", str(task.meta.rtol)]
+
+
+def warm_solutions(work: list[tuple[Any, Path]], state: Any, device: str, budget: Budget, cache: Path | None,
+                   warm_jobs: int, margin_s: float, log: Any = print) -> None:
+    """Import, build and call each solution once in a plain-loop process, ``warm_jobs`` at a time, so its
+    extension and JIT builds are cached before any timing (skipping those this cache already holds)."""
+    token = cache_token(cache)
+    to_warm = [(task, path) for task, path in work if not warmed_here(state, f"plainwarm|{path.name}", token)]
+    if not to_warm or warm_jobs <= 0:
+        return
+    log(f"[fidelity] plain loop: warming {len(to_warm)} solutions, {warm_jobs} at a time")
+    with concurrent.futures.ThreadPoolExecutor(warm_jobs) as pool:
+        futures = {pool.submit(run_plain_within, ["--reference", str(task.path), "--solution", str(path),
+                                                  "--warm-only", *plain_options(task, device)], budget, margin_s,
+                               cache): (task, path) for task, path in to_warm}
+        for future in concurrent.futures.as_completed(futures):
+            task, path = futures[future]
+            result = future.result()
+            if result.get("verdict") != "timeout":  # a timeout is the budget: warm it next call
+                state.add({"key": f"plainwarm|{path.name}", "kind": "plainwarm", "file": path.name,
+                           "task": task.id, "cache": token, **result})
 
 
 def harness_requests(work: list[tuple[Any, Path]], protocol: str, concurrency: str, state: State,
@@ -424,6 +435,15 @@ def clamp(speedup: float | None) -> float:
 def geomean(values: list[float]) -> float | None:
     values = [v for v in values if v and v > 0]
     return math.exp(sum(math.log(v) for v in values) / len(values)) if values else None
+
+
+def triton_version() -> str | None:
+    try:
+        import triton
+
+        return triton.__version__
+    except ImportError:
+        return None
 
 
 def gpu_name(device: str, state: State) -> str:
