@@ -212,6 +212,14 @@ class Evaluation:
         """Thread-safe: make the evaluation stop at its next policing step (the evaluator is closing)."""
         self._aborted.set()
 
+    @property
+    def aborted(self) -> bool:
+        return self._aborted.is_set()
+
+    def share_abort(self, other: Evaluation) -> None:
+        """Stop when ``other`` is aborted (a paired re-timing's reference, which the engine does not track)."""
+        self._aborted = other._aborted
+
     def _notify(self, event: str) -> None:
         if self.listener is not None:
             self.listener(event, self)

@@ -285,6 +285,8 @@ class Engine:
                                "timing_cpus": sorted(self.timing_cpus) if self.timing_cpus else None,
                                "build_cache": str(self.cache_root / "build") if self.build_cache and self.cache_root else None,
                                "jit_cache": self.jit_mode},
+                "noise": {"canary_tolerance": self.plan.noise.canary_tolerance,
+                          "max_steal": self.plan.noise.max_steal, "redo": self.plan.noise.redo},
                 "isolation": self.isolation.label,
                 "host": host_info()}
 

@@ -72,6 +72,7 @@ def retime(candidate: Evaluation) -> None:
     reference = Evaluation(replace(request, candidate_source=request.reference_source, baseline_mode="eager",
                                    paired=None, profile=False, request_id=uuid.uuid4().hex),
                            candidate.oracle, candidate.settings)
+    reference.share_abort(candidate)  # closing the engine stops the reference's stages too
     began = time.monotonic()
     try:
         failed = reference.load() or reference.check()
@@ -86,6 +87,8 @@ def retime(candidate: Evaluation) -> None:
         _unavailable(candidate, f"the reference failed in a paired block: {done.result.category}"
                                 f" ({done.result.check}): {(done.result.reason or '')[:300]}")
     except (PairingError, InfrastructureError) as exc:
+        if candidate.aborted:
+            raise
         _unavailable(candidate, str(exc)[:500])
     finally:
         reference.close()
