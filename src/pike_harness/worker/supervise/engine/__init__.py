@@ -46,7 +46,9 @@ The package, one job per module:
   and ``LocalDevices``;
 * ``sequence``: one evaluation's load -> warm -> check -> time sequence, as a small state machine;
 * ``jobs``: a submission's future, listener and timestamps (``JobTrace``);
-* ``core``: the ``Engine`` (build = resolve, then the start step that affects the host).
+* ``core``: the ``Engine`` (build = resolve, then the start step that affects the host);
+* ``paired``: the paired re-timing a request may ask for (``EvalRequest.paired``): the candidate and its
+  eager reference in alternating blocks, the other side stopped during each block.
 
 GPU side: torch, triton and the standard library only (no click, no pluggy, no ``pike_harness.api``),
 so the same engine runs in a worker container. docs/evaluator.md, "Writing an evaluator".
