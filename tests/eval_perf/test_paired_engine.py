@@ -125,3 +125,21 @@ def test_a_paired_run_on_a_gpu(tmp_path):
           f"[{paired.ci_low:.3f}, {paired.ci_high:.3f}] after {len(paired.pairs)} pairs ({paired.stop}), "
           f"{paired.seconds:.1f} s; canary {result.noise}")
     assert result.noise.canary_before_ms > 0 and second.noise is not None and second.noise.canary_after_ms > 0
+
+
+def test_a_timing_off_the_canary_baseline_is_redone_then_flagged(engine):
+    from pike_harness.worker.records import NoiseReport
+    from pike_harness.worker.supervise.noise import NoiseLimits, NoiseWatch
+
+    saved = engine.settings.noise
+    watch = engine.settings.noise = NoiseWatch(NoiseLimits(canary_tolerance=0.5, max_steal=1.0, redo=1))
+    for _ in range(2):  # a baseline no real probe reads near (a nanosecond): every timing is off it
+        watch.record("cpu", NoiseReport(canary_before_ms=1e-6, canary_after_ms=1e-6))
+    try:
+        result = engine.submit(request(PLAIN, protocol="quick")).result(300)
+    finally:
+        engine.settings.noise = saved
+    assert result.category == "correct", result.reason
+    assert result.noise.redone == 1 and "noise canary read" in result.noise.flagged
+    assert result.noise.canary_baseline_ms == 1e-6 and "noisy_timing" in result.flags
+    assert watch.baseline("cpu") == 1e-6, "the flagged readings stayed out of the baseline"
