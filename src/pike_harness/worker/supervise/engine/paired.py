@@ -49,6 +49,7 @@ STOP_WAIT_S = 5.0  # how long every thread of a stopped side may take to be seen
 STOPPED_STATES = ("T", "t", "Z", "X")  # stopped, traced-stopped, dead: none of them runs
 BLOCK_WARMUP_FRACTION = 0.2  # each block's own warm-up, as a fraction of its timed length
 BLOCK_MIN_CALLS = 3  # timed calls per block at least, however long one call takes
+WARMUP_PAIRS = 1  # pairs of blocks run first and not counted
 REFERENCE, CANDIDATE = "reference", "candidate"
 
 
@@ -110,6 +111,10 @@ def alternate(candidate: Evaluation, reference: Evaluation, spec: PairedSpec) ->
     began = time.monotonic()
     cpu_before = noise.read_cpu_times()
     try:
+        for _ in range(WARMUP_PAIRS):  # not counted: the first blocks after loading run on cold caches
+            for side in (REFERENCE, CANDIDATE):
+                with stopped(sides[CANDIDATE if side == REFERENCE else REFERENCE]):
+                    sides[side].timed_block(params)
         while not stop:
             order = (REFERENCE, CANDIDATE) if len(pairs) % 2 == 0 else (CANDIDATE, REFERENCE)
             block_ms: dict[str, float] = {}
@@ -117,7 +122,9 @@ def alternate(candidate: Evaluation, reference: Evaluation, spec: PairedSpec) ->
                 other = sides[CANDIDATE if side == REFERENCE else REFERENCE]
                 with stopped(other):
                     block = sides[side].timed_block(params)
-                block_ms[side] = block.stats.headline_ms
+                # The block's median call: one call descheduled by the host (a 20 ms stall in a 30 ms
+                # block) moves a mean by half and says nothing about either side's speed.
+                block_ms[side] = block.stats.median_ms
                 windows.append([side, block.start_ns, block.end_ns])
                 if side == CANDIDATE:
                     canaries.extend(block.canary_pair)
