@@ -5,7 +5,8 @@ each (a CPU slot while loading and warming, the device's gate while checking and
 registry's part (the candidate is registered while it waits; its neighbours are paused while it is
 timed) and the events a transport hears. The states, in order:
 
-1. **slot**: wait for a CPU slot (submission order); a job aborted meanwhile ends here.
+1. **slot**: wait for a CPU slot (``engine.work_order``: longest CPU work first, or submission
+   order); a job aborted meanwhile ends here.
 2. **load**: pick the device, start (or take a pre-started) candidate process, import and build it.
 3. **warm**: one call off the device lock, for candidates whose first call compiles (``prewarm``).
 4. **device**: give the CPU slot back, then on a gate with check slots: **check** in the shared
@@ -51,7 +52,7 @@ class EvaluationSequence:
         device: str | None = None
         slot_held = False
         try:
-            engine.slots.acquire(job.seq)  # 1. slot
+            engine.slots.acquire(job.key)  # 1. slot
             slot_held = True
             if engine.closing or job.aborted:
                 raise InfrastructureError("the evaluation was aborted")
@@ -59,9 +60,11 @@ class EvaluationSequence:
             trace.device, trace.load_start = device, time.monotonic()
             evaluation = self.evaluation = Evaluation(replace(job.request, device=device),
                                                       engine.oracle(device), engine.settings)
+            evaluation.start_key = job.key
             engine.track(job, evaluation)
             evaluation.listener = self._listener(device)
             result = evaluation.load()
+            trace.imported = time.monotonic()
             trace.prestarted = bool(evaluation.environment.get("prestarted"))
             if result is None and self.wants_warm(evaluation):  # 3. warm
                 trace.warmed = True
@@ -118,6 +121,14 @@ class EvaluationSequence:
         job = self.job
 
         def listener(event: str, ev: Any) -> None:
+            if event == "build_start":
+                job.trace.builds.append((time.monotonic(), time.monotonic()))
+                return  # the engine's own figures (stage_breakdown), not a transport's event
+            if event == "build_end":
+                job.trace.builds[-1] = (job.trace.builds[-1][0], time.monotonic())
+                return
+            if event == "spawned":
+                job.trace.spawned = time.monotonic()
             if event == "spawned" and quiet is not None:
                 token = self.quiet_token = quiet.add(ev.popen.pid, ev.marker, device)
                 ev.paused_s = lambda: quiet.paused_seconds(token)

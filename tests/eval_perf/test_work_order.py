@@ -1,0 +1,92 @@
+"""Throughput policy: the longest CPU work starts first, process starts are admitted a few at a time,
+and every stage of every candidate is accounted for. Orders and counts from the engine's traces,
+never durations."""
+
+from __future__ import annotations
+
+import pytest
+from perf_helpers import candidate, request
+
+from pike_harness.worker.supervise.engine.stage_breakdown import STAGES, candidate_stages, device_idle
+from pike_harness.worker.supervise.engine.work_order import BUILD, JIT_WARMUP, PLAIN, order_key, work_class
+
+BUILDS = "from torch.utils.cpp_extension import load_inline\n"
+TRITON = "import triton\n"
+# Ends at the static checks (the harness is off limits), so no process starts for it: the test sees
+# the order the engine *began* loading in without paying for ten process starts.
+REJECTED = "import pike_harness\n"
+
+
+def test_a_source_s_work_class_is_read_from_it_and_submission_order_ignores_it():
+    assert work_class(candidate(prelude=BUILDS)) == BUILD
+    assert work_class(candidate(prelude=TRITON)) == JIT_WARMUP
+    assert work_class(candidate(), baseline_mode="compile") == JIT_WARMUP
+    assert work_class(candidate()) == PLAIN
+    assert work_class("def broken(:\n") == PLAIN
+    build, plain = candidate(prelude=BUILDS), candidate()
+    assert order_key("longest-first", 11, build) < order_key("longest-first", 1, plain)
+    assert order_key("submission", 11, build) > order_key("submission", 1, plain)
+
+
+def _gated(source: str, gate) -> str:
+    return (f"import os\nimport time\n_deadline = time.time() + 60\nwhile os.path.exists({str(gate)!r}) "
+            f"and time.time() < _deadline:\n    time.sleep(0.05)\n") + source
+
+
+@pytest.mark.parametrize("order", ["longest-first", "submission"])
+def test_a_build_submitted_after_ten_buildless_candidates_starts_before_them(make_local, visible_tmp, order):
+    """One thread, one CPU slot, held by a candidate waiting at a gate; ten build-less candidates and
+    then one with a load_inline build queue behind it. Longest-first loads the build next; submission
+    order loads it last (the option a before/after comparison uses)."""
+    gate = visible_tmp / "gate"
+    gate.write_text("")
+    evaluator = make_local(jobs=1, max_ready=0, prestart=1, cpu_order=order)
+    engine = evaluator.engine
+    blocker = evaluator.submit(request(_gated(candidate(), gate)))
+    buildless = [evaluator.submit(request(REJECTED + candidate())) for _ in range(10)]
+    build = evaluator.submit(request(REJECTED + BUILDS + candidate()))
+    gate.unlink()
+    results = [f.result(timeout=300) for f in (blocker, *buildless, build)]
+    assert results[0].category == "correct", results[0].reason
+    assert all(r.check == "harness_access" for r in results[1:])
+    traces = sorted(engine.traces, key=lambda t: t.seq)[-12:]
+    started = sorted(traces[1:], key=lambda t: t.load_start)
+    assert traces[-1].work_class == (BUILD if order == "longest-first" else 0)
+    expected = [traces[-1], *traces[1:-1]] if order == "longest-first" else traces[1:]
+    assert [t.seq for t in started] == [t.seq for t in expected]
+
+
+def test_process_starts_are_admitted_and_every_stage_is_accounted_for(make_local):
+    """No pre-started processes, two CPU slots, one start slot: three candidates' processes start one
+    at a time (each through the slot), and each candidate's stages add up to its time in the engine."""
+    evaluator = make_local(jobs=2, prestart=0, start_slots=1)
+    futures = [evaluator.submit(request(candidate())) for _ in range(3)]
+    assert [f.result(timeout=300).category for f in futures] == ["correct"] * 3
+    stats = evaluator.engine.stats(stages=True)
+    assert stats["start_slots"] == {"slots": 1, "starts": 3, "most_at_once": 1}
+    traces = evaluator.engine.traces[-3:]
+    for trace in traces:
+        stages = candidate_stages(trace)
+        assert set(stages) == set(STAGES)
+        assert sum(stages.values()) == pytest.approx(trace.done - trace.submitted, abs=1e-6)
+        assert stages["starting"] > 0 and stages["timing"] > 0 and stages["slot_wait"] >= 0
+    listed = {c["seq"]: c for c in stats["stages"]["candidates"]}
+    assert all(t.seq in listed for t in traces)
+    idle = stats["stages"]["device_idle_s"]["cpu"]
+    timed = sum(t.timing_end - t.timing_start for t in evaluator.engine.traces)
+    assert sum(idle.values()) + timed == pytest.approx(stats["wall_s"], rel=1e-6)
+
+
+def test_idle_causes_follow_what_candidates_were_doing():
+    """A hand-made run on one device: the gaps between two timings are charged to the stage the
+    candidates were in (a start, then a build), the rest to nothing ready."""
+    from pike_harness.worker.supervise.engine.jobs import JobTrace
+
+    a = JobTrace(seq=0, task="t", submitted=0.0, device="cpu", load_start=0.0, spawned=2.0, imported=3.0,
+                 loaded=3.0, granted=3.0, timing_start=3.0, timing_end=5.0, done=5.0)
+    b = JobTrace(seq=1, task="t", submitted=0.0, device="cpu", load_start=1.0, spawned=6.0, builds=[(6.0, 9.0)],
+                 imported=9.0, loaded=9.0, granted=9.0, timing_start=9.0, timing_end=10.0, done=10.0)
+    idle = device_idle([a, b], "cpu", 0.0, 10.0)
+    assert idle == {"checks": 0.0, "handover": 0.0, "builds": 3.0, "starts": 4.0, "loading": 0.0,
+                    "nothing_ready": 0.0}
+    assert candidate_stages(b)["building"] == 3.0 and candidate_stages(b)["slot_wait"] == 1.0
