@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 from pike_harness.worker.records import EvalResult
 from pike_harness.worker.supervise.engine.devices import CheckSession, Hold
 from pike_harness.worker.supervise.engine.jobs import Job
+from pike_harness.worker.supervise.engine.quiet_rule import timing_quiet
 from pike_harness.worker.supervise.errors import InfrastructureError
 
 if TYPE_CHECKING:
@@ -114,9 +115,10 @@ class EvaluationSequence:
             self.quiet_token = None
 
     def _listener(self, device: str) -> Callable[[str, Any], None]:
-        """The Evaluation's hook: register the candidate for quiet timing, quiet its neighbours while
-        it is timed, note the times, and pass each event on to the transport's ``on_event``."""
-        timing_quiet: list[Any] = []
+        """The Evaluation's hook: register the candidate for quiet timing, keep its timing quiet
+        (``quiet_rule.timing_quiet``), note the times, and pass each event on to the transport's
+        ``on_event``."""
+        quiet_blocks: list[Any] = []
         quiet = self.engine.quiet
         job = self.job
 
@@ -133,15 +135,14 @@ class EvaluationSequence:
                 token = self.quiet_token = quiet.add(ev.popen.pid, ev.marker, device)
                 ev.paused_s = lambda: quiet.paused_seconds(token)
             elif event == "timing_start":
-                job.trace.timing_start = time.monotonic()
-                if quiet is not None:
-                    context = quiet.quiet(device, ev.session)
-                    context.__enter__()
-                    timing_quiet.append(context)
+                context = timing_quiet(self.engine, device, ev.session)
+                context.__enter__()
+                quiet_blocks.append(context)
+                job.trace.timing_start = time.monotonic()  # once quiet: the window is the quiet one
             elif event == "timing_end":
                 job.trace.timing_end = time.monotonic()
-                while timing_quiet:
-                    timing_quiet.pop().__exit__(None, None, None)
+                while quiet_blocks:
+                    quiet_blocks.pop().__exit__(None, None, None)
             job.tell(event, ev)
 
         return listener
@@ -227,8 +228,9 @@ class EvaluationSequence:
         if self.trace.granted is None:
             self.trace.granted = time.monotonic()
         self._leave_quiet()  # the candidate holding the device is never paused
-        all_cpus = self.engine.all_cpus
-        if all_cpus and evaluation.session is not None:
-            set_session_affinity(evaluation.session, set(all_cpus))
+        # Stopping the others frees every core for it; under "cores" the timing cores stay reserved.
+        cpus = self.engine.all_cpus if self.engine.plan.quiet_mode == "stop" else self.engine.load_cpus
+        if cpus and evaluation.session is not None:
+            set_session_affinity(evaluation.session, set(cpus))
         self.job.tell("granted", evaluation)
         return None
