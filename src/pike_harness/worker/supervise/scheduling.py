@@ -44,19 +44,22 @@ class OrderedSlots:
         self.slots = max(1, int(slots))
         self._cond = threading.Condition()
         self._free = self.slots
-        self._waiting: list[Any] = []
+        self._waiting: list[tuple[Any, int]] = []
+        self._arrivals = itertools.count()
         self.most_held = 0  # the most permits held at once (tests and stats check the limit)
         self.granted = 0  # permits handed out so far
 
     def acquire(self, key: Any, timeout: float | None = None) -> bool:
-        """Wait for a permit (lowest key first); False if ``timeout`` seconds pass first."""
+        """Wait for a permit (lowest key first, equal keys in arrival order); False if ``timeout``
+        seconds pass first."""
         deadline = None if timeout is None else time.monotonic() + timeout
         with self._cond:
-            heapq.heappush(self._waiting, key)
-            while not (self._free > 0 and self._waiting[0] == key):
+            entry = (key, next(self._arrivals))
+            heapq.heappush(self._waiting, entry)
+            while not (self._free > 0 and self._waiting[0] == entry):
                 remaining = None if deadline is None else deadline - time.monotonic()
                 if remaining is not None and remaining <= 0:
-                    self._waiting.remove(key)
+                    self._waiting.remove(entry)
                     heapq.heapify(self._waiting)
                     self._cond.notify_all()
                     return False
