@@ -90,3 +90,14 @@ def test_idle_causes_follow_what_candidates_were_doing():
     assert idle == {"checks": 0.0, "handover": 0.0, "builds": 3.0, "starts": 4.0, "loading": 0.0,
                     "nothing_ready": 0.0}
     assert candidate_stages(b)["building"] == 3.0 and candidate_stages(b)["slot_wait"] == 1.0
+
+
+def test_pikeh_eval_prints_where_the_time_went(cli, tmp_path):
+    """``--stages`` after the verdict: the stage totals and the device's idle time by cause (a candidate
+    refused by the static checks: nothing starts, the breakdown still covers it)."""
+    path = tmp_path / "cand.py"
+    path.write_text(REJECTED + candidate())
+    result = cli("eval", str(path), "--task", "smoke/1", "--device", "cpu", "--prestart", "0", "--stages")
+    assert result.exit_code == 0, result.output
+    assert "rejected" in result.output
+    assert "stage totals (s, all candidates): slot_wait" in result.output and "cpu idle (s, by cause)" in result.output
