@@ -93,10 +93,11 @@ class PrestartPool:
                 self._start_one(device)
             self._thread.start()
 
-    def take(self, device: str) -> Spawned | None:
+    def take(self, device: str, tick: Callable[[], None] = lambda: None) -> Spawned | None:
         """A ready process for ``device`` (the caller owns it from now on), or None if none is ready
         and none is starting. A process that is already starting is waited for: it is ahead of any
-        process the caller could start now."""
+        process the caller could start now; ``tick`` runs while it waits (the caller's abort check,
+        which may raise)."""
         with self._cond:
             ready = self._ready.get(device, [])
             while True:
@@ -110,6 +111,7 @@ class PrestartPool:
                 if self._closed or not self._starting.get(device):
                     break
                 self._cond.wait(0.05)
+                tick()
             self.missed += 1
             self._cond.notify_all()
             return None

@@ -404,13 +404,14 @@ class Evaluation:
         settings = self.settings
         device = self.request.device
         began = time.monotonic()
-        spawned: Spawned | None = settings.prestart.take(device) if settings.prestart is not None else None
+
+        def aborted() -> None:
+            if self._aborted.is_set():
+                raise InfrastructureError("the evaluation was aborted")
+
+        spawned: Spawned | None = settings.prestart.take(device, aborted) if settings.prestart is not None else None
         if spawned is None and settings.start_slots is not None:
             from pike_harness.worker.supervise.prestart import StartFailed, start_admitted
-
-            def aborted() -> None:
-                if self._aborted.is_set():
-                    raise InfrastructureError("the evaluation was aborted")
 
             try:
                 spawned = start_admitted(settings, device, self.start_key, cpus=settings.cpus, registry=settings.quiet,
