@@ -23,9 +23,44 @@ def test_a_source_s_work_class_is_read_from_it_and_submission_order_ignores_it()
     assert work_class(candidate(), baseline_mode="compile") == JIT_WARMUP
     assert work_class(candidate()) == PLAIN
     assert work_class("def broken(:\n") == PLAIN
-    build, plain = candidate(prelude=BUILDS), candidate()
-    assert order_key("longest-first", 11, build) < order_key("longest-first", 1, plain)
-    assert order_key("submission", 11, build) > order_key("submission", 1, plain)
+    assert order_key("longest-first", 11, BUILD) < order_key("longest-first", 1, PLAIN)
+    assert order_key("submission", 11, BUILD) > order_key("submission", 1, PLAIN)
+
+
+def test_builds_first_but_a_candidate_without_one_loads_beside_them():
+    """Two threads, one build slot: the first build goes first; while it is still loading, the next
+    thread takes the job that needs no build, though a second build is ahead of it by key."""
+    import threading
+
+    from pike_harness.worker.supervise.engine.work_order import WorkQueue
+
+    queue = WorkQueue(threads=2, build_slots=1)
+    order: list[str] = []
+    gates = {name: threading.Event() for name in ("blocker1", "blocker2", "b1")}
+    started = {name: threading.Event() for name in ("blocker1", "blocker2", "b1", "p", "b2")}
+
+    def job(name: str):
+        def run(loaded) -> None:
+            order.append(name)
+            started[name].set()
+            if name in gates:
+                assert gates[name].wait(30)
+        return run
+
+    queue.put((PLAIN, 0), job("blocker1"))
+    queue.put((PLAIN, 1), job("blocker2"))
+    assert started["blocker1"].wait(30) and started["blocker2"].wait(30)
+    queue.put((BUILD, 2), job("b1"))
+    queue.put((BUILD, 3), job("b2"))
+    queue.put((PLAIN, 4), job("p"))
+    gates["blocker1"].set()
+    assert started["b1"].wait(30)
+    gates["blocker2"].set()
+    assert started["p"].wait(30)
+    gates["b1"].set()
+    assert started["b2"].wait(30)
+    queue.shutdown()
+    assert order == ["blocker1", "blocker2", "b1", "p", "b2"]
 
 
 def _gated(source: str, gate) -> str:
@@ -51,7 +86,7 @@ def test_a_build_submitted_after_ten_buildless_candidates_starts_before_them(mak
     assert all(r.check == "harness_access" for r in results[1:])
     traces = sorted(engine.traces, key=lambda t: t.seq)[-12:]
     started = sorted(traces[1:], key=lambda t: t.load_start)
-    assert traces[-1].work_class == (BUILD if order == "longest-first" else 0)
+    assert traces[-1].work_class == BUILD and {t.work_class for t in traces[:-1]} == {PLAIN}
     expected = [traces[-1], *traces[1:-1]] if order == "longest-first" else traces[1:]
     assert [t.seq for t in started] == [t.seq for t in expected]
 

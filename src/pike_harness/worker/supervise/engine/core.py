@@ -39,7 +39,7 @@ from pike_harness.worker.supervise.engine.options import (
     resolve,
 )
 from pike_harness.worker.supervise.engine.sequence import EvaluationSequence
-from pike_harness.worker.supervise.engine.work_order import WorkQueue, order_key
+from pike_harness.worker.supervise.engine.work_order import WorkQueue, order_key, work_class
 from pike_harness.worker.supervise.errors import InfrastructureError
 
 log = logging.getLogger("pikeh.engine")
@@ -149,7 +149,7 @@ class Engine:
             threading.Thread(target=quietly, args=(self.build_cache.prefetch, self.devices), name="pikeh-probe",
                              daemon=True).start()
         self.slots = OrderedSlots(plan.jobs)
-        self._pool = WorkQueue(plan.capacity)
+        self._pool = WorkQueue(plan.capacity, plan.build_slots)
 
     @property
     def capacity(self) -> int:
@@ -184,8 +184,8 @@ class Engine:
         now = time.monotonic()
         trace = JobTrace(seq=seq, task=request.task, submitted=now)
         future: Future[EvalResult] = Future()
-        key = order_key(self.plan.cpu_order, seq, request.candidate_source, request.baseline_mode)
-        trace.work_class = key[0]
+        trace.work_class = work_class(request.candidate_source, request.baseline_mode)
+        key = order_key(self.plan.cpu_order, seq, trace.work_class)
         job = Job(seq=seq, request=request, fixed_device=fixed_device, future=future, trace=trace,
                   on_event=on_event, key=key)
         with self._lock:
@@ -286,6 +286,7 @@ class Engine:
                 "scheduling": {"cpu_slots": self.jobs, "max_ready": self.max_ready,
                                "prestart_per_device": self.prestart_per_device, "prewarm": self.plan.prewarm,
                                "cpu_order": self.plan.cpu_order, "start_slots": self.plan.start_slots,
+                               "build_slots": self.plan.build_slots,
                                "quiet_mode": self.plan.quiet_mode,
                                "quiet_timing": self.quiet is not None, "quiet_scope": self.quiet_scope,
                                "check_slots": {d: gate.check_slots for d, gate in self.gates.items()},

@@ -19,7 +19,7 @@ class JobTrace:
     task: str
     submitted: float
     device: str | None = None
-    work_class: int = 0  # engine.work_order's class (0 build, 1 JIT warm-up, 2 plain; all 0 in submission order)
+    work_class: int = 2  # engine.work_order's class of its source (0 build, 1 JIT warm-up, 2 plain)
     load_start: float | None = None  # its CPU slot granted
     spawned: float | None = None  # its process in hand (taken from the pool, or started and ready)
     builds: list[tuple[float, float]] = field(default_factory=list)  # its load_inline builds (start, end)

@@ -78,6 +78,9 @@ class EngineOptions:
         "choices": CPU_ORDERS, "help": "Order CPU work starts in: longest-first (load_inline builds, then "
                                        "Triton/torch.compile warm-ups, then the rest, each in submission "
                                        "order; default) or submission."})
+    build_slots: int | None = field(default=None, metadata={
+        "min": 1, "help": "CPU slots candidates with a load_inline build may hold at once while others wait, "
+                          "so those load beside the builds. Default: 3/4 of --jobs, at least 1."})
     start_slots: int | None = field(default=None, metadata={
         "min": 1, "help": f"Candidate processes importing torch and initialising the device at once "
                           f"(pre-starts included). Default: {DEFAULT_START_SLOTS}, at most --jobs."})
@@ -134,6 +137,7 @@ class Plan:
     quiet_mode: str  # stop (pause the others) or cores (the timed process alone on its own cores)
     cpu_order: str  # longest-first or submission (engine.work_order)
     start_slots: int  # process starts at once
+    build_slots: int  # CPU slots build jobs may hold while others wait (engine.work_order.WorkQueue)
     check_slots: Mapping[str, int]
     load_cpus: frozenset[int] | None  # cores for loads and builds (None: not pinned)
     timing_cpus: frozenset[int] | None  # cores kept free for timing
@@ -180,6 +184,9 @@ def resolve(config: EngineConfig, devices: list[str], share: HostShare | None = 
     if config.start_slots is not None and int(config.start_slots) < 1:
         raise EngineError("--start-slots must be at least 1")
     start_slots = int(config.start_slots) if config.start_slots is not None else min(DEFAULT_START_SLOTS, int(jobs))
+    if config.build_slots is not None and int(config.build_slots) < 1:
+        raise EngineError("--build-slots must be at least 1")
+    build_slots = int(config.build_slots) if config.build_slots is not None else max(1, 3 * int(jobs) // 4)
     jit_mode = str(config.jit_cache or "shared")
     if jit_mode not in JIT_CACHE_MODES:
         raise EngineError("--jit-cache must be shared or private")
@@ -196,6 +203,7 @@ def resolve(config: EngineConfig, devices: list[str], share: HostShare | None = 
     return Plan(devices=tuple(devices), jobs=int(jobs), max_ready=int(max_ready), prestart_per_device=int(prestart),
                 prewarm=prewarm, quiet_timing=config.quiet_timing is None or bool(config.quiet_timing),
                 quiet_scope=scope, quiet_mode=quiet_mode, cpu_order=cpu_order, start_slots=start_slots,
+                build_slots=build_slots,
                 check_slots=check_slots,
                 load_cpus=frozenset(load_cpus) if load_cpus else None,
                 timing_cpus=frozenset(timing_cpus) if timing_cpus else None,

@@ -44,7 +44,9 @@ class EvaluationSequence:
         self.quiet_token: int | None = None  # the candidate's membership of the quiet registry
         self.evaluation: Any = None
 
-    def run(self) -> None:
+    def run(self, cpu_done: Callable[[], None] = lambda: None) -> None:
+        """The states above; ``cpu_done`` is called when the CPU slot is given back (the work queue
+        counts the builds in progress by it)."""
         from pike_harness.worker.supervise.supervisor import Evaluation
 
         engine, job, trace = self.engine, self.job, self.job.trace
@@ -74,6 +76,7 @@ class EvaluationSequence:
             job.tell("loaded", evaluation)
             engine.slots.release()  # 4. device
             slot_held = False
+            cpu_done()
             if result is None:
                 result = self._on_device(evaluation, device)
             trace.category = result.category  # 5. close

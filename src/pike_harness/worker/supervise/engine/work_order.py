@@ -7,7 +7,7 @@ quick loads and finish long after everything else (measured on an H100 host: 16 
 of 65 started 65-223 s after submission). What a source needs is known before it runs
 (``static_checks.scan`` names its techniques), so each job gets a *work class* at submission and
 every ordered resource (the dispatch of jobs to threads, the CPU slots, the process-start slots)
-serves the lowest ``(class, submission number)`` first. ``submission`` order (every class 0) is kept
+serves the lowest ``(class, submission number)`` first. ``submission`` order (one class for all) is kept
 as an option so a before/after comparison runs in one sitting.
 
 This module is the whole policy; the engine only asks it for keys.
@@ -47,12 +47,10 @@ def work_class(source: str, baseline_mode: str | None = None) -> int:
     return PLAIN
 
 
-def order_key(order: str, seq: int, source: str, baseline_mode: str | None = None) -> OrderKey:
-    """The key every ordered resource serves lowest first: (work class, submission number), with
-    the class 0 for every job under ``submission`` order."""
-    if order == "submission":
-        return (0, seq)
-    return (work_class(source, baseline_mode), seq)
+def order_key(order: str, seq: int, work: int) -> OrderKey:
+    """The key every ordered resource serves lowest first: (work class, submission number). Under
+    ``submission`` order every job counts as PLAIN: one class, so submission order, and no build limit."""
+    return (PLAIN if order == "submission" else work, seq)
 
 
 def prestart_key(seq: int) -> OrderKey:
@@ -66,15 +64,22 @@ class WorkQueue:
     A plain executor queues in submission order, so a build submitted 40th would wait for 39 threads
     however the slots behind them are ordered. Here each submission adds one executor task and one
     heap entry; the task runs whichever job is at the head when a thread frees up.
+
+    Builds first, but not builds only: at most ``build_slots`` jobs of class BUILD are loading at once
+    while other jobs wait, so candidates that need no build load beside the builds and the device has
+    work from the start (a batch's builds can outnumber the CPU slots). With nothing else waiting, a
+    build goes ahead anyway. ``run`` gets a ``loaded`` callback to call when its job's CPU work ends.
     """
 
-    def __init__(self, threads: int, name: str = "pikeh-engine"):
+    def __init__(self, threads: int, build_slots: int, name: str = "pikeh-engine"):
         self._pool = ThreadPoolExecutor(max_workers=max(1, threads), thread_name_prefix=name)
         self._lock = threading.Lock()
-        self._heap: list[tuple[Any, int, Callable[[], None]]] = []
+        self._heap: list[tuple[Any, int, Callable[[Callable[[], None]], None]]] = []
         self._count = 0
+        self.build_slots = max(1, build_slots)
+        self._building = 0  # BUILD jobs handed out whose CPU work has not ended
 
-    def put(self, key: Any, run: Callable[[], None]) -> None:
+    def put(self, key: Any, run: Callable[[Callable[[], None]], None]) -> None:
         with self._lock:
             self._count += 1
             heapq.heappush(self._heap, (key, self._count, run))
@@ -82,8 +87,27 @@ class WorkQueue:
 
     def _run_next(self) -> None:
         with self._lock:
-            _key, _n, run = heapq.heappop(self._heap)
-        run()
+            index = 0
+            if self._building >= self.build_slots:  # the first job that is not a build, if any
+                index = min(range(len(self._heap)), key=lambda i: (self._heap[i][0][0] == BUILD, self._heap[i][:2]))
+            key, _n, run = self._heap[index]
+            self._heap[index] = self._heap[-1]
+            self._heap.pop()
+            heapq.heapify(self._heap)
+            build = key[0] == BUILD
+            self._building += build
+        done = threading.Event()
+
+        def loaded() -> None:
+            if build and not done.is_set():
+                done.set()
+                with self._lock:
+                    self._building -= 1
+
+        try:
+            run(loaded)
+        finally:
+            loaded()
 
     def shutdown(self) -> None:
         """Run nothing more that has not started; wait for what runs (close aborted it first)."""
