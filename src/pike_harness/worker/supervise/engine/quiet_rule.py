@@ -43,7 +43,7 @@ def timing_cores(engine: Engine, device: str) -> set[int] | None:
 @contextlib.contextmanager
 def timing_quiet(engine: Engine, device: str, session: int | None) -> Iterator[None]:
     """Keep ``device``'s timing of the process group ``session`` quiet for the block, in the plan's
-    ``quiet_mode``. Does nothing but keep the reference idle when quiet timing is off."""
+    ``quiet_mode``. With quiet timing off (``--no-quiet-timing``) it only keeps the reference idle."""
     from pike_harness.worker.supervise.spawn import set_session_affinity
 
     with contextlib.ExitStack() as stack:
@@ -54,7 +54,7 @@ def timing_quiet(engine: Engine, device: str, session: int | None) -> Iterator[N
         mode = engine.plan.quiet_mode
         if quiet is not None and mode == "stop":
             stack.enter_context(quiet.quiet(device, session))
-        cores = timing_cores(engine, device) if mode == "cores" else None
+        cores = timing_cores(engine, device) if mode == "cores" and quiet is not None else None
         if cores and session is not None:
             set_session_affinity(session, cores)
             stack.callback(_back_to_shared, engine, session)
