@@ -9,6 +9,7 @@
 #   OUT=... ADMISSION=0 bash benchmarks/run_gpu_throughput.sh        # skip the admission measurement
 #   OUT=... RUNS=submission@cuda:0,longest-first@cuda:0 bash ...      # before first
 #   OUT=... DEVICE=cpu bash benchmarks/run_gpu_throughput.sh          # the CPU smoke path (smoke suite)
+#   OUT=... GPU_TESTS=1 bash ...      # first the --quiet-mode cores GPU test (about a minute more)
 #
 # Budget: admission about 60 s (31 process starts), the new order about 200 s if the goal holds, the
 # submission order about 400 s (396 s on 2026-11-27): together more than one call. The second run is
@@ -36,6 +37,11 @@ fi
 export PYTHONUNBUFFERED=1 PYTHONPATH="$repo/src:$repo/plugins:$repo/benchmarks"
 python3 -c 'import torch, triton, os; print("torch", torch.__version__, "triton", triton.__version__, "cores", os.cpu_count())' \
     >> "$out/nvidia-smi.txt" 2>&1
+if [ "${GPU_TESTS:-0}" != 0 ]; then  # the quiet-mode cores GPU test (about 1 min)
+  timeout 120 python3 -m pytest -q -m gpu -rs -p no:cacheprovider tests/eval_perf/test_quiet_cores_gpu.py \
+      > "$out/gpu-tests.log" 2>&1
+  echo "gpu_tests_rc=$? ($((SECONDS - start)) s)"
+fi
 if [ "${ADMISSION:-1}" != 0 ]; then
   timeout 110 python3 benchmarks/bench_admission.py --out "$out" --device "$device" --levels "$levels" \
       --budget-s 95 > "$out/admission.log" 2>&1
