@@ -38,6 +38,8 @@ from perf_common import (
     write,
 )
 
+from pike_harness.worker.supervise.engine.stage_breakdown import breakdown, format_breakdown
+
 
 def mix(count: int, kind: str, nonces: list[str]) -> list:
     smoke1, smoke5 = task("smoke/1"), task("smoke/5")
@@ -72,6 +74,9 @@ def batch(evaluator, items: list, budget: Budget) -> dict:
     held = sum((t.released - t.granted) for t in traces if t.granted is not None and t.released is not None)
     out = summarize(results, wall, held)
     out["infrastructure_failures"] = failures
+    figures = breakdown(traces, evaluator.engine.devices, began, time.monotonic())
+    out["stage_totals_s"], out["device_idle_s"] = figures["totals_s"], figures["device_idle_s"]
+    print(format_breakdown(figures), flush=True)
     return out
 
 

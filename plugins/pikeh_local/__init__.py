@@ -77,8 +77,9 @@ class LocalEvaluator(Evaluator):
         self.engine.abort(futures)
 
     def stats(self) -> dict[str, Any]:
-        """The engine's scheduling, quiet-timing, build-cache and pre-start figures."""
-        return self.engine.stats()
+        """The engine's scheduling, quiet-timing, build-cache and pre-start figures, and where each
+        candidate's time went ("stages": read on demand, never written per result)."""
+        return self.engine.stats(stages=True)
 
     def close(self) -> None:
         self.engine.close()

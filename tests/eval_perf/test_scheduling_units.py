@@ -1,4 +1,4 @@
-"""The scheduling primitives on their own: FIFO slots, the device gate, quiet timing on real processes."""
+"""The scheduling primitives on their own: ordered slots, the device gate, quiet timing on real processes."""
 
 from __future__ import annotations
 
@@ -11,11 +11,11 @@ import time
 
 import pytest
 
-from pike_harness.worker.supervise.scheduling import DeviceGate, FifoSlots, QuietRegistry, cpu_partition
+from pike_harness.worker.supervise.scheduling import DeviceGate, OrderedSlots, QuietRegistry, cpu_partition
 
 
-def test_fifo_slots_grant_in_ticket_order():
-    slots = FifoSlots(1)
+def test_ordered_slots_grant_lowest_key_first():
+    slots = OrderedSlots(1)
     slots.acquire(0)
     order: list[int] = []
     threads = []

@@ -42,8 +42,9 @@ class Row:
         return {**base, "category": "evaluator_error", "reason": self.error}
 
 
-def evaluate_set(batch: CandidateSet, values: dict[str, Any], *, as_json: bool) -> None:
-    """Evaluate every candidate of ``batch`` concurrently and report; exits 130 after Ctrl-C."""
+def evaluate_set(batch: CandidateSet, values: dict[str, Any], *, as_json: bool, show_stages: bool = False) -> None:
+    """Evaluate every candidate of ``batch`` concurrently and report (``show_stages``: then where the
+    time went, ``pikeh eval --stages``); exits 130 after Ctrl-C."""
     from rich.progress import (
         BarColumn,
         MofNCompleteColumn,
@@ -85,8 +86,13 @@ def evaluate_set(batch: CandidateSet, values: dict[str, Any], *, as_json: bool) 
             for future in pending:
                 future.cancel()
             progress.update(bar, description="interrupted: stopping the evaluator")
+        figures = evaluator.stats().get("stages") if show_stages else None
     if not as_json:
         _table(rows)
+    if show_stages:
+        from pike_harness.cli.eval_cmd import print_stages
+
+        print_stages(figures)
     finished = f"{len(rows)} of {len(sources)} candidates evaluated"
     if interrupted:
         err.print(f"interrupted: {finished}; the others were not evaluated")

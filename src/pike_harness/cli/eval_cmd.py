@@ -33,9 +33,13 @@ from pike_harness.host.candidate_sets import CandidateSet
               help='A JSON-lines file of candidates: {"task": "SUITE/ID", "file": "PATH"} per line.')
 @click.option("--json", "as_json", is_flag=True,
               help="Print the result record as one JSON object (one line per candidate for several).")
+@click.option("--stages", "show_stages", is_flag=True,
+              help="Then print where the time went (on stderr): each stage's total over the candidates "
+                   "(slot wait, starting, building, importing, warming, device wait, checking, timing) and "
+                   "each device's idle time by cause.")
 @evaluator_options
 def eval_command(candidate: Path | None, task_ref: str | None, suite_name: str | None, only: str | None,
-                 manifest: Path | None, as_json: bool, **kwargs: Any) -> None:
+                 manifest: Path | None, as_json: bool, show_stages: bool, **kwargs: Any) -> None:
     """Evaluate candidate files against their tasks: load each in a sandboxed process, check it on
     public and hidden input sets against the reference, time it, and print the verdict.
 
@@ -55,7 +59,7 @@ def eval_command(candidate: Path | None, task_ref: str | None, suite_name: str |
     if batch is not None:
         from pike_harness.cli.eval_batch import evaluate_set
 
-        evaluate_set(batch, values, as_json=as_json)
+        evaluate_set(batch, values, as_json=as_json, show_stages=show_stages)
         return
     assert candidate is not None and task_ref is not None
     task = get_app().catalog.resolve(task_ref)
@@ -75,11 +79,25 @@ def eval_command(candidate: Path | None, task_ref: str | None, suite_name: str |
             result = evaluator.evaluate(task.eval_request(source))
         except EvaluatorError as exc:
             raise UserError(f"the evaluation could not run: {exc}") from None
+        figures = evaluator.stats().get("stages") if show_stages else None
         status.update("closing the evaluator")
     if as_json:
         click.echo(json.dumps(result.to_dict(), sort_keys=True))
     else:
         _print(result, candidate)
+    if show_stages:
+        print_stages(figures)
+
+
+def print_stages(figures: dict[str, Any] | None) -> None:
+    """``--stages``: the evaluator's stage breakdown on stderr, or why there is none."""
+    from pike_harness.worker.supervise.engine.stage_breakdown import format_breakdown
+
+    err = terminal.console(stderr=True)
+    if not figures:
+        err.print("--stages: this evaluator keeps no stage figures", highlight=False)
+        return
+    err.print(format_breakdown(figures), highlight=False)
 
 
 def _candidate_set(candidate: Path | None, task_ref: str | None, suite_name: str | None, only: str | None,

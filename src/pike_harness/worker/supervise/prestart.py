@@ -4,10 +4,17 @@ Each device keeps a few idle processes (``per_device``) that have paid Python's,
 start-up cost. An evaluation takes one (``take``), sends it its request, and the process serves that
 one candidate and exits, exactly like a freshly started one: nothing of one candidate can reach the
 next. A background thread refills the pool. Standard library only.
+
+Every start, the pool's and an evaluation's own (``start_admitted``), takes one of the engine's
+*process-start slots* (``WorkerSettings.start_slots``) from ``Popen`` until the process says ready:
+torch's import and the device's initialisation are what slows down when many processes start at
+once (on a 16-core H100 host, 14 starting together took up to 115 s each), so a few admitted at a
+time each finish sooner. The pool's pre-starts wait behind any start a submitted candidate needs.
 """
 
 from __future__ import annotations
 
+import itertools
 import threading
 import time
 from collections.abc import Callable
@@ -16,12 +23,51 @@ from typing import TYPE_CHECKING, Any
 
 from pike_harness.worker.channel import ChannelClosed, ProtocolViolation
 from pike_harness.worker.supervise import sandbox
+from pike_harness.worker.supervise.engine.work_order import prestart_key
 from pike_harness.worker.supervise.spawn import Spawned, spawn_child
 
 if TYPE_CHECKING:
     from pike_harness.worker.supervise.supervisor import WorkerSettings
 
 READY_TIMEOUT_S = 300.0  # a process that has not initialised by then is replaced
+_prestarts = itertools.count()  # pre-starts' submission numbers on the start slots
+
+
+class StartFailed(Exception):
+    """A candidate process died or stalled before it said ready (no candidate was in it yet)."""
+
+
+def start_admitted(settings: WorkerSettings, device: str, key: Any, *, cpus: set[int] | None = None,
+                   registry: Any = None, tick: Callable[[], None] = lambda: None) -> Spawned:
+    """Start a candidate process for ``device`` holding a process-start slot (``key`` orders the
+    waiters) until it has imported torch and initialised the device; ``tick`` runs while it waits
+    (the caller's abort check). While it starts it is a member of the quiet ``registry`` (a start
+    competes for the CPU and initialises the device: a neighbour's timing pauses it).
+    ``StartFailed`` if it dies or stalls first."""
+    slots = settings.start_slots
+    while not slots.acquire(key, timeout=0.2):
+        tick()
+    token = None
+    try:
+        spawned = spawn_child(settings, device, prestart=True, cpus=cpus)
+        token = registry.add(spawned.popen.pid, spawned.marker, device) if registry is not None else None
+        try:
+            while (state := poll_ready(spawned)) is None:
+                tick()
+                time.sleep(0.02)
+        except BaseException:
+            spawned.discard()
+            raise
+    finally:
+        if token is not None:
+            registry.remove(token)
+        slots.release()
+    if not state:
+        out, err = spawned.tails(2000)
+        spawned.discard()
+        raise StartFailed(f"a candidate process failed to start: {(err or out).strip()[-500:]}")
+    spawned.prestarted = False  # started for this evaluation, not taken from the pool
+    return spawned
 
 
 class PrestartPool:
@@ -47,10 +93,11 @@ class PrestartPool:
                 self._start_one(device)
             self._thread.start()
 
-    def take(self, device: str) -> Spawned | None:
+    def take(self, device: str, tick: Callable[[], None] = lambda: None) -> Spawned | None:
         """A ready process for ``device`` (the caller owns it from now on), or None if none is ready
         and none is starting. A process that is already starting is waited for: it is ahead of any
-        process the caller could start now."""
+        process the caller could start now; ``tick`` runs while it waits (the caller's abort check,
+        which may raise)."""
         with self._cond:
             ready = self._ready.get(device, [])
             while True:
@@ -64,6 +111,7 @@ class PrestartPool:
                 if self._closed or not self._starting.get(device):
                     break
                 self._cond.wait(0.05)
+                tick()
             self.missed += 1
             self._cond.notify_all()
             return None
@@ -115,15 +163,22 @@ class PrestartPool:
                 self._cond.wait(0.05 if any(self._starting.values()) else 0.5)
 
     def _start_one(self, device: str) -> None:
+        slots = self.settings.start_slots
+        if slots is not None and not slots.acquire(prestart_key(next(_prestarts)), timeout=0.2):
+            return  # every start slot is taken: the refill loop asks again
         try:
             spawned = spawn_child(self.settings, device, prestart=True, cpus=self.cpus)
         except OSError:
+            if slots is not None:
+                slots.release()
             time.sleep(1.0)
             return
         token = self.registry.add(spawned.popen.pid, spawned.marker, device) if self.registry else None
         with self._cond:
             if self._closed:
                 spawned.discard()
+                if slots is not None:
+                    slots.release()
                 return
             self._starting[device].append((spawned, token))
 
@@ -133,34 +188,23 @@ class PrestartPool:
             starting = {device: list(items) for device, items in self._starting.items()}
         for device, items in starting.items():
             for spawned, token in items:
-                state = self._poll_ready(spawned)
+                state = poll_ready(spawned)
                 if state is None:
                     continue
+                with self._cond:
+                    if (spawned, token) not in self._starting[device]:
+                        continue  # closed meanwhile: close() gave its slot back and discards it
+                    self._starting[device].remove((spawned, token))
+                if self.settings.start_slots is not None:
+                    self.settings.start_slots.release()
                 if token is not None:
                     self.registry.remove(token)
                 with self._cond:
-                    self._starting[device].remove((spawned, token))
                     if state and not self._closed:
                         self._ready[device].append(spawned)
                         self._cond.notify_all()
                         continue
                 spawned.discard()
-
-    @staticmethod
-    def _poll_ready(spawned: Spawned) -> bool | None:
-        """True once it said ready, False if it died or stalled, None while it is still starting."""
-        try:
-            message = spawned.channel.receive(deadline=None, poll_s=0.0)
-        except (ChannelClosed, ProtocolViolation):
-            return False
-        if message is not None:
-            if message.get("event") == "ready":
-                spawned.environment = message.get("environment")
-                return True
-            return False
-        if not spawned.alive() or time.monotonic() - spawned.started > READY_TIMEOUT_S:
-            return False
-        return None
 
     def close(self) -> None:
         with self._cond:
@@ -170,6 +214,9 @@ class PrestartPool:
             for items in self._ready.values():
                 items.clear()
             starting_tokens = [t for items in self._starting.values() for _, t in items if t is not None]
+            if self.settings.start_slots is not None:
+                for _ in range(sum(len(items) for items in self._starting.values())):
+                    self.settings.start_slots.release()
             for items in self._starting.values():
                 items.clear()
             self._cond.notify_all()
@@ -179,3 +226,19 @@ class PrestartPool:
             spawned.discard()
         if self._thread.is_alive():
             self._thread.join(timeout=5)
+
+
+def poll_ready(spawned: Spawned) -> bool | None:
+    """True once it said ready, False if it died or stalled, None while it is still starting."""
+    try:
+        message = spawned.channel.receive(deadline=None, poll_s=0.0)
+    except (ChannelClosed, ProtocolViolation):
+        return False
+    if message is not None:
+        if message.get("event") == "ready":
+            spawned.environment = message.get("environment")
+            return True
+        return False
+    if not spawned.alive() or time.monotonic() - spawned.started > READY_TIMEOUT_S:
+        return False
+    return None

@@ -176,6 +176,13 @@ class ReferenceOracle:
                                     "plan": [[c.instance, c.set_index, c.repeat] for c in plan], "warmed": warmed,
                                     "atol": request.atol, "rtol": request.rtol}, timeout_s, urgent=True)
 
+    @contextlib.contextmanager
+    def idle(self) -> Any:
+        """Keep the reference process idle for the block: requests made meanwhile wait (their time limits
+        start once they are sent). A timing holds this, so no input set is written beside it."""
+        with self._lock.hold(urgent=True):
+            yield
+
     def stats(self, timeout_s: float = 60.0) -> dict[str, Any]:
         """The reference process's cache counters (``outputs``/``inputs``: hits, misses, evictions)."""
         return self._send({"op": "stats"}, timeout_s, urgent=False)

@@ -1,6 +1,7 @@
 """Scheduling primitives for evaluators that run many candidates on few devices. Standard library (and the sandbox module) only.
 
-* ``FifoSlots``: N CPU slots for phase 1 (load, build, warm-up), granted in submission order.
+* ``OrderedSlots``: N permits granted lowest key first: the CPU slots for phase 1 (load, build,
+  warm-up) and the process-start slots (``engine.work_order`` says what the keys are).
 * ``DeviceGate``: one device's exclusive lock for phase 2, granted to the oldest *ready* waiter the
   moment it is released (a waiter keeps its place while it polices its idle candidate between
   polls), with the statistics benchmarks need (busy time, grants, gaps while candidates waited).
@@ -34,28 +35,51 @@ from pike_harness.worker.supervise import process_tree, sandbox
 LONG_CHECK_S = 3.0  # a check running this long lets new checks start although a timing waits (see _may)
 
 
-class FifoSlots:
-    """A counting semaphore whose permits go to the lowest ticket waiting (submission order)."""
+class OrderedSlots:
+    """A counting semaphore whose permits go to the lowest key waiting. Keys are any orderable values
+    (the engine's are ``(work class, submission number)`` tuples, see ``engine.work_order``); plain
+    submission numbers give submission order."""
 
     def __init__(self, slots: int):
         self.slots = max(1, int(slots))
         self._cond = threading.Condition()
         self._free = self.slots
-        self._waiting: list[int] = []
+        self._waiting: list[tuple[Any, int]] = []
+        self._arrivals = itertools.count()
+        self.most_held = 0  # the most permits held at once (tests and stats check the limit)
+        self.granted = 0  # permits handed out so far
 
-    def acquire(self, ticket: int) -> None:
+    def acquire(self, key: Any, timeout: float | None = None) -> bool:
+        """Wait for a permit (lowest key first, equal keys in arrival order); False if ``timeout``
+        seconds pass first."""
+        deadline = None if timeout is None else time.monotonic() + timeout
         with self._cond:
-            heapq.heappush(self._waiting, ticket)
-            while not (self._free > 0 and self._waiting[0] == ticket):
-                self._cond.wait()
+            entry = (key, next(self._arrivals))
+            heapq.heappush(self._waiting, entry)
+            while not (self._free > 0 and self._waiting[0] == entry):
+                remaining = None if deadline is None else deadline - time.monotonic()
+                if remaining is not None and remaining <= 0:
+                    self._waiting.remove(entry)
+                    heapq.heapify(self._waiting)
+                    self._cond.notify_all()
+                    return False
+                self._cond.wait(remaining)
             heapq.heappop(self._waiting)
             self._free -= 1
+            self.granted += 1
+            self.most_held = max(self.most_held, self.slots - self._free)
             self._cond.notify_all()
+            return True
 
     def release(self) -> None:
         with self._cond:
             self._free += 1
             self._cond.notify_all()
+
+    @property
+    def held(self) -> int:
+        with self._cond:
+            return self.slots - self._free
 
 
 @dataclass

@@ -106,6 +106,8 @@ class WorkerSettings:
     keep_scratch: bool = False  # debugging only: leave the candidate's scratch directory behind
     # Evaluator II (all optional; None keeps the behaviour of a plain fresh process per candidate):
     prestart: Any = None  # a prestart.PrestartPool: take a ready process instead of starting one
+    start_slots: Any = None  # a scheduling.OrderedSlots: process starts at once (prestart.start_admitted)
+    quiet: Any = None  # the quiet registry: processes still starting are paused during a timing
     build_cache: Any = None  # a buildcache.BuildCache: load_inline builds shared by content
     jit_cache_root: Path | None = None  # Triton/Inductor caches in ROOT/<hash of the source>/
     cpus: set[int] | None = None  # cores a freshly started candidate process may use
@@ -189,7 +191,8 @@ class Evaluation:
         self._policed = 0.0
         self._disk_policed = 0.0
         self._aborted = threading.Event()
-        # Called as listener(event, evaluation) with "spawned", "timing_start", "timing_end".
+        # Called as listener(event, evaluation) with "spawned", "build_start", "build_end", "timing_start",
+        # "timing_end".
         self.listener: Callable[[str, Evaluation], None] | None = None
         # Seconds the candidate's process has spent paused by quiet timing (set by schedulers that
         # pause it), and seconds its builds were paused: stage deadlines are extended by both.
@@ -197,6 +200,7 @@ class Evaluation:
         self.build_paused_s = 0.0
         self.device = request.device
         self.alone = False  # set once the candidate asked to run a stage again alone (RetryAlone)
+        self.start_key: Any = (0, 0)  # its place among process starts waiting for a slot (set by the engine)
         self._checked: tuple[Comparison, int] | None = None  # the passing comparison, reference bytes
         self.noise: NoiseReport | None = None  # the canary and steal around the timing kept
         self.paired: PairedTiming | None = None  # the paired re-timing, when the request asks and it ran
@@ -472,8 +476,21 @@ class Evaluation:
         settings = self.settings
         device = self.request.device
         began = time.monotonic()
-        spawned: Spawned | None = settings.prestart.take(device) if settings.prestart is not None else None
-        if spawned is None:
+
+        def aborted() -> None:
+            if self._aborted.is_set():
+                raise InfrastructureError("the evaluation was aborted")
+
+        spawned: Spawned | None = settings.prestart.take(device, aborted) if settings.prestart is not None else None
+        if spawned is None and settings.start_slots is not None:
+            from pike_harness.worker.supervise.prestart import StartFailed, start_admitted
+
+            try:
+                spawned = start_admitted(settings, device, self.start_key, cpus=settings.cpus, registry=settings.quiet,
+                                         tick=aborted)
+            except StartFailed as exc:
+                raise InfrastructureError(str(exc)) from None
+        elif spawned is None:
             spawned = spawn_child(settings, device, cpus=settings.cpus)
         self.popen, self.channel, self.scratch, self.marker = (spawned.popen, spawned.channel, spawned.scratch,
                                                                spawned.marker)
@@ -559,6 +576,7 @@ class Evaluation:
         if problem:  # never reaches the builder's shell (ninja runs every rule through /bin/sh)
             raise _Concluded(self._conclude(REJECTED, "build_flags", f"load_inline {problem}"))
         began = time.monotonic()
+        self._notify("build_start")
         try:
             reply = cache.serve(spec, self.request.device, self.scratch, deadline=deadline, tick=self._police)
         except BuildTimeout:
@@ -570,6 +588,8 @@ class Evaluation:
         except ToolchainError as exc:  # the cache cannot key builds here: build privately, as without one
             self.environment.setdefault("build_cache_error", str(exc)[:500])
             return {"fallback": True}
+        finally:
+            self._notify("build_end")
         self.stages.add("build", time.monotonic() - began)
         self.build_paused_s += float(reply.get("paused_s") or 0.0)
         summary = self.environment.setdefault("build_cache", {"hits": 0, "misses": 0, "failures": 0,

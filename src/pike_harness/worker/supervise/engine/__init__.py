@@ -11,7 +11,8 @@ An ``Engine`` owns:
   timing), a trusted ``ReferenceOracle``, and the ``QuietRegistry`` that pauses neighbours while a
   candidate is timed. ``LocalDevices`` (the default) keeps them in this process; a transport whose
   devices live elsewhere (a Ray actor) passes its own provider;
-* CPU slots (``FifoSlots``) for loading, building and JIT warm-up, granted in submission order;
+* CPU slots (``OrderedSlots``) for loading, building and JIT warm-up, and process-start slots, granted
+  longest CPU work first (``work_order``);
 * the content-addressed ``load_inline`` build cache and the per-source Triton/Inductor cache roots;
 * pre-started candidate processes (``PrestartPool``), CPU pinning (loads stay off the timing cores)
   and the prewarm policy;
@@ -25,7 +26,8 @@ Public API (stable; a change is announced in a commit starting "engine API:")::
     engine.abort([future])            # cancel queued, kill running (future raises error_type)
     engine.precompile(requests, jobs=None, on_done=None) -> int   # load + warm only, fills JIT caches
     engine.describe() -> dict         # settings, for run metadata
-    engine.stats() -> dict            # gates, slots, quiet timing, build cache, pre-start figures
+    engine.stats(stages=False) -> dict  # gates, slots, quiet timing, build cache, pre-start figures
+                                        # (stages=True: each candidate's stages, each device's idle causes)
     engine.close()                    # abort what is in flight, stop every process it started
 
 ``submit``: ``fixed_device`` True runs on ``request.device``, False lets the engine choose the least
@@ -46,6 +48,9 @@ The package, one job per module:
   and ``LocalDevices``;
 * ``sequence``: one evaluation's load -> warm -> check -> time sequence, as a small state machine;
 * ``jobs``: a submission's future, listener and timestamps (``JobTrace``);
+* ``work_order``: the order CPU work starts in (a job's work class from its source, the ordered queue);
+* ``quiet_rule``: ``timing_quiet``, the one context manager every timing runs in;
+* ``stage_breakdown``: where a run's time went, read off the traces (``stats(stages=True)``);
 * ``core``: the ``Engine`` (build = resolve, then the start step that affects the host);
 * ``paired``: the paired re-timing a request may ask for (``EvalRequest.paired``): the candidate and its
   eager reference in alternating blocks, the other side stopped during each block.

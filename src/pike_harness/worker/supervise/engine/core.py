@@ -39,6 +39,7 @@ from pike_harness.worker.supervise.engine.options import (
     resolve,
 )
 from pike_harness.worker.supervise.engine.sequence import EvaluationSequence
+from pike_harness.worker.supervise.engine.work_order import WorkQueue, order_key, work_class
 from pike_harness.worker.supervise.errors import InfrastructureError
 
 log = logging.getLogger("pikeh.engine")
@@ -49,7 +50,8 @@ class Engine:
 
     Admission is bounded by ``jobs + max_ready`` threads, so at most ``max_ready`` loaded candidates
     (each holding a process and, on a GPU, a CUDA context) queue for the devices; further submissions
-    wait in submission order. Thread-safe.
+    wait, and every ordered resource (threads, CPU slots, process starts) serves them in the order
+    ``engine.work_order`` gives (longest CPU work first by default). Thread-safe.
     """
 
     def __init__(self, config: EngineConfig | Plan | None = None, *, devices: DeviceProvider | None = None,
@@ -75,7 +77,7 @@ class Engine:
         self.build_cache: Any = None
         self.provider: DeviceProvider | None = None
         self.quiet: Quiet | None = None
-        self._pool: ThreadPoolExecutor | None = None
+        self._pool: WorkQueue | None = None
         self._seq = itertools.count()
         self._lock = threading.Lock()
         self._assigned = {device: 0 for device in self.devices}
@@ -110,7 +112,7 @@ class Engine:
         from pike_harness.worker.supervise.noise import NoiseWatch
         from pike_harness.worker.supervise.prestart import PrestartPool
         from pike_harness.worker.supervise.sandbox import sweep_orphans
-        from pike_harness.worker.supervise.scheduling import FifoSlots
+        from pike_harness.worker.supervise.scheduling import OrderedSlots
         from pike_harness.worker.supervise.spawn import set_affinity
         from pike_harness.worker.supervise.supervisor import WorkerSettings
 
@@ -139,14 +141,16 @@ class Engine:
             workdir=self.workdir, build_cache=self.build_cache, cpus=self.load_cpus, environ=config.environ,
             isolation=self.isolation, noise=NoiseWatch(plan.noise),
             jit_cache_root=(plan.cache_root / "jit") if plan.jit_mode == "shared" and plan.cache_root else None)
+        self.settings.start_slots = OrderedSlots(plan.start_slots)
+        self.settings.quiet = self.quiet
         self.prestart = (PrestartPool(self.settings, self.devices, plan.prestart_per_device, cpus=self.load_cpus,
                                       registry=self.quiet) if plan.prestart_per_device > 0 else None)
         self.settings.prestart = self.prestart
         if self.build_cache is not None:  # the toolchain probe, which the first build would wait for
             threading.Thread(target=quietly, args=(self.build_cache.prefetch, self.devices), name="pikeh-probe",
                              daemon=True).start()
-        self.slots = FifoSlots(plan.jobs)
-        self._pool = ThreadPoolExecutor(max_workers=plan.capacity, thread_name_prefix="pikeh-engine")
+        self.slots = OrderedSlots(plan.jobs)
+        self._pool = WorkQueue(plan.capacity, plan.build_slots)
 
     @property
     def capacity(self) -> int:
@@ -181,8 +185,10 @@ class Engine:
         now = time.monotonic()
         trace = JobTrace(seq=seq, task=request.task, submitted=now)
         future: Future[EvalResult] = Future()
+        trace.work_class = work_class(request.candidate_source, request.baseline_mode)
+        key = order_key(self.plan.cpu_order, seq, trace.work_class)
         job = Job(seq=seq, request=request, fixed_device=fixed_device, future=future, trace=trace,
-                   on_event=on_event)
+                  on_event=on_event, key=key)
         with self._lock:
             if self.first_submit is None:
                 self.first_submit = now
@@ -190,7 +196,7 @@ class Engine:
             self._jobs[future] = job
         future.add_done_callback(self._forget)
         assert self._pool is not None
-        self._pool.submit(EvaluationSequence(self, job).run)
+        self._pool.put(key, EvaluationSequence(self, job).run)
         return future
 
     def _forget(self, future: Future) -> None:
@@ -280,6 +286,9 @@ class Engine:
         return {"devices": list(self.devices), "jobs": self.jobs,
                 "scheduling": {"cpu_slots": self.jobs, "max_ready": self.max_ready,
                                "prestart_per_device": self.prestart_per_device, "prewarm": self.plan.prewarm,
+                               "cpu_order": self.plan.cpu_order, "start_slots": self.plan.start_slots,
+                               "build_slots": self.plan.build_slots,
+                               "quiet_mode": self.plan.quiet_mode,
                                "quiet_timing": self.quiet is not None, "quiet_scope": self.quiet_scope,
                                "check_slots": {d: gate.check_slots for d, gate in self.gates.items()},
                                "timing_cpus": sorted(self.timing_cpus) if self.timing_cpus else None,
@@ -290,9 +299,13 @@ class Engine:
                 "isolation": self.isolation.label,
                 "host": host_info()}
 
-    def stats(self) -> dict[str, Any]:
+    def stats(self, stages: bool = False) -> dict[str, Any]:
         """Device busy fractions, queueing, quiet-timing, build-cache and pre-start figures since the
-        first submission (benchmarks and the cross-evaluator acceptance test read these)."""
+        first submission (benchmarks and the cross-evaluator acceptance test read these).
+
+        ``stages``: also the run's ``stage_breakdown`` (each candidate's time by stage, each device's
+        idle time by cause) under "stages". Off by default: a queue worker writes its figures after
+        every result, and the per-candidate list grows with the run."""
         end = self.last_done or time.monotonic()
         wall = (end - self.first_submit) if self.first_submit is not None else 0.0
         devices = {}
@@ -316,6 +329,14 @@ class Engine:
             out["build_cache"] = self.build_cache.stats.to_dict()
         if self.prestart is not None:
             out["prestart"] = {"served": self.prestart.served, "missed": self.prestart.missed}
+        starts = self.settings.start_slots
+        out["start_slots"] = {"slots": starts.slots, "starts": starts.granted, "most_at_once": starts.most_held}
+        if stages:
+            from pike_harness.worker.supervise.engine.stage_breakdown import breakdown
+
+            with self._lock:
+                traces = list(self.traces)
+            out["stages"] = breakdown(traces, self.devices, self.first_submit, end)
         return out
 
     def close(self) -> None:
@@ -331,7 +352,7 @@ class Engine:
         for evaluation in live:
             evaluation.abort()
         if self._pool is not None:
-            self._pool.shutdown(wait=True, cancel_futures=True)
+            self._pool.shutdown()
         with self._lock:
             never_started = [job.future for job in self._jobs.values()]
         for future in never_started:  # queued behind the pool's threads: nobody else would end them

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from concurrent.futures import Future
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from pike_harness.worker.records import EvalRequest, EvalResult
@@ -19,8 +19,12 @@ class JobTrace:
     task: str
     submitted: float
     device: str | None = None
-    load_start: float | None = None
-    loaded: float | None = None
+    work_class: int = 2  # engine.work_order's class of its source (0 build, 1 JIT warm-up, 2 plain)
+    load_start: float | None = None  # its CPU slot granted
+    spawned: float | None = None  # its process in hand (taken from the pool, or started and ready)
+    builds: list[tuple[float, float]] = field(default_factory=list)  # its load_inline builds (start, end)
+    imported: float | None = None  # the candidate imported (its builds included)
+    loaded: float | None = None  # ...and warmed up, when it is: it gives its CPU slot back
     check_granted: float | None = None  # the shared check phase (gates with check_slots > 1)
     checked: float | None = None
     granted: float | None = None  # the device held alone: timing (and checking, with one check slot)
@@ -47,6 +51,7 @@ class Job:
     trace: JobTrace
     on_event: Callable[[str, Any], None] | None = None
     evaluation: Any = None  # the supervisor.Evaluation, once loading began
+    key: tuple[int, int] = (0, 0)  # its place on ordered resources (engine.work_order.order_key)
     aborted: bool = False
 
     def tell(self, event: str, evaluation: Any) -> None:

@@ -23,6 +23,9 @@ PREWARM_CHOICES = ("off", "jit", "all")
 QUIET_SCOPES = ("host", "device")
 JIT_CACHE_MODES = ("shared", "private")
 OFF_WORDS = ("off", "none", "no", "")
+QUIET_MODES = ("stop", "cores")
+CPU_ORDERS = ("longest-first", "submission")  # engine.work_order's policies
+DEFAULT_START_SLOTS = 4  # provisional: benchmarks/bench_admission.py measures it on the GPU host
 
 
 class EngineError(Exception):
@@ -57,6 +60,10 @@ class EngineOptions:
                                             "all, off."})
     quiet_timing: bool | None = field(default=None, metadata={
         "help": "Pause other candidates on a device while one is timed (default on)."})
+    quiet_mode: str | None = field(default=None, metadata={
+        "choices": QUIET_MODES, "help": "How a timing is kept quiet: stop every other process we started "
+                                        "(default), or give the timed process cores that nothing else of "
+                                        "ours may use and stop nothing (needs --pin-cpus)."})
     quiet_scope: str | None = field(default=None, metadata={
         "choices": QUIET_SCOPES, "help": "What a timing pauses: every load and build on the host (default "
                                          "with one GPU) or only what is bound to the same GPU (default "
@@ -78,6 +85,16 @@ class EngineOptions:
     noise_redo: int | None = field(default=None, metadata={
         "min": 0, "help": "Noisy timings thrown away and taken again before the last one is kept and "
                           "flagged. Default 2; 0 never redoes (only flags)."})
+    cpu_order: str | None = field(default=None, metadata={
+        "choices": CPU_ORDERS, "help": "Order CPU work starts in: longest-first (load_inline builds, then "
+                                       "Triton/torch.compile warm-ups, then the rest, each in submission "
+                                       "order; default) or submission."})
+    build_slots: int | None = field(default=None, metadata={
+        "min": 1, "help": "CPU slots candidates with a load_inline build may hold at once while others wait, "
+                          "so those load beside the builds. Default: 3/4 of --jobs, at least 1."})
+    start_slots: int | None = field(default=None, metadata={
+        "min": 1, "help": f"Candidate processes importing torch and initialising the device at once "
+                          f"(pre-starts included). Default: {DEFAULT_START_SLOTS}, at most --jobs."})
     unsafe_no_sandbox: bool | None = field(default=None, metadata={"help": UNSAFE_OPTION_HELP, "flag": True})
 
 
@@ -128,6 +145,10 @@ class Plan:
     prewarm: str
     quiet_timing: bool
     quiet_scope: str  # host or device (what a timing pauses, when quiet_timing is on)
+    quiet_mode: str  # stop (pause the others) or cores (the timed process alone on its own cores)
+    cpu_order: str  # longest-first or submission (engine.work_order)
+    start_slots: int  # process starts at once
+    build_slots: int  # CPU slots build jobs may hold while others wait (engine.work_order.WorkQueue)
     check_slots: Mapping[str, int]
     load_cpus: frozenset[int] | None  # cores for loads and builds (None: not pinned)
     timing_cpus: frozenset[int] | None  # cores kept free for timing
@@ -166,6 +187,18 @@ def resolve(config: EngineConfig, devices: list[str], share: HostShare | None = 
     scope = config.quiet_scope or ("host" if len(devices) <= 1 and share.alone else "device")
     if scope not in QUIET_SCOPES:
         raise EngineError("--quiet-scope must be host or device")
+    quiet_mode = str(config.quiet_mode or "stop")
+    if quiet_mode not in QUIET_MODES:
+        raise EngineError(f"--quiet-mode must be one of {', '.join(QUIET_MODES)}")
+    cpu_order = str(config.cpu_order or CPU_ORDERS[0])
+    if cpu_order not in CPU_ORDERS:
+        raise EngineError(f"--cpu-order must be one of {', '.join(CPU_ORDERS)}")
+    if config.start_slots is not None and int(config.start_slots) < 1:
+        raise EngineError("--start-slots must be at least 1")
+    start_slots = int(config.start_slots) if config.start_slots is not None else min(DEFAULT_START_SLOTS, int(jobs))
+    if config.build_slots is not None and int(config.build_slots) < 1:
+        raise EngineError("--build-slots must be at least 1")
+    build_slots = int(config.build_slots) if config.build_slots is not None else max(1, 3 * int(jobs) // 4)
     jit_mode = str(config.jit_cache or "shared")
     if jit_mode not in JIT_CACHE_MODES:
         raise EngineError("--jit-cache must be shared or private")
@@ -176,10 +209,13 @@ def resolve(config: EngineConfig, devices: list[str], share: HostShare | None = 
     # Engines sharing a host would each keep "their" timing core: pinning is for an engine alone.
     pin = (config.pin_cpus is None or bool(config.pin_cpus)) and share.alone
     load_cpus, timing_cpus = cpu_partition(list(devices)) if pin else (None, None)
+    if quiet_mode == "cores" and timing_cpus is None:
+        raise EngineError("--quiet-mode cores needs cores kept for timing: a GPU, --pin-cpus and at least 4 cores")
     root = cache_path(config.build_cache)
-    return Plan(noise=noise_limits(config), devices=tuple(devices), jobs=int(jobs), max_ready=int(max_ready), prestart_per_device=int(prestart),
+    return Plan(devices=tuple(devices), jobs=int(jobs), max_ready=int(max_ready), prestart_per_device=int(prestart),
                 prewarm=prewarm, quiet_timing=config.quiet_timing is None or bool(config.quiet_timing),
-                quiet_scope=scope, check_slots=check_slots,
+                quiet_scope=scope, quiet_mode=quiet_mode, cpu_order=cpu_order, start_slots=start_slots,
+                build_slots=build_slots, check_slots=check_slots, noise=noise_limits(config),
                 load_cpus=frozenset(load_cpus) if load_cpus else None,
                 timing_cpus=frozenset(timing_cpus) if timing_cpus else None,
                 cache_root=root, jit_mode=jit_mode if root is not None else "private", config=config)

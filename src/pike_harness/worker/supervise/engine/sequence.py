@@ -5,7 +5,8 @@ each (a CPU slot while loading and warming, the device's gate while checking and
 registry's part (the candidate is registered while it waits; its neighbours are paused while it is
 timed) and the events a transport hears. The states, in order:
 
-1. **slot**: wait for a CPU slot (submission order); a job aborted meanwhile ends here.
+1. **slot**: wait for a CPU slot (``engine.work_order``: longest CPU work first, or submission
+   order); a job aborted meanwhile ends here.
 2. **load**: pick the device, start (or take a pre-started) candidate process, import and build it.
 3. **warm**: one call off the device lock, for candidates whose first call compiles (``prewarm``).
 4. **device**: give the CPU slot back, then on a gate with check slots: **check** in the shared
@@ -24,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 from pike_harness.worker.records import EvalResult
 from pike_harness.worker.supervise.engine.devices import CheckSession, Hold
 from pike_harness.worker.supervise.engine.jobs import Job
+from pike_harness.worker.supervise.engine.quiet_rule import timing_quiet
 from pike_harness.worker.supervise.errors import InfrastructureError
 
 if TYPE_CHECKING:
@@ -42,7 +44,9 @@ class EvaluationSequence:
         self.quiet_token: int | None = None  # the candidate's membership of the quiet registry
         self.evaluation: Any = None
 
-    def run(self) -> None:
+    def run(self, cpu_done: Callable[[], None] = lambda: None) -> None:
+        """The states above; ``cpu_done`` is called when the CPU slot is given back (the work queue
+        counts the builds in progress by it)."""
         from pike_harness.worker.supervise.supervisor import Evaluation
 
         engine, job, trace = self.engine, self.job, self.job.trace
@@ -51,7 +55,7 @@ class EvaluationSequence:
         device: str | None = None
         slot_held = False
         try:
-            engine.slots.acquire(job.seq)  # 1. slot
+            engine.slots.acquire(job.key)  # 1. slot
             slot_held = True
             if engine.closing or job.aborted:
                 raise InfrastructureError("the evaluation was aborted")
@@ -59,9 +63,11 @@ class EvaluationSequence:
             trace.device, trace.load_start = device, time.monotonic()
             evaluation = self.evaluation = Evaluation(replace(job.request, device=device),
                                                       engine.oracle(device), engine.settings)
+            evaluation.start_key = job.key
             engine.track(job, evaluation)
             evaluation.listener = self._listener(device)
             result = evaluation.load()
+            trace.imported = time.monotonic()
             trace.prestarted = bool(evaluation.environment.get("prestarted"))
             if result is None and self.wants_warm(evaluation):  # 3. warm
                 trace.warmed = True
@@ -70,6 +76,7 @@ class EvaluationSequence:
             job.tell("loaded", evaluation)
             engine.slots.release()  # 4. device
             slot_held = False
+            cpu_done()
             if result is None:
                 result = self._on_device(evaluation, device)
             trace.category = result.category  # 5. close
@@ -111,26 +118,34 @@ class EvaluationSequence:
             self.quiet_token = None
 
     def _listener(self, device: str) -> Callable[[str, Any], None]:
-        """The Evaluation's hook: register the candidate for quiet timing, quiet its neighbours while
-        it is timed, note the times, and pass each event on to the transport's ``on_event``."""
-        timing_quiet: list[Any] = []
+        """The Evaluation's hook: register the candidate for quiet timing, keep its timing quiet
+        (``quiet_rule.timing_quiet``), note the times, and pass each event on to the transport's
+        ``on_event``."""
+        quiet_blocks: list[Any] = []
         quiet = self.engine.quiet
         job = self.job
 
         def listener(event: str, ev: Any) -> None:
+            if event == "build_start":
+                job.trace.builds.append((time.monotonic(), time.monotonic()))
+                return  # the engine's own figures (stage_breakdown), not a transport's event
+            if event == "build_end":
+                job.trace.builds[-1] = (job.trace.builds[-1][0], time.monotonic())
+                return
+            if event == "spawned":
+                job.trace.spawned = time.monotonic()
             if event == "spawned" and quiet is not None:
                 token = self.quiet_token = quiet.add(ev.popen.pid, ev.marker, device)
                 ev.paused_s = lambda: quiet.paused_seconds(token)
             elif event == "timing_start":
-                job.trace.timing_start = time.monotonic()
-                if quiet is not None:
-                    context = quiet.quiet(device, ev.session)
-                    context.__enter__()
-                    timing_quiet.append(context)
+                context = timing_quiet(self.engine, device, ev.session)
+                context.__enter__()
+                quiet_blocks.append(context)
+                job.trace.timing_start = time.monotonic()  # once quiet: the window is the quiet one
             elif event == "timing_end":
                 job.trace.timing_end = time.monotonic()
-                while timing_quiet:
-                    timing_quiet.pop().__exit__(None, None, None)
+                while quiet_blocks:
+                    quiet_blocks.pop().__exit__(None, None, None)
             job.tell(event, ev)
 
         return listener
@@ -216,8 +231,9 @@ class EvaluationSequence:
         if self.trace.granted is None:
             self.trace.granted = time.monotonic()
         self._leave_quiet()  # the candidate holding the device is never paused
-        all_cpus = self.engine.all_cpus
-        if all_cpus and evaluation.session is not None:
-            set_session_affinity(evaluation.session, set(all_cpus))
+        # Stopping the others frees every core for it; under "cores" the timing cores stay reserved.
+        cpus = self.engine.all_cpus if self.engine.plan.quiet_mode == "stop" else self.engine.load_cpus
+        if cpus and evaluation.session is not None:
+            set_session_affinity(evaluation.session, set(cpus))
         self.job.tell("granted", evaluation)
         return None

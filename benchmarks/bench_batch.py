@@ -1,0 +1,180 @@
+"""A batch submitted at once, timed end to end, with where its time went: before/after and 1/2/4 GPUs.
+
+The batch (issue 29's "60-set"): every eager reference of ``--suite`` (level3-pike: 30) as a
+candidate, plus every solution in ``--solutions`` (PIKE-B's 30 published programs), ``--copies``
+times (the multi-GPU measurement doubles it so each GPU has work; a copy differs by a comment, so its
+Triton/Inductor caches are its own, while an identical ``load_inline`` build is a build-cache hit).
+
+Each ``--runs`` entry is one ``local`` evaluator, fresh caches, the whole batch submitted at once:
+``ORDER@DEVICES`` with ORDER ``longest-first`` (the engine's default) or ``submission`` (the order
+before issue 29), DEVICES as ``--device`` takes it. Runs go one after the other in this process (one
+sitting); a run that reaches ``--budget-s`` is aborted and reported with what finished, so its wall
+time is a lower bound. Per run: wall time, verdicts, candidates per hour, the engine's stage totals
+and each device's idle time by cause (``Engine.stats(stages=True)``), and the start-slot figures.
+
+Writes ``batch.json`` and ``batch.md`` to ``--out``.
+
+  PYTHONPATH=src:plugins python3 benchmarks/bench_batch.py --out $OUT \\
+      --runs longest-first@cuda:0,submission@cuda:0                                # before/after, one GPU
+  PYTHONPATH=src:plugins python3 benchmarks/bench_batch.py --out $OUT --copies 2 \\
+      --runs longest-first@cuda:0,longest-first@cuda:0,1,longest-first@cuda:0,1,2,3  # scaling (see --runs)
+  PYTHONPATH=src:plugins python3 benchmarks/bench_batch.py --device cpu --suite smoke --no-solutions \\
+      --warmup-ms 5 --rep-ms 20 --out /tmp/batch                                   # the CPU smoke path
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from perf_common import (  # noqa: E402
+    REPO,
+    Budget,
+    arguments,
+    environment_of,
+    fmt,
+    make_evaluator,
+    suite,
+    workdir,
+    write,
+)
+
+from pike_harness.worker.supervise.engine.stage_breakdown import format_breakdown  # noqa: E402
+
+DEFAULT_SOLUTIONS = REPO.parent / "shared" / "fidelity" / "pike-b-level3"
+if not DEFAULT_SOLUTIONS.is_dir():  # on a GPU machine the corpus travels in an ignored folder of the checkout
+    DEFAULT_SOLUTIONS = REPO / ".fidelity" / "pike-b-level3"
+
+
+def parse_runs(text: str, device: str) -> list[tuple[str, str]]:
+    """``ORDER@DEVICES`` entries; a comma starts a new entry only before an order name, so
+    ``longest-first@cuda:0,1,submission@cuda:0`` is two runs."""
+    runs: list[tuple[str, str]] = []
+    for part in text.split(","):
+        order, at, devices = part.partition("@")
+        if order in ("longest-first", "submission"):
+            runs.append((order, devices if at else device))
+        elif runs:
+            runs[-1] = (runs[-1][0], f"{runs[-1][1]},{part}")
+        else:
+            raise SystemExit(f"--runs: {part!r} is not ORDER@DEVICES")
+    return runs
+
+
+def batch_requests(args: Any) -> list[tuple[str, Any]]:
+    """(label, request) for every reference and solution, ``--copies`` times."""
+    tasks = suite(args.suite)
+    items: list[tuple[str, Any]] = []
+    folder = None if args.no_solutions else (args.solutions or DEFAULT_SOLUTIONS)
+    solutions = sorted(folder.glob("task_*.py")) if folder is not None and folder.is_dir() else []
+    for copy in range(args.copies):
+        tag = f"\n# copy {copy}\n" if copy else ""
+        for task in tasks.tasks():
+            items.append((f"eager:{task.id}#{copy}", task.eval_request(
+                task.source + tag, baseline_mode="eager")))
+        for path in solutions:
+            task_id = int(path.stem.split("_")[1])
+            task = tasks.task(task_id)
+            items.append((f"{path.name}#{copy}", task.eval_request(
+                path.read_text(encoding="utf-8") + tag)))
+    return items
+
+
+def run_once(args: Any, order: str, devices: str, items: list[tuple[str, Any]], base: Path,
+             budget: Budget) -> dict[str, Any]:
+    name = f"{order}@{devices}".replace(",", "+").replace(":", "")
+    evaluator = make_evaluator("ours", devices, args.protocol, base / name / "work", base / name / "cache",
+                               protocol_params={"warmup_ms": args.warmup_ms, "rep_ms": args.rep_ms},
+                               cpu_order=order, **({"jobs": args.jobs} if args.jobs else {}))
+    try:
+        began = time.monotonic()
+        # The requests name no device of the evaluator's, so the engine picks the least busy one.
+        futures = [(label, evaluator.submit(req)) for label, req in items]
+        results, categories, unfinished = [], {}, 0
+        for _label, future in futures:
+            try:
+                result = future.result(timeout=max(1.0, budget.left()))
+            except Exception as exc:  # noqa: BLE001 - over budget or an evaluator error: counted, not fatal
+                unfinished += 1
+                categories[type(exc).__name__] = categories.get(type(exc).__name__, 0) + 1
+                continue
+            results.append(result)
+            categories[result.category] = categories.get(result.category, 0) + 1
+        wall = time.monotonic() - began
+        if unfinished:
+            evaluator.engine.abort([f for _, f in futures if not f.done()])
+        stats = evaluator.engine.stats(stages=True)
+        figures = stats.pop("stages")
+        return {"order": order, "devices": devices, "submitted": len(items), "done": len(results),
+                "finished": unfinished == 0, "wall_s": wall, "per_hour": 3600 * len(results) / wall if wall else None,
+                "categories": categories, "stage_totals_s": figures["totals_s"],
+                "device_idle_s": figures["device_idle_s"], "candidates": figures["candidates"],
+                "engine": stats, "scheduling": evaluator.describe().get("scheduling"),
+                "environment": environment_of(results), "breakdown_text": format_breakdown(figures)}
+    finally:
+        evaluator.close()
+
+
+def markdown(runs: list[dict[str, Any]], args: Any) -> str:
+    lines = [f"### Batch wall time and stage breakdown (`{args.suite}`, protocol `{args.protocol}` "
+             f"{args.warmup_ms:g}/{args.rep_ms:g} ms, {args.copies} cop{'y' if args.copies == 1 else 'ies'})", "",
+             "| order | devices | done / submitted | wall (s) | candidates/hour | categories |", "|---|---|---|---|---|---|"]
+    for run in runs:
+        wall = fmt(run["wall_s"], 1) + ("" if run["finished"] else " (budget hit: lower bound)")
+        lines.append(f"| {run['order']} | {run['devices']} | {run['done']} / {run['submitted']} | {wall} | "
+                     f"{fmt(run['per_hour'], 0)} | {run['categories']} |")
+    for run in runs:
+        lines += ["", f"**{run['order']} @ {run['devices']}**", "", "```", run["breakdown_text"],
+                  f"start slots: {run['engine'].get('start_slots')}", "```"]
+    return "\n".join(lines)
+
+
+def main() -> int:
+    parser = arguments(__doc__.splitlines()[0], budget_s=540)
+    parser.add_argument("--suite", default="level3-pike", help="Suite whose eager references join the batch.")
+    parser.add_argument("--solutions", type=Path, default=None, help="Folder of task_<id>.py solutions "
+                        "(default: PIKE-B's published level3-pike solutions, where present).")
+    parser.add_argument("--no-solutions", action="store_true", help="Only the suite's eager references.")
+    parser.add_argument("--copies", type=int, default=1, help="The batch this many times (multi-GPU: 2).")
+    parser.add_argument("--runs", default=None, help="ORDER@DEVICES,... (default: longest-first then "
+                        "submission on --device).")
+    parser.add_argument("--warmup-ms", type=float, default=500.0, help="pike protocol warm-up budget (ms).")
+    parser.add_argument("--rep-ms", type=float, default=2000.0, help="pike protocol repetition budget (ms).")
+    args = parser.parse_args()
+    args.protocol = args.protocol or "pike"
+    device = args.device or ("cuda:0" if _cuda() else "cpu")
+    runs = parse_runs(args.runs or f"longest-first@{device},submission@{device}", device)
+    items = batch_requests(args)
+    budget = Budget(args.budget_s)
+    base = workdir(args, "batch")
+    print(f"[batch] {len(items)} candidates, runs: {runs}", flush=True)
+    measured = []
+    for order, devices in runs:
+        if budget.over(margin=20):
+            print(f"[batch] no budget left for {order}@{devices}", flush=True)
+            break
+        run = run_once(args, order, devices, items, base, budget)
+        print(f"[batch] {order}@{devices}: {run['done']}/{run['submitted']} in {run['wall_s']:.1f} s "
+              f"{run['categories']}\n{run['breakdown_text']}", flush=True)
+        measured.append(run)
+    write(args.out, "batch", {"suite": args.suite, "copies": args.copies, "protocol": args.protocol,
+                              "warmup_ms": args.warmup_ms, "rep_ms": args.rep_ms, "runs": measured},
+          markdown(measured, args))
+    return 0 if measured and all(r["finished"] for r in measured) else 1
+
+
+def _cuda() -> bool:
+    try:
+        import torch
+
+        return bool(torch.cuda.is_available())
+    except ImportError:
+        return False
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

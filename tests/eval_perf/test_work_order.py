@@ -1,0 +1,141 @@
+"""Throughput policy: the longest CPU work starts first, process starts are admitted a few at a time,
+and every stage of every candidate is accounted for. Orders and counts from the engine's traces,
+never durations."""
+
+from __future__ import annotations
+
+import pytest
+from perf_helpers import candidate, request
+
+from pike_harness.worker.supervise.engine.stage_breakdown import STAGES, candidate_stages, device_idle
+from pike_harness.worker.supervise.engine.work_order import BUILD, JIT_WARMUP, PLAIN, order_key, work_class
+
+BUILDS = "from torch.utils.cpp_extension import load_inline\n"
+TRITON = "import triton\n"
+# Ends at the static checks (the harness is off limits), so no process starts for it: the test sees
+# the order the engine *began* loading in without paying for ten process starts.
+REJECTED = "import pike_harness\n"
+
+
+def test_a_source_s_work_class_is_read_from_it_and_submission_order_ignores_it():
+    assert work_class(candidate(prelude=BUILDS)) == BUILD
+    assert work_class(candidate(prelude=TRITON)) == JIT_WARMUP
+    assert work_class(candidate(), baseline_mode="compile") == JIT_WARMUP
+    assert work_class(candidate()) == PLAIN
+    assert work_class("def broken(:\n") == PLAIN
+    assert order_key("longest-first", 11, BUILD) < order_key("longest-first", 1, PLAIN)
+    assert order_key("submission", 11, BUILD) > order_key("submission", 1, PLAIN)
+
+
+def test_builds_first_but_a_candidate_without_one_loads_beside_them():
+    """Two threads, one build slot: the first build goes first; while it is still loading, the next
+    thread takes the job that needs no build, though a second build is ahead of it by key."""
+    import threading
+
+    from pike_harness.worker.supervise.engine.work_order import WorkQueue
+
+    queue = WorkQueue(threads=2, build_slots=1)
+    order: list[str] = []
+    gates = {name: threading.Event() for name in ("blocker1", "blocker2", "b1")}
+    started = {name: threading.Event() for name in ("blocker1", "blocker2", "b1", "p", "b2")}
+
+    def job(name: str):
+        def run(loaded) -> None:
+            order.append(name)
+            started[name].set()
+            if name in gates:
+                assert gates[name].wait(30)
+        return run
+
+    queue.put((PLAIN, 0), job("blocker1"))
+    queue.put((PLAIN, 1), job("blocker2"))
+    assert started["blocker1"].wait(30) and started["blocker2"].wait(30)
+    queue.put((BUILD, 2), job("b1"))
+    queue.put((BUILD, 3), job("b2"))
+    queue.put((PLAIN, 4), job("p"))
+    gates["blocker1"].set()
+    assert started["b1"].wait(30)
+    gates["blocker2"].set()
+    assert started["p"].wait(30)
+    gates["b1"].set()
+    assert started["b2"].wait(30)
+    queue.shutdown()
+    assert order == ["blocker1", "blocker2", "b1", "p", "b2"]
+
+
+def _gated(source: str, gate) -> str:
+    return (f"import os\nimport time\n_deadline = time.time() + 60\nwhile os.path.exists({str(gate)!r}) "
+            f"and time.time() < _deadline:\n    time.sleep(0.05)\n") + source
+
+
+@pytest.mark.parametrize("order", ["longest-first", "submission"])
+def test_a_build_submitted_after_ten_buildless_candidates_starts_before_them(make_local, visible_tmp, order):
+    """One thread, one CPU slot, held by a candidate waiting at a gate; ten build-less candidates and
+    then one with a load_inline build queue behind it. Longest-first loads the build next; submission
+    order loads it last (the option a before/after comparison uses)."""
+    gate = visible_tmp / "gate"
+    gate.write_text("")
+    evaluator = make_local(jobs=1, max_ready=0, prestart=1, cpu_order=order)
+    engine = evaluator.engine
+    blocker = evaluator.submit(request(_gated(candidate(), gate)))
+    buildless = [evaluator.submit(request(REJECTED + candidate())) for _ in range(10)]
+    build = evaluator.submit(request(REJECTED + BUILDS + candidate()))
+    gate.unlink()
+    results = [f.result(timeout=300) for f in (blocker, *buildless, build)]
+    assert results[0].category == "correct", results[0].reason
+    assert all(r.check == "harness_access" for r in results[1:])
+    traces = sorted(engine.traces, key=lambda t: t.seq)[-12:]
+    started = sorted(traces[1:], key=lambda t: t.load_start)
+    assert traces[-1].work_class == BUILD and {t.work_class for t in traces[:-1]} == {PLAIN}
+    expected = [traces[-1], *traces[1:-1]] if order == "longest-first" else traces[1:]
+    assert [t.seq for t in started] == [t.seq for t in expected]
+
+
+def test_process_starts_are_admitted_and_every_stage_is_accounted_for(make_local):
+    """No pre-started processes, two CPU slots, one start slot: two candidates loading at once start
+    their processes one at a time (each through the slot), and each candidate's stages add up to its
+    time in the engine."""
+    evaluator = make_local(jobs=2, prestart=0, start_slots=1)
+    futures = [evaluator.submit(request(candidate())) for _ in range(2)]
+    assert [f.result(timeout=300).category for f in futures] == ["correct"] * 2
+    stats = evaluator.engine.stats(stages=True)
+    assert stats["start_slots"] == {"slots": 1, "starts": 2, "most_at_once": 1}
+    traces = evaluator.engine.traces[-2:]
+    first, second = sorted(traces, key=lambda t: t.spawned)
+    assert second.load_start < first.spawned, "both were loading while one process started"
+    for trace in traces:
+        stages = candidate_stages(trace)
+        assert set(stages) == set(STAGES)
+        assert sum(stages.values()) == pytest.approx(trace.done - trace.submitted, abs=1e-6)
+        assert stages["starting"] > 0 and stages["timing"] > 0 and stages["slot_wait"] >= 0
+    listed = {c["seq"]: c for c in stats["stages"]["candidates"]}
+    assert all(t.seq in listed for t in traces)
+    idle = stats["stages"]["device_idle_s"]["cpu"]
+    timed = sum(t.timing_end - t.timing_start for t in evaluator.engine.traces)
+    assert sum(idle.values()) + timed == pytest.approx(stats["wall_s"], rel=1e-6)
+
+
+def test_idle_causes_follow_what_candidates_were_doing():
+    """A hand-made run on one device: the gaps between two timings are charged to the stage the
+    candidates were in (a start, then a build), the rest to nothing ready."""
+    from pike_harness.worker.supervise.engine.jobs import JobTrace
+
+    a = JobTrace(seq=0, task="t", submitted=0.0, device="cpu", load_start=0.0, spawned=2.0, imported=3.0,
+                 loaded=3.0, granted=3.0, timing_start=3.0, timing_end=5.0, done=5.0)
+    b = JobTrace(seq=1, task="t", submitted=0.0, device="cpu", load_start=1.0, spawned=6.0, builds=[(6.0, 9.0)],
+                 imported=9.0, loaded=9.0, granted=9.0, timing_start=9.0, timing_end=10.0, done=10.0)
+    idle = device_idle([a, b], "cpu", 0.0, 10.0)
+    assert idle == {"checks": 0.0, "handover": 0.0, "builds": 3.0, "starts": 4.0, "loading": 0.0,
+                    "nothing_ready": 0.0}
+    assert candidate_stages(b)["building"] == 3.0 and candidate_stages(b)["slot_wait"] == 1.0
+
+
+def test_pikeh_eval_prints_where_the_time_went(cli, tmp_path):
+    """``--stages`` after the verdict: the stage totals and the device's idle time by cause (a candidate
+    refused by the static checks: nothing starts, the breakdown still covers it)."""
+    path = tmp_path / "cand.py"
+    path.write_text(REJECTED + candidate())
+    result = cli("eval", str(path), "--task", "smoke/1", "--device", "cpu", "--prestart", "0", "--stages")
+    assert result.exit_code == 0, result.output
+    assert "rejected" in result.output
+    assert "stage totals (s, all candidates): slot_wait" in result.output and "cpu idle (s, by cause)" in result.output
