@@ -122,7 +122,7 @@ def run_side(args: argparse.Namespace) -> None:
     work = Path(tempfile.mkdtemp(prefix=f"pikeh-gate-{args.side}-"))
     extra = {"check_slots": args.check_slots} if args.check_slots else {}
     evaluator = LocalEvaluator(EvaluatorOptions(device=args.device, protocol=args.protocol, protocol_params=params,
-                                                workdir=work, extra=extra))
+                                                workdir=work, config=LocalEvaluator.Config(**extra)))
     engine = evaluator.engine
     items = candidates(args)
     first = len(engine.traces)

@@ -104,7 +104,7 @@ def run_local(args: Any, base: Path, work: list, budget: Budget) -> tuple[dict, 
     from pikeh_local import LocalEvaluator
 
     evaluator = LocalEvaluator(EvaluatorOptions(device=args.device, protocol=args.protocol, workdir=base / "local",
-                                                extra={"build_cache": str(cache_dir(args, base, "local"))}))
+                                                config=LocalEvaluator.Config(build_cache=str(cache_dir(args, base, "local")))))
     try:
         results = evaluate_all(evaluator, work, args.timeout, budget)
         return results, evaluator.describe().get("scheduling", {}), evaluator.stats()
@@ -151,7 +151,8 @@ def run_queue(args: Any, base: Path, work: list, budget: Budget) -> tuple[dict, 
     worker = Worker(io_dir, args.device, base, cache_dir(args, base, "queue"), unsandboxed=args.unsandboxed_queue)
     try:
         worker.wait_ready()
-        evaluator = QueueEvaluator(EvaluatorOptions(protocol=args.protocol, extra={"io_dir": str(io_dir)}))
+        evaluator = QueueEvaluator(EvaluatorOptions(protocol=args.protocol,
+                                                         config=QueueEvaluator.Config(io_dir=str(io_dir))))
         try:
             results = evaluate_all(evaluator, work, args.timeout, budget)
             engine = evaluator.stats().get("workers", {}).get(worker.worker_id, {})

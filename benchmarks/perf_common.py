@@ -234,7 +234,7 @@ def make_evaluator(config: str, device: str, protocol: str, workdir: Path, cache
         options["build_cache"] = str(cache) if cache is not None else "off"
     workdir.mkdir(parents=True, exist_ok=True)
     return LocalEvaluator(EvaluatorOptions(device=device, protocol=protocol, protocol_params=protocol_params or {},
-                                           workdir=workdir, extra=options))
+                                           workdir=workdir, config=LocalEvaluator.Config(**options)))
 
 
 def default_device() -> str:

@@ -217,7 +217,7 @@ def main() -> int:
 
     base = Path(tempfile.mkdtemp(prefix="pikeh-2gpu-", dir="/dev/shm" if os.access("/dev/shm", os.W_OK) else None))
     evaluator = spec.factory(EvaluatorOptions(device=args.device, protocol=args.protocol, workdir=base / "work",
-                                              extra={"build_cache": str(base / "cache")}))
+                                              config=spec.make_config({"build_cache": str(base / "cache")})))
     devices = list(getattr(evaluator, "devices", []))
     print(f"[two_gpu_local] evaluator {evaluator.name} on {devices}: {json.dumps(evaluator.describe().get('scheduling'))}",
           flush=True)

@@ -112,12 +112,14 @@ def kill_leftovers(root: Path) -> None:
 
 def ray_evaluator(cluster: LoopbackCluster, workdir: Path, devices: int, **extra):
     """A RayEvaluator on ``cluster`` (device cpu, quick protocol), once ``devices`` devices are ready."""
+    from pikeh_ray import RayConfig
     from pikeh_ray.evaluator import RayEvaluator
 
     from pike_harness.contracts.evaluation import EvaluatorOptions
 
     options = {"ray_address": cluster.address, "ray_node_dir": str(cluster.root / "nodes"),
                "ray_build_cache": "off", **extra}
-    evaluator = RayEvaluator(EvaluatorOptions(device="cpu", protocol="quick", workdir=workdir, extra=options))
+    evaluator = RayEvaluator(EvaluatorOptions(device="cpu", protocol="quick", workdir=workdir,
+                                              config=RayConfig(**options)))
     wait_until(lambda: len(ready_devices(evaluator)) >= devices, 120, f"{devices} device actor(s)")
     return evaluator

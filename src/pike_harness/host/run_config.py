@@ -58,10 +58,10 @@ class RunConfig:
               strategy_cls: type) -> RunConfig:
         """From parsed values: ``core`` holds the run's own options (None = the default), and
         ``evaluator_values`` is what ``pop_evaluator_values`` returns (evaluator, device, protocol,
-        timeout, workdir and the plugin's own options under ``extra``)."""
+        timeout, workdir and the plugin's own options under ``own``)."""
         strategy_config = strategy_cls.make_config(strategy_values)
         extra = {k: (str(v) if isinstance(v, Path) else v)
-                 for k, v in (evaluator_values.get("extra") or {}).items() if v is not None}
+                 for k, v in (evaluator_values.get("own") or {}).items() if v is not None}
         if evaluator_values.get("workdir"):
             extra["workdir"] = str(evaluator_values["workdir"])
         given = {
