@@ -293,7 +293,7 @@ def files_run(tmp_path_factory):
                 device="cpu",
                 protocol="quick",
                 workdir=workdir,
-                extra={"jobs": 4, "prestart": 0, "build_cache": str(cache)},
+                config=LocalEvaluator.Config(jobs=4, prestart=0, build_cache=str(cache)),
             )
         )
 
