@@ -86,9 +86,9 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
 
 def candidates(args: argparse.Namespace) -> list[tuple[str, Any, str]]:
     """(name, task, source) for the chosen set; only APIs both trees have."""
-    from pike_harness.host.tasks import Suite
+    from pike_harness.host.tasks import load_suite
 
-    suite = Suite.from_dir(REPO / "tasks" / args.suite, origin="benchmarks")
+    suite = load_suite(REPO / "tasks" / args.suite, origin="benchmarks")
     wanted = {int(t) for t in args.tasks.split(",")} if args.tasks else None
     items: list[tuple[str, Any, str]] = []
     if args.set in ("eager", "all"):

@@ -41,7 +41,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from perf_common import REPO, Budget, arguments, default_device, environment_of, request, workdir, write  # noqa: E402
 
 from pike_harness.contracts.evaluation import EvaluatorError, EvaluatorOptions  # noqa: E402
-from pike_harness.host.tasks import Suite  # noqa: E402
+from pike_harness.contracts.suite import Suite
+from pike_harness.host.tasks import load_suite  # noqa: E402
 
 DEFAULT_SOLUTIONS = REPO.parent / "shared" / "fidelity" / "pike-b-level3"
 if not DEFAULT_SOLUTIONS.is_dir():  # on a GPU machine the corpus travels in an ignored folder of the checkout
@@ -379,7 +380,7 @@ def main() -> int:
     folder = args.solutions or DEFAULT_SOLUTIONS
     if not folder.is_dir():
         parser.error(f"no solutions folder {folder}: give --solutions DIR")
-    suite = Suite.from_dir(REPO / "tasks" / args.suite, origin="benchmarks")
+    suite = load_suite(REPO / "tasks" / args.suite, origin="benchmarks")
     wanted = {int(t) for t in args.tasks.split(",")} if args.tasks else None
     work = solutions(folder, suite, wanted)
     if not work:

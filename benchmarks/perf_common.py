@@ -30,7 +30,8 @@ for path in (REPO / "src", REPO / "plugins"):
         sys.path.insert(0, str(path))
 
 from pike_harness.contracts.model import Limits, Task  # noqa: E402
-from pike_harness.host.tasks import Suite  # noqa: E402
+from pike_harness.contracts.suite import Suite  # noqa: E402
+from pike_harness.host.tasks import load_suite  # noqa: E402
 
 CONFIGS: dict[str, dict[str, Any]] = {
     "ours": {},
@@ -199,7 +200,7 @@ def have_ninja() -> bool:
 
 
 def suite(name: str) -> Suite:
-    return Suite.from_dir(REPO / "tasks" / name, origin="benchmarks")
+    return load_suite(REPO / "tasks" / name, origin="benchmarks")
 
 
 def task(ref: str) -> Task:

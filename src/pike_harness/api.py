@@ -73,6 +73,7 @@ from pike_harness.contracts.model import (
 )
 from pike_harness.contracts.reporting import Column, Reporter, ReportOptions, ReportServices, ReportSummary
 from pike_harness.contracts.strategy import BudgetView, Strategy, TaskContext, require_at_least
+from pike_harness.contracts.suite import Suite
 from pike_harness.errors import BudgetExhausted, PikehError, UserError
 from pike_harness.host import speed_of_light
 from pike_harness.host.baseline_sets import find_baseline_sets
@@ -80,7 +81,7 @@ from pike_harness.host.output_paths import check_output_dir
 from pike_harness.host.pricing import Price, PriceTable
 from pike_harness.host.store import JOURNAL, RUN_FILE, RunStore, find_runs, read_journal, sha256
 from pike_harness.host.store_db import materialize
-from pike_harness.host.tasks import Suite
+from pike_harness.host.tasks import load_suite
 from pike_harness.kit import (
     code_fences,
     failure_reports,
@@ -173,6 +174,7 @@ __all__ = [
     "RetryRecord",
     "Strategy",
     "Suite",
+    "load_suite",
     "Task",
     "TaskContext",
     "TaskMeta",

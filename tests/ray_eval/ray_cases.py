@@ -12,14 +12,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from pike_harness.contracts.model import EvalRequest, Limits
-from pike_harness.host.tasks import Suite
+from pike_harness.host.tasks import load_suite
 
 if TYPE_CHECKING:
     from ray_cluster import LoopbackCluster
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
-SMOKE = Suite.from_dir(REPO / "tasks" / "smoke", origin="tests")
+SMOKE = load_suite(REPO / "tasks" / "smoke", origin="tests")
 NO_RAY = "Ray is not installed (an optional extra): pip install 'pike-harness[ray]' to run these tests"
 
 
