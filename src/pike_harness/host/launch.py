@@ -112,8 +112,8 @@ def launch_run(app: Any, core: dict[str, Any], strategy_values: dict[str, Any], 
                     plugins=plugins,
                     repair_journal=bool(core.get("repair_journal")),
                     retry_llm_errors=bool(core.get("retry_llm_errors")),
-                    llm_failure_limit=int(core.get("max_llm_failures") if core.get("max_llm_failures") is not None
-                                          else LLM_FAILURE_LIMIT))
+                    llm_failure_limit=int(LLM_FAILURE_LIMIT if core.get("max_llm_failures") is None
+                                          else core["max_llm_failures"]))
     try:
         status = runner.run()
     except UserError:
