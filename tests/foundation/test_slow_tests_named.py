@@ -5,6 +5,7 @@ real-sandbox tests (tests/eval) are never slow: they stay in the default run."""
 from __future__ import annotations
 
 import ast
+import functools
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
@@ -19,8 +20,9 @@ def _is_slow_mark(node: ast.AST) -> bool:
     return isinstance(node, ast.Attribute) and node.attr == "slow" and ast.unparse(node) == "pytest.mark.slow"
 
 
+@functools.cache
 def slow_tests() -> dict[str, list[str]]:
-    """test file (relative to the repository) -> the slow test functions in it."""
+    """test file (relative to the repository) -> the slow test functions in it (scanned once)."""
     found: dict[str, list[str]] = {}
     for path in sorted(TESTS.rglob("test_*.py")):
         tree = ast.parse(path.read_text(encoding="utf-8"))
