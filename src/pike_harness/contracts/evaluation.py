@@ -76,7 +76,7 @@ class EvaluatorSpec:
         return [f.name for f in dataclasses.fields(self.config)] if self.config is not None else []
 
     def make_config(self, values: Mapping[str, Any]) -> Any:
-        """The evaluator's Config from option values by name (as parsed, or as a run's config.json
+        """The evaluator's Config from option values by name (as parsed, or as a run's run.json
         recorded them): None keeps the field's default, names the Config lacks are ignored. None when
         the evaluator declares no Config. A value the Config refuses is a one-line ``UserError``."""
         from pike_harness.errors import UserError
