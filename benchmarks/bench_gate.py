@@ -86,9 +86,9 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
 
 def candidates(args: argparse.Namespace) -> list[tuple[str, Any, str]]:
     """(name, task, source) for the chosen set; only APIs both trees have."""
-    from pike_harness.host.tasks import Suite
+    from pike_harness.host.tasks import load_suite
 
-    suite = Suite.from_dir(REPO / "tasks" / args.suite, origin="benchmarks")
+    suite = load_suite(REPO / "tasks" / args.suite, origin="benchmarks")
     wanted = {int(t) for t in args.tasks.split(",")} if args.tasks else None
     items: list[tuple[str, Any, str]] = []
     if args.set in ("eager", "all"):
@@ -122,7 +122,7 @@ def run_side(args: argparse.Namespace) -> None:
     work = Path(tempfile.mkdtemp(prefix=f"pikeh-gate-{args.side}-"))
     extra = {"check_slots": args.check_slots} if args.check_slots else {}
     evaluator = LocalEvaluator(EvaluatorOptions(device=args.device, protocol=args.protocol, protocol_params=params,
-                                                workdir=work, extra=extra))
+                                                workdir=work, config=LocalEvaluator.Config(**extra)))
     engine = evaluator.engine
     items = candidates(args)
     first = len(engine.traces)

@@ -45,7 +45,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from perf_common import REPO, Budget, arguments, default_device, environment_of, request, workdir, write  # noqa: E402
 
 from pike_harness.contracts.evaluation import EvaluatorError, EvaluatorOptions  # noqa: E402
-from pike_harness.host.tasks import Suite  # noqa: E402
+from pike_harness.contracts.suite import Suite
+from pike_harness.host.tasks import load_suite  # noqa: E402
 
 DEFAULT_SOLUTIONS = REPO.parent / "shared" / "fidelity" / "pike-b-level3"
 if not DEFAULT_SOLUTIONS.is_dir():  # on a GPU machine the corpus travels in an ignored folder of the checkout
@@ -108,7 +109,7 @@ def run_local(args: Any, base: Path, work: list, budget: Budget) -> tuple[dict, 
     from pikeh_local import LocalEvaluator
 
     evaluator = LocalEvaluator(EvaluatorOptions(device=args.device, protocol=args.protocol, workdir=base / "local",
-                                                extra={"build_cache": str(cache_dir(args, base, "local"))}))
+                                                config=LocalEvaluator.Config(build_cache=str(cache_dir(args, base, "local")))))
     try:
         results = evaluate_all(evaluator, work, args.timeout, budget)
         return results, evaluator.describe().get("scheduling", {}), evaluator.stats()
@@ -155,7 +156,8 @@ def run_queue(args: Any, base: Path, work: list, budget: Budget) -> tuple[dict, 
     worker = Worker(io_dir, args.device, base, cache_dir(args, base, "queue"), unsandboxed=args.unsandboxed_queue)
     try:
         worker.wait_ready()
-        evaluator = QueueEvaluator(EvaluatorOptions(protocol=args.protocol, extra={"io_dir": str(io_dir)}))
+        evaluator = QueueEvaluator(EvaluatorOptions(protocol=args.protocol,
+                                                         config=QueueEvaluator.Config(io_dir=str(io_dir))))
         try:
             results = evaluate_all(evaluator, work, args.timeout, budget)
             engine = evaluator.stats().get("workers", {}).get(worker.worker_id, {})
@@ -385,7 +387,7 @@ def main() -> int:
     folder = args.solutions or DEFAULT_SOLUTIONS
     if not folder.is_dir():
         parser.error(f"no solutions folder {folder}: give --solutions DIR")
-    suite = Suite.from_dir(REPO / "tasks" / args.suite, origin="benchmarks")
+    suite = load_suite(REPO / "tasks" / args.suite, origin="benchmarks")
     wanted = {int(t) for t in args.tasks.split(",")} if args.tasks else None
     work = solutions(folder, suite, wanted)
     if not work:

@@ -208,7 +208,8 @@ def harness_phase(work: list[tuple[Any, Path]], state: State, device: str, proto
     if jobs:
         extra["jobs"] = jobs
     evaluator = LocalEvaluator(EvaluatorOptions(device=device, protocol=protocol, protocol_params=params,
-                                                workdir=workdir / f"harness-{protocol}-{concurrency}", extra=extra))
+                                                workdir=workdir / f"harness-{protocol}-{concurrency}",
+                                                config=LocalEvaluator.Config(**extra)))
     what = f"baseline modes {','.join(modes)}" if modes else "eager references and solutions"
     log(f"[fidelity] harness {protocol}/{concurrency}: {len(todo)} evaluations ({what})")
     finished = True
@@ -255,7 +256,7 @@ def precompile(evaluator: Any, todo: list[tuple[str, Any, Any]], state: State, b
     finished is recorded, so a later call compiles only the rest. False when the budget stopped it."""
     from pike_harness.worker.inside.baseline_modes import JIT_MODES
 
-    token = cache_token(Path(evaluator.options.extra["build_cache"]))
+    token = cache_token(Path(evaluator.options.config.build_cache))
     jit = [(key, req) for key, _task, req in todo
            if req.baseline_mode in JIT_MODES and not warmed_here(state, f"precompiled|{key}", token)]
     if not jit:

@@ -78,11 +78,11 @@ def main() -> int:
     import plain_loop
     import triton.testing
 
-    from pike_harness.host.tasks import Suite
+    from pike_harness.host.tasks import load_suite
     from pike_harness.worker.inside.protocols import get_protocol
     from pike_harness.worker.inside.timing import TimedLoop
 
-    suite = Suite.from_dir(REPO / "tasks" / args.suite, origin="benchmarks")
+    suite = load_suite(REPO / "tasks" / args.suite, origin="benchmarks")
     dev = torch.device("cuda:0")
     rows = []
     for task_id in (int(t) for t in args.tasks.split(",")):

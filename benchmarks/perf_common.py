@@ -30,7 +30,8 @@ for path in (REPO / "src", REPO / "plugins"):
         sys.path.insert(0, str(path))
 
 from pike_harness.contracts.model import Limits, Task  # noqa: E402
-from pike_harness.host.tasks import Suite  # noqa: E402
+from pike_harness.contracts.suite import Suite  # noqa: E402
+from pike_harness.host.tasks import load_suite  # noqa: E402
 
 CONFIGS: dict[str, dict[str, Any]] = {
     "ours": {},
@@ -199,7 +200,7 @@ def have_ninja() -> bool:
 
 
 def suite(name: str) -> Suite:
-    return Suite.from_dir(REPO / "tasks" / name, origin="benchmarks")
+    return load_suite(REPO / "tasks" / name, origin="benchmarks")
 
 
 def task(ref: str) -> Task:
@@ -234,7 +235,7 @@ def make_evaluator(config: str, device: str, protocol: str, workdir: Path, cache
         options["build_cache"] = str(cache) if cache is not None else "off"
     workdir.mkdir(parents=True, exist_ok=True)
     return LocalEvaluator(EvaluatorOptions(device=device, protocol=protocol, protocol_params=protocol_params or {},
-                                           workdir=workdir, extra=options))
+                                           workdir=workdir, config=LocalEvaluator.Config(**options)))
 
 
 def default_device() -> str:

@@ -30,7 +30,7 @@ import fidelity_runs as runs  # noqa: E402
 from fidelity import DEFAULT_SOLUTIONS, solutions  # noqa: E402
 from perf_common import REPO, Budget, arguments, default_device, workdir  # noqa: E402
 
-from pike_harness.host.tasks import Suite  # noqa: E402
+from pike_harness.host.tasks import load_suite  # noqa: E402
 
 PROBES = Path(__file__).resolve().parent / "pike_probes.py"
 PUBLISHED_GEOMEAN = 2.88  # PIKE-B on level3-pike, H100, 300 queries per task (arXiv 2511.16964)
@@ -226,7 +226,7 @@ def main() -> int:
     folder = args.solutions or DEFAULT_SOLUTIONS
     if not folder.is_dir():
         parser.error(f"no solutions folder {folder}: give --solutions DIR")
-    suite = Suite.from_dir(REPO / "tasks" / args.suite, origin="benchmarks")
+    suite = load_suite(REPO / "tasks" / args.suite, origin="benchmarks")
     work = solutions(folder, suite, {int(t) for t in args.tasks.split(",")} if args.tasks else None)
     budget = Budget(args.budget_s)
     state = runs.State(args.state or args.out)

@@ -28,10 +28,10 @@ class SourceTreeSuites:
     @staticmethod
     @hookimpl
     def register_suites(register) -> None:
-        from pike_harness.host.tasks import Suite
+        from pike_harness.host.tasks import load_suite
 
         for name in ("smoke", "level3-pike"):
-            register(Suite.from_dir(REPO / "tasks" / name, origin="suites"))
+            register(load_suite(REPO / "tasks" / name, origin="suites"))
 
 
 def main() -> None:

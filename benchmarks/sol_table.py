@@ -30,8 +30,9 @@ if str(REPO / "src") not in sys.path:
 # The counting and microbenchmark processes import pike_harness too, installed or not.
 os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO / "src"), os.environ.get("PYTHONPATH")) if p)
 
+from pike_harness.contracts.suite import parse_id_list  # noqa: E402
 from pike_harness.host import speed_of_light as sol  # noqa: E402
-from pike_harness.host.tasks import Suite, parse_id_list  # noqa: E402
+from pike_harness.host.tasks import load_suite  # noqa: E402
 
 
 def measured_peaks(device: str) -> dict[str, Any] | None:
@@ -98,7 +99,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     started = time.monotonic()
-    suite = Suite.from_dir(REPO / "tasks" / args.suite, origin="tree")
+    suite = load_suite(REPO / "tasks" / args.suite, origin="tree")
     tasks = suite.tasks()
     if args.tasks:
         wanted = set(parse_id_list(args.tasks))

@@ -67,9 +67,9 @@ def main() -> int:
     parser.add_argument("--rep-ms", type=float, default=1000.0)
     args = parser.parse_args()
     device = args.device or default_device()
-    from pike_harness.host.tasks import Suite
+    from pike_harness.host.tasks import load_suite
 
-    suite = Suite.from_dir(REPO / "tasks" / args.suite, origin="benchmarks")
+    suite = load_suite(REPO / "tasks" / args.suite, origin="benchmarks")
     tasks = [suite.task(int(t)) for t in args.tasks.split(",")]
     budget = Budget(args.budget_s)
     workdir = args.out / "work"

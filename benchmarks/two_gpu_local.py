@@ -45,7 +45,7 @@ for path in (REPO / "src", REPO / "plugins", REPO / "benchmarks"):
         sys.path.insert(0, str(path))
 
 from pike_harness.contracts.model import Limits, Task  # noqa: E402
-from pike_harness.host.tasks import Suite  # noqa: E402
+from pike_harness.host.tasks import load_suite  # noqa: E402
 
 PROBE = """
 import torch as _pikeh_torch
@@ -99,8 +99,8 @@ def batch(repeat: int, *, gpu: bool = True) -> list[tuple[str, Task, str, str]]:
     without the CUDA/Triton candidates and the level3-pike models)."""
     from perf_common import INLINE_CUDA
 
-    smoke = Suite.from_dir(REPO / "tasks" / "smoke", origin="benchmarks")
-    level3 = Suite.from_dir(REPO / "tasks" / "level3-pike", origin="benchmarks")
+    smoke = load_suite(REPO / "tasks" / "smoke", origin="benchmarks")
+    level3 = load_suite(REPO / "tasks" / "level3-pike", origin="benchmarks")
     items: list[tuple[str, Task, str, str]] = []
     inline_nonce = secrets.token_hex(6)  # one cold build per run, then cache hits
     for rep in range(repeat):
@@ -217,7 +217,7 @@ def main() -> int:
 
     base = Path(tempfile.mkdtemp(prefix="pikeh-2gpu-", dir="/dev/shm" if os.access("/dev/shm", os.W_OK) else None))
     evaluator = spec.factory(EvaluatorOptions(device=args.device, protocol=args.protocol, workdir=base / "work",
-                                              extra={"build_cache": str(base / "cache")}))
+                                              config=spec.make_config({"build_cache": str(base / "cache")})))
     devices = list(getattr(evaluator, "devices", []))
     print(f"[two_gpu_local] evaluator {evaluator.name} on {devices}: {json.dumps(evaluator.describe().get('scheduling'))}",
           flush=True)

@@ -6,6 +6,7 @@ Config field types to build CLI options, and real types are easier to read than 
 """
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from pike_harness.api import (
     BRAINSTORM,
@@ -91,7 +92,7 @@ class PikeB(Strategy):
     def run_task(self, ctx: TaskContext) -> None:
         cfg = self.config
         reference = Parent(None, ctx.task.source)
-        ideas = self._ideas(ctx) if cfg.brainstorm else [None] * cfg.num_branches
+        ideas: list[str | None] = self._ideas(ctx) if cfg.brainstorm else [None] * cfg.num_branches
         parents: list[Parent] = []
         phase = 0
         while not ctx.budget.exhausted and (cfg.max_phases == 0 or phase < cfg.max_phases):
@@ -131,6 +132,7 @@ class PikeB(Strategy):
         n = self.config.num_branches
         samples: list[Sample] = []
         orders: list[Order] = []
+        plan: list[tuple[int, int, Parent | None, str | None]]
         if phase == 0:
             plan = [(slot, slot, None, ideas[slot]) for slot in range(n)]
         else:
@@ -140,7 +142,7 @@ class PikeB(Strategy):
                 plan.extend((len(plan), branch, chosen[branch], None) for _ in range(share))
         for slot, branch, parent, idea in plan:
             key = f"p{phase:03d}/s{slot:02d}"
-            meta = {"phase": phase, "sample": slot, "branch": branch}
+            meta: dict[str, Any] = {"phase": phase, "sample": slot, "branch": branch}
             if parent is None:
                 messages = prompt_templates.optimize_messages(task, idea, prompt_pack.of(self.config))
                 if idea is not None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 from importlib.resources import files
 from pathlib import Path
 
-from pike_harness.api import Suite, hookimpl
+from pike_harness.api import hookimpl, load_suite
 
 BUILTIN_SUITES = ("smoke", "level3-pike")
 
@@ -20,4 +20,4 @@ def register_suites(register) -> None:
     for name in BUILTIN_SUITES:
         path = root / name
         if path.is_dir():
-            register(Suite.from_dir(path, origin="suites"))
+            register(load_suite(path, origin="suites"))

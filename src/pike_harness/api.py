@@ -3,7 +3,9 @@
 Plugins import from here (and evaluator plugins from ``pike_harness.worker.api``, the evaluation
 side's surface), never from other host modules or from each other, so a third-party plugin written
 against these two modules keeps working when the host's internals move
-(tests/foundation/test_plugin_imports.py enforces it).
+(tests/foundation/test_plugin_imports.py enforces it). Every name exported here is documented in
+docs/plugins.md ("What the API offers"), the run-directory helpers included: what is not documented
+there is not exported.
 """
 
 from __future__ import annotations
@@ -71,15 +73,15 @@ from pike_harness.contracts.model import (
 )
 from pike_harness.contracts.reporting import Column, Reporter, ReportOptions, ReportServices, ReportSummary
 from pike_harness.contracts.strategy import BudgetView, Strategy, TaskContext, require_at_least
+from pike_harness.contracts.suite import Suite
 from pike_harness.errors import BudgetExhausted, PikehError, UserError
 from pike_harness.host import speed_of_light
 from pike_harness.host.baseline_sets import find_baseline_sets
-from pike_harness.host.journal_reading import scan_journal
 from pike_harness.host.output_paths import check_output_dir
 from pike_harness.host.pricing import Price, PriceTable
 from pike_harness.host.store import JOURNAL, RUN_FILE, RunStore, find_runs, read_journal, sha256
 from pike_harness.host.store_db import materialize
-from pike_harness.host.tasks import Suite
+from pike_harness.host.tasks import load_suite
 from pike_harness.kit import (
     code_fences,
     failure_reports,
@@ -124,7 +126,6 @@ __all__ = [
     "JOURNAL",
     "RUN_FILE",
     "read_journal",
-    "scan_journal",
     "AttemptDone",
     "Baseline",
     "EvalDone",
@@ -173,6 +174,7 @@ __all__ = [
     "RetryRecord",
     "Strategy",
     "Suite",
+    "load_suite",
     "Task",
     "TaskContext",
     "TaskMeta",

@@ -54,14 +54,15 @@ def docker_image() -> str:
 
 @pytest.fixture(scope="module")
 def docker_evaluator(docker_image, tmp_path_factory):
+    from pikeh_docker import DockerConfig
     from pikeh_docker.evaluator import DockerEvaluator
 
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("OMP_NUM_THREADS", "1")
         evaluator = DockerEvaluator(EvaluatorOptions(
             device="cpu", protocol="quick", workdir=tmp_path_factory.mktemp("docker-eval"),
-            extra={"docker_image": docker_image, "docker_host_python": True, "docker_memory": "6g",
-                   "docker_pids": 2048, "docker_max_active": 3, "docker_start_timeout": 120}))
+            config=DockerConfig(docker_image=docker_image, docker_host_python=True, docker_memory="6g",
+                                docker_pids=2048, docker_max_active=3, docker_start_timeout=120)))
     session = evaluator.client.session
     yield evaluator
     evaluator.close()
@@ -242,11 +243,12 @@ def test_pikeh_eval_with_the_docker_evaluator(docker_image, run_pikeh):
 
 
 def test_clear_errors_for_a_missing_image_and_missing_gpu_runtime(docker_image):
+    from pikeh_docker import DockerConfig
     from pikeh_docker.engine import Engine
     from pikeh_docker.evaluator import DockerEvaluator
 
     with pytest.raises(EvaluatorError, match="no image 'pikeh-worker:nope'.*pikeh worker image build"):
-        DockerEvaluator(EvaluatorOptions(device="cpu", extra={"docker_image": "pikeh-worker:nope"}))
+        DockerEvaluator(EvaluatorOptions(device="cpu", config=DockerConfig(docker_image="pikeh-worker:nope")))
     if "nvidia" not in _docker("info", "--format", "{{json .Runtimes}}").stdout and not shutil.which(
             "nvidia-container-runtime-hook"):
         with pytest.raises(EvaluatorError, match="NVIDIA container runtime is missing"):

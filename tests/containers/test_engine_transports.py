@@ -60,7 +60,7 @@ def run_local(tmp_path: Path) -> tuple[dict, dict, dict]:
     from pikeh_local import LocalEvaluator
 
     evaluator = LocalEvaluator(EvaluatorOptions(device="cpu", protocol="quick", workdir=tmp_path / "local",
-                                                extra={"build_cache": str(tmp_path / "local-cache")}))
+                                                config=LocalEvaluator.Config(build_cache=str(tmp_path / "local-cache"))))
     try:
         verdicts = _evaluate(evaluator)
         return verdicts, evaluator.describe()["scheduling"], evaluator.stats()
@@ -76,7 +76,8 @@ def run_queue(tmp_path: Path) -> tuple[dict, dict, dict]:
     with WorkerProcess(io_dir, tmp_path / "worker.log", "--workdir", str(tmp_path / "worker"), worker_id="engine",
                        env=env) as worker:
         worker.wait_ready()
-        evaluator = QueueEvaluator(EvaluatorOptions(protocol="quick", extra={"io_dir": str(io_dir)}))
+        evaluator = QueueEvaluator(EvaluatorOptions(protocol="quick",
+                                                    config=QueueEvaluator.Config(io_dir=str(io_dir))))
         try:
             verdicts = _evaluate(evaluator)
             stats = evaluator.stats()["workers"]["engine"]
@@ -93,15 +94,16 @@ def run_ray(tmp_path: Path) -> tuple[dict, dict, dict]:
 
     if ray_missing():
         pytest.skip(NO_RAY)
+    from pikeh_ray import RayConfig
     from pikeh_ray.evaluator import RayEvaluator
     from ray_cluster import LoopbackCluster
 
     cluster = LoopbackCluster()
     try:
         cluster.start_head(cpus=2)
-        evaluator = RayEvaluator(EvaluatorOptions(device="cpu", protocol="quick", workdir=tmp_path / "ray", extra={
-            "ray_address": cluster.address, "ray_node_dir": str(cluster.root / "nodes"),
-            "ray_build_cache": str(tmp_path / "ray-cache")}))  # the actor's engine: a fresh build cache too
+        evaluator = RayEvaluator(EvaluatorOptions(device="cpu", protocol="quick", workdir=tmp_path / "ray", config=RayConfig(
+            ray_address=cluster.address, ray_node_dir=str(cluster.root / "nodes"),
+            ray_build_cache=str(tmp_path / "ray-cache"))))  # the actor's engine: a fresh build cache too
         try:
             wait_until(lambda: len(ready_devices(evaluator)) >= 1, 120, "the device actor")
             verdicts = _evaluate(evaluator)

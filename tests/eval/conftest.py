@@ -82,7 +82,7 @@ def cpu_evaluator(tmp_path_factory, secret_value, escape_probe):
     os.environ["OMP_NUM_THREADS"] = "1"  # small tensors on a shared 2-core runner: threads only contend
     workdir = tmp_path_factory.mktemp("evaluator")
     evaluator = LocalEvaluator(EvaluatorOptions(device="cpu", protocol="quick", workdir=workdir,
-                                                extra={"jobs": 4}))
+                                                config=LocalEvaluator.Config(jobs=4)))
     yield evaluator
     evaluator.close()
     for name, value in saved.items():

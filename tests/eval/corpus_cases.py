@@ -16,13 +16,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from pike_harness.contracts.model import Limits, Task
-from pike_harness.host.tasks import Suite
+from pike_harness.host.tasks import load_suite
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
 CORPUS = HERE / "corpus"
 GPU_CORPUS = HERE / "corpus_gpu"
-SMOKE = Suite.from_dir(REPO / "tasks" / "smoke", origin="tests")
+SMOKE = load_suite(REPO / "tasks" / "smoke", origin="tests")
 
 
 @dataclass

@@ -27,7 +27,7 @@ def gpu_evaluator(tmp_path_factory, secret_value):
     os.environ["PIKEH_TEST_API_KEY"] = secret_value
     workdir = tmp_path_factory.mktemp("gpu-evaluator")
     evaluator = LocalEvaluator(EvaluatorOptions(device="cuda:0", protocol="quick", workdir=workdir,
-                                                extra={"jobs": 8}))
+                                                config=LocalEvaluator.Config(jobs=8)))
     yield evaluator
     evaluator.close()
     os.environ.pop("PIKEH_TEST_API_KEY", None)

@@ -63,7 +63,7 @@ def test_paused_candidates_of_a_killed_harness_are_swept_and_a_live_harness_is_s
 
         # Starting an evaluator sweeps (what `pikeh run --resume` does after the crash).
         evaluator = LocalEvaluator(EvaluatorOptions(device="cpu", protocol="quick", workdir=tmp_path / "work",
-                                                    extra={"prestart": 0, "build_cache": "off"}))
+                                                    config=LocalEvaluator.Config(prestart=0, build_cache="off")))
         evaluator.close()
         assert re.search(r"killed [1-9]\d* process\(es\) left by an earlier harness", caplog.text)
         assert _wait_for(lambda: _state(orphan) in (None, "Z")), "the orphan is killed"

@@ -224,7 +224,7 @@ def test_a_squatted_jit_entry_is_removed_and_never_followed(tmp_path):
 def test_the_reference_process_refuses_planted_exchange_files(tmp_path):
     """inputs.pt planted as a link (to a file outside) or a FIFO: refused, the target untouched, no
     hang; outputs.pt as a FIFO: malformed, no hang."""
-    torch = pytest.importorskip("torch")
+    torch = pytest.importorskip("torch", reason="the checked tensor file needs torch to write")
     from pike_harness.worker.supervise.reference import _Server
 
     task = (
@@ -293,7 +293,7 @@ def files_run(tmp_path_factory):
                 device="cpu",
                 protocol="quick",
                 workdir=workdir,
-                extra={"jobs": 4, "prestart": 0, "build_cache": str(cache)},
+                config=LocalEvaluator.Config(jobs=4, prestart=0, build_cache=str(cache)),
             )
         )
 

@@ -23,7 +23,7 @@ def make_local(tmp_path_factory):
         root = tmp_path_factory.mktemp("local")
         extra.setdefault("build_cache", str(root / "cache"))
         evaluator = LocalEvaluator(EvaluatorOptions(device="cpu", protocol=protocol, workdir=root / "work",
-                                                    extra=extra))
+                                                    config=LocalEvaluator.Config(**extra)))
         made.append(evaluator)
         return evaluator
 

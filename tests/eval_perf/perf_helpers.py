@@ -11,10 +11,10 @@ from pathlib import Path
 from types import ModuleType
 
 from pike_harness.contracts.model import Limits, Task
-from pike_harness.host.tasks import Suite
+from pike_harness.host.tasks import load_suite
 
 REPO = Path(__file__).resolve().parents[2]
-SMOKE = Suite.from_dir(REPO / "tasks" / "smoke", origin="tests")
+SMOKE = load_suite(REPO / "tasks" / "smoke", origin="tests")
 BENCH = REPO / "benchmarks"
 
 

@@ -90,7 +90,7 @@ def test_precompile_goes_through_the_evaluator_interface():
 
     from pike_harness.cli.baselines_cmd import _precompile
     from pike_harness.contracts.evaluation import Evaluator
-    from pike_harness.host.tasks import Suite
+    from pike_harness.host.tasks import load_suite
 
     class Asked(Evaluator):
         name = "asked"
@@ -108,7 +108,7 @@ def test_precompile_goes_through_the_evaluator_interface():
             self.calls.append((len(requests), jobs))
             return self.answer
 
-    task = Suite.from_dir(Path(__file__).resolve().parents[2] / "tasks" / "smoke", origin="tests").task(1)
+    task = load_suite(Path(__file__).resolve().parents[2] / "tasks" / "smoke", origin="tests").task(1)
     todo = [(task, "eager"), (task, "compile"), (task, "compile-max-autotune")]
     for answer, expected in ((None, "precompile skipped: this evaluator has no shared JIT cache"),
                              (2, "precompiled 2 of 2 entries")):

@@ -177,9 +177,9 @@ def test_audit_names_what_breaks_and_recomputes_the_suite_score(probes, tmp_path
     import torch
     from fidelity_runs import State
 
-    from pike_harness.host.tasks import Suite
+    from pike_harness.host.tasks import load_suite
 
-    suite = Suite.from_dir(SMOKE, origin="test")
+    suite = load_suite(SMOKE, origin="test")
     folder = tmp_path / "solutions"
     folder.mkdir()
     (folder / "task_2.py").write_text(STATEFUL)

@@ -22,7 +22,7 @@ def gpu_local(tmp_path_factory):
 
     root = tmp_path_factory.mktemp("gpu-local")
     evaluator = LocalEvaluator(EvaluatorOptions(device="cuda:0", protocol="quick", workdir=root / "work",
-                                                extra={"build_cache": str(root / "cache"), "prestart": 2}))
+                                                config=LocalEvaluator.Config(build_cache=str(root / "cache"), prestart=2)))
     yield evaluator
     evaluator.close()
 

@@ -32,3 +32,13 @@ def test_plugin_imports_only_public_api(package):
                     assert module == "pike_harness" or module in ALLOWED, f"{path} imports {module}"
                 assert not module.startswith("pikeh_") or module.startswith(package.name), \
                     f"{path} imports another plugin: {module}"
+
+
+def test_every_name_the_api_exports_is_documented():
+    """Exported means documented: docs/plugins.md's "What the API offers" names every export."""
+    import pike_harness.api as api
+
+    doc = (REPO / "docs" / "plugins.md").read_text(encoding="utf-8")
+    section = doc.split("## What the API offers", 1)[1].split("\n## ", 1)[0]
+    assert [name for name in api.__all__ if f"`{name}`" not in section and f"`{name}(" not in section] == []
+    assert sorted(api.__all__) == sorted(set(api.__all__)), "a name exported twice"

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from pike_harness.contracts.suite import parse_id_list
 from pike_harness.errors import UserError
-from pike_harness.host.tasks import parse_id_list
 
 GOOD_TASK = """\
 import torch
@@ -131,7 +131,7 @@ def test_precision_rule_is_pikes_by_default_and_a_suite_or_run_option(cli, tmp_p
     """level3-pike judges precision by its tolerance only (PIKE's rule); a suite may state its precision,
     and `pikeh run --precision-rule stated` does it for one run."""
     from pike_harness.host.launch import with_precision_rule
-    from pike_harness.host.tasks import Suite
+    from pike_harness.host.tasks import load_suite
     from pike_harness.kit.prompt_templates import problem_statement
 
     listed = {t["ref"]: t for t in json.loads(cli("tasks", "list", "--json").output)}
@@ -139,7 +139,7 @@ def test_precision_rule_is_pikes_by_default_and_a_suite_or_run_option(cli, tmp_p
         == {"tolerance"}
     folder = _suite_dir(tmp_path, "strict", {"1_A.py": GOOD_TASK,
                                             "suite.toml": "[defaults]\nprecision_rule = \"stated\"\n"})
-    (task,) = Suite.from_dir(folder, origin="--tasks-dir").tasks()
+    (task,) = load_suite(folder, origin="--tasks-dir").tasks()
     assert task.meta.precision_rule == "stated" and "float16" in problem_statement(task)
     (loose,) = with_precision_rule([task], "tolerance")
     assert "float16" not in problem_statement(loose)

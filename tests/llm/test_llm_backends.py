@@ -277,11 +277,11 @@ def test_concurrency_is_limited_per_client(llm_server: FakeLLMServer, keys: dict
 
 def test_fake_server_can_answer_like_mutate(llm_server: FakeLLMServer, keys: dict[str, str]):
     """What whole-run tests use: real programs through a real SDK (the role is read from the prompt)."""
-    from pike_harness.host.tasks import Suite
+    from pike_harness.host.tasks import load_suite
     from pike_harness.kit import code_fences, idea_lists, prompt_templates
     from pike_harness.testing.llm_server import mutate_reply
 
-    task = Suite.from_dir(REPO / "tasks" / "smoke", origin="test").task(4)
+    task = load_suite(REPO / "tasks" / "smoke", origin="test").task(4)
     llm_server.set_reply(mutate_reply)
     client = client_for(llm_server, "openai:gpt-5")
     ideas = idea_lists.parse_ideas(client.complete(LLMRequest(prompt_templates.brainstorm_messages(task),

@@ -20,7 +20,7 @@ from pikeh_offline.prompt import DEFAULT_TOLERANCE, parse_prompt
 
 from pike_harness.contracts.llm import FIX, OPTIMIZE, BackendOptions, GenerationParams, LLMRequest
 from pike_harness.contracts.model import Task
-from pike_harness.host.tasks import Suite
+from pike_harness.host.tasks import load_suite
 from pike_harness.kit import code_fences, idea_lists, prompt_templates
 from pike_harness.worker.inside.loading import (
     build_model,
@@ -32,7 +32,7 @@ from pike_harness.worker.inside.loading import (
 from pike_harness.worker.records import EvalResult
 
 REPO = Path(__file__).resolve().parents[2]
-SMOKE = Suite.from_dir(REPO / "tasks" / "smoke", origin="test").tasks()
+SMOKE = load_suite(REPO / "tasks" / "smoke", origin="test").tasks()
 SMOKE_IDS = [t.name for t in SMOKE]
 
 

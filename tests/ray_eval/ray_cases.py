@@ -12,14 +12,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from pike_harness.contracts.model import EvalRequest, Limits
-from pike_harness.host.tasks import Suite
+from pike_harness.host.tasks import load_suite
 
 if TYPE_CHECKING:
     from ray_cluster import LoopbackCluster
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
-SMOKE = Suite.from_dir(REPO / "tasks" / "smoke", origin="tests")
+SMOKE = load_suite(REPO / "tasks" / "smoke", origin="tests")
 NO_RAY = "Ray is not installed (an optional extra): pip install 'pike-harness[ray]' to run these tests"
 
 
@@ -112,12 +112,14 @@ def kill_leftovers(root: Path) -> None:
 
 def ray_evaluator(cluster: LoopbackCluster, workdir: Path, devices: int, **extra):
     """A RayEvaluator on ``cluster`` (device cpu, quick protocol), once ``devices`` devices are ready."""
+    from pikeh_ray import RayConfig
     from pikeh_ray.evaluator import RayEvaluator
 
     from pike_harness.contracts.evaluation import EvaluatorOptions
 
     options = {"ray_address": cluster.address, "ray_node_dir": str(cluster.root / "nodes"),
                "ray_build_cache": "off", **extra}
-    evaluator = RayEvaluator(EvaluatorOptions(device="cpu", protocol="quick", workdir=workdir, extra=options))
+    evaluator = RayEvaluator(EvaluatorOptions(device="cpu", protocol="quick", workdir=workdir,
+                                              config=RayConfig(**options)))
     wait_until(lambda: len(ready_devices(evaluator)) >= devices, 120, f"{devices} device actor(s)")
     return evaluator

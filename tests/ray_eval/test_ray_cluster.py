@@ -19,6 +19,7 @@ from pike_harness.contracts.model import EvalResult
 pytestmark = pytest.mark.skipif(ray_missing(), reason=NO_RAY)
 
 
+@pytest.mark.slow
 def test_evaluations_spread_over_nodes_with_the_workers_verdicts(make_cluster, tmp_path):
     cluster = make_cluster(head_cpus=2, nodes={"n2": 1})
     evaluator = ray_evaluator(cluster, tmp_path / "ev", devices=2, ray_placement="spread")
@@ -56,6 +57,7 @@ def test_evaluations_spread_over_nodes_with_the_workers_verdicts(make_cluster, t
             assert ray_info["load_start"] <= ray_info["loaded"] <= ray_info["granted"]
 
 
+@pytest.mark.slow
 def test_runs_share_devices_and_each_task_stays_on_one_host(make_cluster, tmp_path):
     """Two evaluators (two runs) on one cluster share the device actors: no device ever serves both at
     once, and with task placement each task's evaluations, from either run, go to the same node."""
@@ -131,6 +133,7 @@ def test_no_cluster_is_a_one_line_error(tmp_path):
     assert time.monotonic() - started < 60
 
 
+@pytest.mark.slow
 def test_ray_lends_a_blocked_tasks_cpu(make_cluster):
     """The design relies on this Ray behaviour: a task blocked in ray.get gives its CPU to other tasks
     (so a loaded candidate waiting for its device holds no CPU slot). Checked on a 1-CPU node."""

@@ -32,6 +32,7 @@ def _zombie(pid: int) -> bool:
     return True
 
 
+@pytest.mark.slow
 def test_node_killed_mid_run_loses_and_duplicates_nothing(make_cluster, tmp_path):
     cluster = make_cluster(head_cpus=2, nodes={"n2": 2})
     evaluator = ray_evaluator(cluster, tmp_path / "ev", devices=2, ray_inflight=3, ray_placement="spread")
@@ -76,6 +77,7 @@ def test_node_killed_mid_run_loses_and_duplicates_nothing(make_cluster, tmp_path
                "orphaned processes of the dead node to be gone")
 
 
+@pytest.mark.slow
 def test_cluster_gone_then_back(make_cluster, tmp_path):
     cluster = make_cluster(head_cpus=2)
     evaluator = ray_evaluator(cluster, tmp_path / "ev", devices=1)
@@ -164,6 +166,7 @@ def test_run_stops_when_the_cluster_goes_and_resumes_when_it_is_back(make_cluste
     assert [e["status"] for e in events("run_end")][-1] == "complete"
 
 
+@pytest.mark.slow
 def test_an_evaluation_stuck_past_its_deadline_is_retried_then_failed(make_cluster, tmp_path):
     """A live node's evaluation may run only for its stage limits plus a grace: past that the device
     actor aborts it in its engine, and the bridge retries it under the one retry policy, then reports

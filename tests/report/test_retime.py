@@ -88,9 +88,9 @@ class TwoGpuEvaluator:
 def test_both_sides_of_every_pair_run_on_one_device():
     from pikeh_duckdb.retime import Finalist, retime
 
-    from pike_harness.host.tasks import Suite
+    from pike_harness.host.tasks import load_suite
 
-    task = Suite.from_dir(Path(__file__).resolve().parents[2] / "tasks" / "smoke", origin="tests").task(5)
+    task = load_suite(Path(__file__).resolve().parents[2] / "tasks" / "smoke", origin="tests").task(5)
     item = Finalist("r", "smoke/5", "q1", GELU, "sha")
     pinned = TwoGpuEvaluator()
     rows = retime([item], resolve_task=lambda _: task, evaluator=pinned, repeats=3, protocol="quick")

@@ -118,9 +118,9 @@ def test_inputs_are_plain_cpu_randn(task_id):
 
 
 def test_suite_metadata_records_the_same_expectations_and_the_quirks():
-    from pike_harness.host.tasks import Suite
+    from pike_harness.host.tasks import load_suite
 
-    suite = Suite.from_dir(SUITE_DIR, origin="test")
+    suite = load_suite(SUITE_DIR, origin="test")
     tasks = {t.id: t for t in suite.tasks()}
     assert sorted(tasks) == sorted(FACTS)
     assert suite.title and "2511.16964" in suite.source
@@ -141,9 +141,9 @@ def test_suite_metadata_records_the_same_expectations_and_the_quirks():
 
 def test_check_task_agrees_with_the_facts():
     from pike_harness.host.audit import check_task
-    from pike_harness.host.tasks import Suite
+    from pike_harness.host.tasks import load_suite
 
-    for task in Suite.from_dir(SUITE_DIR, origin="test").tasks():
+    for task in load_suite(SUITE_DIR, origin="test").tasks():
         _, init_args, input_shapes, output_shape, _, exact = FACTS[task.id]
         result = check_task(task)
         assert result.status == "ok", (task.ref, result.error, result.problems)

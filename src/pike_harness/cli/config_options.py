@@ -36,12 +36,12 @@ def dataclass_options(config_cls: type, *, tag: str, show_default: bool = True) 
         default = f.default if f.default is not dataclasses.MISSING else (
             f.default_factory() if f.default_factory is not dataclasses.MISSING else None)  # type: ignore[misc]
         flag = "--" + f.name.replace("_", "-")
-        extra: dict[str, Any] = {"default": default, "show_default": show_default and default is not None,
-                                 "help": meta.get("help", "")}
+        common: dict[str, Any] = {"default": default, "show_default": show_default and default is not None,
+                                  "help": meta.get("help", "")}
         if base is bool and meta.get("flag"):
-            option = click.Option([flag, f.name], is_flag=True, **extra)
+            option = click.Option([flag, f.name], is_flag=True, **common)
         elif base is bool:
-            option = click.Option([f"{flag}/--no-{f.name.replace('_', '-')}", f.name], **extra)
+            option = click.Option([f"{flag}/--no-{f.name.replace('_', '-')}", f.name], **common)
         else:
             kind: Any = base
             if "choices" in meta:
@@ -50,7 +50,7 @@ def dataclass_options(config_cls: type, *, tag: str, show_default: bool = True) 
                 ranged = click.IntRange if base is int else click.FloatRange
                 kind = ranged(min=meta.get("min"), max=meta.get("max"))
             option = click.Option([flag, f.name], type=kind, multiple=multiple, metavar=meta.get("metavar"),
-                                  nargs=meta.get("nargs", 1), **extra)
+                                  nargs=meta.get("nargs", 1), **common)
         setattr(option, tag, True)
         options.append(option)
     return options

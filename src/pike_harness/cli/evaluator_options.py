@@ -5,7 +5,7 @@ Evaluator plugins declare their options as a ``Config`` dataclass on their ``Eva
 command built with ``cls=EvaluatorCommand`` (and ``@evaluator_options``) attaches the options of the
 evaluator named by ``--evaluator`` (default ``local``) before it parses, so
 ``pikeh eval --evaluator ray --help`` lists Ray's options and not local's; the values reach the
-evaluator as its Config (``EvaluatorOptions.config``) and by name in ``EvaluatorOptions.extra``.
+evaluator as its Config (``EvaluatorOptions.config``), never as an untyped dict.
 """
 
 from __future__ import annotations
@@ -109,25 +109,28 @@ def evaluator_options(command: Callable[..., Any]) -> Callable[..., Any]:
     return command
 
 
+OWN = "own"  # the key of the chosen evaluator's own option values in ``pop_evaluator_values``'s result
+
+
 def pop_evaluator_values(kwargs: dict[str, Any]) -> dict[str, Any]:
-    """Remove the common options and the chosen evaluator's options from ``kwargs``; return them by name."""
+    """Remove the common options and the chosen evaluator's options from ``kwargs``; return them by
+    name, the evaluator's own under ``OWN`` (a run records them so; ``build_evaluator`` types them)."""
     values = {name: kwargs.pop(name) for name in COMMON if name in kwargs}
     host = App.host()
     name = values.get("evaluator") or "local"
     own = host.get("evaluators", name).option_names() if name in host.names("evaluators") else []
-    values["extra"] = {option: kwargs.pop(option) for option in own if option in kwargs}
+    values[OWN] = {option: kwargs.pop(option) for option in own if option in kwargs}
     return values
 
 
 def build_evaluator(values: dict[str, Any]) -> Evaluator:
     """The named evaluator built from parsed option values; user mistakes become one-line errors."""
     spec: EvaluatorSpec = App.host().get("evaluators", values.get("evaluator") or "local")
-    own = set(spec.option_names())
     options = EvaluatorOptions(
         device=values.get("device") or "auto",
         protocol=values.get("protocol") or "robust",
         timeout_s=values.get("timeout"),
         workdir=values.get("workdir"),
-        extra={name: value for name, value in values.get("extra", {}).items() if name in own},
+        config=spec.make_config(values.get(OWN, {})),
     )
     return spec.build(options)

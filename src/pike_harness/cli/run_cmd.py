@@ -11,7 +11,7 @@ import os
 import sys
 import tomllib
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 from click.core import ParameterSource
@@ -27,6 +27,9 @@ from pike_harness.cli.evaluator_options import (
 from pike_harness.errors import UserError
 from pike_harness.host.output_paths import check_output_dir
 from pike_harness.host.run_config import EXIT_LLM_ERRORS, LLM_FAILURE_LIMIT, default
+
+if TYPE_CHECKING:
+    from pike_harness.contracts.strategy import Strategy
 
 DEFAULT_OUTPUT_DIR = Path("runs")
 STRATEGY_TAG = "pikeh_strategy_option"  # marks the options attached for the chosen strategy
@@ -80,7 +83,7 @@ def _check_file_value(ctx: click.Context, param: click.Parameter, value: Any, wh
         raise UserError(f"{where}: {exc.message}") from None
 
 
-def strategy_options(strategy_cls: type) -> list[click.Option]:
+def strategy_options(strategy_cls: type[Strategy]) -> list[click.Option]:
     """One click option per field of the strategy's Config dataclass."""
     return dataclass_options(strategy_cls.Config, tag=STRATEGY_TAG)
 
@@ -95,8 +98,8 @@ class RunCommand(EvaluatorCommand):
         super()._add_dynamic_options(args)
         host = App.host()
         name = _peek(args, "--strategy") or _config_strategy_name(_peek(args, "--config"))
-        known = bool(name) and name in host.names("strategies")
-        attach_options(self, strategy_options(host.get("strategies", name)) if known else [],
+        known = name is not None and name in host.names("strategies")
+        attach_options(self, strategy_options(host.get("strategies", name)) if name is not None and known else [],
                        tag=STRATEGY_TAG, owner=f"strategy {name!r}")
 
 

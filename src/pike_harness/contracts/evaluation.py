@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import dataclasses
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from concurrent.futures import Future, as_completed
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from pike_harness.contracts.model import EvalRequest, EvalResult
 from pike_harness.errors import PikehError
@@ -23,6 +23,8 @@ from pike_harness.worker.supervise.retry import (
     EvalRetryPolicy as EvalRetryPolicy,  # re-exported: the evaluator interface
 )
 from pike_harness.worker.supervise.retry import attempts_of as attempts_of
+
+ConfigT = TypeVar("ConfigT")
 
 
 class EvaluatorError(PikehError):
@@ -47,8 +49,9 @@ class EvaluatorOptions:
     protocol_params: dict[str, Any] = field(default_factory=dict)
     timeout_s: float | None = None  # per-stage wall-clock limit; None keeps the request's
     workdir: Path | None = None  # scratch and cache root; None: a temporary folder
-    extra: dict[str, Any] = field(default_factory=dict)  # the evaluator's own CLI options, by name
-    config: Any = None  # the same values as the evaluator's Config dataclass (``EvaluatorSpec.build`` fills it)
+    # The evaluator's own options, as an instance of its spec's Config dataclass (None: the Config's
+    # defaults). The only way a plugin's options travel: typed, never an untyped dict by name.
+    config: Any = None
 
 
 @dataclass
@@ -60,7 +63,8 @@ class EvaluatorSpec:
     only when this evaluator is chosen (``pikeh eval --evaluator ray --help`` lists Ray's). Put the
     help text in ``field(metadata={"help": ...})``; ``"choices"``, ``"min"`` and ``"metavar"`` refine
     the option. Fields must be bool, int, float or str (or those | None; None means "default").
-    The parsed values reach the factory as ``options.config`` (and by name in ``options.extra``).
+    The parsed values reach the factory as ``options.config``, an instance of that dataclass
+    (``make_config`` builds it from values by name, as the CLI and a resumed run hold them).
     """
 
     name: str
@@ -71,6 +75,20 @@ class EvaluatorSpec:
     def option_names(self) -> list[str]:
         return [f.name for f in dataclasses.fields(self.config)] if self.config is not None else []
 
+    def make_config(self, values: Mapping[str, Any]) -> Any:
+        """The evaluator's Config from option values by name (as parsed, or as a run's run.json
+        recorded them): None keeps the field's default, names the Config lacks are ignored. None when
+        the evaluator declares no Config. A value the Config refuses is a one-line ``UserError``."""
+        from pike_harness.errors import UserError
+
+        if self.config is None:
+            return None
+        names = {f.name for f in dataclasses.fields(self.config)}
+        try:
+            return self.config(**{k: v for k, v in values.items() if k in names and v is not None})
+        except (TypeError, ValueError, EvaluatorError) as exc:
+            raise UserError(f"evaluator {self.name!r}: {exc}") from None
+
     def build(self, options: EvaluatorOptions) -> Evaluator:
         """The evaluator, for a command: a setup the user got wrong (no such device, no image) is a
         one-line ``UserError`` naming the evaluator, never a traceback."""
@@ -78,7 +96,7 @@ class EvaluatorSpec:
 
         try:
             if self.config is not None and options.config is None:
-                options = dataclasses.replace(options, config=evaluator_config(options, self.config))
+                options = dataclasses.replace(options, config=self.config())
             return self.factory(options)
         except EvaluatorError as exc:
             raise UserError(f"evaluator {self.name!r}: {exc}") from None
@@ -131,16 +149,15 @@ class Evaluator(ABC):
         self.close()
 
 
-def evaluator_config(options: EvaluatorOptions, config_class: type) -> Any:
-    """``options.config`` when it is a ``config_class``, else one built from ``options.extra`` (values
-    that are None keep the field's default; names the class does not have are ignored)."""
-    if isinstance(options.config, config_class):
-        return options.config
-    names = {f.name for f in dataclasses.fields(config_class)}
-    try:
-        return config_class(**{k: v for k, v in options.extra.items() if k in names and v is not None})
-    except (TypeError, ValueError) as exc:
-        raise EvaluatorError(str(exc)) from None
+def evaluator_config(options: EvaluatorOptions, config_class: type[ConfigT]) -> ConfigT:
+    """``options.config`` as the evaluator's ``config_class``: the class's defaults when the caller gave
+    none (a library user building an evaluator directly); another type is the caller's bug, refused."""
+    if options.config is None:
+        return config_class()
+    if not isinstance(options.config, config_class):
+        raise EvaluatorError(f"options.config is a {type(options.config).__name__}, not the evaluator's "
+                             f"{config_class.__name__}")
+    return options.config
 
 
 def check_protocol(options: EvaluatorOptions) -> None:

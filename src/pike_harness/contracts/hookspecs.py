@@ -23,7 +23,7 @@ if TYPE_CHECKING:  # the contract's types, without importing them at CLI start
     from pike_harness.contracts.llm import BackendFactory, ProviderPrices
     from pike_harness.contracts.reporting import Reporter
     from pike_harness.contracts.strategy import Strategy
-    from pike_harness.host.tasks import Suite
+    from pike_harness.contracts.suite import Suite
 
 hookspec = pluggy.HookspecMarker("pike_harness")
 hookimpl = pluggy.HookimplMarker("pike_harness")
@@ -57,10 +57,10 @@ class RegisterDemo(Protocol):
 
 @hookspec
 def register_suites(register: RegisterSuite) -> None:
-    """Provide task suites. Call ``register(suite)`` with a ``pike_harness.host.tasks.Suite`` per suite.
+    """Provide task suites. Call ``register(suite)`` with a ``pike_harness.contracts.suite.Suite`` per suite.
 
     Called when the CLI builds its task catalogue. A suite's ``name`` is what users type in
-    ``--suite`` and ``SUITE/ID``. Build suites cheaply (``Suite.from_dir``): task files are only
+    ``--suite`` and ``SUITE/ID``. Build suites cheaply (``load_suite(path, origin=...)``): task files are only
     parsed when a command needs them.
     """
 

@@ -28,7 +28,7 @@ SOLUTION_NAME = re.compile(r"^(?:task_)?(\d+)(?:_.*)?\.py$")
 
 @dataclass(frozen=True)
 class Candidate:
-    task: Any  # host.tasks.Task
+    task: Any  # contracts.model.Task
     path: Path
 
     @property
@@ -55,7 +55,7 @@ def task_id_of(path: Path) -> int | None:
 
 
 def from_folder(folder: Path, suite: Any, *, wanted: set[int] | None = None, strict: bool = True) -> CandidateSet:
-    """Every solution file in ``folder`` for a task of ``suite`` (a ``host.tasks.Suite``), by task id.
+    """Every solution file in ``folder`` for a task of ``suite`` (a ``contracts.suite.Suite``), by task id.
 
     ``wanted`` keeps only those ids. With ``strict``, a file for a task the suite lacks is an error;
     otherwise it is skipped and named in ``skipped``.
@@ -87,7 +87,7 @@ def from_folder(folder: Path, suite: Any, *, wanted: set[int] | None = None, str
 
 
 def from_manifest(manifest: Path, catalog: Any) -> CandidateSet:
-    """The candidates a JSON-lines manifest lists; tasks resolved through ``catalog`` (``host.tasks.Catalog``)."""
+    """The candidates a JSON-lines manifest lists; tasks resolved through ``catalog`` (``host.tasks.TaskCatalog``)."""
     try:
         lines = manifest.read_text(encoding="utf-8").splitlines()
     except (OSError, UnicodeDecodeError) as exc:

@@ -91,13 +91,11 @@ def launch_run(app: Any, core: dict[str, Any], strategy_values: dict[str, Any], 
     output_dir = Path(core.get("output_dir") or "runs")
     check_output_dir(output_dir, "--output-dir")  # the CLI checked it already; library callers too
     store = RunStore(output_dir / run_name)
-    extra = dict(config.evaluator_options)
-    workdir = extra.pop("workdir", None)
-    own = set(spec.option_names())
+    own = dict(config.evaluator_options)
+    workdir = own.pop("workdir", None)
     options = EvaluatorOptions(device=config.device, protocol=config.protocol,
                                protocol_params=dict(config.protocol_params), timeout_s=config.timeout_s,
-                               workdir=Path(workdir) if workdir else None,
-                               extra={k: v for k, v in extra.items() if k in own})
+                               workdir=Path(workdir) if workdir else None, config=spec.make_config(own))
     strategy = strategy_cls(strategy_cls.Config(**config.strategy_options))
     title = f"{run_name}: {strategy_cls.name} on {config.suite} with {llm.label()}"
     progress = RunProgress(title, [t.ref for t in tasks], config.query_budget, live=live, console=console)
@@ -114,8 +112,8 @@ def launch_run(app: Any, core: dict[str, Any], strategy_values: dict[str, Any], 
                     plugins=plugins,
                     repair_journal=bool(core.get("repair_journal")),
                     retry_llm_errors=bool(core.get("retry_llm_errors")),
-                    llm_failure_limit=int(core.get("max_llm_failures") if core.get("max_llm_failures") is not None
-                                          else LLM_FAILURE_LIMIT))
+                    llm_failure_limit=int(LLM_FAILURE_LIMIT if core.get("max_llm_failures") is None
+                                          else core["max_llm_failures"]))
     try:
         status = runner.run()
     except UserError:

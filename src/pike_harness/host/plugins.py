@@ -70,7 +70,7 @@ class PluginInfo:
     error: str | None = None
 
     def to_dict(self, registrations: Iterable[Registration]) -> dict[str, Any]:
-        replaced = {}
+        replaced: dict[str, dict[str, str]] = {}
         for reg in registrations:
             if reg.plugin == self.name and reg.replaced_by:
                 replaced.setdefault(reg.kind, {})[reg.name] = reg.replaced_by
@@ -236,8 +236,8 @@ class PluginHost:
             if names is None:
                 continue
             kind = ROLE_KINDS[role]
-            entries = [self.provenance_of(kind, n) for n in ([names] if isinstance(names, str) else names)]
-            entries = [e for e in entries if e is not None]
+            found = [self.provenance_of(kind, n) for n in ([names] if isinstance(names, str) else names)]
+            entries = [e for e in found if e is not None]
             for e in entries:
                 if not e["builtin"]:
                     replaces = f", replacing {', '.join(e['replaces'])}" if e["replaces"] else ""

@@ -14,7 +14,7 @@ import threading
 import traceback
 from collections import Counter
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor, wait
+from concurrent.futures import Executor, ThreadPoolExecutor, wait
 from typing import Any
 
 from pike_harness.contracts.evaluation import Evaluator, EvaluatorError
@@ -69,7 +69,7 @@ class Runner:
         self.open_evals = OpenEvaluations(store, self._stop.is_set)
         self.answers = AnswersInFlight()
         self.evaluator: Evaluator | None = None
-        self.attempt_pool = ThreadPoolExecutor(max_workers=max(16, 4 * config.llm_concurrency),
+        self.attempt_pool: Executor = ThreadPoolExecutor(max_workers=max(16, 4 * config.llm_concurrency),
                                                thread_name_prefix="pikeh-attempt")
         self.task_runs: dict[str, TaskRun] = {}
         self.failed_tasks: list[str] = []
@@ -115,7 +115,7 @@ class Runner:
 
     def _run(self) -> str:
         self.evaluator = self.evaluator_factory()
-        metadata = {
+        metadata: dict[str, Any] = {
             "name": self.name,
             "created": now(),
             "config": self.config.identity(),
@@ -241,6 +241,8 @@ class Runner:
         config = self.config
         overrides: dict[str, Any] = {"protocol": config.protocol, "protocol_params": dict(config.protocol_params)}
 
+        evaluator = self.evaluator
+
         def attempt() -> EvalResult:
             self.check_running()
             request = task.eval_request(code, **overrides)
@@ -248,7 +250,7 @@ class Runner:
                 request.limits.compile_timeout_s = config.timeout_s
                 request.limits.run_timeout_s = config.timeout_s
             try:
-                return self.evaluator.submit(request).result()
+                return evaluator.submit(request).result()
             except EvaluatorError:
                 raise
             except Exception as exc:  # a cancelled future while stopping
@@ -257,7 +259,7 @@ class Runner:
                 raise
 
         # One policy: the evaluator's own retries count against it (pike_harness.worker.supervise.retry).
-        return self.evaluator.retry_policy.call(attempt, retry_on=EvaluatorError, give_up=self._stop.is_set)
+        return evaluator.retry_policy.call(attempt, retry_on=EvaluatorError, give_up=self._stop.is_set)
 
     def attempt_finished(self, task_run: TaskRun, attempt: Attempt) -> None:
         speedup = task_run.best_speedup

@@ -12,11 +12,14 @@ import dataclasses
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pike_harness.contracts.journal import safe_name
 from pike_harness.contracts.llm import GenerationParams
 from pike_harness.host.store import sha256
+
+if TYPE_CHECKING:
+    from pike_harness.contracts.strategy import Strategy
 
 # Options that may change between a run and its resume without changing its results.
 OPERATIONAL_OPTIONS = ("llm_base_url", "llm_concurrency", "evaluator_options", "llm_cache", "replay_dir")
@@ -55,16 +58,16 @@ class RunConfig:
 
     @classmethod
     def build(cls, core: dict[str, Any], strategy_values: dict[str, Any], evaluator_values: dict[str, Any],
-              strategy_cls: type) -> RunConfig:
+              strategy_cls: type[Strategy]) -> RunConfig:
         """From parsed values: ``core`` holds the run's own options (None = the default), and
         ``evaluator_values`` is what ``pop_evaluator_values`` returns (evaluator, device, protocol,
-        timeout, workdir and the plugin's own options under ``extra``)."""
+        timeout, workdir and the plugin's own options under ``own``)."""
         strategy_config = strategy_cls.make_config(strategy_values)
         extra = {k: (str(v) if isinstance(v, Path) else v)
-                 for k, v in (evaluator_values.get("extra") or {}).items() if v is not None}
+                 for k, v in (evaluator_values.get("own") or {}).items() if v is not None}
         if evaluator_values.get("workdir"):
             extra["workdir"] = str(evaluator_values["workdir"])
-        given = {
+        given: dict[str, Any] = {
             **{name: core.get(name) for name in (
                 "strategy", "suite", "llm", "tasks", "fix_llm", "query_budget", "money_budget", "seed",
                 "temperature", "max_tokens", "reasoning_effort", "llm_base_url", "llm_concurrency",

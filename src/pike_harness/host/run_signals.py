@@ -39,8 +39,8 @@ class StopSignals:
         self.count += 1
         self.last = signal.Signals(signum).name
         outer = self._previous.get(signum)
-        if isinstance(getattr(outer, "__self__", None), StopSignals):  # nested (a seed group around a run): it counts too
-            outer(signum, _frame)
+        if callable(outer) and isinstance(getattr(outer, "__self__", None), StopSignals):
+            outer(signum, _frame)  # nested (a seed group around a run): it counts too
 
     def __enter__(self) -> StopSignals:
         if threading.current_thread() is threading.main_thread():

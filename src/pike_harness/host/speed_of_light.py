@@ -87,8 +87,9 @@ def load_peaks(paths: Iterable[Path | str]) -> list[tuple[str, Peaks]]:
         try:
             data = tomllib.loads(Path(path).read_text(encoding="utf-8"))
             for entry in data.get("device") or []:
-                peaks = Peaks(str(entry.get("name") or entry["match"]), *(float(entry[k]) for k in PRECISIONS),
-                              float(entry["bandwidth_gbs"]), str(entry.get("source") or path))
+                rates = {k: float(entry[k]) for k in PRECISIONS}
+                peaks = Peaks(str(entry.get("name") or entry["match"]), rates["fp32"], rates["tf32"], rates["bf16"],
+                              rates["fp16"], float(entry["bandwidth_gbs"]), str(entry.get("source") or path))
                 table.insert(0, (str(entry["match"]), peaks))
         except (OSError, tomllib.TOMLDecodeError, KeyError, TypeError, ValueError) as exc:
             raise UserError(f"peak table {path}: {type(exc).__name__}: {exc} (each [[device]] needs match, name, "

@@ -1,4 +1,5 @@
-"""Task suites: folders of KernelBench-format files, their metadata, and task references.
+"""The suite loader and the catalogue: folders of KernelBench-format files, their metadata, and task
+references (the ``Suite`` type itself is a contract, contracts/suite.py).
 
 Any folder of ``<id>_<Name>.py`` files is a suite. Files are checked with ``ast`` (never executed)
 when a suite is opened, so a broken file is reported by name before any work starts, and listing
@@ -12,11 +13,11 @@ import os
 import re
 import tomllib
 from collections.abc import Iterable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from pike_harness.contracts.model import PRECISION_RULES, PRECISIONS, Task, TaskMeta
+from pike_harness.contracts.suite import Suite
 from pike_harness.errors import UserError
 from pike_harness.worker.python_ast import parse_python
 
@@ -26,98 +27,55 @@ METADATA_FILE = "suite.toml"
 TASKS_PATH_ENV = "PIKEH_TASKS_PATH"
 
 
-@dataclass
-class Suite:
-    """A named folder of tasks plus what ``suite.toml`` says about them."""
+def load_suite(path: Path, *, name: str | None = None, origin: str) -> Suite:
+    """Open a folder as a suite, reading ``suite.toml`` when it is there; the task files are read and
+    checked when the suite's tasks are first needed (``Suite.scan``)."""
+    path = Path(path)
+    if not path.is_dir():
+        raise UserError(f"tasks folder {path} does not exist or is not a folder")
+    if not os.access(path, os.R_OK | os.X_OK):
+        raise UserError(f"tasks folder {path} is not readable")
+    suite = Suite(name=name or path.name, path=path, origin=origin, scan=scan_tasks)
+    meta_file = path / METADATA_FILE
+    if meta_file.is_file():
+        _read_metadata(suite, meta_file)
+    return suite
 
-    name: str
-    path: Path
-    origin: str  # who provides it: a plugin's name, "--tasks-dir" or PIKEH_TASKS_PATH
-    title: str = ""
-    source: str = ""
-    notes: str = ""
-    defaults: TaskMeta = field(default_factory=TaskMeta)
-    task_meta: dict[int, TaskMeta] = field(default_factory=dict)
-    _tasks: dict[int, Task] | None = field(default=None, repr=False)
 
-    @classmethod
-    def from_dir(cls, path: Path, *, name: str | None = None, origin: str) -> Suite:
-        """Open a folder as a suite, reading ``suite.toml`` when it is there."""
-        path = Path(path)
-        if not path.is_dir():
-            raise UserError(f"tasks folder {path} does not exist or is not a folder")
-        if not os.access(path, os.R_OK | os.X_OK):
-            raise UserError(f"tasks folder {path} is not readable")
-        suite = cls(name=name or path.name, path=path, origin=origin)
-        meta_file = path / METADATA_FILE
-        if meta_file.is_file():
-            suite._read_metadata(meta_file)
-        return suite
+def _read_metadata(suite: Suite, meta_file: Path) -> None:
+    try:
+        data = tomllib.loads(meta_file.read_text(encoding="utf-8"))
+    except (OSError, tomllib.TOMLDecodeError) as exc:
+        raise UserError(f"{meta_file}: cannot read suite metadata: {exc}") from None
+    suite.title = str(data.get("title", ""))
+    suite.source = str(data.get("source", ""))
+    suite.notes = str(data.get("notes", ""))
+    suite.defaults = _task_meta(data.get("defaults", {}), TaskMeta(), meta_file, "defaults")
+    for key, entry in data.get("tasks", {}).items():
+        if not str(key).isdigit():
+            raise UserError(f"{meta_file}: [tasks.{key}] must be named by a task id (a number)")
+        suite.task_meta[int(key)] = _task_meta(entry, suite.defaults, meta_file, f"tasks.{key}")
 
-    def _read_metadata(self, meta_file: Path) -> None:
-        try:
-            data = tomllib.loads(meta_file.read_text(encoding="utf-8"))
-        except (OSError, tomllib.TOMLDecodeError) as exc:
-            raise UserError(f"{meta_file}: cannot read suite metadata: {exc}") from None
-        self.title = str(data.get("title", ""))
-        self.source = str(data.get("source", ""))
-        self.notes = str(data.get("notes", ""))
-        self.defaults = _task_meta(data.get("defaults", {}), TaskMeta(), meta_file, "defaults")
-        for key, entry in data.get("tasks", {}).items():
-            if not str(key).isdigit():
-                raise UserError(f"{meta_file}: [tasks.{key}] must be named by a task id (a number)")
-            self.task_meta[int(key)] = _task_meta(entry, self.defaults, meta_file, f"tasks.{key}")
 
-    def tasks(self) -> list[Task]:
-        """All tasks, sorted by id; every file is checked, so a bad file fails here by name."""
-        if self._tasks is None:
-            self._tasks = self._scan()
-        return sorted(self._tasks.values(), key=lambda t: t.id)
-
-    def task(self, task_id: int) -> Task:
-        self.tasks()
-        assert self._tasks is not None
-        if task_id not in self._tasks:
-            known = ", ".join(str(i) for i in sorted(self._tasks)) or "none"
-            raise UserError(f"suite {self.name!r} has no task {task_id} (ids: {known})")
-        return self._tasks[task_id]
-
-    def select(self, spec: str | None) -> list[Task]:
-        """The tasks named by an id list such as ``1-5,9,12`` (all tasks when ``spec`` is empty).
-
-        A range takes the ids that exist inside it (level3-pike's ids have gaps); a single id must exist.
-        """
-        if not spec:
-            return self.tasks()
-        existing = {t.id for t in self.tasks()}
-        chosen: list[int] = []
-        for part in spec.replace(" ", "").split(","):
-            ids = parse_id_list(part)
-            if len(ids) > 1:
-                ids = [i for i in ids if i in existing]
-                if not ids:
-                    raise UserError(f"suite {self.name!r} has no task in {part}")
-            chosen.extend(i for i in ids if i not in chosen)
-        return [self.task(i) for i in chosen]
-
-    def _scan(self) -> dict[int, Task]:
-        try:
-            entries = sorted(self.path.iterdir())
-        except OSError as exc:
-            raise UserError(f"tasks folder {self.path} cannot be read: {exc.strerror}") from None
-        found: dict[int, Task] = {}
-        for entry in entries:
-            match = TASK_FILE.match(entry.name)
-            if not match or not entry.is_file():
-                continue
-            task_id = int(match.group(1))
-            if task_id in found:
-                raise UserError(f"suite {self.name!r}: task id {task_id} is used by both "
-                                f"{found[task_id].path.name} and {entry.name}")
-            check_task_file(entry)
-            meta = self.task_meta.get(task_id, self.defaults)
-            found[task_id] = Task(suite=self.name, id=task_id, name=entry.stem, path=entry, meta=meta)
-        return found
+def scan_tasks(suite: Suite) -> dict[int, Task]:
+    """The suite folder's tasks by id, every file checked (a bad one fails here, by name)."""
+    try:
+        entries = sorted(suite.path.iterdir())
+    except OSError as exc:
+        raise UserError(f"tasks folder {suite.path} cannot be read: {exc.strerror}") from None
+    found: dict[int, Task] = {}
+    for entry in entries:
+        match = TASK_FILE.match(entry.name)
+        if not match or not entry.is_file():
+            continue
+        task_id = int(match.group(1))
+        if task_id in found:
+            raise UserError(f"suite {suite.name!r}: task id {task_id} is used by both "
+                            f"{found[task_id].path.name} and {entry.name}")
+        check_task_file(entry)
+        meta = suite.task_meta.get(task_id, suite.defaults)
+        found[task_id] = Task(suite=suite.name, id=task_id, name=entry.stem, path=entry, meta=meta)
+    return found
 
 
 def check_task_file(path: Path) -> None:
@@ -150,25 +108,6 @@ def top_level_names(tree: ast.Module) -> set[str]:
         elif isinstance(node, ast.Import | ast.ImportFrom):
             names.update((alias.asname or alias.name).split(".")[0] for alias in node.names)
     return names
-
-
-def parse_id_list(spec: str) -> list[int]:
-    """``"1-5,9,12"`` -> ``[1, 2, 3, 4, 5, 9, 12]``, in the order given, without repeats."""
-    ids: list[int] = []
-    for part in spec.replace(" ", "").split(","):
-        if not part:
-            continue
-        match = re.fullmatch(r"(\d+)(?:-(\d+))?", part)
-        if not match:
-            raise UserError(f"bad task list {spec!r}: use ids and ranges such as 1-5,9,12")
-        low = int(match.group(1))
-        high = int(match.group(2) or low)
-        if high < low:
-            raise UserError(f"bad task range {part!r}: the end is before the start")
-        ids.extend(i for i in range(low, high + 1) if i not in ids)
-    if not ids:
-        raise UserError(f"bad task list {spec!r}: it names no task")
-    return ids
 
 
 def _task_meta(entry: dict[str, Any], base: TaskMeta, where: Path, section: str) -> TaskMeta:
@@ -212,7 +151,7 @@ class TaskCatalog:
             self._suites[suite.name] = suite
         for origin, paths in ((TASKS_PATH_ENV, env_dirs), ("--tasks-dir", user_dirs)):
             for path in paths:
-                suite = Suite.from_dir(Path(path), origin=origin)
+                suite = load_suite(Path(path), origin=origin)
                 self._suites[suite.name] = suite
 
     @staticmethod

@@ -16,9 +16,9 @@ from pike_harness.api import (
     RegisterStrategy,
     RegisterSuite,
     Strategy,
-    Suite,
     TaskContext,
     hookimpl,
+    load_suite,
     prompt_templates,
 )
 
@@ -56,4 +56,4 @@ def register_strategies(register: RegisterStrategy) -> None:
 
 @hookimpl
 def register_suites(register: RegisterSuite) -> None:
-    register(Suite.from_dir(Path(__file__).parent / "tasks", name="example", origin="example"))
+    register(load_suite(Path(__file__).parent / "tasks", name="example", origin="example"))
