@@ -56,7 +56,7 @@ def run(args: Any, work: list[tuple[Any, Path]], base: Path) -> int:
         extra["jobs"] = args.jobs
     evaluator = LocalEvaluator(EvaluatorOptions(device=args.device, protocol="pike", workdir=base / "interleaved",
                                                 protocol_params={"warmup_ms": args.warmup_ms, "rep_ms": args.rep_ms},
-                                                extra=extra))
+                                                config=LocalEvaluator.Config(**extra)))
     finished = True
     try:
         for round_no in range(1, args.rounds + 1):

@@ -34,8 +34,8 @@ def test_the_timed_process_has_its_core_alone_and_nothing_is_stopped(tmp_path):
     from pike_harness.contracts.evaluation import EvaluatorOptions
 
     evaluator = LocalEvaluator(EvaluatorOptions(device="cuda:0", protocol="quick", workdir=tmp_path / "work",
-                                                extra={"build_cache": str(tmp_path / "cache"), "jobs": 2,
-                                                       "quiet_mode": "cores"}))
+                                                config=LocalEvaluator.Config(build_cache=str(tmp_path / "cache"), jobs=2,
+                                                                             quiet_mode="cores")))
     try:
         engine = evaluator.engine
         if not engine.timing_cpus:
