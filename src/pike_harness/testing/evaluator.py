@@ -24,6 +24,7 @@ from concurrent.futures import Future
 from typing import Any
 
 from pike_harness.api import (
+    NOISY_TIMING,
     EvalRequest,
     EvalResult,
     Evaluator,
@@ -38,7 +39,6 @@ from pike_harness.worker.python_ast import parse_python
 
 Verdict = Callable[[EvalRequest], EvalResult]
 Noisy = Callable[[EvalRequest], str | None]
-NOISY_TIMING = "noisy_timing"  # the flag a result carries when its timing stayed noisy
 WOBBLE = (1.01, 0.99, 1.015, 0.985)  # the fake blocks' relative spread, pair by pair (deterministic)
 BASELINE_MS = 1.0
 CANDIDATE_MS = 0.5
