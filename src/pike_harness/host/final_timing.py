@@ -19,7 +19,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from pike_harness.contracts.journal import FINAL_TIMING_PREFIX, EvalAbort, FinalTiming
-from pike_harness.contracts.model import EvalResult, PairedSpec
+from pike_harness.contracts.model import EvalResult, PairedSpec, PairedTiming
 from pike_harness.host.final_best import Contender, contender
 from pike_harness.host.run_signals import RunInterrupted
 from pike_harness.host.store import sha256
@@ -83,6 +83,13 @@ def time_final_best(runner: RunServices, task_run: TaskRun) -> None:
     if not runner.open_evals.end(event):
         raise RunInterrupted()  # the stopping run already closed it with an eval_abort
     task_run.note_final_timing(event.to_dict())
+
+
+def describe_paired(paired: PairedTiming) -> str:
+    """A paired timing in one line, as the run's log and `pikeh eval --against-reference` print it."""
+    flag = f"; flagged: {paired.flagged}" if paired.flagged else ""
+    return (f"{paired.speedup:.3f}x over eager (95% CI {paired.ci_low:.3f}x to {paired.ci_high:.3f}x; "
+            f"{len(paired.pairs)} pairs, {paired.stop}{flag})")
 
 
 def unpaired_reason(result: EvalResult) -> str:

@@ -27,6 +27,7 @@ from pike_harness.contracts.model import RUNTIME_ERROR, Attempt, EvalResult, Tas
 from pike_harness.contracts.strategy import BudgetView
 from pike_harness.host.budget_ledger import BudgetLedger
 from pike_harness.host.final_best import Contender, contender
+from pike_harness.host.final_timing import describe_paired
 from pike_harness.host.llm_health import FATAL_LLM_STATUSES
 from pike_harness.host.run_signals import RunInterrupted
 from pike_harness.host.store import sha256
@@ -240,17 +241,15 @@ class TaskRun:
 
     def note_final_timing(self, event: dict[str, Any]) -> None:
         """A ``final_timing`` of this task (new or replayed): keep its paired speedup and say it."""
-        paired = ((event.get("result") or {}).get("paired")) or None
+        record = event.get("result")
+        paired = EvalResult.from_dict(record).paired if record else None
         if paired is None:
             self.final_speedup = None
             self.log(f"final re-timing of {event.get('best_key')}: no paired timing ({event.get('why')}); "
                      "the report uses the search-time number")
         else:
-            self.final_speedup = (paired["speedup"], paired["ci_low"], paired["ci_high"])
-            flag = f"; flagged: {paired['flagged']}" if paired.get("flagged") else ""
-            self.log(f"final re-timing of {event.get('best_key')}: {paired['speedup']:.3f}x "
-                     f"[{paired['ci_low']:.3f}, {paired['ci_high']:.3f}] ({len(paired.get('pairs') or [])} pairs, "
-                     f"{paired.get('stop')}{flag})")
+            self.final_speedup = (paired.speedup, paired.ci_low, paired.ci_high)
+            self.log(f"final re-timing of {event.get('best_key')}: {describe_paired(paired)}")
         self.runner.progress.update(self._ref, done=True)
 
     @property
