@@ -23,7 +23,8 @@ def warnings(flags: list[dict[str, Any]]) -> list[str]:
     """One line per set-aside baseline."""
     return [f"run {f['run']}: {f['task']}'s eager baseline ({f['baseline_ms']:.4g} ms) is {f['ratio']:.1f}x "
             f"the same task's in seed {f['group_run']} ({f['group_ms']:.4g} ms): kept out of the scores and the "
-            "headline until its final best is re-timed paired (by the run, or `pikeh report --retime`)" for f in flags]
+            "headline until re-timed (its final best timed paired against the reference, by the run or "
+            "`pikeh report --retime`)" for f in flags]
 
 
 def section(flags: list[dict[str, Any]]) -> dict[str, Any] | None:
