@@ -4,12 +4,18 @@ and picks that best by PIKE's rule: code containing torch.jit.trace never wins u
 
 from __future__ import annotations
 
+import os
 import re
+import signal
+import time
 from pathlib import Path
 
 import pytest
 
 from pike_harness.api import EvalRequest, EvalResult
+from pike_harness.cli import App
+from pike_harness.host.launch import launch_run
+from pike_harness.host.plugins import PluginHost
 from pike_harness.host.store import read_journal
 from pike_harness.testing import FakeReply, default_verdict, fake_evaluator_plugin, invoke
 from pike_harness.testing.llm_server import FakeLLMServer
@@ -73,6 +79,7 @@ def test_the_final_best_is_retimed_paired_once_and_resume_keeps_it(server, tmp_p
     starts = [e for e in events(tmp_path, "eval_start") if e["key"].startswith("final/")]
     assert len(starts) == 1
     assert "final re-timing of" in (tmp_path / "r" / "log.txt").read_text()
+    assert "re-timed (95% CI)" in result.output and "2.50x (2." in result.output  # the run's summary table
     # A resume of the finished run asks nothing and times nothing again.
     sent = server.count()
     again, plugin = pikeh_run(server, tmp_path)
@@ -117,3 +124,32 @@ def test_an_evaluator_that_cannot_pair_is_journaled_with_its_reason(server, tmp_
     [timing] = events(tmp_path, "final_timing")
     assert timing["result"]["paired"] is None and "no paired timing" in timing["why"]
     assert "the report uses the search-time number" in (tmp_path / "r" / "log.txt").read_text()
+
+
+def test_a_ctrl_c_during_the_final_retiming_loses_nothing_and_the_resume_times_it(server, tmp_path, monkeypatch):
+    def interrupted_while_pairing(request: EvalRequest) -> EvalResult:
+        if request.paired is not None:
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(1.0)  # the re-timing is still going when the run sees the Ctrl-C
+        return timed_verdict(request)
+
+    # launch_run, not the CLI: an interrupted `pikeh run` ends its process (exit status 130).
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    App._host = PluginHost(extra=[("fake", fake_evaluator_plugin(interrupted_while_pairing), False)])
+    try:
+        core = {"strategy": "best-of-n", "suite": "smoke", "tasks": "4", "llm": "openai:fake", "query_budget": 3,
+                "llm_base_url": server.openai_base_url, "output_dir": tmp_path, "run_name": "r"}
+        status = launch_run(App(), core, {"parallel": 3}, {"evaluator": "fake"}, live=False)
+    finally:
+        App.reset()
+    assert status == "interrupted"
+    assert events(tmp_path, "final_timing") == [] and events(tmp_path, "task_end")
+    [start] = [e for e in events(tmp_path, "eval_start") if e["key"].startswith("final/")]
+    [abort] = [e for e in events(tmp_path, "eval_abort") if e["key"] == start["key"]]  # the journal stays exact
+    assert events(tmp_path, "run_end")[-1]["status"] == "interrupted"
+    sent = server.count()
+    again, _ = pikeh_run(server, tmp_path)
+    assert again.exit_code == 0, again.output[-3000:]
+    assert server.count() == sent  # nothing asked again
+    [timing] = events(tmp_path, "final_timing")
+    assert timing["key"] == start["key"] and timing["result"]["paired"]["speedup"] == pytest.approx(2.5, rel=0.01)
