@@ -129,7 +129,7 @@ class FakeEvaluator(Evaluator):
         while True:
             wobble = WOBBLE[len(pairs) % len(WOBBLE)]
             pairs.append([reference.runtime_ms * wobble, candidate.runtime_ms / wobble])
-            estimate = paired_estimate(pairs) if len(pairs) >= 2 else None
+            estimate = paired_estimate([(r, c) for r, c in pairs]) if len(pairs) >= 2 else None
             if estimate and len(pairs) >= spec.min_pairs and estimate.halfwidth <= spec.target_halfwidth:
                 stop = "converged"
                 break
