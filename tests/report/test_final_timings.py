@@ -98,6 +98,7 @@ def test_the_report_shows_intervals_and_the_flagged_count(tmp_path):
     assert one["timing"] == "re-timed" and (one["ci_low"], one["ci_high"]) == ("3.4", "3.6")
     page = (out / "index.html").read_text()
     assert "1 re-timed, 1 search-time" in page  # flagged noisy, in the runs table
+    assert "95% CI 3.40-3.60, flagged" in page and "search-time" in page  # under the per-task table's numbers
     assert "95% interval 3.40x to 3.60x" in page and "not re-timed: the evaluator returned no paired" in page
     table = invoke("report", "--input", str(run_dir), "--output", str(out), "--format", "csv")
     assert "noisy" in table.output and "re-timed" in table.output and "1+1" in table.output
