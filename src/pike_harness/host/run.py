@@ -200,9 +200,10 @@ class Runner:
         ref = task_run.task.ref
         ledger = task_run.ledger
         ledger.restore(ended)
-        task_run.best_runtime_ms = ended.get("best_runtime_ms")
         task_run.baseline_ms = ended.get("baseline_ms")
+        # From the journal, under this session's final-best rule (--include-jit-trace may have changed).
         task_run.best = best_from_journal(self, task_run)
+        task_run.best_runtime_ms = task_run.best.runtime_ms if task_run.best else ended.get("best_runtime_ms")
         counts = Counter(e["category"] for (task, _), e in self.replay.attempts.items() if task == ref)
         self.progress.update(ref, done=True, queries_used=ledger.queries_used, spend_usd=ledger.spent_usd,
                              spend_known=ledger.spend_known, best_speedup=task_run.best_speedup,
