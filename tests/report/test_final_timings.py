@@ -103,3 +103,17 @@ def test_the_report_shows_intervals_and_the_flagged_count(tmp_path):
     table = invoke("report", "--input", str(run_dir), "--output", str(out), "--format", "csv")
     assert "noisy" in table.output and "re-timed" in table.output and "1+1" in table.output
     assert not math.isnan(summary["search_score"])
+
+
+def test_the_report_option_include_jit_trace(tmp_path):
+    run = HandRun(tmp_path / "runs", "J").task(1, "1_Alpha")
+    run.baseline(1, 10.0).attempt(1, 2, "correct", 5.0).attempt(1, 4, "correct", 2.5, code=TRACED)
+    path = run.write()
+
+    def score(*extra: str) -> float:
+        result = invoke("report", "--input", str(path), "--output", str(tmp_path / "report"), "--format", "csv",
+                        "--json", *extra)
+        assert result.exit_code == 0, result.output[-3000:]
+        return json.loads(result.output[result.output.index("["):])[0]["score"]
+
+    assert score() == pytest.approx(2.0) and score("--include-jit-trace") == pytest.approx(4.0)
