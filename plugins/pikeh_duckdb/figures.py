@@ -186,36 +186,47 @@ def outcomes(outcome_rows: Sequence[dict[str, Any]], efa_rows: Sequence[dict[str
 
 
 def per_task(rows: Sequence[dict[str, Any]], runs: Sequence[str]) -> alt.TopLevelMixin:
-    """Every task's clamped speedup at the full budget, one dot per run (log scale)."""
+    """Every task's clamped speedup at the full budget, one dot per run (log scale): filled where it is a
+    paired re-timed speedup (with its 95% interval as a line), hollow where it is the search-time one."""
     data = [r for r in rows if r.get("speedup") is not None]
     order = [r["name"] for r in sorted({r["name"]: r for r in data}.values(), key=lambda r: (r["task_id"] or 0))]
-    dots = alt.Chart(_data(data)).mark_point(filled=True, size=60).encode(
+    base = alt.Chart(_data(data)).encode(
         y=alt.Y("name:N", sort=order, title=None),
+        color=alt.Color("run:N", scale=_runs_scale(runs), legend=_legend()))
+    dots = base.mark_point(size=60).encode(
         x=alt.X("speedup:Q", scale=alt.Scale(type="log"), title="speedup over eager (clamped, log scale)"),
-        color=alt.Color("run:N", scale=_runs_scale(runs), legend=_legend()),
-        tooltip=["run:N", "task:N", "name:N", alt.Tooltip("speedup:Q", format=".3f"),
-                 alt.Tooltip("speedup_raw:Q", format=".3f"), alt.Tooltip("baseline_ms:Q", format=".4f"),
-                 alt.Tooltip("best_ms:Q", format=".4f"), "best_key:N"])
+        fill=alt.condition("datum.timing == 're-timed'", alt.Color("run:N", scale=_runs_scale(runs), legend=None),
+                           alt.value("transparent")),
+        tooltip=["run:N", "task:N", "name:N", "timing:N", alt.Tooltip("speedup:Q", format=".3f"),
+                 alt.Tooltip("speedup_raw:Q", format=".3f"), alt.Tooltip("ci_low:Q", format=".3f"),
+                 alt.Tooltip("ci_high:Q", format=".3f"), alt.Tooltip("baseline_ms:Q", format=".4f"),
+                 alt.Tooltip("best_ms:Q", format=".4f"), "best_key:N", "paired_flagged:N"])
+    intervals = base.transform_filter("datum.ci_low != null").mark_rule(strokeWidth=2).encode(
+        x="ci_low:Q", x2="ci_high:Q")
     one = alt.Chart(_data([{"x": 1.0}])).mark_rule(color=REFERENCE_COLOR).encode(x="x:Q")
-    return alt.layer(one, dots).properties(width=420, height=alt.Step(16), title="per-task speedup")
+    return alt.layer(one, intervals, dots).properties(
+        width=420, height=alt.Step(16),
+        title=alt.Title("per-task speedup", subtitle="filled: re-timed paired, line: its 95% CI; hollow: search-time"))
 
 
 def retime(rows: Sequence[dict[str, Any]], runs: Sequence[str]) -> alt.TopLevelMixin:
-    """Search-time speedups beside the re-timed (interleaved) ones with their 95% intervals."""
+    """Search-time speedups beside the paired re-timed ones with their 95% intervals."""
     data = [r for r in rows if r.get("speedup") is not None]
     base = alt.Chart(_data(data)).encode(
         y=alt.Y("label:N", title=None, axis=alt.Axis(labelLimit=360)),
         color=alt.Color("run:N", scale=_runs_scale(runs), legend=_legend()))
     bars = base.mark_rule(strokeWidth=2).encode(x=alt.X("ci_low:Q", scale=alt.Scale(type="log"),
                                                         title="speedup over eager (log scale)"), x2="ci_high:Q")
-    confirmed = base.mark_point(filled=True, size=60).encode(
-        x="speedup:Q", tooltip=["run:N", "task:N", alt.Tooltip("speedup:Q", format=".3f", title="confirmed"),
+    paired = base.mark_point(filled=True, size=60).encode(
+        x="speedup:Q", tooltip=["run:N", "task:N", alt.Tooltip("speedup:Q", format=".3f", title="re-timed (paired)"),
                                 alt.Tooltip("ci_low:Q", format=".3f"), alt.Tooltip("ci_high:Q", format=".3f"),
-                                alt.Tooltip("search_speedup:Q", format=".3f", title="at search time"), "n:Q"])
+                                alt.Tooltip("search_speedup:Q", format=".3f", title="search-time"), "n_pairs:Q",
+                                "stop:N", "flagged:N"])
     search = base.mark_point(shape="diamond", size=60, filled=False).encode(x="search_speedup:Q")
-    return alt.layer(bars, confirmed, search).properties(
+    return alt.layer(bars, paired, search).properties(
         width=420, height=alt.Step(18),
-        title=alt.Title("re-timed finalists", subtitle="filled: confirmed with 95% CI; hollow diamond: search time"))
+        title=alt.Title("re-timed final bests", subtitle="filled: paired speedup with 95% CI; hollow diamond: "
+                                                          "search-time"))
 
 
 def trajectory_spec() -> dict[str, Any]:

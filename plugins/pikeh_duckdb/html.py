@@ -111,7 +111,8 @@ def render(*, title: str, generated: str, version: str, inputs: Sequence[str], s
            references: Sequence[dict[str, Any]], configs: Sequence[dict[str, Any]],
            comparison: Sequence[dict[str, Any]],
            figures: Sequence[tuple[str, dict[str, Any], str]], matrix_header: Sequence[str],
-           matrix_body: Sequence[Sequence[Any]], tasks: Sequence[dict[str, Any]],
+           matrix_body: Sequence[Sequence[Any]], matrix_notes: Sequence[Sequence[str | None]],
+           tasks: Sequence[dict[str, Any]],
            trajectory_spec: dict[str, Any], has_retime: bool, warnings: Sequence[str] = (),
            configuration: Sequence[dict[str, Any]] = (), banner: Sequence[str] = (),
            static_figures: dict[str, str] | None = None, sections: Sequence[dict[str, Any]] = ()) -> str:
@@ -133,7 +134,7 @@ def render(*, title: str, generated: str, version: str, inputs: Sequence[str], s
         summary=summary, references=references, configs=configs, comparison=comparison,
         figures=[{"name": name, "caption": caption} for name, _, caption in figures],
         specs_json=_json_for_script({name: spec for name, spec, _ in figures}),
-        matrix_header=matrix_header, matrix_body=matrix_body, tasks=tasks,
+        matrix_header=matrix_header, matrix_body=matrix_body, matrix_notes=matrix_notes, tasks=tasks,
         trajectory_json=_json_for_script(trajectory_spec), vega_bundle=vega_bundle(), has_retime=has_retime,
         notes=NOTES, warnings=list(warnings), configuration=list(configuration), banner=list(banner),
         static_figures=dict(static_figures or {}), sections=list(sections))

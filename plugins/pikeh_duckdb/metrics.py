@@ -12,9 +12,17 @@ Definitions (specs/reporting.md; docs/report.md restates them for users):
 - *Eager baseline* of a task: the run's own ``baseline`` event with mode ``eager`` (the latest one when
   there are several) whose category is ``correct``. Tasks without one are left out of every suite
   number: a speedup needs a baseline timed on the same host in the same sitting.
-- *Speedup at budget b*: baseline / fastest correct runtime among attempts with ``idx <= b``.
+- *Contending attempt*: a correct attempt within the budget whose code does not contain
+  ``torch.jit.trace`` (PIKE's analysis ignores those; ``include_jit_trace`` lets them contend). Only
+  contending attempts make a task's best, at every budget.
+- *Speedup at budget b*: baseline / fastest contending runtime among attempts with ``idx <= b``.
   ``speedup_raw`` is that ratio (NULL when nothing is correct); ``speedup`` is PIKE's clamped value
   ``max(1, raw)``, 1.0 when nothing is correct (the user can always keep the original).
+- *Final speedup* of a task (``task_final``): the paired speedup of its final best (``final_timings``:
+  re-timed against its eager reference in alternating blocks, by the run or `pikeh report --retime`,
+  for the same code hash) with its 95% interval where there is one, labelled ``re-timed``; else the
+  search-time ratio above, labelled ``search-time``. The headline score (``run_summary.score``) is the
+  suite score of final speedups; the curves stay search-time (``search_score`` is their end point).
 - *Suite score*: ``exp(avg(ln(speedup)))`` over the run's tasks with a baseline. ``score_raw`` uses raw
   speedups, counting a task with no correct attempt as 1.0, so the two differ only by the clamp.
 - *Money budget*: each LLM call costs its tokens at the price table (``model_prices``, or the
@@ -28,8 +36,8 @@ Definitions (specs/reporting.md; docs/report.md restates them for users):
   hardware. Noise only ever slows a timing (another tenant, a cold cache, a clock drop), so the fastest
   seed is the reference, and a factor of 5 lies far outside the seed-to-seed spread of an undisturbed
   timing. The task then has no baseline in that run (left out of every score and the headline, listed
-  in ``baseline_outliers``) until ``--retime`` times baseline and candidate again: the confirmed score
-  counts it.
+  in ``baseline_outliers``) until its final best is re-timed paired (by the run, or ``--retime``): the
+  paired speedup needs no baseline of the run, so the task then counts again.
 - *Mismatched timing*: a correct attempt whose evaluation ran on other hardware (GPU name, else CPU
   model) than its task's eager baseline. It still counts (the data is what it is), but the report
   warns and ``timing_mismatch`` lists them: re-time on one machine (``--retime``) before trusting them.
@@ -45,8 +53,6 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
-
-from pike_harness.api import T_QUANTILES_95  # the re-timing interval's, shared with the worker
 
 OUTCOME_CATEGORIES = ("compile_error", "runtime_error", "timeout", "incorrect", "rejected", "correct", "llm_error")
 
@@ -65,6 +71,7 @@ class MetricParams:
     money_budget: float | None = None  # the marker on the bar chart; None: the run's, else money_max
     p_step: float = 0.05  # resolution of the fast_p curve
     outlier_factor: float = OUTLIER_FACTOR  # 0: every baseline counts, as in PIKE's scoring
+    include_jit_trace: bool = False  # PIKE's rule by default: torch.jit.trace code never makes the best
 
 
 VIEWS: list[tuple[str, str]] = [
@@ -110,8 +117,11 @@ VIEWS: list[tuple[str, str]] = [
         FROM tasks t JOIN report_runs USING (run) LEFT JOIN task_baselines b USING (run, task)
     """),
     # Counted attempts within the budget: the only ones that compete for a speedup.
+    # ``contends``: correct, and allowed to be the best (PIKE's torch.jit.trace rule, params.include_jit_trace).
     ("budget_attempts", """
-        SELECT a.* FROM attempts a JOIN report_runs r USING (run)
+        SELECT a.*, (a.category = 'correct' AND a.runtime_ms > 0
+                     AND (p.include_jit_trace OR NOT coalesce(a.jit_trace, false))) AS contends
+        FROM attempts a JOIN report_runs r USING (run) CROSS JOIN params p
         WHERE a.idx IS NOT NULL AND a.idx BETWEEN 1 AND r.budget
     """),
     # Every attempt within the budget, uncounted ones included: what outcome counts describe.
@@ -134,7 +144,7 @@ VIEWS: list[tuple[str, str]] = [
                min(best_here) OVER (PARTITION BY run, task ORDER BY idx
                                     ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS best_ms
         FROM (SELECT run, task, coalesce(curve_idx, idx) AS idx,
-                     min(runtime_ms) FILTER (category = 'correct' AND runtime_ms > 0) AS best_here
+                     min(runtime_ms) FILTER (contends) AS best_here
               FROM budget_attempts GROUP BY run, task, coalesce(curve_idx, idx))
     """),
     ("query_grid", """
@@ -192,7 +202,7 @@ VIEWS: list[tuple[str, str]] = [
     ("best_by_spend", """
         SELECT run, task, cum_cost, min(best_ms) AS best_ms
         FROM (SELECT a.run, a.task, s.cum_cost,
-                     min(CASE WHEN a.category = 'correct' AND a.runtime_ms > 0 THEN a.runtime_ms END)
+                     min(CASE WHEN a.contends THEN a.runtime_ms END)
                          OVER (PARTITION BY a.run, a.task ORDER BY s.cum_cost, a.idx
                                ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS best_ms
               FROM budget_attempts a JOIN task_spend s USING (run, task, key))
@@ -235,22 +245,42 @@ VIEWS: list[tuple[str, str]] = [
         SELECT run, usd, score, score_raw, n_tasks, n_solved, cost_known FROM score_vs_money_all WHERE NOT marker
     """),
     # -- per-task breakdown at the full budget ----------------------------------------------------
+    # The final best: host/final_best.py states the same rule for the run (fastest, then earliest).
     ("task_best", """
         SELECT run, task, key AS best_key, idx AS best_idx, runtime_ms AS best_ms, dir AS best_dir,
-               code_sha256 AS best_sha256
-        FROM budget_attempts WHERE category = 'correct' AND runtime_ms > 0
+               code_sha256 AS best_sha256, coalesce(noisy_timing, false) AS best_noisy
+        FROM budget_attempts WHERE contends
         QUALIFY row_number() OVER (PARTITION BY run, task ORDER BY runtime_ms, idx) = 1
     """),
+    # The paired re-timing of each task's final best (same code hash): one with a speedup before one
+    # without, then the newest (a report's --retime after the run's own).
+    ("final_paired", """
+        SELECT b.run, b.task, f.speedup AS paired_speedup, f.ci_low, f.ci_high, f.n_pairs, f.stop AS paired_stop,
+               f.flagged AS paired_flagged, f.why AS paired_why, f.source AS paired_source,
+               f.seconds AS paired_seconds
+        FROM task_best b
+        JOIN final_timings f ON f.run = b.run AND f.task = b.task AND f.code_sha256 = b.best_sha256
+        QUALIFY row_number() OVER (PARTITION BY b.run, b.task
+                                   ORDER BY f.speedup IS NOT NULL DESC, f.time DESC NULLS LAST) = 1
+    """),
+    # A task scores with a baseline, or with a paired speedup (which needs none of the run's baselines:
+    # an outlier baseline set aside stops mattering once the task is re-timed).
     ("task_final", """
         SELECT t.run, t.task, t.suite, t.task_id, t.name, t.baseline_ms, b.best_ms, b.best_key, b.best_idx,
                b.best_dir, b.best_sha256,
-               t.baseline_ms / b.best_ms AS speedup_raw,
-               CASE WHEN t.baseline_ms IS NOT NULL
-                    THEN greatest(1.0, coalesce(t.baseline_ms / b.best_ms, 1.0)) END AS speedup,
+               coalesce(fp.paired_speedup, t.baseline_ms / b.best_ms) AS speedup_raw,
+               CASE WHEN t.baseline_ms IS NOT NULL OR fp.paired_speedup IS NOT NULL
+                    THEN greatest(1.0, coalesce(fp.paired_speedup, t.baseline_ms / b.best_ms, 1.0)) END AS speedup,
+               t.baseline_ms / b.best_ms AS search_speedup_raw,
+               CASE WHEN fp.paired_speedup IS NOT NULL THEN 're-timed'
+                    WHEN b.best_ms IS NOT NULL THEN 'search-time' END AS timing,
+               fp.ci_low, fp.ci_high, fp.n_pairs, fp.paired_stop, fp.paired_flagged, fp.paired_why, fp.paired_source,
+               b.best_noisy,
                coalesce(c.n_attempts, 0) AS n_attempts, coalesce(c.n_correct, 0) AS n_correct,
                coalesce(c.queries, 0) AS queries, s.spend_usd, s.cost_known
         FROM report_tasks t
         LEFT JOIN task_best b USING (run, task)
+        LEFT JOIN final_paired fp USING (run, task)
         LEFT JOIN (SELECT run, task, count(*) AS n_attempts, count(*) FILTER (category = 'correct') AS n_correct,
                           max(idx) AS queries
                    FROM budget_attempts GROUP BY run, task) c USING (run, task)
@@ -283,7 +313,7 @@ VIEWS: list[tuple[str, str]] = [
         SELECT f.run, g.p, avg(CASE WHEN f.speedup_raw > g.p THEN 1.0 ELSE 0.0 END) AS fast_p,
                count(*) AS n_tasks
         FROM task_final f CROSS JOIN p_grid g
-        WHERE f.baseline_ms IS NOT NULL
+        WHERE f.speedup IS NOT NULL
         GROUP BY f.run, g.p
     """),
     # -- outcomes and the error-fixing agent ------------------------------------------------------
@@ -350,71 +380,43 @@ VIEWS: list[tuple[str, str]] = [
     """),
     # Configurations (seeds grouped by config_key) and their bootstrap intervals are tables that
     # seed_stats.py writes: config_scores, config_score_vs_queries, config_score_vs_money, config_comparison.
-    # -- finalist re-timing (filled by `pikeh report --retime`) -----------------------------------
-    ("retime_pairs", """
-        SELECT run, task, rep, baseline_ms, candidate_ms, ln(baseline_ms / candidate_ms) AS log_ratio, candidate_cv
-        FROM retimes
-        WHERE baseline_category = 'correct' AND candidate_category = 'correct'
-          AND baseline_ms > 0 AND candidate_ms > 0
-    """),
-    ("retime_ci", """
-        SELECT c.run, c.task, c.n, exp(c.mean_log) AS speedup,
-               exp(c.mean_log - t.q * c.sd / sqrt(c.n)) AS ci_low,
-               exp(c.mean_log + t.q * c.sd / sqrt(c.n)) AS ci_high,
-               c.baseline_ms, c.candidate_ms,
-               -- the candidate's own runtime: geometric mean of its K timings with a Student-t 95% interval
-               exp(c.mean_cand - t.q * c.sd_cand / sqrt(c.n)) AS candidate_ms_low,
-               exp(c.mean_cand + t.q * c.sd_cand / sqrt(c.n)) AS candidate_ms_high,
-               c.between_cv, c.within_cv
-        FROM (SELECT run, task, count(*) AS n, avg(log_ratio) AS mean_log, stddev_samp(log_ratio) AS sd,
-                     median(baseline_ms) AS baseline_ms, median(candidate_ms) AS candidate_ms,
-                     avg(ln(candidate_ms)) AS mean_cand, stddev_samp(ln(candidate_ms)) AS sd_cand,
-                     -- spread between the K timings against the mean spread of calls within one timing
-                     stddev_samp(candidate_ms) / avg(candidate_ms) AS between_cv, avg(candidate_cv) AS within_cv
-              FROM retime_pairs GROUP BY run, task) c
-        ASOF LEFT JOIN t_quantiles t ON c.n - 1 >= t.df
-    """),
-    ("confirmed_scores", """
-        SELECT f.run, exp(avg(ln(greatest(1.0, coalesce(c.speedup, 1.0))))) AS confirmed_score,
-               count(c.speedup) AS n_confirmed, count(*) AS n_tasks
-        FROM task_final f LEFT JOIN retime_ci c USING (run, task)
-        WHERE (f.baseline_ms IS NOT NULL OR (f.run, f.task) IN (SELECT (run, task) FROM baseline_outliers))
-          AND f.run IN (SELECT run FROM retimes)
-        GROUP BY f.run
-    """),
     # -- one row per run: what the terminal table and the HTML header show ------------------------
     ("run_summary", """
         SELECT r.run, r.strategy, r.llm, r.status, r.seed, r.config_key, r.gpu, r.budget, r.queries_done,
                r.past_budget,
                (SELECT count(*) FROM report_tasks t WHERE t.run = r.run) AS n_tasks,
-               s.n_tasks AS n_with_baseline, s.score, s.score_raw, s.n_solved,
+               fs.n_tasks AS n_with_baseline, fs.score, fs.score_raw, s.n_solved,
+               -- the curve's end (every task at its search-time number), where some task was re-timed
+               CASE WHEN fs.n_retimed IS NOT NULL THEN s.score END AS search_score,
+               fs.n_retimed, fs.n_flagged_retimes,
+               -- search-time timings flagged noisy among the attempts in scope
+               (SELECT count(*) FROM scoped_attempts a WHERE a.run = r.run AND a.noisy_timing) AS noisy_attempts,
+               -- results flagged noisy, re-timed and search-time together; NULL when none (the column hides)
+               nullif(coalesce(fs.n_flagged_retimes, 0)
+                      + (SELECT count(*) FROM scoped_attempts a WHERE a.run = r.run AND a.noisy_timing), 0) AS n_noisy,
                -- no money score where some calls have no known price: it would be computed from a part
                CASE WHEN coalesce(c.unknown_cost_calls, 0) = 0 THEN m.score END AS money_score, r.money_marker,
                (SELECT avg(CASE WHEN f.speedup_raw > 1.0 THEN 1.0 ELSE 0.0 END) FROM task_final f
-                WHERE f.run = r.run AND f.baseline_ms IS NOT NULL) AS fast_1,
+                WHERE f.run = r.run AND f.speedup IS NOT NULL) AS fast_1,
                c.spend_usd / nullif((SELECT count(*) FROM report_tasks t WHERE t.run = r.run), 0) AS usd_per_task,
                c.unknown_cost_calls,
                (SELECT count(*) FROM scoped_attempts a WHERE a.run = r.run) AS attempts,
                (SELECT count(*) FROM scoped_attempts a WHERE a.run = r.run AND a.category = 'correct') AS correct,
-               e.failed AS efa_failed, e.repaired AS efa_repaired, cs.confirmed_score,
+               e.failed AS efa_failed, e.repaired AS efa_repaired,
                (SELECT count(*) FROM timing_mismatch x WHERE x.run = r.run) AS mismatched_timings
         FROM report_runs r
         LEFT JOIN run_scores s USING (run)
+        LEFT JOIN (SELECT run, count(*) AS n_tasks, exp(avg(ln(speedup))) AS score,
+                          exp(avg(ln(coalesce(speedup_raw, 1.0)))) AS score_raw,
+                          nullif(count(*) FILTER (timing = 're-timed'), 0) AS n_retimed,
+                          count(paired_flagged) FILTER (timing = 're-timed') AS n_flagged_retimes
+                   FROM task_final WHERE speedup IS NOT NULL GROUP BY run) fs USING (run)
         LEFT JOIN score_vs_money_all m ON m.run = r.run AND m.marker
         LEFT JOIN run_costs c USING (run)
         LEFT JOIN efa e USING (run)
-        LEFT JOIN confirmed_scores cs USING (run)
         ORDER BY r.run
     """),
 ]
-
-RETIMES_DDL = """
-CREATE TABLE IF NOT EXISTS retimes (
-    run VARCHAR, task VARCHAR, key VARCHAR, code_sha256 VARCHAR, rep INTEGER,
-    baseline_ms DOUBLE, candidate_ms DOUBLE, baseline_category VARCHAR, candidate_category VARCHAR,
-    device VARCHAR, protocol VARCHAR, time VARCHAR, baseline_cv DOUBLE, candidate_cv DOUBLE
-)
-"""
 
 PRICES_DDL = """
 CREATE OR REPLACE TABLE model_prices (
@@ -432,19 +434,16 @@ def create_metrics(con: Any, params: MetricParams, prices: Sequence[dict[str, An
     ``report.duckdb`` recomputes from its tables and a reader can change ``params`` and query again.
     """
     con.execute("CREATE OR REPLACE TABLE params (budget INTEGER, money_step DOUBLE, money_max DOUBLE, "
-                "money_budget DOUBLE, p_step DOUBLE, outlier_factor DOUBLE)")
-    con.execute("INSERT INTO params VALUES (?, ?, ?, ?, ?, ?)",
+                "money_budget DOUBLE, p_step DOUBLE, outlier_factor DOUBLE, include_jit_trace BOOLEAN)")
+    con.execute("INSERT INTO params VALUES (?, ?, ?, ?, ?, ?, ?)",
                 [params.budget, params.money_step, params.money_max, params.money_budget, params.p_step,
-                 params.outlier_factor])
-    con.execute("CREATE OR REPLACE TABLE t_quantiles (df INTEGER, q DOUBLE)")
-    con.executemany("INSERT INTO t_quantiles VALUES (?, ?)", sorted(T_QUANTILES_95.items()))
+                 params.outlier_factor, params.include_jit_trace])
     con.execute(PRICES_DDL)
     columns = ("provider", "model", "forced", "price_key", "input", "output", "cached_input", "long_above",
                "long_input", "long_output", "long_cached_input")
     if prices:
         con.executemany(f"INSERT INTO model_prices VALUES ({', '.join('?' * len(columns))})",
                         [[row.get(c) for c in columns] for row in prices])
-    con.execute(RETIMES_DDL)
     for name, sql in VIEWS:
         con.execute(f"CREATE OR REPLACE VIEW {name} AS {sql}")
 

@@ -39,11 +39,17 @@ class DuckDBConfig:
                 "pattern of its runs): ratio of suite geomeans with a paired bootstrap 95% CI, and the tasks that "
                 "favour each. Automatic when exactly two configurations are reported."})
     retime: bool = field(default=False, metadata={
-        "help": "Re-time each task's best solution side by side with its eager reference (interleaved) "
-                "and report those confirmed speedups with 95% intervals."})
-    repeats: int = field(default=10, metadata={
-        "min": 2, "help": "With --retime: reference/candidate pairs per task (timed by the evaluator that "
-                          "--evaluator, --device, --protocol and the evaluator's own options describe)."})
+        "help": "Re-time each task's final best paired against its eager reference (alternating blocks, by the "
+                "evaluator that --evaluator, --device, --protocol and its own options describe); the report then "
+                "uses those speedups with their 95% intervals, as it does the run's own final re-timing."})
+    retime_halfwidth: float = field(default=0.02, metadata={
+        "min": 0.001, "max": 0.5, "help": "With --retime: stop once the speedup's 95% interval is within +- this "
+                                          "fraction."})
+    retime_max_seconds: float = field(default=60.0, metadata={
+        "min": 1, "help": "With --retime: at most this many seconds of timed blocks per task."})
+    include_jit_trace: bool = field(default=False, metadata={
+        "help": "Let attempts whose code contains torch.jit.trace be a task's best (PIKE's analysis ignores "
+                "them, and so does the default)."})
     speed_of_light: bool = field(default=True, metadata={
         "help": "Count each reference's FLOPs and bytes and report every source's fraction of speed of light, "
                 "where the device it was timed on has peak figures (docs/report.md)."})
@@ -84,8 +90,19 @@ COLUMNS = (
     Column("money_score", "@$", "ratio", text=_money),
     Column("usd_per_task", "$/task", "usd", text=_money),
     Column("efa_repaired", "EFA", text=lambda r: f"{r.get('efa_repaired') or 0}/{r.get('efa_failed') or 0}"),
-    Column("confirmed_score", "confirmed", "ratio", hide_when_empty=True),
+    Column("n_retimed", "re-timed", "int", hide_when_empty=True),
+    Column("search_score", "search", "ratio", hide_when_empty=True),
+    Column("n_noisy", "noisy", text=lambda r: _noisy(r), hide_when_empty=True),
 )
-LEGEND = ("score: geomean speedup over eager (clamped) at the full budget; raw: unclamped; "
+def _noisy(row: dict[str, Any]) -> str | None:
+    """Results flagged noisy: re-timed final bests whose paired timing is flagged, and search-time timings
+    (attempts) that carry the noisy_timing flag; None (hidden) when there are none."""
+    retimed, search = row.get("n_flagged_retimes") or 0, row.get("noisy_attempts") or 0
+    return f"{retimed}+{search}" if retimed or search else ""
+
+
+LEGEND = ("score: geomean speedup over eager (clamped) at the full budget, each task's paired re-timed speedup "
+          "where there is one, else its search-time one; re-timed: tasks with a paired speedup; search: the score "
+          "from search-time numbers only; noisy: flagged re-timings + flagged search-time timings; raw: unclamped; "
           "@$: score at the money budget; ?: some calls have no known price, so no money figures (add one with "
           "--prices or --price-as); EFA: failed lineages the error-fixing agent repaired")

@@ -23,7 +23,8 @@ def warnings(flags: list[dict[str, Any]]) -> list[str]:
     """One line per set-aside baseline."""
     return [f"run {f['run']}: {f['task']}'s eager baseline ({f['baseline_ms']:.4g} ms) is {f['ratio']:.1f}x "
             f"the same task's in seed {f['group_run']} ({f['group_ms']:.4g} ms): kept out of the scores and the "
-            "headline until re-timed (`pikeh report --retime`)" for f in flags]
+            "headline until re-timed (its final best timed paired against the reference, by the run or "
+            "`pikeh report --retime`)" for f in flags]
 
 
 def section(flags: list[dict[str, Any]]) -> dict[str, Any] | None:
@@ -33,8 +34,9 @@ def section(flags: list[dict[str, Any]]) -> dict[str, Any] | None:
             "note": f"Eager baselines more than {flags[0]['factor']:g}x the fastest timing of the same task by another "
                     "seed of the same configuration on the same hardware. Timing noise only slows a timing, so "
                     "such a baseline was disturbed; the task has no baseline in that run and is left out of its "
-                    "scores, the headline and the confidence bands. `pikeh report --retime` times baseline and "
-                    "candidate again side by side, and the confirmed score counts the task; `--outlier-factor 0` "
+                    "scores, the headline and the confidence bands until its final best is re-timed paired against "
+                    "the reference (by the run, or `pikeh report --retime`), which needs no baseline of the run; "
+                    "`--outlier-factor 0` "
                     "keeps every baseline, as PIKE's scoring does.",
             "columns": ["run", "task", "baseline ms", "seed group's fastest ms", "ratio"],
             "rows": [[f["run"], f["task"], f"{f['baseline_ms']:.4g}", f"{f['group_ms']:.4g} ({f['group_run']})",

@@ -18,7 +18,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from pike_harness.api import ReportOptions, ReportServices, ReportSummary, UserError, short_text
+from pike_harness.api import PairedSpec, ReportOptions, ReportServices, ReportSummary, UserError, short_text
 
 from . import clock_flags, html, outlier_flags, profiles, seed_figures, seed_stats, sol, tables
 from . import figures as fig
@@ -38,13 +38,14 @@ FIGURE_CAPTIONS = {
                     "score at the money budget.",
     "fast_p": "fast_p: share of tasks whose best attempt is correct and more than p times faster than eager.",
     "outcomes": "Attempt outcomes per run, and failed lineages repaired by the error-fixing agent.",
-    "per_task": "Per-task clamped speedup at the full budget.",
+    "per_task": "Per-task clamped speedup at the full budget: the paired re-timed speedup where there is one, "
+                "else the search-time one.",
     "sol": sol.CAPTION,
     "seed_bands": "Suite score per configuration (runs that differ only in their seed), averaged over its seeds, "
                   "with a 95% bootstrap band (tasks drawn with replacement, each with its seeds), against "
                   "LLM queries per task and, when costs are known, dollars per task.",
-    "retime": "Finalists re-timed side by side with their eager reference (interleaved), with 95% intervals, "
-              "beside the search-time speedup.",
+    "retime": "Final bests re-timed paired against their eager reference (alternating blocks), with 95% "
+              "intervals, beside the search-time speedup.",
 }
 
 
@@ -153,7 +154,7 @@ def build_report(options: ReportOptions, config: DuckDBConfig | None = None) -> 
         materialize(run_dirs, con, baseline_dirs=sets)
         params = MetricParams(budget=config.budget, money_step=config.money_step or 0.20,
                               money_max=config.money_max or 25.0, money_budget=config.money_budget,
-                              outlier_factor=config.outlier_factor)
+                              outlier_factor=config.outlier_factor, include_jit_trace=config.include_jit_trace)
         create_metrics(con, params, price_rows(con, config.price_as, config.prices or ()))
         _retimes(con, output, config, services, say)
         sol_table = sol.build(con, services.resolve_task, config.peaks or (), say) \
@@ -203,7 +204,7 @@ def mismatch_warnings(summary: Sequence[dict[str, Any]]) -> list[str]:
     """One line per run whose correct attempts were timed on other hardware than their baselines."""
     return [f"run {r['run']}: {r['mismatched_timings']} correct attempt(s) were timed on other hardware than "
             "their task's eager baseline, so their speedups compare two machines (view timing_mismatch in "
-            "report.duckdb lists them; `pikeh report --retime` times finalists again side by side)"
+            "report.duckdb lists them; `pikeh report --retime` times final bests again, paired against their reference)"
             for r in summary if r.get("mismatched_timings")]
 
 
@@ -220,18 +221,15 @@ def _retimes(con: Any, output: Path, config: DuckDBConfig, services: ReportServi
         if make_evaluator is None or resolve_task is None:
             raise UserError("--retime needs an evaluator and the task suites: run it through `pikeh report`")
         items = retiming.finalists(best, say)
-        evaluation = services.evaluation
         evaluator = make_evaluator()
+        spec = PairedSpec(target_halfwidth=config.retime_halfwidth, max_seconds=config.retime_max_seconds)
         try:
-            new_rows = retiming.retime(items, resolve_task=resolve_task, evaluator=evaluator,
-                                       repeats=int(config.repeats or 10),
-                                       protocol=evaluation.get("protocol") or "robust",
-                                       device=evaluation.get("device") or "auto", progress=say)
+            new_rows = retiming.retime(items, resolve_task=resolve_task, evaluator=evaluator, spec=spec,
+                                       protocol=services.evaluation.get("protocol") or "robust", progress=say)
         finally:
             evaluator.close()
         retiming.save(path, new_rows)
-    current = {(r["run"], r["task"]): r["best_sha256"] for r in best}
-    retiming.insert(con, retiming.load(path), current)
+    retiming.insert(con, retiming.load(path))
 
 
 def collect(con: Any) -> dict[str, Any]:
@@ -250,8 +248,10 @@ def collect(con: Any) -> dict[str, Any]:
         "final": rows(con, "SELECT f.*, r.path FROM task_final f JOIN runs r USING (run) ORDER BY f.run, f.suite, "
                            "f.task_id"),
         "attempts": rows(con, "FROM attempt_detail ORDER BY run, task, idx NULLS FIRST, key"),
-        "retime": rows(con, "SELECT c.*, f.name, f.speedup_raw AS search_speedup, c.run || ' ' || f.name AS label "
-                            "FROM retime_ci c JOIN task_final f USING (run, task) ORDER BY c.run, f.task_id"),
+        "retime": rows(con, "SELECT run, task, name, speedup_raw AS speedup, ci_low, ci_high, n_pairs, paired_stop AS stop, "
+                            "paired_flagged AS flagged, paired_source AS source, search_speedup_raw AS search_speedup, "
+                            "run || ' ' || name AS label FROM task_final WHERE timing = 're-timed' "
+                            "ORDER BY run, task_id"),
     }
 
 
@@ -269,8 +269,9 @@ def write_outputs(data: dict[str, Any], output: Path, formats: Sequence[str], ti
                              "config_queries": "config_score_vs_queries", "config_money": "config_score_vs_money",
                              "comparison": "config_comparison"}.get(name, name)
                 written.append(tables.write_csv(output / f"{file_name}.csv", data[name]))
-        long_columns = ["run", "task", "name", "baseline_ms", "best_ms", "speedup", "speedup_raw", "best_key",
-                        "best_idx", "n_attempts", "n_correct", "queries", "spend_usd"]
+        long_columns = ["run", "task", "name", "baseline_ms", "best_ms", "speedup", "speedup_raw", "timing", "ci_low",
+                        "ci_high", "n_pairs", "paired_stop", "paired_flagged", "paired_why", "search_speedup_raw",
+                        "best_noisy", "best_key", "best_idx", "n_attempts", "n_correct", "queries", "spend_usd"]
         written.append(tables.write_csv(output / "per_task_long.csv", data["final"], long_columns))
         written.append(tables.write_matrix_csv(output / "per_task.csv", header, body))
     if "tex" in formats:
@@ -285,7 +286,8 @@ def write_outputs(data: dict[str, Any], output: Path, formats: Sequence[str], ti
             version=version, inputs=inputs, summary=data["summary"], references=data["references"],
             configs=data["configs"] if len(runs) > 1 else [], comparison=data["comparison"],
             figures=[(name, chart.to_dict(), FIGURE_CAPTIONS[name]) for name, chart in charts],
-            matrix_header=header, matrix_body=body, tasks=task_views(data), trajectory_spec=fig.trajectory_spec(),
+            matrix_header=header, matrix_body=body, matrix_notes=tables.matrix_notes(data["final"], header, body),
+            tasks=task_views(data), trajectory_spec=fig.trajectory_spec(),
             has_retime=bool(data["retime"]),
             warnings=report_warnings(data),
             sections=[s for s in (outlier_flags.section(data.get("baseline_outliers") or []),
@@ -383,7 +385,9 @@ def task_views(data: dict[str, Any]) -> list[dict[str, Any]]:
                 code = None
         entry["runs"].append({
             **{k: row.get(k) for k in ("run", "baseline_ms", "best_ms", "best_key", "best_idx", "speedup",
-                                       "speedup_raw", "n_attempts", "n_correct", "spend_usd")},
+                                       "speedup_raw", "n_attempts", "n_correct", "spend_usd", "timing", "ci_low",
+                                       "ci_high", "n_pairs", "paired_stop", "paired_flagged", "paired_why",
+                                       "best_noisy")},
             "uid": f"{number}", "code": code,
             "attempts": {"columns": list(TRAJECTORY_COLUMNS),
                          "rows": [[_compact(a.get(k)) for k in TRAJECTORY_COLUMNS[:-1]] + [_short(a.get("reason"), 400)]

@@ -1,21 +1,16 @@
-"""Finalist re-timing: each task's best solution timed side by side with its eager reference.
+"""`pikeh report --retime`: each task's final best timed again now, paired against its eager reference.
 
 The best of hundreds of noisy measurements is biased upward (the winner is partly the luckiest timing),
-and a search may span hours of drifting clocks. So before a headline number is printed, each finalist
-and its reference are evaluated again, alternately (B, C, B, C, ... one evaluation at a time, on the
-same evaluator and device; a pair whose two sides ran on different devices is dropped), and the speedup is the geometric mean of the paired ratios with a Student-t interval
-(``retime_ci`` in metrics.py). Pairing adjacent measurements cancels slow drift.
+and a search may span hours of a drifting host. ``pikeh run`` therefore re-times each task's final best
+when its search ends (host/final_timing.py); ``--retime`` does the same from the report, for runs made
+with ``--no-final-retime``, runs whose best changed under another final-best rule, or a second opinion
+on another machine. Each finalist is one request with ``EvalRequest.paired``: the evaluator times it and
+the reference in alternating blocks until the speedup's 95% interval is narrow enough, and returns the
+``PairedTiming`` (speedup, interval, pairs, stop reason, noise). The report uses the PairedTiming's own
+numbers, for these rows and the run's own ``final_timing`` events alike (one table, ``final_timings``).
 
-Why K separate evaluations and not a bootstrap over the calls of one long timing: the evaluator
-returns each timing's summary (``RuntimeStats``: median, mean, cv, n), not its calls; and calls within
-one timing share a process, a compiled kernel, an allocator state and a clock state, so they are
-correlated and their spread understates what moves a number from one evaluation to the next, which is
-the noise that makes the best of many evaluations look better than it is. Each pair's ratio is one
-independent observation; the interval is over those K. Each timing's own cv is kept
-(``baseline_cv``, ``candidate_cv``) so the report can show both spreads side by side.
-
-Results are written to ``retime.jsonl`` in the report folder (never into run directories) and reused by
-later reports as long as the finalist's code hash still matches.
+Rows are appended to ``retime.jsonl`` in the report folder (never into run directories) and reused by
+later reports as long as the finalist's code hash is still the task's best.
 """
 
 from __future__ import annotations
@@ -27,11 +22,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pike_harness.api import read_journal, sha256
+from pike_harness.api import PairedSpec, final_timing_row, read_journal, sha256, unpaired_reason
 
 RETIME_FILE = "retime.jsonl"
-COLUMNS = ("run", "task", "key", "code_sha256", "rep", "baseline_ms", "candidate_ms", "baseline_category",
-           "candidate_category", "device", "protocol", "time", "baseline_cv", "candidate_cv")
+SOURCE = "report"  # the rows' ``source`` in final_timings (the run's own are "run")
 
 
 @dataclass
@@ -61,73 +55,49 @@ def finalists(best_rows: Iterable[dict[str, Any]], warn: Callable[[str], None]) 
     return out
 
 
-def retime(items: list[Finalist], *, resolve_task: Callable[[str], Any], evaluator: Any, repeats: int,
-           protocol: str, protocol_params: dict[str, Any] | None = None, device: str = "auto",
+def retime(items: list[Finalist], *, resolve_task: Callable[[str], Any], evaluator: Any, spec: PairedSpec,
+           protocol: str, protocol_params: dict[str, Any] | None = None,
            progress: Callable[[str], None] = lambda _: None) -> list[dict[str, Any]]:
-    """Evaluate reference and candidate alternately ``repeats`` times each; one row per pair."""
+    """One paired request per finalist; one ``final_timings`` row each (with ``why`` when it has no pairing)."""
     rows = []
-    overrides: dict[str, Any] = {"protocol": protocol, "protocol_params": dict(protocol_params or {})}
     for number, item in enumerate(items, 1):
         task = resolve_task(item.task)
-        progress(f"re-timing {item.run} {item.task} ({number}/{len(items)}), {repeats} pairs")
-        pinned: dict[str, Any] = {}
-        for rep in range(repeats):
-            base = evaluator.evaluate(task.eval_request(task.source, **overrides, **pinned))
-            # Every later request of this finalist names the device the first reference ran on: an
-            # evaluator with several GPUs would otherwise time the two sides of a pair on different ones.
-            pinned = pinned or ({"device": _place(base)[1]} if _place(base)[1] else {})
-            cand = evaluator.evaluate(task.eval_request(item.code, **overrides, **pinned))
-            if _place(base) != _place(cand):
-                progress(f"{item.run} {item.task}: pair {rep} ran on {_place(base)} and {_place(cand)}; dropped")
-                continue
-            rows.append({
-                "run": item.run, "task": item.task, "key": item.key, "code_sha256": item.code_sha256, "rep": rep,
-                "baseline_ms": base.runtime_ms, "candidate_ms": cand.runtime_ms,
-                "baseline_category": base.category, "candidate_category": cand.category,
-                "device": _place(cand)[1] or device, "protocol": protocol,
-                "time": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-                # The spread of the calls within one timing, kept beside the spread between timings.
-                "baseline_cv": _cv(base), "candidate_cv": _cv(cand),
-            })
+        progress(f"re-timing {item.run} {item.task} ({number}/{len(items)}), paired against its eager reference")
+        result = evaluator.evaluate(task.eval_request(item.code, protocol=protocol,
+                                                      protocol_params=dict(protocol_params or {}), paired=spec))
+        why = None if result.paired is not None else unpaired_reason(result)
+        if why:
+            progress(f"{item.run} {item.task}: no paired timing ({why}); the report keeps its search-time number")
+        rows.append(final_timing_row(run=item.run, task=item.task, best_key=item.key, code_sha256=item.code_sha256,
+                                     result=result.to_dict(), why=why, time=time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+                                     source=SOURCE))
     return rows
-
-
-def _cv(result: Any) -> float | None:
-    stats = getattr(result, "runtime", None)
-    return getattr(stats, "cv", None)
-
-
-def _place(result: Any) -> tuple[str | None, str | None]:
-    """Where an evaluation ran: (host, device), from the environment the worker reports."""
-    environment = result.environment or {}
-    return environment.get("host"), environment.get("device")
 
 
 def save(path: Path, rows: list[dict[str, Any]]) -> None:
     """Append to ``retime.jsonl``: earlier re-timings of other runs stay usable."""
     with path.open("a", encoding="utf-8") as handle:
         for row in rows:
-            handle.write(json.dumps({c: row.get(c) for c in COLUMNS}) + "\n")
+            handle.write(json.dumps(row) + "\n")
 
 
 def load(path: Path) -> list[dict[str, Any]]:
-    return read_journal(path)
+    """The rows of ``retime.jsonl`` (lines of older reports, which held unpaired repeats, are skipped)."""
+    return [row for row in read_journal(path) if row.get("source") == SOURCE]
 
 
-def insert(con: Any, rows: list[dict[str, Any]], current: dict[tuple[str, str], str]) -> int:
-    """Load rows whose code hash is still each task's best (``current``: (run, task) -> sha); the latest
-    sitting of a finalist replaces earlier ones."""
-    kept = [row for row in rows if current.get((row["run"], row["task"])) == row.get("code_sha256")]
-    # A sitting starts at rep 0; only the newest sitting of each finalist counts.
-    sittings: dict[tuple[str, str], list[list[dict[str, Any]]]] = {}
-    for row in kept:
-        groups = sittings.setdefault((row["run"], row["task"]), [])
-        if not groups or row["rep"] == 0:
-            groups.append([])
-        groups[-1].append(row)
-    final = [row for groups in sittings.values() for row in groups[-1]]
-    con.execute("DELETE FROM retimes")
-    if final:
-        con.executemany(f"INSERT INTO retimes VALUES ({', '.join('?' * len(COLUMNS))})",
-                        [[row.get(c) for c in COLUMNS] for row in final])
-    return len(final)
+def insert(con: Any, rows: list[dict[str, Any]]) -> int:
+    """Add the rows to ``final_timings``; the ``final_paired`` view keeps those whose code hash is still
+    each task's best, preferring the newest."""
+    columns = [name for name, _ in con.execute("SELECT column_name, data_type FROM information_schema.columns "
+                                               "WHERE table_name = 'final_timings' ORDER BY ordinal_position"
+                                               ).fetchall()]
+    if rows:
+        con.executemany(f"INSERT INTO final_timings ({', '.join(columns)}) VALUES ({', '.join('?' * len(columns))})",
+                        [[_cell(row.get(c)) for c in columns] for row in rows])
+    return len(rows)
+
+
+def _cell(value: Any) -> Any:
+    """JSON columns take their text."""
+    return json.dumps(value) if isinstance(value, dict | list) else value

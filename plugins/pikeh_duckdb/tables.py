@@ -1,7 +1,9 @@
 """Tables of the report: long CSV files for analysis and PIKE's per-task table (CSV and LaTeX).
 
-The per-task table has one row per task and one column per run (clamped speedup at the full budget),
-then one column per reference baseline, and a final geomean row that equals each run's suite score.
+The per-task table has one row per task and one column per run (clamped speedup at the full budget:
+the paired re-timed speedup where there is one, else the search-time one), then one column per
+reference baseline, and a final geomean row that equals each run's suite score. The HTML page adds,
+under each run's number, its 95% interval or "search-time" (``matrix_notes``).
 """
 
 from __future__ import annotations
@@ -58,6 +60,29 @@ def per_task_matrix(final: Sequence[dict[str, Any]], reference_tasks: Sequence[d
     ref_scores = {r["label"]: r["score"] for r in references}
     body.append(["geomean", "", *(scores.get(r) for r in runs), *(ref_scores.get(r) for r in ref_labels)])
     return header, body
+
+
+def matrix_notes(final: Sequence[dict[str, Any]], header: Sequence[str],
+                 body: Sequence[Sequence[Any]]) -> list[list[str | None]]:
+    """For each cell of the per-task table, how its number was measured: the 95% interval of a paired
+    re-timed speedup ("95% CI 2.41-2.55", "flagged" when it is), "search-time" otherwise, None where
+    there is no run value. Shaped like ``body`` (the geomean row has none)."""
+    by_cell = {(row["task"], row["run"]): row for row in final}
+    notes: list[list[str | None]] = []
+    for line in body[:-1]:
+        cells: list[str | None] = [None, None]
+        for column in header[2:]:
+            row = by_cell.get((line[0], column))
+            if row is None or row.get("speedup") is None:
+                cells.append(None)
+            elif row.get("timing") == "re-timed":
+                flag = ", flagged" if row.get("paired_flagged") else ""
+                cells.append(f"95% CI {row['ci_low']:.2f}-{row['ci_high']:.2f}{flag}")
+            else:
+                cells.append("search-time" + (", flagged" if row.get("best_noisy") else ""))
+        notes.append(cells)
+    notes.append([None] * len(header))
+    return notes
 
 
 def write_matrix_csv(path: Path, header: Sequence[str], body: Sequence[Sequence[Any]]) -> Path:

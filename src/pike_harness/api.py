@@ -61,6 +61,7 @@ from pike_harness.contracts.llm import (
 )
 from pike_harness.contracts.model import (
     CATEGORIES,
+    NOISY_TIMING,
     Attempt,
     EvalRequest,
     EvalResult,
@@ -77,10 +78,11 @@ from pike_harness.contracts.suite import Suite
 from pike_harness.errors import BudgetExhausted, PikehError, UserError
 from pike_harness.host import speed_of_light
 from pike_harness.host.baseline_sets import find_baseline_sets
+from pike_harness.host.final_timing import unpaired_reason
 from pike_harness.host.output_paths import check_output_dir
 from pike_harness.host.pricing import Price, PriceTable
 from pike_harness.host.store import JOURNAL, RUN_FILE, RunStore, find_runs, read_journal, sha256
-from pike_harness.host.store_db import materialize
+from pike_harness.host.store_db import final_timing_row, materialize
 from pike_harness.host.tasks import load_suite
 from pike_harness.kit import (
     code_fences,
@@ -101,6 +103,9 @@ from pike_harness.worker.python_ast import parse_python
 from pike_harness.worker.supervise.gpu_clocks import drift as clock_drift
 
 __all__ = [
+    "final_timing_row",
+    "unpaired_reason",
+    "NOISY_TIMING",
     "NoiseReport",
     "PairedEstimate",
     "PairedSpec",

@@ -73,16 +73,20 @@ class HandRun:
 
     def attempt(self, task_id: int, index: int, category: str, runtime_ms: float | None = None, *,
                 role: str = "optimize", parent: int | None = None, key: str | None = None,
-                code: str | None = None, device_name: str = "cpu", **call: Any) -> HandRun:
-        """One counted query and its verdict (an LLM error when category is ``llm_error``)."""
+                code: str | None = None, device_name: str = "cpu", noisy: bool = False, **call: Any) -> HandRun:
+        """One counted query and its verdict (an LLM error when category is ``llm_error``); ``noisy``: its
+        timing carries the noisy_timing flag."""
         key = key or f"q{index:03d}"
         ref = self.ref(task_id)
         self.call(task_id, key, role=role, index=index, ok=category != "llm_error", **call)
         if category != "llm_error":
             code = code or f"# {self.name} {ref} {key}\nclass ModelNew:\n    runtime_ms = {runtime_ms!r}\n"
             self.codes[(ref, key, index)] = code
+            verdict = result(ref, category, runtime_ms, device_name)
+            if noisy:
+                verdict["flags"] = ["noisy_timing"]
             self.events.append({"type": "eval", "task": ref, "key": key, "code_sha256": sha256(code),
-                                "result": result(ref, category, runtime_ms, device_name)})
+                                "result": verdict})
         self.events.append({
             "type": "attempt", "task": ref, "key": key, "role": role, "index": index,
             "parent": f"q{parent:03d}" if parent is not None else None,
@@ -90,6 +94,22 @@ class HandRun:
             "runtime_ms": runtime_ms if category == "correct" else None,
             "reason": None if category == "correct" else f"{category} in {key}", "check": None,
             "code_sha256": sha256(code) if code is not None else None, "cost_usd": None})
+        return self
+
+    def final_timing(self, task_id: int, index: int, speedup: float | None, ci: tuple[float, float] = (0.0, 0.0), *,
+                     flagged: str | None = None, why: str | None = None, code_sha256: str | None = None,
+                     time: str = "2026-01-01T01:00:00+0000") -> HandRun:
+        """The run's final re-timing of the attempt of query ``index`` (its code's hash unless given);
+        ``speedup`` None: an evaluator that could not pair (``why``)."""
+        ref, key = self.ref(task_id), f"q{index:03d}"
+        paired = None if speedup is None else {
+            "speedup": speedup, "ci_low": ci[0], "ci_high": ci[1], "pairs": [[1.0, 1.0 / speedup]] * 5,
+            "reference_ms": 1.0, "candidate_ms": 1.0 / speedup, "stop": "converged", "seconds": 2.0, "noise": None,
+            "flagged": flagged}
+        verdict = {**result(ref, "correct", 1.0), "paired": paired}
+        self.events.append({"type": "final_timing", "task": ref, "key": f"final/{key}", "best_key": key,
+                            "code_sha256": code_sha256 or sha256(self.codes[(ref, key, index)]), "result": verdict,
+                            "why": why, "time": time})
         return self
 
     def write(self) -> Path:

@@ -183,34 +183,6 @@ def test_reference_lines_from_runs_and_baseline_sets(run_a, tmp_path):
     assert curve(con) == pytest.approx({1: 1.0, 2: 2 ** 0.25, 3: 4 ** 0.25, 4: 2.0})
 
 
-def test_retime_interval(con_a):
-    con_a.executemany("INSERT INTO retimes VALUES (?, ?, 'k', 's', ?, ?, ?, 'correct', ?, 'cpu', 'robust', 't', "
-                      "NULL, 0.01)", [
-        # hand/1: three pairs with ratio exactly 4 -> 4 with a zero-width interval.
-        ["A", "hand/1", 0, 10.0, 2.5, "correct"], ["A", "hand/1", 1, 12.0, 3.0, "correct"],
-        ["A", "hand/1", 2, 8.0, 2.0, "correct"],
-        # hand/2: log ratios 1 and 3 -> e^2; sd sqrt(2); t(1) = 12.706 -> e^(2 +- 12.706).
-        ["A", "hand/2", 0, math.e, 1.0, "correct"], ["A", "hand/2", 1, math.e ** 3, 1.0, "correct"],
-        # an incorrect candidate in a pair drops that pair only
-        ["A", "hand/2", 2, 1.0, 5.0, "incorrect"],
-    ])
-    ci = {r["task"]: r for r in rows(con_a, "FROM retime_ci")}
-    assert (ci["hand/1"]["speedup"], ci["hand/1"]["ci_low"], ci["hand/1"]["ci_high"]) == pytest.approx((4, 4, 4))
-    assert ci["hand/2"]["n"] == 2 and ci["hand/2"]["speedup"] == pytest.approx(math.e ** 2)
-    assert ci["hand/2"]["ci_low"] == pytest.approx(math.exp(2 - 12.706))
-    assert ci["hand/2"]["ci_high"] == pytest.approx(math.exp(2 + 12.706))
-    # The candidate's own runtime: hand/1 timed 2.5, 3, 2 ms -> geometric mean with a t(2) interval.
-    logs = [math.log(x) for x in (2.5, 3.0, 2.0)]
-    mean, sd = sum(logs) / 3, math.sqrt(sum((x - sum(logs) / 3) ** 2 for x in logs) / 2)
-    assert (ci["hand/1"]["candidate_ms_low"], ci["hand/1"]["candidate_ms_high"]) == pytest.approx(
-        (math.exp(mean - 4.303 * sd / math.sqrt(3)), math.exp(mean + 4.303 * sd / math.sqrt(3))))
-    assert ci["hand/1"]["within_cv"] == pytest.approx(0.01)
-    assert ci["hand/1"]["between_cv"] == pytest.approx(0.5 / 2.5)  # sd 0.5 over mean 2.5
-    # Confirmed suite score: hand/1 4, hand/2 e^2, hand/3 and hand/5 not re-timed (1.0).
-    confirmed = rows(con_a, "FROM confirmed_scores")[0]
-    assert confirmed["confirmed_score"] == pytest.approx((4 * math.e ** 2) ** 0.25)
-
-
 def test_run_in_progress_with_a_torn_journal(tmp_path):
     run = HandRun(tmp_path, "live", query_budget=10, finished=False).task(1, "1_One").task(2, "2_Two")
     run.baseline(1, 6.0).baseline(2, 6.0).attempt(1, 1, "correct", 3.0).attempt(1, 2, "correct", 2.0)

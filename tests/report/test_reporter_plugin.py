@@ -64,7 +64,7 @@ def test_the_reporters_declared_columns_are_printed(tmp_path: Path):
     assert "never-filled" not in out  # hidden: no row has a value
     assert "50%" in out and "1.235x" in out and "1/2" in out and "0/0" in out
     assert "tally legend line" in out
-    for duckdb_title in ("fast_1", "EFA", "$/task", "confirmed"):
+    for duckdb_title in ("fast_1", "EFA", "$/task", "re-timed", "noisy"):
         assert duckdb_title not in out
     assert seen_configs == [TallyConfig(top=2, label="x", tags=("a", "b"), loud=True)]
     assert "third-party plugin: this report: reporter tally from tally-plugin" in out
@@ -98,7 +98,7 @@ def test_a_reporter_without_columns_gets_one_per_key():
 def test_the_host_formats_no_reporter_metric():
     """report_cmd.py names no metric of the duckdb reporter: the reporter declares its columns."""
     strings = {n.value for n in ast.walk(ast.parse(REPORT_CMD.read_text())) if isinstance(n, ast.Constant)}
-    assert not strings & {"efa_repaired", "money_score", "usd_per_task", "confirmed_score", "fast_1", "score_raw"}
+    assert not strings & {"efa_repaired", "money_score", "usd_per_task", "n_retimed", "n_noisy", "fast_1", "score_raw"}
 
 
 def test_one_config_mechanism_names_the_plugin_in_errors():

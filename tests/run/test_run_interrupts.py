@@ -37,7 +37,8 @@ def _segments(events: list[dict]) -> list[list[dict]]:
 
 
 def _assert_exact(events: list[dict]) -> None:
-    """In every process that wrote run_end, each eval_start has its eval or eval_abort before run_end."""
+    """In every process that wrote run_end, each eval_start has its eval, eval_abort or final_timing (a final
+    re-timing's end) before run_end."""
     for number, part in enumerate(_segments(events), start=1):
         assert part[-1]["type"] == "run_end", f"process {number} ended without run_end"
         open_evals: Counter = Counter()
@@ -45,7 +46,7 @@ def _assert_exact(events: list[dict]) -> None:
             key = (event.get("task"), event.get("key"))
             if event["type"] == "eval_start":
                 open_evals[key] += 1
-            elif event["type"] in ("eval", "eval_abort") and open_evals[key]:
+            elif event["type"] in ("eval", "eval_abort", "final_timing") and open_evals[key]:
                 open_evals[key] -= 1
         assert not +open_evals, f"process {number} left evaluations without an end: {dict(+open_evals)}"
 

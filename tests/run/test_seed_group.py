@@ -69,6 +69,7 @@ def test_ctrl_c_stops_the_group_and_a_rerun_resumes_the_unfinished_seeds(tmp_pat
 
     def interrupting(request):
         # Seed 0 evaluates a baseline and two candidates; the second seed's first candidate gets a Ctrl-C.
+        # (No final re-timing, which would add evaluations: tests/run/test_final_timing.py covers it.)
         evaluations["n"] += 1
         if evaluations["n"] == 5:
             os.kill(os.getpid(), signal.SIGINT)
@@ -80,7 +81,7 @@ def test_ctrl_c_stops_the_group_and_a_rerun_resumes_the_unfinished_seeds(tmp_pat
         try:
             core = {"strategy": "best-of-n", "suite": "smoke", "tasks": "1", "llm": "offline:mutate",
                     "query_budget": 2, "llm_concurrency": 2, "seed": 0, "output_dir": tmp_path,
-                    "run_name": "study"}
+                    "run_name": "study", "final_retime": False}
             return launch_seeds(App(), core, {"parallel": 2, "max_fix_attempts": 0},
                                 {"evaluator": "fake", "device": "cpu", "protocol": "quick"}, [0, 1, 2], live=False)
         finally:

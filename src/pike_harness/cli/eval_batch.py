@@ -16,7 +16,7 @@ from typing import Any
 import click
 
 from pike_harness.contracts.evaluation import EvaluatorError
-from pike_harness.contracts.model import EvalResult
+from pike_harness.contracts.model import EvalResult, PairedSpec
 from pike_harness.host import terminal
 from pike_harness.host.candidate_sets import Candidate, CandidateSet
 
@@ -42,9 +42,11 @@ class Row:
         return {**base, "category": "evaluator_error", "reason": self.error}
 
 
-def evaluate_set(batch: CandidateSet, values: dict[str, Any], *, as_json: bool, show_stages: bool = False) -> None:
+def evaluate_set(batch: CandidateSet, values: dict[str, Any], *, as_json: bool, show_stages: bool = False,
+                 paired: PairedSpec | None = None) -> None:
     """Evaluate every candidate of ``batch`` concurrently and report (``show_stages``: then where the
-    time went, ``pikeh eval --stages``); exits 130 after Ctrl-C."""
+    time went, ``pikeh eval --stages``); exits 130 after Ctrl-C. ``paired`` (``--against-reference``):
+    each correct candidate is also timed paired against its eager reference."""
     from rich.progress import (
         BarColumn,
         MofNCompleteColumn,
@@ -66,8 +68,8 @@ def evaluate_set(batch: CandidateSet, values: dict[str, Any], *, as_json: bool, 
                         TimeElapsedColumn(), console=err, transient=True)
     with progress, build_evaluator(values) as evaluator:
         bar = progress.add_task("submitting", total=len(sources))
-        futures: dict[Future, Candidate] = {evaluator.submit(candidate.task.eval_request(source)): candidate
-                                            for candidate, source in sources}
+        futures: dict[Future, Candidate] = {evaluator.submit(candidate.task.eval_request(source, paired=paired)):
+                                            candidate for candidate, source in sources}
         progress.update(bar, description=_tally(rows, len(sources)))
         pending = set(futures)
         try:
@@ -88,7 +90,7 @@ def evaluate_set(batch: CandidateSet, values: dict[str, Any], *, as_json: bool, 
             progress.update(bar, description="interrupted: stopping the evaluator")
         figures = evaluator.stats().get("stages") if show_stages else None
     if not as_json:
-        _table(rows)
+        _table(rows, paired=paired is not None)
     if show_stages:
         from pike_harness.cli.eval_cmd import print_stages
 
@@ -116,9 +118,12 @@ def _tally(rows: list[Row], total: int) -> str:
     return f"evaluating {total} candidates" + (f" ({text})" if text else "")
 
 
-def _table(rows: list[Row]) -> None:
-    """One row per candidate (task order), then the reason of each one that is not correct, in full."""
+def _table(rows: list[Row], *, paired: bool = False) -> None:
+    """One row per candidate (task order), then the reason of each one that is not correct, in full;
+    ``paired``: each correct one's speedup over its eager reference, below the table."""
     from rich.table import Table
+
+    from pike_harness.cli.eval_cmd import paired_text
 
     console = terminal.console()
     table = Table(title="pikeh eval", title_justify="left")
@@ -136,6 +141,11 @@ def _table(rows: list[Row]) -> None:
         table.add_row(row.candidate.task.ref, row.candidate.label, f"[{colour}]{result.category}[/]",
                       result.check or "", runtime, flags)
     console.print(table)
+    if paired:
+        for row in ordered:
+            if row.result is not None and row.result.is_correct:
+                console.print(f"{row.candidate.label} ({row.candidate.task.ref}) paired against the eager reference: "
+                              f"{paired_text(row.result)}", markup=False, highlight=False, soft_wrap=True)
     for row in ordered:
         reason = row.error if row.result is None else row.result.reason
         if reason:

@@ -17,10 +17,11 @@ from pike_harness.cli.evaluator_options import (
     pop_evaluator_values,
 )
 from pike_harness.contracts.evaluation import EvaluatorError
-from pike_harness.contracts.model import EvalResult
+from pike_harness.contracts.model import EvalResult, PairedSpec
 from pike_harness.errors import UserError
 from pike_harness.host import candidate_sets, terminal
 from pike_harness.host.candidate_sets import CandidateSet
+from pike_harness.host.final_timing import describe_paired, unpaired_reason
 
 
 @click.command("eval", cls=EvaluatorCommand)
@@ -37,9 +38,19 @@ from pike_harness.host.candidate_sets import CandidateSet
               help="Then print where the time went (on stderr): each stage's total over the candidates "
                    "(slot wait, starting, building, importing, warming, device wait, checking, timing) and "
                    "each device's idle time by cause.")
+@click.option("--against-reference", is_flag=True,
+              help="Also time each correct candidate paired against its task's eager reference (alternating "
+                   "blocks) and print its speedup with a 95% interval, the pairs, the stop reason and any flag.")
+@click.option("--retime-halfwidth", type=click.FloatRange(min=0.001, max=0.5), default=PairedSpec.target_halfwidth,
+              show_default=True, help="With --against-reference: stop once the 95% interval is within +- this "
+                                      "fraction.")
+@click.option("--retime-max-seconds", type=click.FloatRange(min=1), default=PairedSpec.max_seconds,
+              show_default=True, help="With --against-reference: at most this many seconds of timed blocks per "
+                                      "candidate.")
 @evaluator_options
 def eval_command(candidate: Path | None, task_ref: str | None, suite_name: str | None, only: str | None,
-                 manifest: Path | None, as_json: bool, show_stages: bool, **kwargs: Any) -> None:
+                 manifest: Path | None, as_json: bool, show_stages: bool, against_reference: bool,
+                 retime_halfwidth: float, retime_max_seconds: float, **kwargs: Any) -> None:
     """Evaluate candidate files against their tasks: load each in a sandboxed process, check it on
     public and hidden input sets against the reference, time it, and print the verdict.
 
@@ -47,6 +58,7 @@ def eval_command(candidate: Path | None, task_ref: str | None, suite_name: str |
     One file:        pikeh eval CANDIDATE.py --task SUITE/ID
     A folder:        pikeh eval FOLDER --suite SUITE [--only IDS]   (task_N.py or N_name.py)
     A manifest:      pikeh eval --manifest FILE.jsonl
+    Paired speedup:  pikeh eval FOLDER --suite SUITE --against-reference
 
     Several candidates go to one evaluator at once, with a progress bar and a table at the end (JSON
     lines with --json); Ctrl-C stops and reports what finished (exit status 130). The verdict is one
@@ -55,11 +67,13 @@ def eval_command(candidate: Path | None, task_ref: str | None, suite_name: str |
     happened, whatever the verdicts.
     """
     values = pop_evaluator_values(kwargs)
+    paired = PairedSpec(target_halfwidth=retime_halfwidth, max_seconds=retime_max_seconds) \
+        if against_reference else None
     batch = _candidate_set(candidate, task_ref, suite_name, only, manifest)
     if batch is not None:
         from pike_harness.cli.eval_batch import evaluate_set
 
-        evaluate_set(batch, values, as_json=as_json, show_stages=show_stages)
+        evaluate_set(batch, values, as_json=as_json, show_stages=show_stages, paired=paired)
         return
     assert candidate is not None and task_ref is not None
     task = get_app().catalog.resolve(task_ref)
@@ -76,7 +90,7 @@ def eval_command(candidate: Path | None, task_ref: str | None, suite_name: str |
         status.update(f"evaluating {candidate.name} on {task.ref}: load, check against the reference, time "
                       f"(protocol {values.get('protocol') or 'robust'}, device {values.get('device') or 'auto'})")
         try:
-            result = evaluator.evaluate(task.eval_request(source))
+            result = evaluator.evaluate(task.eval_request(source, paired=paired))
         except EvaluatorError as exc:
             raise UserError(f"the evaluation could not run: {exc}") from None
         figures = evaluator.stats().get("stages") if show_stages else None
@@ -84,7 +98,7 @@ def eval_command(candidate: Path | None, task_ref: str | None, suite_name: str |
     if as_json:
         click.echo(json.dumps(result.to_dict(), sort_keys=True))
     else:
-        _print(result, candidate)
+        _print(result, candidate, paired=paired is not None)
     if show_stages:
         print_stages(figures)
 
@@ -124,7 +138,7 @@ def _candidate_set(candidate: Path | None, task_ref: str | None, suite_name: str
     return None
 
 
-def _print(result: EvalResult, candidate: Path) -> None:
+def _print(result: EvalResult, candidate: Path, *, paired: bool = False) -> None:
 
     console = terminal.console()
     colour = {"correct": "green", "incorrect": "red", "rejected": "magenta"}.get(result.category, "yellow")
@@ -141,6 +155,8 @@ def _print(result: EvalResult, candidate: Path) -> None:
     if worst is not None:
         console.print(f"outputs: {len(result.outputs)} checked; largest diff abs {worst.max_abs_diff:.3g}, "
                       f"rel {worst.max_rel_diff:.3g} (input set {worst.input_set})")
+    if paired and result.is_correct:
+        console.print(f"paired against the eager reference: {paired_text(result)}")
     if result.flags:
         console.print(f"flags: {', '.join(result.flags)}")
     protocol = result.protocol
@@ -150,3 +166,8 @@ def _print(result: EvalResult, candidate: Path) -> None:
     if not result.is_correct and result.stderr_tail.strip():
         console.print("[dim]stderr (last lines):[/dim]")
         console.print("\n".join(result.stderr_tail.strip().splitlines()[-15:]), markup=False, highlight=False)
+
+
+def paired_text(result: EvalResult) -> str:
+    """A correct result's paired speedup in one line, or why it has none."""
+    return describe_paired(result.paired) if result.paired is not None else f"none ({unpaired_reason(result)})"

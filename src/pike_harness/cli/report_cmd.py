@@ -81,7 +81,7 @@ def report(ctx: click.Context, inputs: tuple[Path, ...], output: Path, runs: str
     Examples:
       pikeh report --input runs/ --output report/
       pikeh report --input runs/a --input runs/b --input baselines/h100 --format png,csv
-      pikeh report --input runs/ --retime --repeats 10      # confirm the best solutions' speedups
+      pikeh report --input runs/ --retime                   # re-time each final best paired
     """
     check_output_dir(output, "--output")
     host = App.host()

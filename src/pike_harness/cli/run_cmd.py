@@ -135,6 +135,19 @@ RUN_OPTIONS = [
                  help="tolerance (PIKE's rule): prompts say nothing about precision, the tolerance alone "
                       "judges; stated: prompts forbid computing below the task's precision (fp32 for "
                       "level3-pike). Default: each suite's own precision_rule."),
+    click.Option(["--final-retime/--no-final-retime"], default=default("final_retime"), show_default=True,
+                 help="When a task's search ends, time its final best paired against the eager reference "
+                      "(alternating blocks, 95% interval); the report's headline uses it. --no-final-retime: "
+                      "PIKE's search-time number only."),
+    click.Option(["--retime-halfwidth"], type=click.FloatRange(min=0.001, max=0.5), default=default("retime_halfwidth"),
+                 show_default=True, help="Final re-timing: stop once the speedup's 95% interval is within "
+                                         "+- this fraction."),
+    click.Option(["--retime-max-seconds"], type=click.FloatRange(min=1), default=default("retime_max_seconds"),
+                 show_default=True, help="Final re-timing: at most this many seconds of timed blocks per task "
+                                         "(the result then says its interval is wider)."),
+    click.Option(["--include-jit-trace"], is_flag=True, default=default("include_jit_trace"),
+                 help="Let attempts whose code contains torch.jit.trace be a task's final best (PIKE's "
+                      "analysis ignores them, and so does the default)."),
     click.Option(["--llm-concurrency"], type=click.IntRange(min=1), default=default("llm_concurrency"), show_default=True,
                  help="Concurrent LLM requests for the whole run."),
     click.Option(["--llm-cache"], type=click.Path(), help="Opt-in response cache folder (identical requests "

@@ -161,3 +161,26 @@ class TaskEnd(Event):
     spend_known: bool
     best_runtime_ms: float | None
     baseline_ms: float | None
+
+
+@dataclass
+class FinalTiming(Event):
+    """A task's final best re-timed paired against its eager reference, after its search ended.
+
+    ``key`` is the evaluation's key (``final/`` and the best attempt's key), so ``eval_start`` and this
+    event bracket it as any evaluation; ``best_key`` and ``code_sha256`` name what was timed, and a
+    resume that finds the same best does not time it again. ``result`` is the evaluation's result (its
+    ``paired`` holds the timing); ``why`` says why there is no paired timing when there is none (the
+    evaluator could not pair, the code failed its checks, the harness died twice while it ran).
+    """
+
+    type: ClassVar[str] = "final_timing"
+    task: str
+    key: str
+    best_key: str
+    code_sha256: str
+    result: dict[str, Any] | None
+    why: str | None = None
+
+
+FINAL_TIMING_PREFIX = "final/"  # the key of a final re-timing's evaluation: this, then the best attempt's key

@@ -18,6 +18,7 @@ from pike_harness.contracts.journal import (
     EvalAbort,
     EvalDone,
     EvalStart,
+    FinalTiming,
     LLMAnswer,
     LLMFailure,
     RunStart,
@@ -90,6 +91,7 @@ class Replay:
     attempts: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
     baselines: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
     task_ends: dict[str, dict[str, Any]] = field(default_factory=dict)
+    final_timings: dict[str, dict[str, Any]] = field(default_factory=dict)  # task -> its latest final_timing
     starts: int = 0
 
     @classmethod
@@ -115,6 +117,8 @@ class Replay:
                 replay.baselines[(event["task"], event["mode"])] = event
             elif kind == TaskEnd.type:
                 replay.task_ends[event["task"]] = event
+            elif kind == FinalTiming.type:
+                replay.final_timings[event["task"]] = event
             elif kind == RunStart.type:
                 replay.starts += 1
         return replay

@@ -142,25 +142,39 @@ def print_summary(runner: Runner, console: Console | None = None) -> None:
                   collapse_padding=True)
     # A run that spent nothing (an offline stand-in) has no spend column: $0.00 would read as a price.
     show_spend = any(t.ledger.spent_usd or not t.ledger.spend_known for t in runner.task_runs.values())
-    for column in ("task", "eager ms", "best ms", "speedup", "queries", *(["spend"] if show_spend else []),
-                   "correct"):
+    show_final = any(t.final_speedup for t in runner.task_runs.values())
+    for column in ("task", "eager ms", "best ms", "speedup", *(["re-timed (95% CI)"] if show_final else []), "queries",
+                   *(["spend"] if show_spend else []), "correct"):
         table.add_column(column, justify="left" if column == "task" else "right", no_wrap=True)
     for ref, task_run in runner.task_runs.items():
         counts = runner.progress.tasks[ref].counts
         attempts = sum(counts.values())
         speedup = task_run.best_speedup
         spend = [f"${task_run.ledger.spent_usd:.2f}" if task_run.ledger.spend_known else "unknown"] if show_spend else []
+        final = [_final_text(task_run.final_speedup)] if show_final else []
         table.add_row(
             ref,
             f"{task_run.baseline_ms:.4f}" if task_run.baseline_ms else "-",
             f"{task_run.best_runtime_ms:.4f}" if task_run.best_runtime_ms else "-",
             f"{speedup:.2f}x" if speedup else "-",
+            *final,
             queries_text(task_run.ledger.queries_used, runner.config.query_budget, short=True),
             *spend,
             f"{counts.get('correct', 0)}/{attempts}",
         )
     console.print(table)
+    if show_final:
+        console.print("speedup: search-time (the best attempt's own timing over the eager baseline); re-timed: the "
+                      "final best timed paired against the eager reference, what `pikeh report` reports")
     if any(t.ledger.queries_used > runner.config.query_budget for t in runner.task_runs.values()):
         console.print("+N: queries past the budget (the strategy's permitted overshoot, e.g. 12/12 +3 past the "
                       "budget); the best is chosen within the budget. correct: correct attempts of all attempts, "
                       "those past the budget included (the report counts only those within it)")
+
+
+def _final_text(final: tuple[float, float, float] | None) -> str:
+    """A paired speedup with its interval, "2.48x (2.45-2.51)"; "-" when the task has none."""
+    if final is None:
+        return "-"
+    speedup, low, high = final
+    return f"{speedup:.2f}x ({low:.2f}-{high:.2f})"

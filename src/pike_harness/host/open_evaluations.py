@@ -1,6 +1,7 @@
 """Evaluations in flight, as the journal sees them: every ``eval_start`` gets exactly one end.
 
-An evaluation's end is its verdict (``eval_done``) or an ``eval_abort``; a stopping run closes every
+An evaluation's end is its verdict (``eval``; ``final_timing`` for a task's final re-timing) or an
+``eval_abort``; a stopping run closes every
 evaluation still running with an ``eval_abort`` and lets none start after that, so the journal a resume
 reads is exact (see docs/run-layout.md).
 """
@@ -10,7 +11,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 
-from pike_harness.contracts.journal import EvalAbort, EvalDone, EvalStart
+from pike_harness.contracts.journal import EvalAbort, EvalDone, EvalStart, FinalTiming
 from pike_harness.host.run_signals import RunInterrupted
 from pike_harness.host.store import RunStore
 
@@ -33,7 +34,7 @@ class OpenEvaluations:
             self._open.add((task, key))
             self.store.append(EvalStart(task=task, key=key))
 
-    def end(self, event: EvalDone | EvalAbort) -> bool:
+    def end(self, event: EvalDone | EvalAbort | FinalTiming) -> bool:
         """Journal the evaluation's end, unless the stopping run already closed it; True if written."""
         with self._lock:
             if (event.task, event.key) not in self._open:

@@ -19,10 +19,11 @@ from typing import Any
 
 from pike_harness.contracts.evaluation import Evaluator, EvaluatorError
 from pike_harness.contracts.journal import RunEnd, RunStart, TaskEnd
-from pike_harness.contracts.model import Attempt, EvalResult, Task
+from pike_harness.contracts.model import Attempt, EvalResult, PairedSpec, Task
 from pike_harness.contracts.strategy import Strategy
 from pike_harness.errors import BudgetExhausted, UserError
 from pike_harness.host.answers_in_flight import AnswersInFlight
+from pike_harness.host.final_timing import best_from_journal, time_final_best
 from pike_harness.host.journal_reading import Replay
 from pike_harness.host.llm_health import LLMHealth
 from pike_harness.host.open_evaluations import OpenEvaluations
@@ -177,6 +178,8 @@ class Runner:
             self.task_runs[task.ref] = task_run
             if ended and ended.get("reason") in ("done", "budget"):
                 self._restore_finished(task_run, ended)
+                if self.config.final_retime:  # ended before its final re-timing was journaled, perhaps
+                    futures[pool.submit(self._final_timing, task_run)] = task.ref
                 continue
             futures[pool.submit(self._run_task, task_run)] = task.ref
         try:
@@ -197,8 +200,10 @@ class Runner:
         ref = task_run.task.ref
         ledger = task_run.ledger
         ledger.restore(ended)
-        task_run.best_runtime_ms = ended.get("best_runtime_ms")
         task_run.baseline_ms = ended.get("baseline_ms")
+        # From the journal, under this session's final-best rule (--include-jit-trace may have changed).
+        task_run.best = best_from_journal(self, task_run)
+        task_run.best_runtime_ms = task_run.best.runtime_ms if task_run.best else ended.get("best_runtime_ms")
         counts = Counter(e["category"] for (task, _), e in self.replay.attempts.items() if task == ref)
         self.progress.update(ref, done=True, queries_used=ledger.queries_used, spend_usd=ledger.spent_usd,
                              spend_known=ledger.spend_known, best_speedup=task_run.best_speedup,
@@ -233,13 +238,27 @@ class Runner:
         self.store.append(TaskEnd(task=ref, reason=reason, queries_used=ledger.queries_used,
                                   spend_usd=ledger.spent_usd, spend_known=ledger.spend_known,
                                   best_runtime_ms=task_run.best_runtime_ms, baseline_ms=task_run.baseline_ms))
+        if reason in ("done", "budget"):
+            self._final_timing(task_run)
         self.progress.update(ref, done=True)
 
-    def run_evaluation(self, task: Task, code: str) -> EvalResult:
+    def _final_timing(self, task_run: TaskRun) -> None:
+        """The task's final best re-timed paired (host/final_timing.py); a stop leaves it to the resume."""
+        try:
+            time_final_best(self, task_run)
+        except RunInterrupted:
+            return
+        except EvaluatorError as exc:
+            if not self._stop.is_set():
+                self.fail(f"the evaluator failed during the final re-timing of {task_run.task.ref}: {exc}; "
+                          "rerun the same command to resume")
+
+    def run_evaluation(self, task: Task, code: str, *, paired: PairedSpec | None = None) -> EvalResult:
         """Evaluate through the evaluator; infrastructure failures are retried, never blamed on the code."""
         assert self.evaluator is not None
         config = self.config
-        overrides: dict[str, Any] = {"protocol": config.protocol, "protocol_params": dict(config.protocol_params)}
+        overrides: dict[str, Any] = {"protocol": config.protocol, "protocol_params": dict(config.protocol_params),
+                                     "paired": paired}
 
         evaluator = self.evaluator
 

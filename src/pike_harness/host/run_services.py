@@ -12,7 +12,7 @@ from concurrent.futures import Executor
 from typing import TYPE_CHECKING, Any, Protocol
 
 from pike_harness.contracts.llm import GenerationParams
-from pike_harness.contracts.model import Attempt, EvalResult, Task
+from pike_harness.contracts.model import Attempt, EvalResult, PairedSpec, Task
 
 if TYPE_CHECKING:
     from pike_harness.host.answers_in_flight import AnswersInFlight
@@ -48,8 +48,9 @@ class RunServices(Protocol):
     def fail(self, message: str) -> None:
         """Stop the run for good with ``message`` (a refused key, too many failures)."""
 
-    def run_evaluation(self, task: Task, code: str) -> EvalResult:
-        """Evaluate ``code`` for ``task`` (the run's evaluator, its retries)."""
+    def run_evaluation(self, task: Task, code: str, *, paired: PairedSpec | None = None) -> EvalResult:
+        """Evaluate ``code`` for ``task`` (the run's evaluator, its retries); ``paired``: also time it
+        paired against the task's eager reference (the final re-timing)."""
 
     def attempt_finished(self, task_run: Any, attempt: Attempt) -> None:
         """An attempt has its verdict: the loop updates the task's best and the progress table."""

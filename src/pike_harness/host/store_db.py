@@ -26,6 +26,7 @@ from pike_harness.contracts.journal import (
     AttemptDone,
     Baseline,
     EvalDone,
+    FinalTiming,
     LLMAnswer,
     LLMFailure,
     RunEnd,
@@ -33,7 +34,9 @@ from pike_harness.contracts.journal import (
     TaskEnd,
     attempt_dir,
 )
+from pike_harness.contracts.model import NOISY_TIMING
 from pike_harness.host.baseline_sets import entries, read_meta
+from pike_harness.host.final_best import uses_jit_trace
 from pike_harness.host.journal_reading import latest_attempts, scan_journal
 from pike_harness.host.store import JOURNAL, RUN_FILE
 
@@ -77,6 +80,20 @@ TABLES: dict[str, dict[str, str]] = {
         "dir": "VARCHAR",  # the attempt's mirror folder (prompt.md, response.md, code.py), relative to the run
         # Its number on the speedup-vs-queries curve (see curve_positions): idx renumbered in PIKE's order.
         "curve_idx": "INTEGER",
+        # A correct attempt's code contains torch.jit.trace (PIKE's final-best rule leaves it out; NULL:
+        # not correct, or its code.py mirror is missing)
+        "jit_trace": "BOOLEAN",
+        "noisy_timing": "BOOLEAN",  # its timing was flagged noisy (NoiseReport, the noisy_timing flag)
+    },
+    # Each task's final best timed paired against its eager reference: by the run when the task ended
+    # (``final_timing`` events, source 'run') or by `pikeh report --retime` (source 'report'). The
+    # numbers are the PairedTiming's own; NULL speedup with ``why`` when there is no paired timing.
+    "final_timings": {
+        "run": "VARCHAR", "task": "VARCHAR", "best_key": "VARCHAR", "code_sha256": "VARCHAR", "source": "VARCHAR",
+        "category": "VARCHAR", "speedup": "DOUBLE", "ci_low": "DOUBLE", "ci_high": "DOUBLE", "n_pairs": "INTEGER",
+        "reference_ms": "DOUBLE", "candidate_ms": "DOUBLE", "stop": "VARCHAR", "seconds": "DOUBLE",
+        "flagged": "VARCHAR", "why": "VARCHAR", "noise": "JSON", "pairs": "JSON", "device": "VARCHAR",
+        "time": "VARCHAR",
     },
     "baselines": {
         "run": "VARCHAR", "task": "VARCHAR", "mode": "VARCHAR", "device": "VARCHAR", "protocol": "VARCHAR",
@@ -127,12 +144,16 @@ def run_rows(run_dir: Path) -> dict[str, list[dict[str, Any]]]:
                                   "end_reason": None, "queries_used": None, "spend_usd": None}
     hardware: dict[tuple[str, str], str | None] = {}  # (task, key) -> what timed its evaluation
     clocks: dict[tuple[str, str], dict[str, Any] | None] = {}  # (task, key) -> its GPU clocks around the timing
+    noisy: set[tuple[str, str]] = set()  # (task, key) of evaluations flagged noisy_timing
     for event in events:
         kind = event.get("type")
         if kind == EvalDone.type:
-            environment = (event.get("result") or {}).get("environment")
+            result = event.get("result") or {}
+            environment = result.get("environment")
             hardware[(event["task"], event["key"])] = _hardware(environment)
             clocks[(event["task"], event["key"])] = _clocks(environment)
+            if NOISY_TIMING in (result.get("flags") or []):
+                noisy.add((event["task"], event["key"]))
         elif kind in (LLMAnswer.type, LLMFailure.type):
             rows["llm_calls"].append(_llm_row(run, event))
         elif kind == AttemptDone.type and id(event) in latest:
@@ -147,7 +168,13 @@ def run_rows(run_dir: Path) -> dict[str, list[dict[str, Any]]]:
                 "hardware": hardware.get((event["task"], event["key"])),
                 "clocks": clocks.get((event["task"], event["key"])),
                 "dir": str(attempt_dir(event["task"], event["key"], event.get("index"))),
+                "jit_trace": _jit_trace(run_dir, event),
+                "noisy_timing": (event["task"], event["key"]) in noisy,
             })
+        elif kind == FinalTiming.type:
+            rows["final_timings"].append(final_timing_row(
+                run=run, task=event["task"], best_key=event.get("best_key"), code_sha256=event.get("code_sha256"),
+                result=event.get("result"), why=event.get("why"), time=event.get("time"), source="run"))
         elif kind == Baseline.type:
             rows["baselines"].append(_baseline_row(event, run=run, baseline_set=None))
         elif kind == TaskEnd.type and event["task"] in task_rows:
@@ -156,6 +183,36 @@ def run_rows(run_dir: Path) -> dict[str, list[dict[str, Any]]]:
     curve_positions(rows["attempts"])
     rows["tasks"] = list(task_rows.values())
     return rows
+
+
+def final_timing_row(*, run: str, task: str, best_key: str | None, code_sha256: str | None,
+                     result: dict[str, Any] | None, why: str | None, time: str | None, source: str) -> dict[str, Any]:
+    """One ``final_timings`` row from a paired re-timing's result (an ``EvalResult`` as a dict): the
+    run's ``final_timing`` events and `pikeh report --retime` write the same row, so one table holds both."""
+    result = result or {}
+    paired = result.get("paired") or {}
+    return {
+        "run": run, "task": task, "best_key": best_key, "code_sha256": code_sha256, "source": source,
+        "category": result.get("category"), "speedup": paired.get("speedup"), "ci_low": paired.get("ci_low"),
+        "ci_high": paired.get("ci_high"), "n_pairs": len(paired.get("pairs") or []) if paired else None,
+        "reference_ms": paired.get("reference_ms"), "candidate_ms": paired.get("candidate_ms"),
+        "stop": paired.get("stop"), "seconds": paired.get("seconds"), "flagged": paired.get("flagged"),
+        "why": why, "noise": paired.get("noise"), "pairs": paired.get("pairs"),
+        "device": (result.get("environment") or {}).get("device"), "time": time,
+    }
+
+
+def _jit_trace(run_dir: Path, event: dict[str, Any]) -> bool | None:
+    """Whether a correct attempt's code (its code.py mirror) contains torch.jit.trace; None when it is not
+    correct or the mirror is gone (the attempt then competes, as the run itself could not tell either)."""
+    if event.get("category") != "correct":
+        return None
+    try:
+        code = (run_dir / attempt_dir(event["task"], event["key"], event.get("index")) / "code.py").read_text(
+            encoding="utf-8")
+    except OSError:
+        return None
+    return uses_jit_trace(code)
 
 
 def device_used(config: dict[str, Any], environment: dict[str, Any]) -> str | None:

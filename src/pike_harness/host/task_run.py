@@ -21,12 +21,13 @@ from pike_harness.contracts.journal import (
     EvalDone,
     LLMAnswer,
     LLMFailure,
-    within_budget,
 )
 from pike_harness.contracts.llm import GenerationParams, LLMError, LLMRequest, LLMResponse
 from pike_harness.contracts.model import RUNTIME_ERROR, Attempt, EvalResult, Task
 from pike_harness.contracts.strategy import BudgetView
 from pike_harness.host.budget_ledger import BudgetLedger
+from pike_harness.host.final_best import Contender, contender
+from pike_harness.host.final_timing import describe_paired
 from pike_harness.host.llm_health import FATAL_LLM_STATUSES
 from pike_harness.host.run_signals import RunInterrupted
 from pike_harness.host.store import sha256
@@ -46,6 +47,8 @@ class TaskRun:
         config = runner.config
         self.ledger = BudgetLedger(config.query_budget, config.money_budget, runner.overshoot)
         self.best_runtime_ms: float | None = None
+        self.best: Contender | None = None  # the final-best rule's pick so far (final_best.py)
+        self.final_speedup: tuple[float, float, float] | None = None  # paired (speedup, low, high), once timed
         self.baseline_ms: float | None = None
         self.baseline: EvalResult | None = None
         self._ref = task.ref
@@ -142,11 +145,16 @@ class TaskRun:
     def _finish(self, attempt: Attempt) -> None:
         key = (self._ref, attempt.key)
         result = attempt.result
-        if (result is not None and result.is_correct and result.runtime_ms is not None
-                and within_budget(attempt.index, self.runner.config.query_budget)):
+        config = self.runner.config
+        rival = contender(key=attempt.key, index=attempt.index, category=attempt.category,
+                          runtime_ms=attempt.runtime_ms, code=attempt.code,
+                          code_sha256=sha256(attempt.code) if attempt.code is not None else None,
+                          query_budget=config.query_budget, include_jit_trace=config.include_jit_trace)
+        if rival is not None:
             with self._lock:
-                if self.best_runtime_ms is None or result.runtime_ms < self.best_runtime_ms:
-                    self.best_runtime_ms = result.runtime_ms
+                if rival.beats(self.best):
+                    self.best = rival
+                    self.best_runtime_ms = rival.runtime_ms
                     self._write_best(attempt)
         if key not in self.runner.replay.attempts:
             response = attempt.response
@@ -230,6 +238,19 @@ class TaskRun:
         self.runner.store.log(line)
         if not self.runner.progress.live_enabled:
             self.runner.progress.message(line)
+
+    def note_final_timing(self, event: dict[str, Any]) -> None:
+        """A ``final_timing`` of this task (new or replayed): keep its paired speedup and say it."""
+        record = event.get("result")
+        paired = EvalResult.from_dict(record).paired if record else None
+        if paired is None:
+            self.final_speedup = None
+            self.log(f"final re-timing of {event.get('best_key')}: no paired timing ({event.get('why')}); "
+                     "the report uses the search-time number")
+        else:
+            self.final_speedup = (paired.speedup, paired.ci_low, paired.ci_high)
+            self.log(f"final re-timing of {event.get('best_key')}: {describe_paired(paired)}")
+        self.runner.progress.update(self._ref, done=True)
 
     @property
     def best_speedup(self) -> float | None:

@@ -159,6 +159,9 @@ class NoiseReport:
     flagged: str | None = None  # why this timing is noisy even so; None: quiet
 
 
+NOISY_TIMING = "noisy_timing"  # the EvalResult flag of a timing whose NoiseReport is flagged
+
+
 @dataclass
 class PairedTiming:
     """The outcome of a paired re-timing (``EvalRequest.paired``): the candidate's speedup over the

@@ -20,9 +20,9 @@ import threading
 from collections import deque
 from dataclasses import dataclass
 
-from pike_harness.worker.records import NoiseReport
+from pike_harness.worker.records import NOISY_TIMING, NoiseReport
 
-NOISY_FLAG = "noisy_timing"
+NOISY_FLAG = NOISY_TIMING  # one name for the flag, shared with the host (worker/records.py)
 BASELINE_READINGS = 20  # recent unflagged readings a device's baseline is the median of
 MIN_BASELINE_READINGS = 3  # fewer: no baseline yet, so the canary cannot flag (steal still can)
 PROC_STAT = "/proc/stat"

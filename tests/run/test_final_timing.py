@@ -1,0 +1,155 @@
+"""`pikeh run` re-times each task's final best paired against its eager reference (the real CLI, the
+real openai SDK against the loopback fake model, the fake evaluator's deterministic paired timings),
+and picks that best by PIKE's rule: code containing torch.jit.trace never wins unless asked."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import time
+from pathlib import Path
+
+import pytest
+
+from pike_harness.api import EvalRequest, EvalResult
+from pike_harness.cli import App
+from pike_harness.host.launch import launch_run
+from pike_harness.host.plugins import PluginHost
+from pike_harness.host.store import read_journal
+from pike_harness.testing import FakeReply, default_verdict, fake_evaluator_plugin, invoke
+from pike_harness.testing.llm_server import FakeLLMServer
+
+MS = re.compile(r"# ms=([0-9.]+)")
+
+
+def program(ms: float, *, traced: bool = False) -> str:
+    body = "torch.jit.trace(lambda t: t, (x,))(x)" if traced else "x * 1"
+    return (f"import torch\nimport torch.nn as nn\n# ms={ms}\n\n\nclass ModelNew(nn.Module):\n"
+            f"    def forward(self, x):\n        return {body}\n")
+
+
+# Three answers: the fastest traces with torch.jit.trace, so PIKE's rule passes it over.
+PROGRAMS = {"plain-slow": program(0.5), "traced-fast": program(0.25, traced=True), "plain-fast": program(0.4)}
+
+
+def timed_verdict(request: EvalRequest) -> EvalResult:
+    """The reference at 1 ms; a candidate at the runtime its ``# ms=`` line declares."""
+    result = default_verdict(request)
+    found = MS.search(request.candidate_source)
+    if result.is_correct and found and request.candidate_source != request.reference_source:
+        result.runtime_ms = float(found.group(1))
+    return result
+
+
+@pytest.fixture
+def server():
+    with FakeLLMServer() as fake:
+        answers = iter(PROGRAMS.values())
+        fake.set_reply(lambda _request: FakeReply.code(next(answers, PROGRAMS["plain-slow"])))
+        yield fake
+
+
+def pikeh_run(server: FakeLLMServer, out: Path, *extra: str, noisy=None, pairs: bool = True):
+    plugin = fake_evaluator_plugin(timed_verdict, noisy=noisy, pairs=pairs)
+    result = invoke("run", "--strategy", "best-of-n", "--suite", "smoke", "--tasks", "4", "--llm", "openai:fake",
+                    "--llm-base-url", server.openai_base_url, "--query-budget", "3", "--parallel", "3",
+                    "--evaluator", "fake", "--output-dir", str(out), "--run-name", "r", *extra,
+                    plugins={"fake": plugin}, env={"OPENAI_API_KEY": "sk-test"})
+    return result, plugin
+
+
+def events(out: Path, kind: str) -> list[dict]:
+    return [e for e in read_journal(out / "r" / "journal.jsonl") if e["type"] == kind]
+
+
+def test_the_final_best_is_retimed_paired_once_and_resume_keeps_it(server, tmp_path):
+    result, plugin = pikeh_run(server, tmp_path)
+    assert result.exit_code == 0, result.output[-3000:]
+    [timing] = events(tmp_path, "final_timing")
+    best = {e["key"]: e for e in events(tmp_path, "attempt")}[timing["best_key"]]
+    assert best["runtime_ms"] == 0.4, "torch.jit.trace code is not the final best by default"
+    assert timing["code_sha256"] == best["code_sha256"] and timing["key"] == "final/" + timing["best_key"]
+    paired = timing["result"]["paired"]
+    assert paired["speedup"] == pytest.approx(1.0 / 0.4, rel=0.01) and paired["stop"] == "converged"
+    assert paired["ci_low"] < paired["speedup"] < paired["ci_high"] and timing["why"] is None
+    # The request asked for the run's pairing rule, and it was bracketed like any evaluation.
+    [asked] = [r for r in plugin.built[0].requests if r.paired is not None]
+    assert asked.paired.target_halfwidth == 0.02 and asked.paired.max_seconds == 60.0
+    starts = [e for e in events(tmp_path, "eval_start") if e["key"].startswith("final/")]
+    assert len(starts) == 1
+    assert "final re-timing of" in (tmp_path / "r" / "log.txt").read_text()
+    assert "re-timed (95% CI)" in result.output and "2.50x (2." in result.output  # the run's summary table
+    # A resume of the finished run asks nothing and times nothing again.
+    sent = server.count()
+    again, plugin = pikeh_run(server, tmp_path)
+    assert again.exit_code == 0, again.output[-3000:]
+    assert server.count() == sent and len(events(tmp_path, "final_timing")) == 1
+    assert not any(r.paired is not None for r in plugin.built[0].requests)
+
+
+def test_no_final_retime_times_nothing_and_a_later_resume_catches_up(server, tmp_path):
+    result, plugin = pikeh_run(server, tmp_path, "--no-final-retime")
+    assert result.exit_code == 0, result.output[-3000:]
+    assert events(tmp_path, "final_timing") == [] and events(tmp_path, "task_end")
+    assert not any(r.paired is not None for r in plugin.built[0].requests)
+    # The option is operational: the same run, resumed with it on, re-times its finished task.
+    again, plugin = pikeh_run(server, tmp_path, "--retime-halfwidth", "0.05")
+    assert again.exit_code == 0, again.output[-3000:]
+    [timing] = events(tmp_path, "final_timing")
+    assert [r.paired.target_halfwidth for r in plugin.built[0].requests if r.paired] == [0.05]
+    assert timing["result"]["paired"]["speedup"] == pytest.approx(2.5, rel=0.01)
+
+
+def test_include_jit_trace_lets_traced_code_win(server, tmp_path):
+    result, _ = pikeh_run(server, tmp_path, "--include-jit-trace")
+    assert result.exit_code == 0, result.output[-3000:]
+    [timing] = events(tmp_path, "final_timing")
+    assert timing["result"]["paired"]["speedup"] == pytest.approx(4.0, rel=0.01)
+    [end] = events(tmp_path, "task_end")
+    assert end["best_runtime_ms"] == 0.25
+
+
+def test_a_noisy_timing_is_journaled_flagged(server, tmp_path):
+    result, _ = pikeh_run(server, tmp_path, noisy=lambda _request: "canary 40% off its baseline")
+    assert result.exit_code == 0, result.output[-3000:]
+    [timing] = events(tmp_path, "final_timing")
+    assert timing["result"]["paired"]["flagged"] == "canary 40% off its baseline"
+    assert "flagged: canary" in (tmp_path / "r" / "log.txt").read_text()
+
+
+def test_an_evaluator_that_cannot_pair_is_journaled_with_its_reason(server, tmp_path):
+    result, _ = pikeh_run(server, tmp_path, pairs=False)
+    assert result.exit_code == 0, result.output[-3000:]
+    [timing] = events(tmp_path, "final_timing")
+    assert timing["result"]["paired"] is None and "no paired timing" in timing["why"]
+    assert "the report uses the search-time number" in (tmp_path / "r" / "log.txt").read_text()
+
+
+def test_a_ctrl_c_during_the_final_retiming_loses_nothing_and_the_resume_times_it(server, tmp_path, monkeypatch):
+    def interrupted_while_pairing(request: EvalRequest) -> EvalResult:
+        if request.paired is not None:
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(1.0)  # the re-timing is still going when the run sees the Ctrl-C
+        return timed_verdict(request)
+
+    # launch_run, not the CLI: an interrupted `pikeh run` ends its process (exit status 130).
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    App._host = PluginHost(extra=[("fake", fake_evaluator_plugin(interrupted_while_pairing), False)])
+    try:
+        core = {"strategy": "best-of-n", "suite": "smoke", "tasks": "4", "llm": "openai:fake", "query_budget": 3,
+                "llm_base_url": server.openai_base_url, "output_dir": tmp_path, "run_name": "r"}
+        status = launch_run(App(), core, {"parallel": 3}, {"evaluator": "fake"}, live=False)
+    finally:
+        App.reset()
+    assert status == "interrupted"
+    assert events(tmp_path, "final_timing") == [] and events(tmp_path, "task_end")
+    [start] = [e for e in events(tmp_path, "eval_start") if e["key"].startswith("final/")]
+    [abort] = [e for e in events(tmp_path, "eval_abort") if e["key"] == start["key"]]  # the journal stays exact
+    assert events(tmp_path, "run_end")[-1]["status"] == "interrupted"
+    sent = server.count()
+    again, _ = pikeh_run(server, tmp_path)
+    assert again.exit_code == 0, again.output[-3000:]
+    assert server.count() == sent  # nothing asked again
+    [timing] = events(tmp_path, "final_timing")
+    assert timing["key"] == start["key"] and timing["result"]["paired"]["speedup"] == pytest.approx(2.5, rel=0.01)
