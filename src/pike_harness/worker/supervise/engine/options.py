@@ -25,7 +25,10 @@ JIT_CACHE_MODES = ("shared", "private")
 OFF_WORDS = ("off", "none", "no", "")
 QUIET_MODES = ("stop", "cores")
 CPU_ORDERS = ("longest-first", "submission")  # engine.work_order's policies
-DEFAULT_START_SLOTS = 4  # provisional: benchmarks/bench_admission.py measures it on the GPU host
+# Measured (benchmarks/bench_admission.py, H100 host with 16 cores, 2026-11-28): 16 processes starting at
+# once took 3.0 s each against 1.7 s alone, 4.3 starts/s against 1.65 at 4 at once: starts do not storm
+# at the core count, so the limit is the core count (and never more than --jobs).
+DEFAULT_START_SLOTS = os.cpu_count() or 4
 
 
 class EngineError(Exception):
@@ -93,8 +96,8 @@ class EngineOptions:
         "min": 1, "help": "CPU slots candidates with a load_inline build may hold at once while others wait, "
                           "so those load beside the builds. Default: 3/4 of --jobs, at least 1."})
     start_slots: int | None = field(default=None, metadata={
-        "min": 1, "help": f"Candidate processes importing torch and initialising the device at once "
-                          f"(pre-starts included). Default: {DEFAULT_START_SLOTS}, at most --jobs."})
+        "min": 1, "help": "Candidate processes importing torch and initialising the device at once "
+                          "(pre-starts included). Default: the number of cores, at most --jobs."})
     unsafe_no_sandbox: bool | None = field(default=None, metadata={"help": UNSAFE_OPTION_HELP, "flag": True})
 
 
