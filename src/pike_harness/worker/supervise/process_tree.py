@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import time
 from collections.abc import Iterable
 
 from pike_harness.worker.supervise import sandbox
@@ -37,3 +38,41 @@ def signal_trees(roots: Iterable[int], signum: int) -> None:
             for pid in tree:
                 with contextlib.suppress(OSError):
                     os.kill(pid, signum)
+
+
+STOPPED_STATES = ("T", "t", "Z", "X")  # stopped, traced-stopped, dead: none of them runs
+
+
+def wait_stopped(roots: Iterable[int], timeout_s: float) -> list[int]:
+    """Wait until every thread of every process of the roots' trees reads as stopped; the pids still
+    running when ``timeout_s`` ran out ([] when all stopped).
+
+    A signal is delivered asynchronously: ``kill`` returns before the target stops, and on a loaded
+    host a thread can run for tens of milliseconds more, inside the window that had to be quiet. A
+    process forked since the last pass is stopped too. Reads only ``/proc`` (no file a candidate can
+    write).
+    """
+    roots = list(roots)
+    deadline = time.monotonic() + timeout_s
+    while True:
+        running = [pid for tree in descendants(roots).values() for pid in tree if not _all_threads_stopped(pid)]
+        if not running or time.monotonic() > deadline:
+            return running
+        signal_trees(roots, signal.SIGSTOP)
+        time.sleep(0.001)
+
+
+def _all_threads_stopped(pid: int) -> bool:
+    try:
+        tasks = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return True  # gone
+    for tid in tasks:
+        try:
+            with open(f"/proc/{pid}/task/{tid}/stat", "rb") as handle:
+                raw = handle.read().decode("ascii", errors="replace")
+        except OSError:
+            continue  # the thread ended
+        if raw[raw.rfind(")") + 2:].split(" ", 1)[0] not in STOPPED_STATES:
+            return False
+    return True

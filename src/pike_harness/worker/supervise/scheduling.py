@@ -338,6 +338,9 @@ class _Member:
     stopped_at: float | None = None  # monotonic time of the SIGSTOP in force, if any
 
 
+STOP_WAIT_S = 2.0  # how long a quiet window waits for its members to be seen stopped
+
+
 class QuietRegistry:
     """Processes that pause while a neighbour is timed. ``add``/``remove`` them; wrap timing in ``quiet``.
 
@@ -416,6 +419,9 @@ class QuietRegistry:
         if not live:
             return
         process_tree.signal_trees([member.pid for _, member in live], signal.SIGSTOP)
+        # The timing starts only once they are seen stopped (bounded: a process that will not stop in
+        # time, e.g. in uninterruptible I/O, delays the timing no further; it stops when it can).
+        process_tree.wait_stopped([member.pid for _, member in live], STOP_WAIT_S)
         now = time.monotonic()
         for token, member in live:
             self._stopped.add(token)

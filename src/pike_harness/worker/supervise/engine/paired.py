@@ -27,7 +27,6 @@ A candidate that breaks a rule in one of its blocks is judged for it, as in any 
 from __future__ import annotations
 
 import contextlib
-import os
 import signal
 import time
 import uuid
@@ -46,7 +45,6 @@ if TYPE_CHECKING:
 UNAVAILABLE_FLAG = "paired_unavailable"
 WIDE_FLAG = "paired_wide_interval"
 STOP_WAIT_S = 5.0  # how long every thread of a stopped side may take to be seen stopped
-STOPPED_STATES = ("T", "t", "Z", "X")  # stopped, traced-stopped, dead: none of them runs
 BLOCK_WARMUP_FRACTION = 0.2  # each block's own warm-up, as a fraction of its timed length
 BLOCK_MIN_CALLS = 3  # timed calls per block at least, however long one call takes
 WARMUP_PAIRS = 1  # pairs of blocks run first and not counted
@@ -181,33 +179,10 @@ def stopped(evaluation: Evaluation) -> Iterator[None]:
 
 
 def _wait_stopped(root: int) -> None:
-    deadline = time.monotonic() + STOP_WAIT_S
-    while True:
-        running = [pid for pid in process_tree.descendants([root])[root] if not _all_threads_stopped(pid)]
-        if not running:
-            return
-        if time.monotonic() > deadline:
-            raise PairingError(f"the paired re-timing could not stop the other side: process {running[0]} "
-                               f"still ran after {STOP_WAIT_S:g} s")
-        process_tree.signal_trees([root], signal.SIGSTOP)  # a process forked since the first pass
-        time.sleep(0.001)
-
-
-def _all_threads_stopped(pid: int) -> bool:
-    try:
-        tasks = os.listdir(f"/proc/{pid}/task")
-    except OSError:
-        return True  # gone
-    for tid in tasks:
-        try:
-            with open(f"/proc/{pid}/task/{tid}/stat", "rb") as handle:
-                raw = handle.read().decode("ascii", errors="replace")
-        except OSError:
-            continue  # the thread ended
-        state = raw[raw.rfind(")") + 2:].split(" ", 1)[0]
-        if state not in STOPPED_STATES:
-            return False
-    return True
+    running = process_tree.wait_stopped([root], STOP_WAIT_S)
+    if running:
+        raise PairingError(f"the paired re-timing could not stop the other side: process {running[0]} "
+                           f"still ran after {STOP_WAIT_S:g} s")
 
 
 def _unavailable(candidate: Evaluation, reason: str) -> None:
