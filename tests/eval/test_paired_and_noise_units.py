@@ -64,7 +64,9 @@ def test_the_canary_decision():
     limits = noise.NoiseLimits(canary_tolerance=0.5, max_steal=0.05, redo=2)
     assert noise.judge(0.1, 0.12, 0.1, 0.0, limits) is None
     assert "canary read 0.2000 ms after" in noise.judge(0.1, 0.2, 0.1, 0.0, limits)
-    assert "before" in noise.judge(0.05, 0.1, 0.11, None, limits)  # faster than the baseline is off too
+    assert "before" in noise.judge(0.2, 0.1, 0.11, None, limits)
+    # faster than the baseline is never noisy: the baseline was read on a busier host
+    assert noise.judge(0.05, 0.02, 0.11, None, limits) is None
     assert "steal" in noise.judge(0.1, 0.1, 0.1, 0.2, limits)
     # missing readings cannot make a timing noisy: no baseline yet, no canary, no steal accounting
     assert noise.judge(5.0, 5.0, None, None, limits) is None
@@ -84,6 +86,11 @@ def test_baselines_are_per_device_medians_of_unflagged_readings():
     assert off.flagged and off.redone == 2 and off.canary_baseline_ms == pytest.approx(0.1)
     watch.record("cuda:0", off)
     assert watch.baseline("cuda:0") == pytest.approx(0.1), "a flagged reading never moves the baseline"
+    for _ in range(3):  # a quieter host: faster readings are not flagged, and bring the baseline down
+        quiet = watch.report("cuda:0", 0.04, 0.04, 0.0)
+        assert quiet.flagged is None
+        watch.record("cuda:0", quiet)
+    assert watch.baseline("cuda:0") < 0.1
 
 
 def test_steal_from_proc_stat_readings():

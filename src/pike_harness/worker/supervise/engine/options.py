@@ -79,8 +79,8 @@ class EngineOptions:
         "help": "Keep one core per GPU free of loads and builds for timing (default: on with at least 4 "
                 "cores)."})
     noise_canary_tolerance: float | None = field(default=None, metadata={
-        "min": 0.0, "help": "A timing whose noise canary reads further than this fraction off the device's "
-                            "recent baseline (either way) is noisy: redone, then flagged noisy_timing. "
+        "min": 0.0, "help": "A timing whose noise canary reads more than this fraction slower than the "
+                            "device's recent baseline is noisy: redone, then flagged noisy_timing. "
                             "Default 0.5."})
     noise_max_steal: float | None = field(default=None, metadata={
         "min": 0.0, "max": 1.0, "help": "A timing during which the hypervisor stole more than this share of "
