@@ -112,13 +112,25 @@ def test_prestarted_processes_serve_one_candidate_each(make_local):
         assert result.environment["prestarted"] is True
         cwd = re.search(r"cwd (\S+)", result.stdout_tail).group(1)
         assert cwd in idle, "the candidate ran in a process the pool had started before it arrived"
-        assert all(not os.path.exists(f"/proc/{pid}") or _zombie(pid) for pid in idle[cwd]), \
-            "the process outlived its one candidate"
+        # A killed tree is torn down by the kernel asynchronously (a loaded 2-core runner once saw it
+        # still there right after the result): gone within a generous bound, never waited for longer.
+        assert _gone_within(idle[cwd], 30.0), "the process outlived its one candidate"
         # its own JIT folder in its scratch, a copy of the source's shared entry (published once correct)
         assert re.search(rf"inductor {re.escape(cwd)}/jit-[0-9a-f]+/inductor", result.stdout_tail)
         assert (evaluator.engine.cache_root / "jit" / jit_cache_key(source, None)).is_dir()
         pids.append(cwd)
     assert pids[0] != pids[1]
+
+
+def _gone_within(pids: set[int], seconds: float) -> bool:
+    import os
+
+    deadline = time.monotonic() + seconds
+    while not all(not os.path.exists(f"/proc/{pid}") or _zombie(pid) for pid in pids):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+    return True
 
 
 def _zombie(pid: int) -> bool:
