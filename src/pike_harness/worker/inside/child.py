@@ -138,8 +138,9 @@ class CandidateProcess:
         started = time.monotonic()
         self.flags.apply(request.precision)
         try:
-            model: Callable[..., Any] = loading.build_model(self.model_class, loading.init_inputs(self.inputs_module),
-                                                            weight_seed=request.weight_seed, device=self.device)
+            model: Callable[..., Any] = loading.build_model(
+                self.model_class, loading.init_inputs(self.inputs_module), weight_seed=request.weight_seed,
+                device=self.device)
         except BaseException as exc:
             traceback.print_exc()
             raise _resource_verdict(exc) or Verdict(RUNTIME_ERROR, "construct", _summary(exc)) from None

@@ -3,11 +3,11 @@
 Both are read off the engine's ``JobTrace`` timestamps after the fact, so they cost nothing while
 candidates run. A candidate's stages partition its time from submission to done (they add up to it
 exactly): the next bottleneck of a batch is the stage with the largest total. A device's idle time
-(no timing and no paired block on it) is split by what its candidates were doing meanwhile, most device-bound first:
-``checks`` (checked calls in the shared phase, which keep a timing out), ``handover`` (a ready
-candidate not yet granted: the gate's own latency), ``builds``, ``starts`` (process starts),
-``loading`` (importing or warming up), and ``nothing_ready`` (waiting for a CPU slot, or nothing
-submitted).
+(no timing and no paired block on it) is split by what its candidates were doing meanwhile, most
+device-bound first: ``checks`` (checked calls in the shared phase, which keep a timing out),
+``handover`` (a ready candidate not yet granted: the gate's own latency), ``builds``, ``starts``
+(process starts), ``loading`` (importing or warming up), and ``nothing_ready`` (waiting for a CPU
+slot, or nothing submitted).
 """
 
 from __future__ import annotations
