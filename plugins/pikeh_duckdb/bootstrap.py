@@ -55,7 +55,8 @@ def weights(available: np.ndarray, replicates: int = REPLICATES, *, rng: np.rand
         seeds = np.flatnonzero(available[0])
         picks = rng.integers(0, len(seeds), size=(replicates, len(seeds)))
         out = np.zeros((replicates, 1, n_seeds))
-        np.add.at(out, (np.arange(replicates)[:, None], 0, seeds[picks]), 1.0 / len(seeds))
+        # out[:, 0, :] is a view: adding into it fills out
+        np.add.at(out[:, 0, :], (np.arange(replicates)[:, None], seeds[picks]), 1.0 / len(seeds))
         return out
     if tasks is None:
         tasks = task_counts(n_tasks, replicates, rng)

@@ -41,7 +41,7 @@ def _data(rows: Sequence[dict[str, Any]]) -> alt.Data:
 
 def _plain(row: dict[str, Any]) -> dict[str, Any]:
     """JSON-friendly values (DuckDB returns Decimals and lists)."""
-    out = {}
+    out: dict[str, Any] = {}
     for key, value in row.items():
         if isinstance(value, bool | int | float | str) or value is None:
             out[key] = value
@@ -159,7 +159,7 @@ def outcomes(outcome_rows: Sequence[dict[str, Any]], efa_rows: Sequence[dict[str
     merged: dict[tuple[str, str], int] = {}
     for r in outcome_rows:
         merged[(r["run"], r["category"])] = merged.get((r["run"], r["category"]), 0) + int(r["n"])
-    rows = [{"run": run, "category": cat, "n": n} for (run, cat), n in merged.items()]
+    rows: list[dict[str, Any]] = [{"run": run, "category": cat, "n": n} for (run, cat), n in merged.items()]
     categories = [c for c in OUTCOME_CATEGORIES if any(r["category"] == c for r in rows)] or ["correct"]
     categories += sorted({r["category"] for r in rows} - set(categories))
     bar = alt.Chart(_data(rows)).mark_bar().encode(

@@ -87,7 +87,8 @@ def vega_bundle() -> str:
         return cached.read_text(encoding="utf-8")
     except OSError:
         pass
-    bundle = vlc.javascript_bundle().replace("</script", "<\\/script")
+    # vl-convert's stub makes ``snippet`` required; at run time it is optional (None: the default snippet).
+    bundle = vlc.javascript_bundle().replace("</script", "<\\/script")  # type: ignore[call-arg]
     try:
         cached.parent.mkdir(parents=True, exist_ok=True)
         tmp = cached.with_suffix(f".tmp{os.getpid()}")

@@ -125,7 +125,7 @@ def verdict(metrics: dict[str, Any]) -> dict[str, Any]:
         runtime = metrics.get("runtime_ms")
         return {"category": metrics["category"], "runtime_ms": runtime if metrics["category"] == "correct" else None,
                 "reason": metrics.get("reason"), "stats": metrics.get("runtime")}
-    meta = metrics.get("metadata") if isinstance(metrics.get("metadata"), dict) else {}
+    meta = _object(metrics.get("metadata"))
     merged = {**metrics, **meta}
     # Only a flag or a message says it timed out; a number under such a key is a setting (timeout_s: 600).
     timeout = next((v for k in ("timeout", "timed_out", "is_timeout", "timeout_error")
@@ -148,12 +148,17 @@ def verdict(metrics: dict[str, Any]) -> dict[str, Any]:
         reason = f"{issue}; max difference {diff}" if diff is not None else issue
         return {"category": "incorrect", "runtime_ms": None, "reason": reason[:2000], "stats": None}
     if merged.get("correctness") is True or merged.get("correct") is True:
-        stats = metrics.get("runtime_stats") if isinstance(metrics.get("runtime_stats"), dict) else {}
+        stats = _object(metrics.get("runtime_stats"))
         runtime = stats.get("mean", metrics.get("runtime"))
         if isinstance(runtime, int | float) and runtime > 0:
             return {"category": "correct", "runtime_ms": float(runtime), "reason": None, "stats": _stats(stats, runtime)}
         return {"category": "runtime_error", "runtime_ms": None, "reason": "correct but not timed", "stats": None}
     return {"category": "runtime_error", "runtime_ms": None, "reason": "no evaluation recorded", "stats": None}
+
+
+def _object(value: Any) -> dict[str, Any]:
+    """A record's field that should be an object: itself if it is one, else {} (PIKE trees vary)."""
+    return value if isinstance(value, dict) else {}
 
 
 def _stats(stats: dict[str, Any], headline: float) -> dict[str, Any]:
@@ -334,7 +339,7 @@ def _write_task(store: Any, ref: str, items: list[PikeAttempt], baselines: Itera
             spend_known = False
         else:
             spend += cost
-        response = {"text": item.response or "", "usage": _usage_dict(usage), "latency_s": None, "provider": provider,
+        response: dict[str, Any] = {"text": item.response or "", "usage": _usage_dict(usage), "latency_s": None, "provider": provider,
                     "model": model, "model_id": None, "cost_usd": cost, "finish_reason": None, "truncated": False,
                     "empty": not item.response, "retries": [], "from_cache": False, "is_llm": True,
                     "cost_source": f"prices:{price.key}" if cost is not None else None, "replayed": False}

@@ -155,7 +155,7 @@ def build_report(options: ReportOptions, config: DuckDBConfig | None = None) -> 
         params = MetricParams(budget=config.budget, money_step=config.money_step or 0.20,
                               money_max=config.money_max or 25.0, money_budget=config.money_budget,
                               outlier_factor=config.outlier_factor, include_jit_trace=config.include_jit_trace)
-        create_metrics(con, params, price_rows(con, config.price_as, config.prices or ()))
+        create_metrics(con, params, price_rows(con, config.price_as, [Path(p) for p in config.prices or ()]))
         _retimes(con, output, config, services, say)
         sol_table = sol.build(con, services.resolve_task, config.peaks or (), say) \
             if config.speed_of_light else []

@@ -12,7 +12,7 @@ from .figures import RUN_PALETTE, SPEEDUP_TITLE, _data
 
 
 def _panel(rows: Sequence[dict[str, Any]], x: str, title: str, x_title: str, labels: list[str],
-           x_format: str = "") -> alt.LayerChart:
+           x_format: str = "") -> alt.LayerChart | alt.FacetChart:
     color = alt.Color("label:N", scale=alt.Scale(domain=labels, range=[RUN_PALETTE[i % len(RUN_PALETTE)]
                                                                        for i in range(len(labels))]),
                       legend=alt.Legend(title="configuration (band: 95% CI)", orient="bottom", labelLimit=400,

@@ -22,6 +22,30 @@ MIGRATION_RULES = ("pike", "next")
 EMPTY_ISLAND_RULES = ("seed", "whole")
 
 
+@dataclass(frozen=True)
+class SearchParams:
+    """The preset-filled fields of ``PikeOConfig`` once resolved, typed as the search reads them: on the
+    Config they are Optional (None: "take the preset's"), which ``__post_init__`` never leaves."""
+
+    template: str
+    num_top_programs: int
+    num_inspirations: int
+    num_diverse_programs: int
+    population_size: int
+    archive_size: int
+    exclude_reference: bool
+    num_islands: int
+    elite_selection_ratio: float
+    exploration_ratio: float
+    exploitation_ratio: float
+    parallel_evaluations: int
+    migration_interval: int
+    migration_rate: float
+    feature_bins: int
+    max_fix_attempts: int
+    log_tail_chars: int
+
+
 def _option(help_text: str, name: str) -> Any:
     return field(default=None, metadata={"help": f"{help_text} [default from --preset; {presets.describe(name)}]"})
 
@@ -150,19 +174,25 @@ class PikeOConfig:
             if isinstance(value, bool) or not isinstance(value, int | float) or not 0.0 <= value <= 1.0:
                 raise UserError(f"{_flag(name)} must be between 0 and 1 (got {value!r})")
             setattr(self, name, float(value))
-        if self.exploration_ratio + self.exploitation_ratio > 1.0 + 1e-9:
+        if self.params.exploration_ratio + self.params.exploitation_ratio > 1.0 + 1e-9:
             raise UserError(f"--exploration-ratio ({self.exploration_ratio:g}) plus --exploitation-ratio "
                             f"({self.exploitation_ratio:g}) must not exceed 1")
 
     @property
+    def params(self) -> SearchParams:
+        """The preset-filled fields, resolved and typed (read after ``__post_init__``)."""
+        return SearchParams(**{f.name: getattr(self, f.name) for f in fields(SearchParams)})
+
+    @property
     def in_flight_per_island(self) -> int:
         """OpenEvolve's batch: 2W iterations spread evenly over the islands, at least one each."""
-        return max(1, 2 * self.parallel_evaluations // self.num_islands)
+        params = self.params
+        return max(1, 2 * params.parallel_evaluations // params.num_islands)
 
     @property
     def random_ratio(self) -> float:
         """The share of parents drawn uniformly from the whole database."""
-        return max(0.0, 1.0 - self.exploration_ratio - self.exploitation_ratio)
+        return max(0.0, 1.0 - self.params.exploration_ratio - self.params.exploitation_ratio)
 
     def overrides(self) -> dict[str, Any]:
         """The fields whose value differs from the preset's (for the run log)."""

@@ -99,19 +99,19 @@ class ProgramDatabase:
 
     def __init__(self, config: PikeOConfig, rng: random.Random | None = None, *, max_iterations: int = 300):
         self.config = config
-        self.features = FeatureSpace(bins=config.feature_bins, rng=rng or random.Random(0))
+        self.features = FeatureSpace(bins=config.params.feature_bins, rng=rng or random.Random(0))
         self.programs: dict[str, Program] = {}
-        self.islands: list[list[str]] = [[] for _ in range(config.num_islands)]
+        self.islands: list[list[str]] = [[] for _ in range(config.params.num_islands)]
         self.grid: dict[tuple[int, ...], str] = {}
         self.archive: list[str] = []
         self.added = 0  # programs added by iterations
         self.last_migration = 0  # ``next`` rule: ``added`` at the last migration; ``pike``: the largest counter
         # PIKE's migration clock: a pointer that moves every ``pointer_period`` added children and the
         # generation counter of each island, bumped for the island the pointer is on.
-        self.pointer_period = max(1, max_iterations // (config.num_islands * 10))
+        self.pointer_period = max(1, max_iterations // (config.params.num_islands * 10))
         self.pointer = 0
         self.pointer_count = 0
-        self.generations = [0] * config.num_islands
+        self.generations = [0] * config.params.num_islands
         self.best_id: str | None = None
         self.seeded = 0
         self.migrations: list[Migration] = []
@@ -179,12 +179,12 @@ class ProgramDatabase:
             self.best_id = program.id
 
     def _archivable(self, program: Program) -> bool:
-        return not (program.is_reference and self.config.exclude_reference)
+        return not (program.is_reference and self.config.params.exclude_reference)
 
     def _update_archive(self, program: Program) -> None:
         if not self._archivable(program) or program.id in self.archive:
             return
-        if len(self.archive) < self.config.archive_size:
+        if len(self.archive) < self.config.params.archive_size:
             self.archive.append(program.id)
             return
         worst = min(self.archived(), key=lambda p: (p.fitness, p.order))
@@ -195,7 +195,7 @@ class ProgramDatabase:
         """Remove the lowest-fitness programs past ``population_size``. PIKE protects the best program
         as it stood before the newcomer, and the newcomer itself; ours (``protect_new`` off) only the
         best, newcomer included."""
-        excess = len(self.programs) - self.config.population_size
+        excess = len(self.programs) - self.config.params.population_size
         if excess <= 0:
             return
         if self.config.protect_new:
@@ -252,8 +252,8 @@ class ProgramDatabase:
         if len(self.islands) < 2:
             return False
         if self.config.migration_rule == "next":
-            return self.added - self.last_migration >= self.config.migration_interval
-        return max(self.generations) - self.last_migration >= self.config.migration_interval
+            return self.added - self.last_migration >= self.config.params.migration_interval
+        return max(self.generations) - self.last_migration >= self.config.params.migration_interval
 
     def migrate(self) -> Migration:
         """Copy each island's fittest programs to its neighbours (see the module docstring for the rule)."""
@@ -274,7 +274,7 @@ class ProgramDatabase:
         n = len(self.islands)
         for k in range(n):
             members = ranked(self.island(k))
-            count = max(1, int(len(members) * self.config.migration_rate))
+            count = max(1, int(len(members) * self.config.params.migration_rate))
             for source in members[:count]:
                 if source.migrant:
                     continue
@@ -288,7 +288,7 @@ class ProgramDatabase:
         planned: list[tuple[Program, int]] = []
         for k in range(n):
             natives = ranked(p for p in self.island(k) if not p.migrant)
-            count = max(1, int(len(natives) * self.config.migration_rate)) if natives else 0
+            count = max(1, int(len(natives) * self.config.params.migration_rate)) if natives else 0
             planned.extend((program, (k + 1) % n) for program in natives[:count])
         for source, target in planned:
             if not any(p.code == source.code for p in self.island(target)):

@@ -113,7 +113,7 @@ def inspirations(db: ProgramDatabase, parent: Program, island: int, count: int, 
     for program in ranked(members)[:max(1, int(count * elite_ratio))]:
         take(program)
     if len(chosen) < count and parent.coords:
-        bins = db.config.feature_bins
+        bins = db.config.params.feature_bins
         for _ in range(3 * (count - len(chosen))):
             cell = tuple(max(0, min(bins - 1, c + rng.randint(-2, 2))) for c in parent.coords)
             take(db.owner(cell))

@@ -94,9 +94,9 @@ class PikeO(Strategy):
         initial = getattr(ctx, "baseline", None) or ctx.evaluate(ctx.task.source, key=INITIAL_KEY)
         db.add_initial(ctx.task.source, initial)
         per_island = cfg.in_flight_per_island
-        slots = per_island * cfg.num_islands
+        slots = per_island * cfg.params.num_islands
         in_flight: deque[tuple[Plan, Future[list[Attempt]]]] = deque()
-        pending = [0] * cfg.num_islands
+        pending = [0] * cfg.params.num_islands
         next_iteration = 0
         stopped = False
         chains = ThreadPoolExecutor(max_workers=slots, thread_name_prefix="pikeh-pike-o")
@@ -117,7 +117,7 @@ class PikeO(Strategy):
                 next_iteration += 1
                 return True
 
-            for island in range(cfg.num_islands):  # OpenEvolve's first batch: island 0's slots, then 1's...
+            for island in range(cfg.params.num_islands):  # OpenEvolve's first batch: island 0's slots, then 1's...
                 for _ in range(per_island):
                     stopped = stopped or not start(island)
             ctx.set_status(phase=0, note=f"{len(in_flight)} iterations in flight")
@@ -127,7 +127,7 @@ class PikeO(Strategy):
                 pending[plan.island] -= 1
                 self._incorporate(ctx, db, plan, attempts)
                 if not stopped:
-                    free = next((k for k in range(cfg.num_islands) if pending[k] < per_island), None)
+                    free = next((k for k in range(cfg.params.num_islands) if pending[k] < per_island), None)
                     stopped = free is None or not start(free)
                 ctx.set_status(phase=plan.iteration + 1, note=f"{len(in_flight)} iterations in flight")
         finally:  # every chain has finished unless the run is stopping: then do not wait for them
@@ -147,15 +147,15 @@ class PikeO(Strategy):
         cfg = self.config
         reference = prompt_examples.REFERENCE_RUN
         current = prompts.Shown(task.source, 1.0 / (reference.runtime_ms or 1.0), (0, 0), reference)
-        if cfg.template == "mutation":
+        if cfg.params.template == "mutation":
             first = prompts.mutation_messages(task, task.source, prompt_pack.of(cfg))
         else:
-            first = prompts.crossover_messages(task, current, [current], [], bins=cfg.feature_bins,
-                                               tail_chars=cfg.log_tail_chars, pack=prompt_pack.of(cfg),
+            first = prompts.crossover_messages(task, current, [current], [], bins=cfg.params.feature_bins,
+                                               tail_chars=cfg.params.log_tail_chars, pack=prompt_pack.of(cfg),
                                                previous=[current] if cfg.crossover_content == "pike" else [],
                                                content=cfg.crossover_content)
-        shown = [prompt_examples.PromptExample(cfg.template, OPTIMIZE, first)]
-        if cfg.max_fix_attempts:
+        shown = [prompt_examples.PromptExample(cfg.params.template, OPTIMIZE, first)]
+        if cfg.params.max_fix_attempts:
             for name, result in (("efa_error", prompt_examples.CRASH), ("efa_incorrect", prompt_examples.WRONG)):
                 messages = prompts.efa_messages(task, prompt_examples.FAILING, result, tail_chars=cfg.efa_tail_chars,
                                                 pack=prompt_pack.of(cfg))
@@ -171,33 +171,33 @@ class PikeO(Strategy):
     def _plan(self, ctx: TaskContext, db: ProgramDatabase, iteration: int, island: int) -> Plan:
         """Draw the iteration's parent (and, for crossover, what its prompt shows) from the database now."""
         cfg = self.config
-        draw = sample_parent(db, island, ctx.rng, exploration=cfg.exploration_ratio,
-                             exploitation=cfg.exploitation_ratio)
+        draw = sample_parent(db, island, ctx.rng, exploration=cfg.params.exploration_ratio,
+                             exploitation=cfg.params.exploitation_ratio)
         plan = Plan(iteration, island, draw, [], [])
-        if cfg.template == "crossover":
-            plan.tops = top_programs(db, island, cfg.num_top_programs)
+        if cfg.params.template == "crossover":
+            plan.tops = top_programs(db, island, cfg.params.num_top_programs)
             shown = {p.id for p in plan.tops}
             if cfg.crossover_content == "pike":
                 # The fork: previous attempts are the island's top programs again (no code); the diverse
                 # ones are the next fittest, in random order; inspirations exclude only the parent.
-                nearest = top_programs(db, island, cfg.num_top_programs + cfg.num_diverse_programs)
-                plan.diverse = diverse_programs(db, island, cfg.num_diverse_programs, ctx.rng,
+                nearest = top_programs(db, island, cfg.params.num_top_programs + cfg.params.num_diverse_programs)
+                plan.diverse = diverse_programs(db, island, cfg.params.num_diverse_programs, ctx.rng,
                                                 exclude=shown, pool=nearest)
                 plan.previous = plan.tops[:PREVIOUS_ATTEMPTS]
                 excluded: set[str] = set()
             else:
-                plan.diverse = diverse_programs(db, island, cfg.num_diverse_programs, ctx.rng, exclude=shown)
+                plan.diverse = diverse_programs(db, island, cfg.params.num_diverse_programs, ctx.rng, exclude=shown)
                 plan.previous = db.recent(island, PREVIOUS_ATTEMPTS)
                 excluded = shown | {p.id for p in plan.diverse}
-            plan.inspirations = inspirations(db, draw.parent, island, cfg.num_inspirations, ctx.rng,
-                                             elite_ratio=cfg.elite_selection_ratio, exclude=excluded)
+            plan.inspirations = inspirations(db, draw.parent, island, cfg.params.num_inspirations, ctx.rng,
+                                             elite_ratio=cfg.params.elite_selection_ratio, exclude=excluded)
         return plan
 
     def _meta(self, plan: Plan) -> dict[str, Any]:
         parent = plan.draw.parent
         return {
             "phase": plan.iteration, "iteration": plan.iteration, "island": plan.island,
-            "child_island": parent.island, "template": self.config.template, "mode": plan.draw.mode,
+            "child_island": parent.island, "template": self.config.params.template, "mode": plan.draw.mode,
             "pool": plan.draw.pool, "parent_id": parent.id, "parent_island": parent.island,
             "parent_is_reference": parent.is_reference, "top": [p.id for p in plan.tops],
             "diverse": [p.id for p in plan.diverse], "inspirations": [p.id for p in plan.inspirations],
@@ -205,12 +205,12 @@ class PikeO(Strategy):
 
     def _messages(self, ctx: TaskContext, plan: Plan) -> list[dict[str, str]]:
         parent = plan.draw.parent
-        if self.config.template == "mutation":
+        if self.config.params.template == "mutation":
             return prompts.mutation_messages(ctx.task, parent.code, prompt_pack.of(self.config))
         return prompts.crossover_messages(
             ctx.task, _shown(parent), [_shown(p) for p in plan.tops], [_shown(p) for p in plan.inspirations],
             diverse=[_shown(p) for p in plan.diverse], previous=[_shown(p) for p in plan.previous],
-            bins=self.config.feature_bins, tail_chars=self.config.log_tail_chars, pack=prompt_pack.of(self.config),
+            bins=self.config.params.feature_bins, tail_chars=self.config.params.log_tail_chars, pack=prompt_pack.of(self.config),
             content=self.config.crossover_content)
 
     def _chain(self, ctx: TaskContext, plan: Plan, first: Future[Attempt]) -> list[Attempt]:
@@ -218,7 +218,7 @@ class PikeO(Strategy):
 
         Each fix is sent only while the task is below its budget (the host refuses it otherwise)."""
         attempts = [first.result()]
-        for number in range(1, self.config.max_fix_attempts + 1):
+        for number in range(1, self.config.params.max_fix_attempts + 1):
             latest = attempts[-1]
             if not latest.failed or latest.code is None or latest.result is None or ctx.budget.exhausted:
                 break

@@ -16,6 +16,7 @@ from perf_helpers import PLAIN, request  # noqa: E402
 
 from pike_harness.worker.records import PairedSpec  # noqa: E402
 from pike_harness.worker.supervise.engine import Engine, EngineConfig  # noqa: E402
+from pike_harness.worker.supervise.engine.stage_breakdown import candidate_stages  # noqa: E402
 
 # Short blocks: the CPU test checks the design (order, caps, stopping), not the host's noise. (The
 # "converged" stop is the stop rule's unit test: tests/eval/test_paired_and_noise_units.py.)
@@ -78,6 +79,13 @@ def test_pairs_alternate_within_their_caps_and_the_candidate_is_stopped_while_th
     assert result.runtime_ms is not None and result.noise is not None
     assert result.noise.canary_before_ms > 0 and result.noise.canary_after_ms > 0
     assert "paired" in result.stage_seconds
+    # the engine's trace keeps the ordinary timing and the paired window apart (stage_breakdown)
+    trace = engine.traces[-1]
+    assert trace.timing_start < trace.timing_end <= trace.paired_start < trace.paired_end <= trace.done
+    assert trace.paired_start <= paired.windows[0][1] / 1e9 and paired.windows[-1][2] / 1e9 <= trace.paired_end
+    stages = candidate_stages(trace)
+    assert stages["timing"] == pytest.approx(trace.timing_end - trace.timing_start)
+    assert stages["paired"] == pytest.approx(trace.paired_end - trace.timing_end)
 
     files = list((engine.workdir / "scratch").glob("*/pikeh_stamps.txt"))
     assert len(files) == 1

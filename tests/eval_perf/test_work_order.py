@@ -130,6 +130,28 @@ def test_idle_causes_follow_what_candidates_were_doing():
     assert candidate_stages(b)["building"] == 3.0 and candidate_stages(b)["slot_wait"] == 1.0
 
 
+def test_a_paired_re_timing_is_its_own_stage_and_keeps_its_device_busy():
+    """The paired blocks are told by a second timing_start/timing_end pair: the trace keeps the
+    ordinary timing as ``timing`` and the paired window (reference loading included) as ``paired``."""
+    from pike_harness.worker.supervise.engine.jobs import JobTrace
+    from pike_harness.worker.supervise.engine.stage_breakdown import breakdown, format_breakdown
+
+    trace = JobTrace(seq=0, task="t", submitted=0.0, device="cpu", load_start=0.0, spawned=1.0, imported=2.0,
+                     loaded=2.0, granted=2.0)
+    for moment, started in ((3.0, True), (5.0, False), (7.0, True), (10.0, False)):  # timing, then paired
+        (trace.window_started if started else trace.window_ended)(moment)
+    trace.done = 11.0
+    assert (trace.timing_start, trace.timing_end, trace.paired_start, trace.paired_end) == (3.0, 5.0, 7.0, 10.0)
+    stages = candidate_stages(trace)
+    assert stages["checking"] == 1.0 and stages["timing"] == 2.0 and stages["paired"] == 5.0
+    assert stages["closing"] == 1.0 and sum(stages.values()) == 11.0
+    # idle: up to the ordinary timing, the reference's loading between the windows, and the close
+    assert sum(device_idle([trace], "cpu", 0.0, 11.0).values()) == 3.0 + 2.0 + 1.0
+    figures = breakdown([trace], ["cpu"], 0.0, 11.0)
+    assert figures["totals_s"]["paired"] == 5.0 and figures["candidates"][0]["paired_s"] == 5.0
+    assert "timing 2.0, paired 5.0" in format_breakdown(figures)
+
+
 def test_pikeh_eval_prints_where_the_time_went(cli, tmp_path):
     """``--stages`` after the verdict: the stage totals and the device's idle time by cause (a candidate
     refused by the static checks: nothing starts, the breakdown still covers it)."""

@@ -154,3 +154,14 @@ def test_a_run_that_cost_nothing_has_no_money_marker_and_says_what_was_measured(
     assert "timed on a CPU" in banner and "an offline stand-in wrote the programs" in banner
     block = page[page.index('id="configuration"'):page.index('id="figures"')]
     assert "offline:mutate" in block and "pike-b" in block and "no GPU" in block
+
+
+def test_the_documented_example_summary_has_the_columns_report_writes(cli, inputs, tmp_path):
+    """docs/examples/report/summary.csv (docs/report.md's example) shows the columns of today's summary.csv."""
+    runs, _ = inputs
+    out = tmp_path / "r"
+    result = cli("report", "--input", str(runs), "--output", str(out), "--format", "csv")
+    assert result.exit_code == 0, result.output
+    example = Path(__file__).resolve().parents[2] / "docs" / "examples" / "report" / "summary.csv"
+    with (out / "summary.csv").open() as written, example.open() as documented:
+        assert next(csv.reader(documented)) == next(csv.reader(written))

@@ -86,6 +86,9 @@ def test_the_final_best_is_retimed_paired_once_and_resume_keeps_it(server, tmp_p
     assert again.exit_code == 0, again.output[-3000:]
     assert server.count() == sent and len(events(tmp_path, "final_timing")) == 1
     assert not any(r.paired is not None for r in plugin.built[0].requests)
+    # ...and says nothing about a re-timing it did not do; its summary table still shows the number
+    assert (tmp_path / "r" / "log.txt").read_text().count("final re-timing of") == 1
+    assert "final re-timing of" not in again.output and "2.50x (2." in again.output
 
 
 def test_no_final_retime_times_nothing_and_a_later_resume_catches_up(server, tmp_path):

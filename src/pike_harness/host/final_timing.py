@@ -53,7 +53,7 @@ def time_final_best(runner: RunServices, task_run: TaskRun) -> None:
         return
     recorded = runner.replay.final_timings.get(ref)
     if recorded is not None and (recorded.get("best_key"), recorded.get("code_sha256")) == (best.key, best.code_sha256):
-        task_run.note_final_timing(recorded)  # timed by an earlier process
+        task_run.note_final_timing(recorded, say=False)  # timed (and logged) by an earlier process
         return
     key = FINAL_TIMING_PREFIX + best.key
     code = _mirrored_code(runner, ref, best.key, best.index, best.code_sha256)

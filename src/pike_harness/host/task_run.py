@@ -239,17 +239,20 @@ class TaskRun:
         if not self.runner.progress.live_enabled:
             self.runner.progress.message(line)
 
-    def note_final_timing(self, event: dict[str, Any]) -> None:
-        """A ``final_timing`` of this task (new or replayed): keep its paired speedup and say it."""
+    def note_final_timing(self, event: dict[str, Any], *, say: bool = True) -> None:
+        """A ``final_timing`` of this task (new or replayed): keep its paired speedup and, with ``say``,
+        log it (a replayed one was logged by the process that timed it: a resume does not repeat it)."""
         record = event.get("result")
         paired = EvalResult.from_dict(record).paired if record else None
         if paired is None:
             self.final_speedup = None
-            self.log(f"final re-timing of {event.get('best_key')}: no paired timing ({event.get('why')}); "
-                     "the report uses the search-time number")
+            line = (f"final re-timing of {event.get('best_key')}: no paired timing ({event.get('why')}); "
+                    "the report uses the search-time number")
         else:
             self.final_speedup = (paired.speedup, paired.ci_low, paired.ci_high)
-            self.log(f"final re-timing of {event.get('best_key')}: {describe_paired(paired)}")
+            line = f"final re-timing of {event.get('best_key')}: {describe_paired(paired)}"
+        if say:
+            self.log(line)
         self.runner.progress.update(self._ref, done=True)
 
     @property

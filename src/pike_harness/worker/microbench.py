@@ -53,7 +53,7 @@ def measure(device_name: str = "cuda", *, copy_mb: int | None = None, matmul_n: 
     result: dict[str, Any] = {"device": device_name, "gpu": torch.cuda.get_device_name(device) if cuda else None,
                               "copy_mb": copy_mb, "copy_gbs": 2 * src.numel() * 4 / (copy_ms * 1e-3) / 1e9,
                               "matmul_n": matmul_n, "matmul_tflops": {}}
-    src = dst = None  # free the copy buffers before the matmuls
+    del src, dst  # free the copy buffers before the matmuls
     old_tf32 = torch.backends.cuda.matmul.allow_tf32
     try:
         for name, dtype in DTYPES.items():

@@ -36,12 +36,16 @@ import secrets
 import sys
 import time
 import traceback
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pike_harness.worker.channel import Channel
 from pike_harness.worker.inside.limits import apply_limits
 from pike_harness.worker.records import COMPILE_ERROR, DEVICE_OOM_MARKS, REJECTED, RUNTIME_ERROR, EvalRequest
+
+if TYPE_CHECKING:
+    from pike_harness.worker.inside.canary import Canary
 
 SETTLE_S = 0.05  # how long an output must stay unchanged after the call returned
 # The collector's switches, taken before the candidate's code exists (it could replace gc.disable).
@@ -78,7 +82,12 @@ class CandidateProcess:
         from pike_harness.worker.inside import trusted as T
 
         self.torch, self.flags, self.T, self.output_file = torch, backend_flags, T, output_file
-        self.canary_module, self.canary = canary, None  # imported before the candidate, made at the first timing
+        self.canary_module = canary  # imported before the candidate
+        self.canary: Canary | None = None  # made at the first timing
+        # Set by the correctness stage (_check), which always precedes timing and profiling:
+        self.model: Callable[..., Any] | None = None  # the judged instance, in its baseline mode
+        self.input_sets: list[list[Any]] | None = None  # every input set, on the device
+        self.validated: list[list[Any]] | None = None  # each set's checked outputs (device clones)
         self.channel = channel
         self.request = request
         self.device = torch.device("cuda", 0) if request.device.startswith("cuda") else torch.device("cpu")
@@ -129,8 +138,9 @@ class CandidateProcess:
         started = time.monotonic()
         self.flags.apply(request.precision)
         try:
-            model = loading.build_model(self.model_class, loading.init_inputs(self.inputs_module),
-                                        weight_seed=request.weight_seed, device=self.device)
+            model: Callable[..., Any] = loading.build_model(
+                self.model_class, loading.init_inputs(self.inputs_module), weight_seed=request.weight_seed,
+                device=self.device)
         except BaseException as exc:
             traceback.print_exc()
             raise _resource_verdict(exc) or Verdict(RUNTIME_ERROR, "construct", _summary(exc)) from None
@@ -359,6 +369,7 @@ class CandidateProcess:
         protocol = get_protocol(protocol_name, params)
         self._restore_flags()
         try:
+            assert self.model is not None and self.input_sets is not None and self.validated is not None
             loop = TimedLoop(self.model, self.input_sets, self.validated, device=self.device, protocol=protocol,
                              atol=self.request.atol, rtol=self.request.rtol)
             canary = self._canary()
@@ -385,7 +396,7 @@ class CandidateProcess:
         self._report({"event": "timed", "run": run.to_dict(), "threads": threads, "notes": self.notes,
                       "backend_flags": self.flags_set, "canary_ms": canary_ms, "nonce": nonce}, collect=False)
 
-    def _canary(self) -> Any:
+    def _canary(self) -> Canary:
         """The noise canary's probe (``canary.py``), made at the first timing and kept for the next ones."""
         if self.canary is None:
             self.canary = self.canary_module.Canary(self.device)
@@ -398,6 +409,7 @@ class CandidateProcess:
 
         self._restore_flags()
         try:
+            assert self.input_sets is not None
             summary: dict[str, Any] = profiling.profile(self.model, self.input_sets, self.device)
         except Exception as exc:
             traceback.print_exc()

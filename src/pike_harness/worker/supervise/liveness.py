@@ -93,8 +93,13 @@ class BeatWatch:
 def hold_deadline_s(limits: Any, grace_s: float = HOLD_GRACE_S) -> float:
     """How long a worker may work on a request with these ``Limits`` (or their dict) before it counts
     as stuck: every stage's own limit, plus ``grace_s``."""
-    get = limits.get if isinstance(limits, dict) else (lambda name: getattr(limits, name))
-    return float(get("compile_timeout_s")) + RUN_LIMITED_STAGES * float(get("run_timeout_s")) + grace_s
+    compile_s, run_s = _stage_limit_s(limits, "compile_timeout_s"), _stage_limit_s(limits, "run_timeout_s")
+    return compile_s + RUN_LIMITED_STAGES * run_s + grace_s
+
+
+def _stage_limit_s(limits: Any, name: str) -> float:
+    """One stage's limit from ``Limits`` or from its dict form (a request read back from JSON)."""
+    return float(limits[name] if isinstance(limits, dict) else getattr(limits, name))
 
 
 class HoldTimer:

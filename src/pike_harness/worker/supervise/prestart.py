@@ -209,16 +209,16 @@ class PrestartPool:
     def close(self) -> None:
         with self._cond:
             self._closed = True
-            doomed = [s for items in self._ready.values() for s in items]
-            doomed += [s for items in self._starting.values() for s, _ in items]
-            for items in self._ready.values():
-                items.clear()
-            starting_tokens = [t for items in self._starting.values() for _, t in items if t is not None]
+            doomed = [s for ready in self._ready.values() for s in ready]
+            doomed += [s for starting in self._starting.values() for s, _ in starting]
+            for ready in self._ready.values():
+                ready.clear()
+            starting_tokens = [t for starting in self._starting.values() for _, t in starting if t is not None]
             if self.settings.start_slots is not None:
-                for _ in range(sum(len(items) for items in self._starting.values())):
+                for _ in range(sum(len(starting) for starting in self._starting.values())):
                     self.settings.start_slots.release()
-            for items in self._starting.values():
-                items.clear()
+            for starting in self._starting.values():
+                starting.clear()
             self._cond.notify_all()
         for token in starting_tokens:
             self.registry.remove(token)

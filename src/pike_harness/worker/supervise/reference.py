@@ -24,6 +24,7 @@ is trusted; it still gets a scrubbed environment. Server side: torch and the sta
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import json
 import os
@@ -330,9 +331,8 @@ class _Server:
         per_instance, computed = {}, False
         for instance in sorted({call.instance for call in plan}):
             sequence = tuple(seeds[call.set_index] for call in plan if call.instance == instance)
-            outputs, made = self.references.get_or_make(
-                (*task, sequence), lambda sequence=sequence: self._reference(message, device, list(sequence)),
-                tensor_bytes)
+            make = functools.partial(self._reference, message, device, list(sequence))
+            outputs, made = self.references.get_or_make((*task, sequence), make, tensor_bytes)
             per_instance[instance], computed = iter(outputs), computed or made
         reference = [next(per_instance[call.instance]) for call in plan]
         if device.type == "cuda":

@@ -21,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import dataclasses
+import io
 import logging
 import os
 import signal
@@ -31,7 +32,7 @@ import time
 import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from pike_harness.worker import queue_channel as qc
 from pike_harness.worker.records import EvalRequest, EvalResult
@@ -310,6 +311,7 @@ class WorkerService:
         self.heartbeat.remove()
         qc.remove_claim_folder(self.qdir, self.worker_id)
         if self._own_workdir:
+            assert self.workdir is not None  # made by _prepare, which ran before the serving this ends
             trusted_files.remove_tree(self.workdir)  # never recursive, never follows a candidate's link
         log.info("worker %s stopped after %d evaluation(s)", self.worker_id, self.done)
 
@@ -466,7 +468,9 @@ def _version() -> str:
 def _watch_stdin(service: WorkerService) -> None:
     """Stop the worker when standard input closes: the process that started it has gone."""
     try:
-        while sys.stdin.buffer.read1(65536):
+        # A buffered reader at run time (typeshed declares sys.stdin.buffer as BinaryIO, without read1).
+        stdin = cast(io.BufferedReader, sys.stdin.buffer)
+        while stdin.read1(65536):
             pass
     except (OSError, ValueError):
         pass

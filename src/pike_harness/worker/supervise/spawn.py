@@ -15,7 +15,7 @@ import os
 import secrets
 import subprocess
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -160,7 +160,7 @@ def open_logs(scratch: Path) -> tuple[int, int]:
 
 
 def sandboxed(settings: WorkerSettings, argv: list[str], folder: Path, hide: list[Path], *,
-              extra_writable: list[Path] = (), seccomp_fd: int | None = None) -> list[str]:
+              extra_writable: Sequence[Path] = (), seccomp_fd: int | None = None) -> list[str]:
     """``argv`` inside the evaluator's isolation (``settings.isolation``), writing only to ``folder``
     (and ``extra_writable``); the work folder, the shared build and JIT caches and ``hide`` are
     invisible (reference outputs, other candidates' scratch and builds). Unchanged where there is

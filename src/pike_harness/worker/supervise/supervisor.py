@@ -746,7 +746,7 @@ class Evaluation:
             note = jit_caches.publish(Path(root), jit_folder, self.request.candidate_source, self.request.baseline_mode)
             if note:
                 self.environment["jit_cache"] = note
-        for folder in {self.exchange, self.spawned_exchange} - {None}:
+        for folder in {f for f in (self.exchange, self.spawned_exchange) if f is not None}:
             problems += trusted_files.remove_tree(folder)
         self.exchange = self.spawned_exchange = None
         if self.scratch is not None and not self.settings.keep_scratch:

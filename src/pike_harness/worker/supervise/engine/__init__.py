@@ -34,7 +34,8 @@ Public API (stable; a change is announced in a commit starting "engine API:")::
 busy device (ties go to the one with more pre-started processes), None (default) means "fixed when
 ``request.device`` is one of the engine's devices". ``on_event(event, evaluation)`` hears
 ``spawned``, ``loaded``, ``check_granted`` (the shared check phase, when the gate has one),
-``granted``, ``timing_start``, ``timing_end`` and ``released`` (a transport records its own
+``granted``, ``timing_start``, ``timing_end`` (twice with a paired re-timing: the ordinary timing's
+window, then the paired blocks') and ``released`` (a transport records its own
 timestamps from it; ``granted`` is told after the device is taken and ``released`` before it is
 freed, so recorded windows lie inside the real hold). Infrastructure failures end the future with
 ``error_type(message)`` (``local`` passes the host's ``EvaluatorError``); verdicts, however bad, are

@@ -28,8 +28,10 @@ class JobTrace:
     check_granted: float | None = None  # the shared check phase (gates with check_slots > 1)
     checked: float | None = None
     granted: float | None = None  # the device held alone: timing (and checking, with one check slot)
-    timing_start: float | None = None
+    timing_start: float | None = None  # the ordinary timing's window
     timing_end: float | None = None
+    paired_start: float | None = None  # the paired re-timing's blocks, when the request asks (engine.paired)
+    paired_end: float | None = None
     released: float | None = None
     done: float | None = None
     category: str | None = None
@@ -38,6 +40,22 @@ class JobTrace:
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+    def window_started(self, now: float) -> None:
+        """A timed window began. Both windows are told by the same ``timing_start`` event (the quiet
+        rule applies to both); the paired re-timing's is the one that begins after the ordinary
+        timing's window has ended."""
+        if self.timing_end is None:
+            self.timing_start = now
+        else:
+            self.paired_start = now
+
+    def window_ended(self, now: float) -> None:
+        """The window ``window_started`` opened last has ended."""
+        if self.paired_start is None:
+            self.timing_end = now
+        else:
+            self.paired_end = now
 
 
 @dataclass

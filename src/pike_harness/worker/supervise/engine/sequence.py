@@ -141,9 +141,9 @@ class EvaluationSequence:
                 context = timing_quiet(self.engine, device, ev.session)
                 context.__enter__()
                 quiet_blocks.append(context)
-                job.trace.timing_start = time.monotonic()  # once quiet: the window is the quiet one
+                job.trace.window_started(time.monotonic())  # once quiet: the window is the quiet one
             elif event == "timing_end":
-                job.trace.timing_end = time.monotonic()
+                job.trace.window_ended(time.monotonic())
                 while quiet_blocks:
                     quiet_blocks.pop().__exit__(None, None, None)
             job.tell(event, ev)

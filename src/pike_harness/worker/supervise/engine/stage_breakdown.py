@@ -3,11 +3,11 @@
 Both are read off the engine's ``JobTrace`` timestamps after the fact, so they cost nothing while
 candidates run. A candidate's stages partition its time from submission to done (they add up to it
 exactly): the next bottleneck of a batch is the stage with the largest total. A device's idle time
-(no timing on it) is split by what its candidates were doing meanwhile, most device-bound first:
-``checks`` (checked calls in the shared phase, which keep a timing out), ``handover`` (a ready
-candidate not yet granted: the gate's own latency), ``builds``, ``starts`` (process starts),
-``loading`` (importing or warming up), and ``nothing_ready`` (waiting for a CPU slot, or nothing
-submitted).
+(no timing and no paired block on it) is split by what its candidates were doing meanwhile, most
+device-bound first: ``checks`` (checked calls in the shared phase, which keep a timing out),
+``handover`` (a ready candidate not yet granted: the gate's own latency), ``builds``, ``starts``
+(process starts), ``loading`` (importing or warming up), and ``nothing_ready`` (waiting for a CPU
+slot, or nothing submitted).
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from typing import Any
 from pike_harness.worker.supervise.engine.jobs import JobTrace
 
 STAGES = ("slot_wait", "starting", "building", "importing", "warming", "device_wait", "checking", "timing",
-          "closing")
+          "paired", "closing")
 IDLE_CAUSES = ("checks", "handover", "builds", "starts", "loading", "nothing_ready")
 
 
@@ -26,13 +26,15 @@ def candidate_stages(trace: JobTrace) -> dict[str, float]:
     """Seconds in each of ``STAGES`` from submission to done; they add up to ``done - submitted``.
 
     A stage's time is the span up to the timestamp that ends it; a stage an evaluation never reached
-    (it failed earlier) is 0. ``building`` is the part of the import spent in ``load_inline`` builds."""
+    (it failed earlier) is 0. ``building`` is the part of the import spent in ``load_inline`` builds;
+    ``timing`` is the ordinary timing, ``paired`` the paired re-timing after it (its reference's load
+    and checks, then the alternating blocks)."""
     out = dict.fromkeys(STAGES, 0.0)
     one_hold = trace.check_granted is None
     milestones = [(trace.load_start, "slot_wait"), (trace.spawned, "starting"), (trace.imported, "importing"),
                   (trace.loaded, "warming"), (trace.check_granted, "device_wait"), (trace.checked, "checking"),
                   (trace.granted, "device_wait"), (trace.timing_start, "checking" if one_hold else "timing"),
-                  (trace.timing_end, "timing"), (trace.done, "closing")]
+                  (trace.timing_end, "timing"), (trace.paired_end, "paired"), (trace.done, "closing")]
     previous = trace.submitted
     for moment, stage in milestones:
         if moment is None:
@@ -67,9 +69,10 @@ def device_idle(traces: Iterable[JobTrace], device: str, begin: float, end: floa
     mine = [t for t in traces if t.device == device]
     events: list[tuple[float, int, str]] = []
     for trace in mine:
-        if trace.timing_start is not None:
-            stop = trace.timing_end or trace.done or end
-            events += [(trace.timing_start, 1, "timing"), (stop, -1, "timing")]
+        for start, stop in ((trace.timing_start, trace.timing_end), (trace.paired_start, trace.paired_end)):
+            if start is not None:
+                stop = stop or trace.done or end
+                events += [(start, 1, "timing"), (stop, -1, "timing")]
         for state, start, stop in _intervals(trace):
             events += [(start, 1, state), (stop, -1, state)]
     events.sort(key=lambda e: e[0])
