@@ -54,7 +54,7 @@ def run(args: Any, work: list[tuple[Any, Path]], base: Path) -> int:
     if args.jobs:
         extra["jobs"] = args.jobs
     with concurrent.futures.ThreadPoolExecutor(1) as side:  # both warm-ups before anything is timed
-        harness_warmed = side.submit(warm_harness, work, state, args.device, Path(extra["build_cache"]),
+        harness_warmed = side.submit(warm_harness if args.warm_jobs > 0 else _skip, work, state, args.device, Path(extra["build_cache"]),
                                      base / "harness-warm", budget, args.margin_s, extra)
         runs.warm_solutions(work, state, args.device, budget, cache, args.warm_jobs, args.margin_s)
         harness_warmed.result()
@@ -118,6 +118,10 @@ def warm_harness(work: list[tuple[Any, Path]], state: JsonlState, device: str, h
             evaluator.abort([f for f in futures if not f.done()])
     finally:
         evaluator.close()
+
+
+def _skip(*_args: Any) -> None:
+    """``--warm-jobs 0``: neither side is warmed first (each round builds what it needs)."""
 
 
 def plain_round(work: list[tuple[Any, Path]], state: JsonlState, device: str, settings: dict[str, Any], round_no: int,

@@ -8,7 +8,7 @@
 # Pruned to fit one call: 2 rounds, 2 plain timings of each side per round at 50/150 ms, paired blocks
 # of 30 ms, 4 to 8 pairs, 2 s of blocks per solution. Packages go to .site in the checkout, not /tmp
 # (candidates run in a sandbox whose /tmp is its own).
-#   OUT=/some/folder [BUDGET_S=550] [ROUNDS=2] [BLOCK_MS=30] [MAX_PAIRS=8] [TASKS=1,2,4] benchmarks/run_gpu_timing_trust.sh
+#   OUT=/some/folder [BUDGET_S=550] [ROUNDS=2] [PLAIN_REPEATS=2] [BLOCK_MS=30] [MAX_PAIRS=8] [PAIRED_MAX_S=2] [TASKS=1,2,4] benchmarks/run_gpu_timing_trust.sh
 set -uo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$repo" || exit 1
@@ -23,9 +23,9 @@ budget="${BUDGET_S:-550}"  # seconds of benchmark; the call limit is 600 s
 start=$SECONDS
 timeout $((budget + 15 - (SECONDS - start))) python3 benchmarks/fidelity.py --interleaved --suite level3-pike \
     --solutions .fidelity/pike-b-level3 --state "$state" --cache "$repo/.fidelity/cache" --out "$out" \
-    --reports "$out/reports" --workdir "$repo/.fidelity/interleaved-work" --warm-jobs 12 \
-    --rounds "${ROUNDS:-2}" --plain-repeats 2 --warmup-ms 50 --rep-ms 150 --block-ms "${BLOCK_MS:-30}" \
-    --min-pairs 4 --max-pairs "${MAX_PAIRS:-8}" --paired-max-s 2 --margin-s 20 ${TASKS:+--tasks "$TASKS"} \
+    --reports "$out/reports" --workdir "$repo/.fidelity/interleaved-work" --warm-jobs "${WARM_JOBS:-12}" \
+    --rounds "${ROUNDS:-2}" --plain-repeats "${PLAIN_REPEATS:-2}" --warmup-ms 50 --rep-ms 150 --block-ms "${BLOCK_MS:-30}" \
+    --min-pairs 4 --max-pairs "${MAX_PAIRS:-8}" --paired-max-s "${PAIRED_MAX_S:-2}" --margin-s 20 ${TASKS:+--tasks "$TASKS"} \
     --budget-s $((budget - (SECONDS - start))) > "$out/interleaved.log" 2>&1
 echo "interleaved_rc=$?"
 cp "$state"/*.jsonl "$out/" 2>/dev/null
