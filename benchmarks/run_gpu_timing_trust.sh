@@ -4,7 +4,9 @@
 # published solutions (.fidelity/pike-b-level3, an ignored folder of the checkout): rounds of the
 # plain do_bench loop and of the harness (each solution re-timed paired against its eager reference),
 # alternating, writing $OUT/reports/fidelity-interleaved-<gpu>.md. State in .fidelity/interleaved-state
-# (carry it back and forth), STATE= names another; builds in .fidelity/cache (kept on a warm machine).
+# (carry it back and forth), STATE= names another. Builds go to .gpu-cache/fidelity (CACHE= names another),
+# outside .fidelity: carrying .fidelity/* replaced the whole folder on the device and dropped the caches
+# between two calls on one warm machine (2026-11-28); a top-level ignored folder that is not carried stays.
 # Pruned to fit one call: 2 rounds, 2 plain timings of each side per round at 50/150 ms, paired blocks
 # of 30 ms, 4 to 8 pairs, 2 s of blocks per solution. Packages go to .site in the checkout, not /tmp
 # (candidates run in a sandbox whose /tmp is its own).
@@ -22,7 +24,7 @@ export PYTHONPATH="$repo/.site:$repo/src:$repo/plugins:$repo/benchmarks" PYTHONU
 budget="${BUDGET_S:-550}"  # seconds of benchmark; the call limit is 600 s
 start=$SECONDS
 timeout $((budget + 15 - (SECONDS - start))) python3 benchmarks/fidelity.py --interleaved --suite level3-pike \
-    --solutions .fidelity/pike-b-level3 --state "$state" --cache "$repo/.fidelity/cache" --out "$out" \
+    --solutions .fidelity/pike-b-level3 --state "$state" --cache "${CACHE:-$repo/.gpu-cache/fidelity}" --out "$out" \
     --reports "$out/reports" --workdir "$repo/.fidelity/interleaved-work" --warm-jobs "${WARM_JOBS:-12}" \
     --rounds "${ROUNDS:-2}" --plain-repeats "${PLAIN_REPEATS:-2}" --warmup-ms 50 --rep-ms 150 --block-ms "${BLOCK_MS:-30}" \
     --min-pairs 4 --max-pairs "${MAX_PAIRS:-8}" --paired-max-s "${PAIRED_MAX_S:-2}" --margin-s 20 ${TASKS:+--tasks "$TASKS"} \
