@@ -24,6 +24,7 @@ Writes ``batch.json`` and ``batch.md`` to ``--out``.
 
 from __future__ import annotations
 
+import statistics
 import sys
 import time
 from pathlib import Path
@@ -45,23 +46,25 @@ from perf_common import (  # noqa: E402
 
 from pike_harness.worker.supervise.engine.stage_breakdown import format_breakdown  # noqa: E402
 
+QUIET_MODES = ("stop", "cores")
 DEFAULT_SOLUTIONS = REPO.parent / "shared" / "fidelity" / "pike-b-level3"
 if not DEFAULT_SOLUTIONS.is_dir():  # on a GPU machine the corpus travels in an ignored folder of the checkout
     DEFAULT_SOLUTIONS = REPO / ".fidelity" / "pike-b-level3"
 
 
 def parse_runs(text: str, device: str) -> list[tuple[str, str]]:
-    """``ORDER@DEVICES`` entries; a comma starts a new entry only before an order name, so
-    ``longest-first@cuda:0,1,submission@cuda:0`` is two runs."""
+    """``ORDER[/QUIET]@DEVICES`` entries; a comma starts a new entry only before an order name, so
+    ``longest-first@cuda:0,1,submission@cuda:0`` is two runs. ``/cores`` or ``/stop`` sets the run's
+    ``--quiet-mode`` (default: the engine's), e.g. ``longest-first/cores@cuda:0``."""
     runs: list[tuple[str, str]] = []
     for part in text.split(","):
         order, at, devices = part.partition("@")
-        if order in ("longest-first", "submission"):
+        if order.partition("/")[0] in ("longest-first", "submission") and order.partition("/")[2] in ("", *QUIET_MODES):
             runs.append((order, devices if at else device))
-        elif runs:
+        elif runs and not at:
             runs[-1] = (runs[-1][0], f"{runs[-1][1]},{part}")
         else:
-            raise SystemExit(f"--runs: {part!r} is not ORDER@DEVICES")
+            raise SystemExit(f"--runs: {part!r} is not ORDER[/QUIET]@DEVICES")
     return runs
 
 
@@ -86,16 +89,23 @@ def batch_requests(args: Any) -> list[tuple[str, Any]]:
 
 def run_once(args: Any, order: str, devices: str, items: list[tuple[str, Any]], base: Path,
              budget: Budget) -> dict[str, Any]:
-    name = f"{order}@{devices}".replace(",", "+").replace(":", "")
+    name = f"{order}@{devices}".replace(",", "+").replace(":", "").replace("/", "-")
+    cpu_order, _, quiet_mode = order.partition("/")
     evaluator = make_evaluator("ours", devices, args.protocol, base / name / "work", base / name / "cache",
                                protocol_params={"warmup_ms": args.warmup_ms, "rep_ms": args.rep_ms},
-                               cpu_order=order, **({"jobs": args.jobs} if args.jobs else {}))
+                               cpu_order=cpu_order, **({"quiet_mode": quiet_mode} if quiet_mode else {}),
+                               **({"jobs": args.jobs} if args.jobs else {}))
     try:
         began = time.monotonic()
         # The requests name no device of the evaluator's, so the engine picks the least busy one.
         futures = [(label, evaluator.submit(req)) for label, req in items]
         results, categories, unfinished = [], {}, 0
-        for _label, future in futures:
+        # Each result's own stage seconds (the supervisor's: e.g. ``reference``, the reference process
+        # computing outputs, and ``reference_wait``, waiting for it while it served others): the check
+        # phase's share of the device's idle time is read from these.
+        evaluation_stages: dict[str, float] = {}
+        runtimes: dict[str, float] = {}  # label -> search-time runtime (ms), to compare runs' timings
+        for label, future in futures:
             try:
                 result = future.result(timeout=max(1.0, budget.left()))
             except Exception as exc:  # noqa: BLE001 - over budget or an evaluator error: counted, not fatal
@@ -103,7 +113,11 @@ def run_once(args: Any, order: str, devices: str, items: list[tuple[str, Any]], 
                 categories[type(exc).__name__] = categories.get(type(exc).__name__, 0) + 1
                 continue
             results.append(result)
+            if result.runtime_ms:
+                runtimes[label] = result.runtime_ms
             categories[result.category] = categories.get(result.category, 0) + 1
+            for stage, seconds in (result.stage_seconds or {}).items():
+                evaluation_stages[stage] = evaluation_stages.get(stage, 0.0) + float(seconds)
         wall = time.monotonic() - began
         if unfinished:
             evaluator.engine.abort([f for _, f in futures if not f.done()])
@@ -112,6 +126,7 @@ def run_once(args: Any, order: str, devices: str, items: list[tuple[str, Any]], 
         return {"order": order, "devices": devices, "submitted": len(items), "done": len(results),
                 "finished": unfinished == 0, "wall_s": wall, "per_hour": 3600 * len(results) / wall if wall else None,
                 "categories": categories, "stage_totals_s": figures["totals_s"],
+                "evaluation_stage_totals_s": evaluation_stages, "runtimes_ms": runtimes,
                 "device_idle_s": figures["device_idle_s"], "candidates": figures["candidates"],
                 "engine": stats, "scheduling": evaluator.describe().get("scheduling"),
                 "environment": environment_of(results), "breakdown_text": format_breakdown(figures)}
@@ -127,10 +142,28 @@ def markdown(runs: list[dict[str, Any]], args: Any) -> str:
         wall = fmt(run["wall_s"], 1) + ("" if run["finished"] else " (budget hit: lower bound)")
         lines.append(f"| {run['order']} | {run['devices']} | {run['done']} / {run['submitted']} | {wall} | "
                      f"{fmt(run['per_hour'], 0)} | {run['categories']} |")
+    for run in runs[1:]:
+        lines.append(timing_agreement(runs[0], run))
     for run in runs:
+        inside = ", ".join(f"{stage} {seconds:.1f}" for stage, seconds in
+                           sorted(run.get("evaluation_stage_totals_s", {}).items(), key=lambda item: -item[1]))
         lines += ["", f"**{run['order']} @ {run['devices']}**", "", "```", run["breakdown_text"],
+                  f"inside the evaluations (s, all candidates): {inside or '-'}",
                   f"start slots: {run['engine'].get('start_slots')}", "```"]
     return "\n".join(lines)
+
+
+def timing_agreement(first: dict[str, Any], other: dict[str, Any]) -> str:
+    """One line: how the candidates' search-time runtimes of ``other`` compare with ``first``'s (the same
+    candidates, another scheduling), so a faster schedule that moves the timings shows it."""
+    ratios = [other["runtimes_ms"][label] / first["runtimes_ms"][label]
+              for label in first.get("runtimes_ms", {}) if label in other.get("runtimes_ms", {})]
+    name = f"{other['order']} @ {other['devices']}"
+    if not ratios:
+        return f"\nSearch-time runtimes, {name} against the first run: no candidate timed in both."
+    within = sum(1 for r in ratios if abs(r - 1) <= 0.10)
+    return (f"\nSearch-time runtimes, {name} over the first run: median ratio {statistics.median(ratios):.3f}, "
+            f"{within} of {len(ratios)} within 10 %, range {min(ratios):.2f}-{max(ratios):.2f}.")
 
 
 def main() -> int:

@@ -8,6 +8,7 @@
 #   OUT=/some/folder bash benchmarks/run_gpu_throughput.sh
 #   OUT=... ADMISSION=0 bash benchmarks/run_gpu_throughput.sh        # skip the admission measurement
 #   OUT=... RUNS=submission@cuda:0,longest-first@cuda:0 bash ...      # before first
+#   OUT=... RUNS=longest-first/cores@cuda:0,longest-first/stop@cuda:0 bash ...  # the two quiet modes
 #   OUT=... DEVICE=cpu bash benchmarks/run_gpu_throughput.sh          # the CPU smoke path (smoke suite)
 #   OUT=... GPU_TESTS=1 bash ...      # first the --quiet-mode cores GPU test (about a minute more)
 #
