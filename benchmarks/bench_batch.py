@@ -107,7 +107,10 @@ def run_once(args: Any, order: str, devices: str, items: list[tuple[str, Any]], 
         runtimes: dict[str, float] = {}  # label -> search-time runtime (ms), to compare runs' timings
         for label, future in futures:
             try:
-                result = future.result(timeout=max(1.0, budget.left()))
+                left = budget.left()
+                if args.run_budget_s:  # each run cut at the same wall time: a fair count of what finished
+                    left = min(left, args.run_budget_s - (time.monotonic() - began))
+                result = future.result(timeout=max(1.0, left))
             except Exception as exc:  # noqa: BLE001 - over budget or an evaluator error: counted, not fatal
                 unfinished += 1
                 categories[type(exc).__name__] = categories.get(type(exc).__name__, 0) + 1
@@ -175,6 +178,8 @@ def main() -> int:
     parser.add_argument("--copies", type=int, default=1, help="The batch this many times (multi-GPU: 2).")
     parser.add_argument("--runs", default=None, help="ORDER@DEVICES,... (default: longest-first then "
                         "submission on --device).")
+    parser.add_argument("--run-budget-s", type=float, default=None, help="Cut each run at this many seconds "
+                        "(what finished by then is reported): two runs that fit one call, compared alike.")
     parser.add_argument("--warmup-ms", type=float, default=500.0, help="pike protocol warm-up budget (ms).")
     parser.add_argument("--rep-ms", type=float, default=2000.0, help="pike protocol repetition budget (ms).")
     args = parser.parse_args()

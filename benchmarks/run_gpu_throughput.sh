@@ -8,7 +8,7 @@
 #   OUT=/some/folder bash benchmarks/run_gpu_throughput.sh
 #   OUT=... ADMISSION=0 bash benchmarks/run_gpu_throughput.sh        # skip the admission measurement
 #   OUT=... RUNS=submission@cuda:0,longest-first@cuda:0 bash ...      # before first
-#   OUT=... RUNS=longest-first/cores@cuda:0,longest-first/stop@cuda:0 bash ...  # the two quiet modes
+#   OUT=... RUNS=longest-first/cores@cuda:0,longest-first/stop@cuda:0 RUN_BUDGET_S=260 bash ...  # the two quiet modes, each cut at 260 s
 #   OUT=... DEVICE=cpu bash benchmarks/run_gpu_throughput.sh          # the CPU smoke path (smoke suite)
 #   OUT=... GPU_TESTS=1 bash ...      # first the --quiet-mode cores GPU test (about a minute more)
 #
@@ -50,7 +50,7 @@ if [ "${ADMISSION:-1}" != 0 ]; then
 fi
 left=$((565 - (SECONDS - start)))
 timeout "$left" python3 benchmarks/bench_batch.py --out "$out" --device "$device" "${suite[@]}" \
-    --runs "${RUNS:-longest-first@$device,submission@$device}" --budget-s $((left - 25)) \
+    --runs "${RUNS:-longest-first@$device,submission@$device}" --budget-s $((left - 25)) ${RUN_BUDGET_S:+--run-budget-s "$RUN_BUDGET_S"} \
     --workdir "$repo/.batch-work" > "$out/batch.log" 2>&1
 echo "batch_rc=$? ($((SECONDS - start)) s)"
 rm -rf "$repo/.batch-work"
