@@ -1,0 +1,343 @@
+"""Why launch-bound models read slower in the harness's candidate process: one model, many configurations, in turns.
+
+On an H100 (2026-11-28) launch-bound eager references and solutions read 1.2-3.7x slower in the
+harness than in the plain loop, while compute-bound ones agreed within 1-3 %. This times the same
+eager reference (``--tasks``, default level3-pike 4 and 20) in each configuration below, each once
+per round, rounds interleaved (A B C ... A B C ...) so that drift of the host falls on all alike:
+
+* ``plain``: ``plain_loop.py`` in its own process (do_bench; nothing from pike_harness);
+* ``loop``: one process of our own, no engine and no sandbox: do_bench, then our ``TimedLoop`` under
+  the pike protocol, on one model object (``timing_overhead.in_process``). ``loop/do_bench`` against
+  ``plain`` is the process; ``loop/timed`` against ``loop/do_bench`` is the loop's own code path;
+* ``loop-hooks``: the same with the reference guard's audit hook installed first (as the candidate's
+  process has it) and a second hook counting the audit events of the run (``audit_events``: the
+  module load and both timings; each ``loop*`` process runs twice and reports its second, warm run);
+* ``harness``: a ``local`` evaluator alone, sandboxed, defaults (``--protocol pike``, same budgets);
+* ``unsandboxed``: the same without bubblewrap (``perf_common.CONFIGS``);
+* ``no-seccomp``: sandboxed, the system-call filter off. The product has no switch for it: this
+  benchmark makes ``seccomp.supported()`` answer False in its own process (no ``--seccomp`` is passed
+  to bwrap); ``seccomp_patched_calls`` in the JSON shows the patch was reached;
+* ``no-prestart``: sandboxed, no pre-started processes (two fewer CUDA contexts on the GPU);
+* ``helpers-stopped`` / ``helpers-running``: the harness alone beside ``--helpers`` idle processes that
+  each hold a context on the same device (torch imported, a small tensor allocated, blocked on a
+  pipe), SIGSTOPped for the whole evaluation (the quiet rule's state; they are idle anyway) or not.
+
+Each evaluator is made and closed around its own measurement, so no configuration's processes
+(pre-started ones, the reference process) sit on the GPU during another's. The harness's figure is
+the result's ``runtime.mean_ms`` (the pike protocol's mean) and ``runtime.median_ms``. Prints, and
+writes to ``--out`` (``diag_launch_overhead.{json,md}``), per task and configuration the median over
+the rounds of the means and of the medians, and the ratio of each to ``plain``'s. A diagnosis tool:
+it claims nothing, it points at the configuration that carries the slowdown.
+
+  python3 benchmarks/diag_launch_overhead.py --out OUT [--rounds 3] [--helpers 12]
+  python3 benchmarks/diag_launch_overhead.py --device cpu --tasks 4 --rounds 1 --helpers 1 --warmup-ms 1 --rep-ms 5
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import signal
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from fidelity_runs import plain_options, run_plain  # noqa: E402
+from perf_common import Budget, arguments, default_device, fmt, make_evaluator, summary, task, write  # noqa: E402
+
+CONFIGS = ("plain", "loop", "loop-hooks", "harness", "unsandboxed", "no-seccomp", "no-prestart",
+           "helpers-stopped", "helpers-running")
+# configuration -> the perf_common.CONFIGS entry its evaluator is made in (the others run no evaluator)
+EVALUATOR_CONFIG = {"harness": "ours", "unsandboxed": "unsandboxed", "no-seccomp": "ours",
+                    "no-prestart": "no-prestart", "helpers-stopped": "ours", "helpers-running": "ours"}
+INNER_MARK = "DIAG_RESULT "
+HELPER = ("import sys, torch; keep = torch.ones(16, device=sys.argv[1]); "
+          "torch.cuda.synchronize() if keep.is_cuda else None; print('ready', flush=True); sys.stdin.read()")
+
+
+# -- the in-process figures (loop, loop-hooks), each in a process of its own ----------------------------
+def inner(task_ref: str, device: str, warmup_ms: float, rep_ms: float, hooks: bool) -> dict[str, Any]:
+    """do_bench and TimedLoop on one model in this process, run twice: the second run's figures, so that
+    imports and first-call compiles are behind (``hooks``: under the reference guard's audit hook, and
+    a second hook counting the audit events the second run raises: its module load, then the timing)."""
+    from timing_overhead import in_process
+
+    events, counting = [0], [False]
+    if hooks:
+        import pike_harness.worker.inside.reference_guard  # noqa: F401 - installs the candidate process's audit hook
+
+        def count(event: str, args: tuple) -> None:
+            if counting[0]:
+                events[0] += 1
+
+        sys.addaudithook(count)
+    in_process(task(task_ref), device, warmup_ms, rep_ms)
+    counting[0] = True
+    out: dict[str, Any] = dict(in_process(task(task_ref), device, warmup_ms, rep_ms))
+    counting[0] = False
+    if hooks:
+        out["audit_events"] = events[0]
+    return out
+
+
+def plain_times(ref: str, device: str, warmup_ms: float, rep_ms: float, timeout_s: float) -> dict[str, Any]:
+    """``plain_loop.py`` on the eager reference alone, in its own process: its mean and median ms."""
+    task_obj = task(ref)
+    result = run_plain(["--reference", str(task_obj.path), "--repeats", "1", "--warmup-ms", str(warmup_ms),
+                        "--rep-ms", str(rep_ms), *plain_options(task_obj, device)], timeout_s, None)
+    if not result.get("eager_ms"):
+        return {"error": f"{result.get('verdict')}: {result.get('reason', '')}"[:300]}
+    return {"mean": result["eager_ms"][0], "median": result["eager_median_ms"][0]}
+
+
+def run_inner(task_ref: str, device: str, warmup_ms: float, rep_ms: float, hooks: bool, timeout_s: float) -> dict[str, Any]:
+    argv = [sys.executable, __file__, "--inner", task_ref, "--device", device, "--warmup-ms", str(warmup_ms),
+            "--rep-ms", str(rep_ms)] + (["--hooks"] if hooks else [])
+    try:
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=max(5.0, timeout_s))
+    except subprocess.TimeoutExpired:
+        return {"error": "timeout"}
+    for line in reversed(done.stdout.splitlines()):
+        if line.startswith(INNER_MARK):
+            return json.loads(line[len(INNER_MARK):])
+    return {"error": f"exit {done.returncode}: {done.stderr.strip()[-400:]}"}
+
+
+# -- the helpers: idle processes holding a context on the device ---------------------------------------
+@contextlib.contextmanager
+def helpers(count: int, device: str, timeout_s: float = 180.0) -> Iterator[list[subprocess.Popen]]:
+    """``count`` idle processes, each with a small tensor on ``device``, ready when the block starts;
+    ended (stdin closed, then killed if still there) when it ends."""
+    procs = [subprocess.Popen([sys.executable, "-c", HELPER, device], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                              stderr=subprocess.DEVNULL, text=True) for _ in range(count)]
+    try:
+        deadline = time.monotonic() + timeout_s
+        for proc in procs:
+            assert proc.stdout is not None
+            line = proc.stdout.readline()  # blocks until ready or dead; the timeout below bounds the rest
+            if line.strip() != "ready" or time.monotonic() > deadline:
+                raise RuntimeError(f"a helper process did not start (exit {proc.poll()})")
+        yield procs
+    finally:
+        for proc in procs:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(proc.pid, signal.SIGCONT)
+            with contextlib.suppress(OSError):
+                assert proc.stdin is not None
+                proc.stdin.close()
+        for proc in procs:
+            try:
+                proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+
+
+@contextlib.contextmanager
+def stopped(procs: list[subprocess.Popen]) -> Iterator[None]:
+    """SIGSTOP every helper for the block (as the quiet rule stops our other processes), SIGCONT after."""
+    for proc in procs:
+        os.kill(proc.pid, signal.SIGSTOP)
+    try:
+        yield
+    finally:
+        for proc in procs:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(proc.pid, signal.SIGCONT)
+
+
+@contextlib.contextmanager
+def seccomp_off(counter: list[int]) -> Iterator[None]:
+    """The sandbox without its system-call filter, from this process only: ``seccomp.supported()``
+    answers False (so ``program_fd`` yields None and bwrap gets no ``--seccomp``); ``counter`` counts
+    the answers, the proof that the patch was reached."""
+    from pike_harness.worker.supervise import seccomp
+
+    original = seccomp.supported
+
+    def patched() -> bool:
+        counter[0] += 1
+        return False
+
+    seccomp.supported = patched
+    try:
+        yield
+    finally:
+        seccomp.supported = original
+
+
+# -- the harness's figures -------------------------------------------------------------------------------
+def harness_times(config: str, task_refs: list[str], device: str, params: dict[str, float], workdir: Path,
+                  timeout_s: float) -> dict[str, dict[str, Any]]:
+    """One evaluator in ``config``, made for this measurement: each task's eager reference evaluated
+    alone, one after the other; task -> its mean and median ms (or the category and reason)."""
+    evaluator = make_evaluator(EVALUATOR_CONFIG[config], device, "pike", workdir, None, protocol_params=params)
+    out: dict[str, dict[str, Any]] = {}
+    try:
+        for ref in task_refs:
+            task_obj = task(ref)
+            request = task_obj.eval_request(task_obj.source, baseline_mode="eager", hidden_input_sets=0)
+            result = evaluator.submit(request).result(timeout=max(5.0, timeout_s))
+            runtime = result.runtime
+            out[ref] = ({"mean": runtime.mean_ms, "median": runtime.median_ms} if runtime is not None
+                        else {"error": f"{result.category}: {(result.reason or '')[:300]}"})
+            if result.environment and result.environment.get("torch"):
+                out[ref]["environment"] = {k: result.environment.get(k) for k in ("gpu", "torch", "triton", "cuda")}
+    finally:
+        evaluator.close()
+    return out
+
+
+def measure_round(configs: list[str], task_refs: list[str], device: str, params: dict[str, float], helper_count: int,
+                  workdir: Path, budget: Budget, patched: list[int]) -> dict[str, dict[str, dict[str, Any]]]:
+    """One round: every configuration once, in order; config -> task -> figures. Stops at the budget."""
+    out: dict[str, dict[str, dict[str, Any]]] = {}
+    warmup_ms, rep_ms = params["warmup_ms"], params["rep_ms"]
+    held = contextlib.ExitStack()  # the helpers, started for the first helpers-* configuration, ended after the last
+    procs: list[subprocess.Popen] = []
+    try:
+        for config in configs:
+            if budget.over(20):
+                break
+            if not config.startswith("helpers-"):
+                held.close()
+                procs = []
+            if config == "plain":
+                out[config] = {ref: plain_times(ref, device, warmup_ms, rep_ms, budget.left()) for ref in task_refs}
+            elif config in ("loop", "loop-hooks"):
+                out[config] = {ref: run_inner(ref, device, warmup_ms, rep_ms, config == "loop-hooks", budget.left())
+                               for ref in task_refs}
+            else:
+                if config.startswith("helpers-") and not procs:
+                    procs = held.enter_context(helpers(helper_count, device))
+                with contextlib.ExitStack() as around:
+                    if config == "helpers-stopped":
+                        around.enter_context(stopped(procs))
+                    if config == "no-seccomp":
+                        around.enter_context(seccomp_off(patched))
+                    try:
+                        out[config] = harness_times(config, task_refs, device, params, workdir / config, budget.left())
+                    except Exception as exc:  # noqa: BLE001 - one configuration's failure is a row, not the end
+                        out[config] = {ref: {"error": f"{type(exc).__name__}: {exc}"[:300]} for ref in task_refs}
+    finally:
+        held.close()
+    return out
+
+
+# -- the report --------------------------------------------------------------------------------------------
+def figures(rounds: list[dict[str, Any]], config: str, ref: str) -> dict[str, list[float]]:
+    """Every round's figures of ``config`` on ``ref``, by statistic (``loop*`` give do_bench and timed)."""
+    keys = {"loop": ("plain", "loop"), "loop-hooks": ("plain", "loop")}.get(config)
+    names = {"plain": "do_bench", "loop": "timed"}
+    out: dict[str, list[float]] = {}
+    for round_ in rounds:
+        cell = round_.get(config, {}).get(ref) or {}
+        for key in keys or ("mean", "median"):
+            if isinstance(cell.get(key), (int, float)):
+                out.setdefault(names[key] if keys else key, []).append(float(cell[key]))
+    return out
+
+
+def rows_of(rounds: list[dict[str, Any]], configs: list[str], task_refs: list[str]) -> list[dict[str, Any]]:
+    rows = []
+    for ref in task_refs:
+        plain = figures(rounds, "plain", ref)
+        base = {stat: statistics.median(values) for stat, values in plain.items() if values}
+        for config in configs:
+            for stat, values in figures(rounds, config, ref).items():
+                med = statistics.median(values)
+                against = base.get(stat if stat in base else "mean")
+                errors = [r.get(config, {}).get(ref, {}).get("error") for r in rounds]
+                events = [r.get(config, {}).get(ref, {}).get("audit_events") for r in rounds]
+                rows.append({"task": ref, "config": config, "stat": stat, "values": values, "median_ms": med,
+                             "spread": summary(values).get("cv"), "ratio_to_plain": med / against if against else None,
+                             "errors": [e for e in errors if e], "audit_events": [e for e in events if e is not None]})
+        for config in configs:  # a configuration that never gave a figure still shows, with its errors
+            if not any(r["task"] == ref and r["config"] == config for r in rows):
+                errors = [r.get(config, {}).get(ref, {}).get("error") for r in rounds]
+                rows.append({"task": ref, "config": config, "stat": "-", "values": [], "median_ms": None,
+                             "spread": None, "ratio_to_plain": None, "errors": [e for e in errors if e],
+                             "audit_events": []})
+    return rows
+
+
+def markdown(rows: list[dict[str, Any]], setup: dict[str, Any]) -> str:
+    lines = [f"## Launch overhead, configuration by configuration ({setup['device_name']}, {setup['date']})", "",
+             f"Eager references, {setup['rounds_done']} of {setup['rounds']} rounds, each configuration once per round "
+             f"in turns; warm-up {setup['warmup_ms']:g} ms, rep {setup['rep_ms']:g} ms; {setup['helpers']} helper "
+             "processes. Median over the rounds; ratio to the plain loop's median of the same statistic "
+             "(do_bench/timed: to its mean). See benchmarks/diag_launch_overhead.py for what each configuration "
+             "changes.", "",
+             "| task | configuration | statistic | median ms | ratio to plain | spread (CV) | rounds | notes |",
+             "|---|---|---|---|---|---|---|---|"]
+    for row in rows:
+        notes = []
+        if row["audit_events"]:
+            notes.append(f"audit events in the counted run (module load included): {max(row['audit_events'])}")
+        if row["errors"]:
+            notes.append(f"errors: {row['errors'][0][:120]}")
+        lines.append(f"| {row['task']} | {row['config']} | {row['stat']} | {fmt(row['median_ms'], 4)} | "
+                     f"{fmt(row['ratio_to_plain'])} | {fmt(row['spread'])} | {len(row['values'])} | "
+                     f"{'; '.join(notes).replace('|', '/')} |")
+    if setup.get("seccomp_patched_calls") is not None:
+        lines += ["", f"no-seccomp: the filter was asked for {setup['seccomp_patched_calls']} times and withheld."]
+    return "\n".join(lines) + "\n"
+
+
+def main() -> int:
+    parser = arguments(__doc__.split("\n\n")[0], budget_s=480.0)
+    parser.add_argument("--tasks", default="level3-pike/4,level3-pike/20",
+                        help="suite/id of each eager reference (an id alone means level3-pike).")
+    parser.add_argument("--configs", default=",".join(CONFIGS), help=f"Which of {', '.join(CONFIGS)}, in round order.")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--helpers", type=int, default=12, help="Idle processes holding a device context (helpers-*).")
+    parser.add_argument("--warmup-ms", type=float, default=50.0)
+    parser.add_argument("--rep-ms", type=float, default=150.0)
+    parser.add_argument("--inner", default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--hooks", action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    device = args.device or default_device()
+    if args.inner:
+        print(INNER_MARK + json.dumps(inner(args.inner, device, args.warmup_ms, args.rep_ms, args.hooks)), flush=True)
+        return 0
+    task_refs = [ref if "/" in ref else f"level3-pike/{ref}" for ref in args.tasks.split(",") if ref]
+    configs = [c for c in args.configs.split(",") if c]
+    unknown = sorted(set(configs) - set(CONFIGS))
+    if unknown:
+        parser.error(f"unknown configuration(s) {', '.join(unknown)}; known: {', '.join(CONFIGS)}")
+    try:
+        for ref in task_refs:
+            task(ref)
+    except (KeyError, ValueError, OSError) as exc:
+        parser.error(f"--tasks: {exc}")
+    budget = Budget(args.budget_s)
+    params = {"warmup_ms": args.warmup_ms, "rep_ms": args.rep_ms}
+    workdir = (args.workdir or args.out / "diag-work").resolve()
+    patched = [0]
+    rounds: list[dict[str, Any]] = []
+    for index in range(args.rounds):
+        if budget.over(30):
+            print(f"[diag] stopped at the budget after {index} round(s)", flush=True)
+            break
+        rounds.append(measure_round(configs, task_refs, device, params, args.helpers, workdir, budget, patched))
+        print(f"[diag] round {index + 1}: {json.dumps(rounds[-1], default=str)[:2000]}", flush=True)
+    env = next((cell["environment"] for r in rounds for c in r.values() for cell in c.values()
+                if isinstance(cell, dict) and cell.get("environment")), {})
+    setup = {"device": device, "device_name": env.get("gpu") or device, "environment": env,
+             "date": time.strftime("%Y-%m-%d"), "rounds": args.rounds, "rounds_done": len(rounds),
+             "helpers": args.helpers, "tasks": task_refs, "configs": configs, **params,
+             "seccomp_patched_calls": patched[0] if "no-seccomp" in configs else None}
+    rows = rows_of(rounds, configs, task_refs)
+    write(args.out, "diag_launch_overhead", {"setup": setup, "rows": rows, "rounds": rounds}, markdown(rows, setup))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
