@@ -50,7 +50,17 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from fidelity_runs import plain_options, run_plain  # noqa: E402
-from perf_common import Budget, arguments, default_device, fmt, make_evaluator, summary, task, write  # noqa: E402
+from perf_common import (  # noqa: E402
+    Budget,
+    arguments,
+    default_device,
+    fmt,
+    make_evaluator,
+    summary,
+    task,
+    workdir,
+    write,
+)
 
 CONFIGS = ("plain", "loop", "loop-hooks", "harness", "unsandboxed", "no-seccomp", "no-prestart",
            "helpers-stopped", "helpers-running")
@@ -174,11 +184,11 @@ def seccomp_off(counter: list[int]) -> Iterator[None]:
 
 
 # -- the harness's figures -------------------------------------------------------------------------------
-def harness_times(config: str, task_refs: list[str], device: str, params: dict[str, float], workdir: Path,
+def harness_times(config: str, task_refs: list[str], device: str, params: dict[str, float], folder: Path,
                   timeout_s: float) -> dict[str, dict[str, Any]]:
     """One evaluator in ``config``, made for this measurement: each task's eager reference evaluated
     alone, one after the other; task -> its mean and median ms (or the category and reason)."""
-    evaluator = make_evaluator(EVALUATOR_CONFIG[config], device, "pike", workdir, None, protocol_params=params)
+    evaluator = make_evaluator(EVALUATOR_CONFIG[config], device, "pike", folder, None, protocol_params=params)
     out: dict[str, dict[str, Any]] = {}
     try:
         for ref in task_refs:
@@ -196,7 +206,7 @@ def harness_times(config: str, task_refs: list[str], device: str, params: dict[s
 
 
 def measure_round(configs: list[str], task_refs: list[str], device: str, params: dict[str, float], helper_count: int,
-                  workdir: Path, budget: Budget, patched: list[int]) -> dict[str, dict[str, dict[str, Any]]]:
+                  folder: Path, budget: Budget, patched: list[int]) -> dict[str, dict[str, dict[str, Any]]]:
     """One round: every configuration once, in order; config -> task -> figures. Stops at the budget."""
     out: dict[str, dict[str, dict[str, Any]]] = {}
     warmup_ms, rep_ms = params["warmup_ms"], params["rep_ms"]
@@ -223,7 +233,7 @@ def measure_round(configs: list[str], task_refs: list[str], device: str, params:
                     if config == "no-seccomp":
                         around.enter_context(seccomp_off(patched))
                     try:
-                        out[config] = harness_times(config, task_refs, device, params, workdir / config, budget.left())
+                        out[config] = harness_times(config, task_refs, device, params, folder / config, budget.left())
                     except Exception as exc:  # noqa: BLE001 - one configuration's failure is a row, not the end
                         out[config] = {ref: {"error": f"{type(exc).__name__}: {exc}"[:300]} for ref in task_refs}
     finally:
@@ -319,14 +329,14 @@ def main() -> int:
         parser.error(f"--tasks: {exc}")
     budget = Budget(args.budget_s)
     params = {"warmup_ms": args.warmup_ms, "rep_ms": args.rep_ms}
-    workdir = (args.workdir or args.out / "diag-work").resolve()
+    base = workdir(args, "diag").resolve()
     patched = [0]
     rounds: list[dict[str, Any]] = []
     for index in range(args.rounds):
         if budget.over(30):
             print(f"[diag] stopped at the budget after {index} round(s)", flush=True)
             break
-        rounds.append(measure_round(configs, task_refs, device, params, args.helpers, workdir, budget, patched))
+        rounds.append(measure_round(configs, task_refs, device, params, args.helpers, base, budget, patched))
         print(f"[diag] round {index + 1}: {json.dumps(rounds[-1], default=str)[:2000]}", flush=True)
     env = next((cell["environment"] for r in rounds for c in r.values() for cell in c.values()
                 if isinstance(cell, dict) and cell.get("environment")), {})
