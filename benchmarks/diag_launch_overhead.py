@@ -48,6 +48,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from pike_harness.errors import UserError
+
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from fidelity_runs import plain_options, run_plain  # noqa: E402
 from perf_common import (  # noqa: E402
@@ -325,7 +327,7 @@ def main() -> int:
     try:
         for ref in task_refs:
             task(ref)
-    except (KeyError, ValueError, OSError) as exc:
+    except (UserError, ValueError) as exc:  # an unknown suite or id, or an id that is no number
         parser.error(f"--tasks: {exc}")
     budget = Budget(args.budget_s)
     params = {"warmup_ms": args.warmup_ms, "rep_ms": args.rep_ms}
