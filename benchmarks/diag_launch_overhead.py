@@ -17,6 +17,11 @@ per round, rounds interleaved (A B C ... A B C ...) so that drift of the host fa
 * ``no-seccomp``: sandboxed, the system-call filter off. The product has no switch for it: this
   benchmark makes ``seccomp.supported()`` answer False in its own process (no ``--seccomp`` is passed
   to bwrap); ``seccomp_patched_calls`` in the JSON shows the patch was reached;
+* ``no-police``: sandboxed, the supervisor's policing of the candidate off (``Evaluation._police``,
+  every 0.25 s while it waits for the candidate, timing included: a scan of /proc and a read of each
+  member's ``/proc/PID/smaps_rollup``, which walks the CUDA process's whole address space under its
+  mmap lock). No switch either: patched in this process to act only on an abort
+  (``police_skipped`` counts the skipped rounds);
 * ``no-prestart``: sandboxed, no pre-started processes (two fewer CUDA contexts on the GPU);
 * ``helpers-stopped`` / ``helpers-running``: the harness alone beside ``--helpers`` idle processes that
   each hold a context on the same device (torch imported, a small tensor allocated, blocked on a
@@ -64,10 +69,10 @@ from perf_common import (  # noqa: E402
     write,
 )
 
-CONFIGS = ("plain", "loop", "loop-hooks", "harness", "unsandboxed", "no-seccomp", "no-prestart",
+CONFIGS = ("plain", "loop", "loop-hooks", "harness", "unsandboxed", "no-seccomp", "no-police", "no-prestart",
            "helpers-stopped", "helpers-running")
 # configuration -> the perf_common.CONFIGS entry its evaluator is made in (the others run no evaluator)
-EVALUATOR_CONFIG = {"harness": "ours", "unsandboxed": "unsandboxed", "no-seccomp": "ours",
+EVALUATOR_CONFIG = {"harness": "ours", "unsandboxed": "unsandboxed", "no-seccomp": "ours", "no-police": "ours",
                     "no-prestart": "no-prestart", "helpers-stopped": "ours", "helpers-running": "ours"}
 INNER_MARK = "DIAG_RESULT "
 HELPER = ("import sys, torch; keep = torch.ones(16, device=sys.argv[1]); "
@@ -152,11 +157,26 @@ def helpers(count: int, device: str, timeout_s: float = 180.0) -> Iterator[list[
                 proc.wait()
 
 
+def process_state(pid: int) -> str | None:
+    """The state letter of ``/proc/PID/stat`` (T: stopped), None when the process is gone."""
+    try:
+        text = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return text.rsplit(")", 1)[1].split()[0]
+
+
 @contextlib.contextmanager
 def stopped(procs: list[subprocess.Popen]) -> Iterator[None]:
-    """SIGSTOP every helper for the block (as the quiet rule stops our other processes), SIGCONT after."""
+    """SIGSTOP every helper for the block (as the quiet rule stops our other processes), SIGCONT after.
+    The block starts once each is seen stopped (a signal is delivered asynchronously)."""
     for proc in procs:
         os.kill(proc.pid, signal.SIGSTOP)
+    deadline = time.monotonic() + 30
+    while any(process_state(proc.pid) not in ("T", None) for proc in procs):
+        if time.monotonic() > deadline:
+            raise RuntimeError("a helper process did not stop within 30 s")
+        time.sleep(0.01)
     try:
         yield
     finally:
@@ -185,6 +205,27 @@ def seccomp_off(counter: list[int]) -> Iterator[None]:
         seccomp.supported = original
 
 
+@contextlib.contextmanager
+def police_off(counter: list[int]) -> Iterator[None]:
+    """The supervisor without its periodic policing (process, thread, memory and disk limits), from this
+    process only; an abort is still acted on. ``counter`` counts the rounds skipped."""
+    from pike_harness.worker.supervise.supervisor import Evaluation
+
+    original = Evaluation._police
+
+    def patched(evaluation: Any) -> None:
+        if evaluation._aborted.is_set():
+            original(evaluation)
+            return
+        counter[0] += 1
+
+    Evaluation._police = patched  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        Evaluation._police = original  # type: ignore[method-assign]
+
+
 # -- the harness's figures -------------------------------------------------------------------------------
 def harness_times(config: str, task_refs: list[str], device: str, params: dict[str, float], folder: Path,
                   timeout_s: float) -> dict[str, dict[str, Any]]:
@@ -208,7 +249,7 @@ def harness_times(config: str, task_refs: list[str], device: str, params: dict[s
 
 
 def measure_round(configs: list[str], task_refs: list[str], device: str, params: dict[str, float], helper_count: int,
-                  folder: Path, budget: Budget, patched: list[int]) -> dict[str, dict[str, dict[str, Any]]]:
+                  folder: Path, budget: Budget, patched: dict[str, list[int]]) -> dict[str, dict[str, dict[str, Any]]]:
     """One round: every configuration once, in order; config -> task -> figures. Stops at the budget."""
     out: dict[str, dict[str, dict[str, Any]]] = {}
     warmup_ms, rep_ms = params["warmup_ms"], params["rep_ms"]
@@ -233,7 +274,9 @@ def measure_round(configs: list[str], task_refs: list[str], device: str, params:
                     if config == "helpers-stopped":
                         around.enter_context(stopped(procs))
                     if config == "no-seccomp":
-                        around.enter_context(seccomp_off(patched))
+                        around.enter_context(seccomp_off(patched["seccomp"]))
+                    if config == "no-police":
+                        around.enter_context(police_off(patched["police"]))
                     try:
                         out[config] = harness_times(config, task_refs, device, params, folder / config, budget.left())
                     except Exception as exc:  # noqa: BLE001 - one configuration's failure is a row, not the end
@@ -300,6 +343,8 @@ def markdown(rows: list[dict[str, Any]], setup: dict[str, Any]) -> str:
                      f"{'; '.join(notes).replace('|', '/')} |")
     if setup.get("seccomp_patched_calls") is not None:
         lines += ["", f"no-seccomp: the filter was asked for {setup['seccomp_patched_calls']} times and withheld."]
+    if setup.get("police_skipped") is not None:
+        lines += ["", f"no-police: {setup['police_skipped']} policing rounds skipped."]
     return "\n".join(lines) + "\n"
 
 
@@ -332,7 +377,7 @@ def main() -> int:
     budget = Budget(args.budget_s)
     params = {"warmup_ms": args.warmup_ms, "rep_ms": args.rep_ms}
     base = workdir(args, "diag").resolve()
-    patched = [0]
+    patched: dict[str, list[int]] = {"seccomp": [0], "police": [0]}
     rounds: list[dict[str, Any]] = []
     for index in range(args.rounds):
         if budget.over(30):
@@ -345,7 +390,8 @@ def main() -> int:
     setup = {"device": device, "device_name": env.get("gpu") or device, "environment": env,
              "date": time.strftime("%Y-%m-%d"), "rounds": args.rounds, "rounds_done": len(rounds),
              "helpers": args.helpers, "tasks": task_refs, "configs": configs, **params,
-             "seccomp_patched_calls": patched[0] if "no-seccomp" in configs else None}
+             "seccomp_patched_calls": patched["seccomp"][0] if "no-seccomp" in configs else None,
+             "police_skipped": patched["police"][0] if "no-police" in configs else None}
     rows = rows_of(rounds, configs, task_refs)
     write(args.out, "diag_launch_overhead", {"setup": setup, "rows": rows, "rounds": rounds}, markdown(rows, setup))
     return 0

@@ -1,5 +1,5 @@
 """``benchmarks/diag_launch_overhead.py``: its figures from rounds, its helper processes, its seccomp
-switch, its one-line errors, and (slow) the CPU path end to end, so that its one GPU call cannot fail
+and policing switches, its one-line errors, and (slow) the CPU path end to end, so that its one GPU call cannot fail
 on a bug."""
 
 from __future__ import annotations
@@ -19,12 +19,9 @@ ENV = {"PYTHONPATH": f"{REPO / 'src'}:{REPO / 'plugins'}", "OMP_NUM_THREADS": "1
 
 
 def _state(pid: int) -> str | None:
-    """The process's state letter from /proc (None when it is gone or a zombie: it no longer runs)."""
-    try:
-        text = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    state = text.rsplit(")", 1)[1].split()[0]
+    """The process's state letter (None when it is gone or a zombie: it no longer runs)."""
+    with benchmark_module("diag_launch_overhead") as diag:
+        state = diag.process_state(pid)
     return None if state in ("Z", "X") else state
 
 
@@ -95,6 +92,25 @@ def test_seccomp_off_withholds_the_filter_then_puts_it_back():
             assert fd is not None and os.read(fd, 8)  # the filter is back for everything after
 
 
+def test_police_off_skips_the_supervisors_rounds_but_not_an_abort_then_puts_them_back():
+    import threading
+    from types import SimpleNamespace
+
+    from pike_harness.worker.supervise.supervisor import Evaluation
+
+    original = Evaluation._police
+    with benchmark_module("diag_launch_overhead") as diag:
+        counter = [0]
+        with diag.police_off(counter):
+            Evaluation._police(SimpleNamespace(_aborted=threading.Event()))  # a round: skipped
+            aborted = threading.Event()
+            aborted.set()
+            with pytest.raises(AttributeError, match="_kill"):  # an abort still reaches the real policing
+                Evaluation._police(SimpleNamespace(popen=object(), _aborted=aborted))
+        assert counter[0] == 1
+    assert Evaluation._police is original
+
+
 @pytest.mark.parametrize("argv, message", [
     (["--configs", "plain,nope"], "unknown configuration(s) nope"),
     (["--tasks", "level3-pike/999"], "has no task 999"),
@@ -127,5 +143,6 @@ def test_the_cpu_path_times_every_configuration_and_leaves_no_helper(tmp_path):
     assert {r["stat"] for r in rows if r["config"] == "loop"} == {"do_bench", "timed"}
     assert all(r["audit_events"] for r in rows if r["config"] == "loop-hooks")
     assert payload["setup"]["seccomp_patched_calls"] > 0  # the filter was really withheld in no-seccomp
+    assert payload["setup"]["police_skipped"] > 0  # and the policing really skipped in no-police
     assert "| level3-pike/4 | helpers-stopped | mean |" in (out / "diag_launch_overhead.md").read_text()
     assert not _helpers_left(helper_marker)  # every helper ended with the run
