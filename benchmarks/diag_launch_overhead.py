@@ -348,6 +348,21 @@ def markdown(rows: list[dict[str, Any]], setup: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def report(args: argparse.Namespace, device: str, configs: list[str], task_refs: list[str],
+           rounds: list[dict[str, Any]], patched: dict[str, list[int]]) -> None:
+    """The JSON and markdown of the rounds so far, in ``args.out``."""
+    env = next((cell["environment"] for r in rounds for c in r.values() for cell in c.values()
+                if isinstance(cell, dict) and cell.get("environment")), {})
+    setup = {"device": device, "device_name": env.get("gpu") or device, "environment": env,
+             "date": time.strftime("%Y-%m-%d"), "rounds": args.rounds, "rounds_done": len(rounds),
+             "helpers": args.helpers, "tasks": task_refs, "configs": configs, "warmup_ms": args.warmup_ms,
+             "rep_ms": args.rep_ms,
+             "seccomp_patched_calls": patched["seccomp"][0] if "no-seccomp" in configs else None,
+             "police_skipped": patched["police"][0] if "no-police" in configs else None}
+    rows = rows_of(rounds, configs, task_refs)
+    write(args.out, "diag_launch_overhead", {"setup": setup, "rows": rows, "rounds": rounds}, markdown(rows, setup))
+
+
 def main() -> int:
     parser = arguments(__doc__.split("\n\n")[0], budget_s=480.0)
     parser.add_argument("--tasks", default="level3-pike/4,level3-pike/20",
@@ -385,15 +400,9 @@ def main() -> int:
             break
         rounds.append(measure_round(configs, task_refs, device, params, args.helpers, base, budget, patched))
         print(f"[diag] round {index + 1}: {json.dumps(rounds[-1], default=str)[:2000]}", flush=True)
-    env = next((cell["environment"] for r in rounds for c in r.values() for cell in c.values()
-                if isinstance(cell, dict) and cell.get("environment")), {})
-    setup = {"device": device, "device_name": env.get("gpu") or device, "environment": env,
-             "date": time.strftime("%Y-%m-%d"), "rounds": args.rounds, "rounds_done": len(rounds),
-             "helpers": args.helpers, "tasks": task_refs, "configs": configs, **params,
-             "seccomp_patched_calls": patched["seccomp"][0] if "no-seccomp" in configs else None,
-             "police_skipped": patched["police"][0] if "no-police" in configs else None}
-    rows = rows_of(rounds, configs, task_refs)
-    write(args.out, "diag_launch_overhead", {"setup": setup, "rows": rows, "rounds": rounds}, markdown(rows, setup))
+        report(args, device, configs, task_refs, rounds, patched)  # after every round: a kill keeps what ended
+    if not rounds:
+        report(args, device, configs, task_refs, rounds, patched)
     return 0
 
 
