@@ -239,13 +239,24 @@ def harness_times(config: str, task_refs: list[str], device: str, params: dict[s
             request = task_obj.eval_request(task_obj.source, baseline_mode="eager", hidden_input_sets=0)
             result = evaluator.submit(request).result(timeout=max(5.0, timeout_s))
             runtime = result.runtime
-            out[ref] = ({"mean": runtime.mean_ms, "median": runtime.median_ms} if runtime is not None
-                        else {"error": f"{result.category}: {(result.reason or '')[:300]}"})
+            out[ref] = ({"mean": runtime.mean_ms, "median": runtime.median_ms, "min": runtime.min_ms, "n": runtime.n,
+                         "cv": runtime.cv, "flags": list(result.flags or []), **noise_of(result)}
+                        if runtime is not None else {"error": f"{result.category}: {(result.reason or '')[:300]}"})
             if result.environment and result.environment.get("torch"):
                 out[ref]["environment"] = {k: result.environment.get(k) for k in ("gpu", "torch", "triton", "cuda")}
     finally:
         evaluator.close()
     return out
+
+
+def noise_of(result: Any) -> dict[str, Any]:
+    """The noise canary (a launch-bound probe timed in the candidate's own process, before and after
+    the timing) and the host's steal share: how launch-bound work fared in that process."""
+    noise = getattr(result, "noise", None)
+    if noise is None:
+        return {}
+    readings = [v for v in (noise.canary_before_ms, noise.canary_after_ms) if v is not None]
+    return {"canary_ms": statistics.fmean(readings) if readings else None, "steal": noise.steal_fraction}
 
 
 def measure_round(configs: list[str], task_refs: list[str], device: str, params: dict[str, float], helper_count: int,
@@ -311,9 +322,11 @@ def rows_of(rounds: list[dict[str, Any]], configs: list[str], task_refs: list[st
                 against = base.get(stat if stat in base else "mean")
                 errors = [r.get(config, {}).get(ref, {}).get("error") for r in rounds]
                 events = [r.get(config, {}).get(ref, {}).get("audit_events") for r in rounds]
+                canary = [r.get(config, {}).get(ref, {}).get("canary_ms") for r in rounds]
                 rows.append({"task": ref, "config": config, "stat": stat, "values": values, "median_ms": med,
                              "spread": summary(values).get("cv"), "ratio_to_plain": med / against if against else None,
-                             "errors": [e for e in errors if e], "audit_events": [e for e in events if e is not None]})
+                             "errors": [e for e in errors if e], "audit_events": [e for e in events if e is not None],
+                             "canary_ms": [c for c in canary if c is not None]})
         for config in configs:  # a configuration that never gave a figure still shows, with its errors
             if not any(r["task"] == ref and r["config"] == config for r in rows):
                 errors = [r.get(config, {}).get(ref, {}).get("error") for r in rounds]
@@ -334,6 +347,8 @@ def markdown(rows: list[dict[str, Any]], setup: dict[str, Any]) -> str:
              "|---|---|---|---|---|---|---|---|"]
     for row in rows:
         notes = []
+        if row.get("canary_ms"):
+            notes.append(f"noise canary {statistics.median(row['canary_ms']):.4g} ms")
         if row["audit_events"]:
             notes.append(f"audit events in the counted run (module load included): {max(row['audit_events'])}")
         if row["errors"]:
