@@ -11,7 +11,9 @@ per round, rounds interleaved (A B C ... A B C ...) so that drift of the host fa
   ``plain`` is the process; ``loop/timed`` against ``loop/do_bench`` is the loop's own code path;
 * ``loop-hooks``: the same with the reference guard's audit hook installed first (as the candidate's
   process has it) and a second hook counting the audit events of the run (``audit_events``: the
-  module load and both timings; each ``loop*`` process runs twice and reports its second, warm run);
+  module load and both timings; each ``loop*`` process runs twice and reports its second, warm run,
+  then reads the harness's noise canary, a launch-bound probe the harness configurations read in the
+  candidate's process: the two readings compare launch latency in and out of the harness directly);
 * ``harness``: a ``local`` evaluator alone, sandboxed, defaults (``--protocol pike``, same budgets);
 * ``unsandboxed``: the same without bubblewrap (``perf_common.CONFIGS``);
 * ``no-seccomp``: sandboxed, the system-call filter off. The product has no switch for it: this
@@ -83,7 +85,8 @@ HELPER = ("import sys, torch; keep = torch.ones(16, device=sys.argv[1]); "
 def inner(task_ref: str, device: str, warmup_ms: float, rep_ms: float, hooks: bool) -> dict[str, Any]:
     """do_bench and TimedLoop on one model in this process, run twice: the second run's figures, so that
     imports and first-call compiles are behind (``hooks``: under the reference guard's audit hook, and
-    a second hook counting the audit events the second run raises: its module load, then the timing)."""
+    a second hook counting the audit events the second run raises: its module load, then the timing).
+    Then the harness's noise canary, read here as the candidate's process reads it around a timing."""
     from timing_overhead import in_process
 
     events, counting = [0], [False]
@@ -99,6 +102,12 @@ def inner(task_ref: str, device: str, warmup_ms: float, rep_ms: float, hooks: bo
     counting[0] = True
     out: dict[str, Any] = dict(in_process(task(task_ref), device, warmup_ms, rep_ms))
     counting[0] = False
+    import torch
+
+    from pike_harness.worker.inside.canary import Canary
+
+    canary = Canary(torch.device(device))  # the harness's launch-bound probe, here outside the harness
+    out["canary_ms"] = statistics.median(canary.read() for _ in range(5))
     if hooks:
         out["audit_events"] = events[0]
     return out

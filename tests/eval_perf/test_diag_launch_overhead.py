@@ -142,6 +142,7 @@ def test_the_cpu_path_times_every_configuration_and_leaves_no_helper(tmp_path):
         assert mine and all(r["median_ms"] and r["median_ms"] > 0 and not r["errors"] for r in mine), (config, mine)
     assert {r["stat"] for r in rows if r["config"] == "loop"} == {"do_bench", "timed"}
     assert all(r["audit_events"] for r in rows if r["config"] == "loop-hooks")
+    assert all(r["canary_ms"] for r in rows if r["config"] in ("loop", "harness"))  # the probe, both sides
     assert payload["setup"]["seccomp_patched_calls"] > 0  # the filter was really withheld in no-seccomp
     assert payload["setup"]["police_skipped"] > 0  # and the policing really skipped in no-police
     assert "| level3-pike/4 | helpers-stopped | mean |" in (out / "diag_launch_overhead.md").read_text()
