@@ -8,12 +8,13 @@ per round, rounds interleaved (A B C ... A B C ...) so that drift of the host fa
 * ``plain``: ``plain_loop.py`` in its own process (do_bench; nothing from pike_harness);
 * ``loop``: one process of our own, no engine and no sandbox: do_bench, then our ``TimedLoop`` under
   the pike protocol, on one model object (``timing_overhead.in_process``). ``loop/do_bench`` against
-  ``plain`` is the process; ``loop/timed`` against ``loop/do_bench`` is the loop's own code path;
+  ``plain`` is the process; ``loop/timed`` against ``loop/do_bench`` is the loop's own code path.
+  The process runs both twice and reports the second, warm run, then reads the harness's noise
+  canary (the launch-bound probe the harness configurations read in the candidate's process: the
+  two readings compare launch latency in and out of the harness directly);
 * ``loop-hooks``: the same with the reference guard's audit hook installed first (as the candidate's
-  process has it) and a second hook counting the audit events of the run (``audit_events``: the
-  module load and both timings; each ``loop*`` process runs twice and reports its second, warm run,
-  then reads the harness's noise canary, a launch-bound probe the harness configurations read in the
-  candidate's process: the two readings compare launch latency in and out of the harness directly);
+  process has it) and a second hook counting the audit events of the reported run (``audit_events``,
+  its module load included);
 * ``harness``: a ``local`` evaluator alone, sandboxed, defaults (``--protocol pike``, same budgets);
 * ``unsandboxed``: the same without bubblewrap (``perf_common.CONFIGS``);
 * ``no-seccomp``: sandboxed, the system-call filter off. The product has no switch for it: this
@@ -55,8 +56,6 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from pike_harness.errors import UserError
-
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from fidelity_runs import plain_options, run_plain  # noqa: E402
 from perf_common import (  # noqa: E402
@@ -70,6 +69,8 @@ from perf_common import (  # noqa: E402
     workdir,
     write,
 )
+
+from pike_harness.errors import UserError  # noqa: E402 - after perf_common put src on the path
 
 CONFIGS = ("plain", "loop", "loop-hooks", "harness", "unsandboxed", "no-seccomp", "no-police", "no-prestart",
            "helpers-stopped", "helpers-running")
