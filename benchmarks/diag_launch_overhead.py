@@ -261,12 +261,15 @@ def harness_times(config: str, task_refs: list[str], device: str, params: dict[s
 
 def noise_of(result: Any) -> dict[str, Any]:
     """The noise canary (a launch-bound probe timed in the candidate's own process, before and after
-    the timing) and the host's steal share: how launch-bound work fared in that process."""
+    the timing) and the host's steal share: how launch-bound work fared in that process; and the SM
+    clock before and after the timing (a GPU idling between launches may clock down)."""
+    clocks = (result.environment or {}).get("gpu_clocks") or {}
+    out: dict[str, Any] = {"sm_mhz": [(clocks.get(when) or {}).get("sm_mhz") for when in ("before", "after")]}
     noise = getattr(result, "noise", None)
-    if noise is None:
-        return {}
-    readings = [v for v in (noise.canary_before_ms, noise.canary_after_ms) if v is not None]
-    return {"canary_ms": statistics.fmean(readings) if readings else None, "steal": noise.steal_fraction}
+    if noise is not None:
+        readings = [v for v in (noise.canary_before_ms, noise.canary_after_ms) if v is not None]
+        out.update(canary_ms=statistics.fmean(readings) if readings else None, steal=noise.steal_fraction)
+    return out
 
 
 def measure_round(configs: list[str], task_refs: list[str], device: str, params: dict[str, float], helper_count: int,
@@ -333,10 +336,11 @@ def rows_of(rounds: list[dict[str, Any]], configs: list[str], task_refs: list[st
                 errors = [r.get(config, {}).get(ref, {}).get("error") for r in rounds]
                 events = [r.get(config, {}).get(ref, {}).get("audit_events") for r in rounds]
                 canary = [r.get(config, {}).get(ref, {}).get("canary_ms") for r in rounds]
+                clocks = [mhz for r in rounds for mhz in r.get(config, {}).get(ref, {}).get("sm_mhz") or [] if mhz]
                 rows.append({"task": ref, "config": config, "stat": stat, "values": values, "median_ms": med,
                              "spread": summary(values).get("cv"), "ratio_to_plain": med / against if against else None,
                              "errors": [e for e in errors if e], "audit_events": [e for e in events if e is not None],
-                             "canary_ms": [c for c in canary if c is not None]})
+                             "canary_ms": [c for c in canary if c is not None], "sm_mhz": clocks})
         for config in configs:  # a configuration that never gave a figure still shows, with its errors
             if not any(r["task"] == ref and r["config"] == config for r in rows):
                 errors = [r.get(config, {}).get(ref, {}).get("error") for r in rounds]
@@ -359,6 +363,8 @@ def markdown(rows: list[dict[str, Any]], setup: dict[str, Any]) -> str:
         notes = []
         if row.get("canary_ms"):
             notes.append(f"noise canary {statistics.median(row['canary_ms']):.4g} ms")
+        if row.get("sm_mhz"):
+            notes.append(f"SM clock {min(row['sm_mhz'])}-{max(row['sm_mhz'])} MHz")
         if row["audit_events"]:
             notes.append(f"audit events in the counted run (module load included): {max(row['audit_events'])}")
         if row["errors"]:
