@@ -47,6 +47,7 @@ import argparse
 import contextlib
 import json
 import os
+import select
 import signal
 import statistics
 import subprocess
@@ -148,9 +149,9 @@ def helpers(count: int, device: str, timeout_s: float = 180.0) -> Iterator[list[
         deadline = time.monotonic() + timeout_s
         for proc in procs:
             assert proc.stdout is not None
-            line = proc.stdout.readline()  # blocks until ready or dead; the timeout below bounds the rest
-            if line.strip() != "ready" or time.monotonic() > deadline:
-                raise RuntimeError(f"a helper process did not start (exit {proc.poll()})")
+            ready, _, _ = select.select([proc.stdout], [], [], max(0.0, deadline - time.monotonic()))
+            if not ready or proc.stdout.readline().strip() != "ready":  # a line, or end of file when it died
+                raise RuntimeError(f"a helper process did not start within {timeout_s:g} s (exit {proc.poll()})")
         yield procs
     finally:
         for proc in procs:
@@ -292,19 +293,19 @@ def measure_round(configs: list[str], task_refs: list[str], device: str, params:
                 out[config] = {ref: run_inner(ref, device, warmup_ms, rep_ms, config == "loop-hooks", budget.left())
                                for ref in task_refs}
             else:
-                if config.startswith("helpers-") and not procs:
-                    procs = held.enter_context(helpers(helper_count, device))
-                with contextlib.ExitStack() as around:
-                    if config == "helpers-stopped":
-                        around.enter_context(stopped(procs))
-                    if config == "no-seccomp":
-                        around.enter_context(seccomp_off(patched["seccomp"]))
-                    if config == "no-police":
-                        around.enter_context(police_off(patched["police"]))
-                    try:
+                try:
+                    if config.startswith("helpers-") and not procs:
+                        procs = held.enter_context(helpers(helper_count, device))
+                    with contextlib.ExitStack() as around:
+                        if config == "helpers-stopped":
+                            around.enter_context(stopped(procs))
+                        if config == "no-seccomp":
+                            around.enter_context(seccomp_off(patched["seccomp"]))
+                        if config == "no-police":
+                            around.enter_context(police_off(patched["police"]))
                         out[config] = harness_times(config, task_refs, device, params, folder / config, budget.left())
-                    except Exception as exc:  # noqa: BLE001 - one configuration's failure is a row, not the end
-                        out[config] = {ref: {"error": f"{type(exc).__name__}: {exc}"[:300]} for ref in task_refs}
+                except Exception as exc:  # noqa: BLE001 - one configuration's failure is a row, not the end
+                    out[config] = {ref: {"error": f"{type(exc).__name__}: {exc}"[:300]} for ref in task_refs}
     finally:
         held.close()
     return out

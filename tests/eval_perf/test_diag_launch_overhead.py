@@ -76,6 +76,8 @@ def test_helpers_hold_the_device_are_stopped_and_end():
                 assert all(_state(pid) == "T" for pid in pids)
             assert all(_state(pid) in ("S", "R") for pid in pids)
         assert all(_state(pid) is None for pid in pids) and all(proc.returncode == 0 for proc in procs)
+        with pytest.raises(RuntimeError, match="did not start"), diag.helpers(1, "no-such-device"):
+            pass  # a helper that dies before it is ready is an error, not a wait for ever
 
 
 def test_seccomp_off_withholds_the_filter_then_puts_it_back():
