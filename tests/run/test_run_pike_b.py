@@ -213,9 +213,9 @@ def test_sigkill_at_several_points_then_resume(tmp_path):
 
     model = ScriptedModel(WORKS, fix_work=FIX_WORK, on_request=on_request)
     with FakeLLMServer(reply=model) as server:
-        def start() -> subprocess.Popen:
-            holder["proc"] = subprocess.Popen(pikeh_cmd(server, tmp_path), env=env(1.0), stdout=subprocess.PIPE,
-                                              stderr=subprocess.STDOUT, text=True)
+        def start(eval_seconds: float = 1.0) -> subprocess.Popen:
+            holder["proc"] = subprocess.Popen(pikeh_cmd(server, tmp_path), env=env(eval_seconds),
+                                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
             return holder["proc"]
 
         for _ in kill_at:  # killed by the model at request 4, then at request 9
@@ -232,7 +232,7 @@ def test_sigkill_at_several_points_then_resume(tmp_path):
         _wait_for(evaluating)
         proc.send_signal(signal.SIGKILL)
         proc.wait(timeout=60)
-        final = start()
+        final = start(eval_seconds=0)  # nothing is killed now: no evaluation needs to stay in flight
         output, _ = final.communicate(timeout=600)
         assert final.returncode == 0, output[-3000:]
         requests = list(server.requests)
