@@ -30,8 +30,10 @@ def test_eval_through_the_queue(cli, shared_queue):
 
 def test_run_through_the_queue(cli, shared_queue, tmp_path):
     io_dir, workers = shared_queue
+    # Seed 2's one answer is a plain correct program (seed 0's adds torch.compile: a minute of C++ builds
+    # on a 2-core CPU, twice with the final re-timing, for nothing this test checks).
     result = cli("run", "--strategy", "best-of-n", "--suite", "smoke", "--tasks", "1", "--llm", "offline:mutate",
-                 "--parallel", "1", "--max-fix-attempts", "0", "--query-budget", "1", "--evaluator", "queue",
+                 "--seed", "2", "--parallel", "1", "--max-fix-attempts", "0", "--query-budget", "1", "--evaluator", "queue",
                  "--io-dir", str(io_dir), "--protocol", "quick", "--output-dir", str(tmp_path), "--run-name", "q",
                  env={"OMP_NUM_THREADS": "1"})
     assert result.exit_code == 0, result.output
@@ -41,6 +43,7 @@ def test_run_through_the_queue(cli, shared_queue, tmp_path):
     evals = [e for e in read_journal(tmp_path / "q" / "journal.jsonl") if e["type"] in ("eval", "attempt")]
     workers_seen = {e["result"]["environment"]["worker"]["id"] for e in evals if e.get("result")}
     assert evals and workers_seen <= {w.worker_id for w in workers} and workers_seen
+    assert "torch.compile" not in next((tmp_path / "q").rglob("code.py")).read_text()
 
 
 def test_queue_evaluator_errors_are_one_clear_line(cli, tmp_path):

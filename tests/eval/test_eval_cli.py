@@ -75,16 +75,17 @@ def test_another_evaluators_option_is_refused_and_a_config_value_is_checked(cli)
     assert bad.exit_code == 1 and "--docker-memory 'lots': write a number" in bad.output, bad.output
 
 
-def test_secrets_in_the_harness_environment_never_reach_the_candidate(run_pikeh):
+def test_secrets_in_the_harness_environment_never_reach_the_candidate(cli):
     """The candidate reads its parent's environment and prints it. In the sandbox its parent is the
     sandbox's init, which holds only the scrubbed environment: the key is not there to find (before
-    the sandbox it was, and only masking kept it out of the result). The reading itself succeeded."""
+    the sandbox it was, and only masking kept it out of the result). The reading itself succeeded.
+    (In-process: the key is in this process's environment, which the evaluator's processes inherit.)"""
     secret = "sk-cli-test-0123456789abcdef"
-    proc = run_pikeh("eval", str(CORPUS / "secret_leak.py"), "--task", "smoke/5", "--device", "cpu",
-                     "--protocol", "quick", "--json", env={"OPENAI_API_KEY": secret, "OMP_NUM_THREADS": "1"})
-    assert proc.returncode == 0, proc.stderr
-    assert secret not in proc.stdout and secret not in proc.stderr
-    record = json.loads(proc.stdout)
+    result = cli("eval", str(CORPUS / "secret_leak.py"), "--task", "smoke/5", "--device", "cpu",
+                 "--protocol", "quick", "--json", env={"OPENAI_API_KEY": secret, "OMP_NUM_THREADS": "1"})
+    assert result.exit_code == 0, result.output
+    assert secret not in result.output
+    record = json.loads(result.output)
     assert record["category"] == "correct" and record["isolation"] == "bwrap"
     assert re.search(r"PARENT [^\n]*PIKEH_SANDBOX=", record["stdout_tail"]), record["stdout_tail"][-2000:]
     assert "OPENAI_API_KEY" not in record["stdout_tail"]

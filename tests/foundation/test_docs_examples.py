@@ -22,6 +22,10 @@ RUN = {
     "pikeh tasks list --suite level3-pike",
     "pikeh plugins",
     "pikeh run --strategy pike-b --help",
+}
+# Run as written by another test already (parsed only here): `pikeh tasks check --suite level3-pike` builds
+# every level3 model on the meta device (tests/suites/test_level3_shapes.py runs it with --json).
+RUN_ELSEWHERE = {
     "pikeh tasks check --suite level3-pike",
 }
 SLOW = {
@@ -73,7 +77,7 @@ def _argv(command: str) -> list[str]:
 def test_the_documented_commands_are_found():
     commands = {command for _, command in COMMANDS}
     assert len(COMMANDS) >= 25
-    assert not (RUN | SLOW) - commands, (RUN | SLOW) - commands
+    assert not (RUN | SLOW | RUN_ELSEWHERE) - commands, (RUN | SLOW | RUN_ELSEWHERE) - commands
 
 
 @pytest.mark.parametrize(("doc", "command"), COMMANDS, ids=[f"{d}:{c[:60]}" for d, c in COMMANDS])

@@ -188,16 +188,17 @@ def test_sigkill_mid_wave_and_mid_evaluation_then_resume(tmp_path):
         if serial in kill_at:
             holder["proc"].send_signal(signal.SIGKILL)
 
-    # Each scripted evaluation stays in flight a second, so the third kill can come during one.
-    env = {**os.environ, **KEY_ENV, "PYTHONUNBUFFERED": "1", "SCRIPTED_EVAL_SECONDS": "1.0"}
+    # Each scripted evaluation of a run that is killed stays in flight a second, so the third kill can
+    # come during one.
+    env = {**os.environ, **KEY_ENV, "PYTHONUNBUFFERED": "1"}
     with FakeLLMServer(reply=FakeCoder(broken={1}, on_request=on_request)) as server:
         cmd = [sys.executable, SCRIPTED_PIKEH,
                *run_args(server, tmp_path, "--parallel-evaluations", "2", "--num-islands", "2",
                          "--max-fix-attempts", "1", "--llm-concurrency", "2", budget=4)]
 
-        def start() -> subprocess.Popen:
-            holder["proc"] = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                              text=True)
+        def start(eval_seconds: str = "1.0") -> subprocess.Popen:
+            holder["proc"] = subprocess.Popen(cmd, env={**env, "SCRIPTED_EVAL_SECONDS": eval_seconds},
+                                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
             return holder["proc"]
 
         for _ in kill_at:
@@ -213,7 +214,7 @@ def test_sigkill_mid_wave_and_mid_evaluation_then_resume(tmp_path):
         _wait_for(evaluating)
         proc.send_signal(signal.SIGKILL)
         proc.wait(timeout=60)
-        final = start()
+        final = start(eval_seconds="0")  # nothing is killed now: no evaluation needs to stay in flight
         output, _ = final.communicate(timeout=600)
         assert final.returncode == 0, output[-3000:]
         requests = list(server.requests)

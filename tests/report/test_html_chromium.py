@@ -71,6 +71,7 @@ def test_charts_and_trajectory_render_offline(page, tmp_path):
     assert 'data-drawn="1"' not in closed.split("</details>")[0]
 
 
+@pytest.mark.slow
 def test_screenshot_shows_the_charts(page, tmp_path):
     shot = tmp_path / "report.png"
     # Tall enough for the final-score chart below the summary tables ("What was measured" is filled now)

@@ -1,14 +1,17 @@
-"""Profiles on a CPU (`pikeh profile`, `pikeh report --profile-best`) through the real local evaluator, and
-GPU-clock readings: absent without a GPU, never an error; the >5% drift rule on synthetic readings."""
+"""Profiles on a CPU (`pikeh profile` through the real local evaluator; the report side of `pikeh report
+--profile-best` with the fake evaluator), and GPU-clock readings: absent without a GPU, never an error;
+the >5% drift rule on synthetic readings."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
 import pytest
 
 from pike_harness.cli import App
+from pike_harness.testing import default_verdict, fake_evaluator_plugin, invoke
 from pike_harness.worker.inside.profiling import classify
 from pike_harness.worker.supervise import gpu_clocks
 
@@ -73,21 +76,39 @@ def test_pikeh_profile_on_cpu(cli, gelu_file):
     assert "gpu_clocks" not in record["environment"]  # a CPU evaluation: absent, not an error
 
 
-def test_report_profiles_the_best_candidate(cli, tmp_path):
-    App.reset()
+# What the worker's profiler reports for GELU on a CPU (the shape test_pikeh_profile_on_cpu checks for real).
+CPU_GELU_PROFILE = {"device": "cpu", "unit": "operator", "calls": 5, "wall_ms_per_call": 0.05,
+                    "busy_ms_per_call": 0.04, "gap_ms_per_call": 0.01, "share": {"pytorch": 1.0}, "n_kernels": 1,
+                    "launches_per_call": 1.0,
+                    "kernels": [{"name": "aten::gelu", "origin": "pytorch", "total_ms": 0.2, "ms_per_call": 0.04,
+                                 "per_call": 1.0, "share": 1.0}]}
+
+
+def test_report_profiles_the_best_candidate(tmp_path):
+    """The report's side of --profile-best: which candidate is asked for, the profile stored and shown, and
+    reused by a later report. The fake evaluator answers with a CPU profile; the real profiling through
+    the sandbox is test_pikeh_profile_on_cpu's."""
+
+    def verdict(request):
+        result = default_verdict(request)
+        return dataclasses.replace(result, profile=dict(CPU_GELU_PROFILE)) if request.profile else result
+
     run = HandRun(tmp_path / "runs", "smoke-run", suite="smoke").task(5, "5_GELU").baseline(5, 1.0)
     run.attempt(5, 1, "incorrect").attempt(5, 2, "correct", 0.5, code=GELU)
     path = run.write()
     out = tmp_path / "report"
-    result = cli("report", "--input", str(path), "--output", str(out), "--format", "html", "--profile-best", "1",
-                 "--device", "cpu", "--protocol", "quick")
+    plugin = fake_evaluator_plugin(verdict)
+    result = invoke("report", "--input", str(path), "--output", str(out), "--format", "html", "--profile-best", "1",
+                    "--evaluator", "fake", plugins={"fake": plugin})
     assert result.exit_code == 0, result.output
+    [asked] = plugin.built[0].requests
+    assert asked.profile and asked.candidate_source == GELU  # the best correct candidate, q002
     (record,) = [json.loads(line) for line in (out / "profiles.jsonl").read_text().splitlines()]
     assert record["key"] == "q002" and record["profile"]["unit"] == "operator"
     page = (out / "index.html").read_text()
     section = page.split('id="profiles"')[1].split("</table>")[0]
     assert "aten::gelu [pytorch]" in section and "pytorch 100%" in section
     # A later report reuses the stored profile (no evaluator needed).
-    again = cli("report", "--input", str(path), "--output", str(out), "--format", "html")
+    again = invoke("report", "--input", str(path), "--output", str(out), "--format", "html")
     assert again.exit_code == 0 and 'id="profiles"' in (out / "index.html").read_text()
     assert len((out / "profiles.jsonl").read_text().splitlines()) == 1

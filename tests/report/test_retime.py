@@ -71,6 +71,7 @@ def test_retime_replaces_the_search_time_number_with_the_paired_one(smoke_run, t
     assert summary_of(other.output)["n_retimed"] is None
 
 
+@pytest.mark.slow
 def test_retime_with_the_local_evaluator(smoke_run, tmp_path):
     if "local" not in App.host().names("evaluators"):
         pytest.skip("the local evaluator plugin is not installed")

@@ -29,7 +29,7 @@ def _corrupt(run_dir: Path, line: int, junk: bytes) -> bytes:
 def test_report_skips_a_corrupt_line_with_its_number(tmp_path, cli, junk):
     run_dir = scenario_a(tmp_path / "runs")
     _corrupt(run_dir, 5, junk)
-    result = cli("report", "--input", str(tmp_path / "runs"), "--output", str(tmp_path / "report"))
+    result = cli("report", "--input", str(tmp_path / "runs"), "--output", str(tmp_path / "report"), "--format", "csv")
     assert result.exit_code == 0, result.output
     assert "journal.jsonl: line 5 skipped" in result.output and "Traceback" not in result.output
 

@@ -213,9 +213,9 @@ def test_sigkill_at_several_points_then_resume(tmp_path):
 
     model = ScriptedModel(WORKS, fix_work=FIX_WORK, on_request=on_request)
     with FakeLLMServer(reply=model) as server:
-        def start() -> subprocess.Popen:
-            holder["proc"] = subprocess.Popen(pikeh_cmd(server, tmp_path), env=env(1.0), stdout=subprocess.PIPE,
-                                              stderr=subprocess.STDOUT, text=True)
+        def start(eval_seconds: float = 1.0) -> subprocess.Popen:
+            holder["proc"] = subprocess.Popen(pikeh_cmd(server, tmp_path), env=env(eval_seconds),
+                                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
             return holder["proc"]
 
         for _ in kill_at:  # killed by the model at request 4, then at request 9
@@ -232,7 +232,7 @@ def test_sigkill_at_several_points_then_resume(tmp_path):
         _wait_for(evaluating)
         proc.send_signal(signal.SIGKILL)
         proc.wait(timeout=60)
-        final = start()
+        final = start(eval_seconds=0)  # nothing is killed now: no evaluation needs to stay in flight
         output, _ = final.communicate(timeout=600)
         assert final.returncode == 0, output[-3000:]
         requests = list(server.requests)
@@ -285,8 +285,7 @@ def test_second_run_is_refused_and_changed_options_are_named(tmp_path):
         first = subprocess.Popen(pikeh_cmd(server, tmp_path, budget=5), env=env(), stdout=subprocess.PIPE,
                                  stderr=subprocess.STDOUT, text=True)
         _wait_for(lambda: server.count() >= 1)
-        second = subprocess.run(pikeh_cmd(server, tmp_path, budget=5), env=env(), capture_output=True,
-                                text=True, timeout=120)
+        second = in_process(pikeh_cmd(server, tmp_path, budget=5))  # the lock is an flock: held per open file
         assert second.returncode != 0
         assert "is already active" in second.stderr and "Traceback" not in second.stderr
         gate["hold"] = False
@@ -346,7 +345,7 @@ def test_money_budget_on_unpriced_model_is_refused(tmp_path):
 def test_an_evaluator_that_cannot_start_is_a_one_line_error_before_any_query(tmp_path):
     with FakeLLMServer(reply=ScriptedModel(WORKS)) as server:
         command = [a if a != "cpu" else "cuda" for a in pikeh_cmd(server, tmp_path, real=True)]
-        proc = subprocess.run(command, env=env(), capture_output=True, text=True, timeout=120)
+        proc = in_process(command)  # the installed `local` evaluator: --evaluator is not given
         assert server.count() == 0
     assert proc.returncode == 1, proc.stderr
     assert "evaluator 'local': no CUDA device is available here" in proc.stderr
