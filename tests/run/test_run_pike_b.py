@@ -345,7 +345,7 @@ def test_money_budget_on_unpriced_model_is_refused(tmp_path):
 def test_an_evaluator_that_cannot_start_is_a_one_line_error_before_any_query(tmp_path):
     with FakeLLMServer(reply=ScriptedModel(WORKS)) as server:
         command = [a if a != "cpu" else "cuda" for a in pikeh_cmd(server, tmp_path, real=True)]
-        proc = in_process(command)  # the installed `local` evaluator: --evaluator is not given
+        proc = subprocess.run(command, env=env(), capture_output=True, text=True, timeout=120)
         assert server.count() == 0
     assert proc.returncode == 1, proc.stderr
     assert "evaluator 'local': no CUDA device is available here" in proc.stderr
