@@ -1,11 +1,13 @@
-"""A dead key or endpoint never burns the budget: `pikeh run` (in process: no signal is sent, so the
-process boundary adds nothing) against a loopback fake that refuses (401) or keeps failing (503), then
-the same command against a working model."""
+"""A dead key or endpoint never burns the budget: real `pikeh run` subprocesses against a loopback
+fake that refuses (401) or keeps failing (503), then the same command (in process) against a working
+model."""
 
 from __future__ import annotations
 
+import subprocess
+
 from scripted_programs import ScriptedModel
-from test_run_pike_b import WORKS, in_process, journal, pikeh_cmd
+from test_run_pike_b import WORKS, env, in_process, journal, pikeh_cmd
 
 from pike_harness.kit import prompt_kinds
 from pike_harness.testing.llm_server import FakeLLMServer, FakeReply
@@ -13,7 +15,7 @@ from pike_harness.testing.llm_server import FakeLLMServer, FakeReply
 
 def test_401_stops_at_once_charges_nothing_and_the_resume_gets_the_whole_budget(tmp_path):
     with FakeLLMServer(reply=lambda request: FakeReply(status=401, error_message="invalid api key")) as server:
-        proc = in_process(pikeh_cmd(server, tmp_path))
+        proc = subprocess.run(pikeh_cmd(server, tmp_path), env=env(), capture_output=True, text=True, timeout=600)
         refused = server.count()
     assert proc.returncode == 1, proc.stderr[-3000:]
     assert "HTTP 401" in proc.stderr and "nothing was charged" in proc.stderr
@@ -38,7 +40,8 @@ def test_a_failing_endpoint_stops_the_run_and_retry_llm_errors_asks_again(tmp_pa
         return model(request) if prompt_kinds.prompt_kind(request.prompt_text) == "brainstorm" else failing
 
     with FakeLLMServer(reply=reply) as server:
-        proc = in_process(pikeh_cmd(server, tmp_path, "--max-llm-failures", "3"))
+        proc = subprocess.run(pikeh_cmd(server, tmp_path, "--max-llm-failures", "3"), env=env(),
+                              capture_output=True, text=True, timeout=600)
     assert proc.returncode == 1, proc.stderr[-3000:]
     assert "3 LLM queries in a row failed" in proc.stderr and "--retry-llm-errors" in proc.stderr
     failed = [e for e in journal(tmp_path) if e["type"] == "llm_error"]
