@@ -285,7 +285,8 @@ def test_second_run_is_refused_and_changed_options_are_named(tmp_path):
         first = subprocess.Popen(pikeh_cmd(server, tmp_path, budget=5), env=env(), stdout=subprocess.PIPE,
                                  stderr=subprocess.STDOUT, text=True)
         _wait_for(lambda: server.count() >= 1)
-        second = in_process(pikeh_cmd(server, tmp_path, budget=5))  # the lock is an flock: held per open file
+        second = subprocess.run(pikeh_cmd(server, tmp_path, budget=5), env=env(), capture_output=True,
+                                text=True, timeout=120)
         assert second.returncode != 0
         assert "is already active" in second.stderr and "Traceback" not in second.stderr
         gate["hold"] = False
