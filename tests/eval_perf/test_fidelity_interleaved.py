@@ -47,7 +47,7 @@ def test_the_cpu_path_runs_both_sides_in_rounds_and_writes_the_report(tmp_path):
     command = [sys.executable, str(REPO / "benchmarks" / "fidelity.py"), "--interleaved", "--device", "cpu",
                "--suite", "smoke", "--solutions", str(REPO / "tasks" / "smoke"), "--tasks", "1", "--rounds", "2",
                "--plain-repeats", "2", "--warmup-ms", "2", "--rep-ms", "10", "--block-ms", "5", "--min-pairs", "2",
-               "--max-pairs", "3", "--warm-jobs", "0", "--out", str(out), "--workdir", str(tmp_path / "work"),
+               "--max-pairs", "3", "--warm-jobs", "1", "--out", str(out), "--workdir", str(tmp_path / "work"),
                "--budget-s", "300"]
     env = {"PYTHONPATH": f"{REPO / 'src'}:{REPO / 'plugins'}", "OMP_NUM_THREADS": "1", "PATH": "/usr/bin:/bin"}
     done = subprocess.run(command, capture_output=True, text=True, timeout=400, env=env, cwd=tmp_path)
@@ -59,7 +59,9 @@ def test_the_cpu_path_runs_both_sides_in_rounds_and_writes_the_report(tmp_path):
     assert row["within_plain_ci"] in (True, False) and row["canary_ms"] > 0
     assert (out / "reports" / "fidelity-interleaved-cpu.md").exists()
     rows = [json.loads(line) for line in (out / "interleaved.jsonl").read_text().splitlines()]
-    warmed = [r for r in rows if r["kind"] == "harnesswarm"]  # the harness's caches filled before round 1
+    # both sides' caches filled before round 1 (--warm-jobs 0 would skip both)
+    warmed = [r for r in rows if r["kind"] == "harnesswarm"]
     assert len(warmed) == 1 and warmed[0]["category"] == "correct" and warmed[0]["cache"]
-    assert [r["key"] for r in rows if r["kind"] != "harnesswarm"] == [
+    assert sum(1 for r in rows if r["kind"] == "plainwarm") == 1
+    assert [r["key"] for r in rows if not r["kind"].endswith("warm")] == [
         "plain|1|1", "harness|1|1", "plain|2|1", "harness|2|1"]  # alternating
