@@ -181,13 +181,12 @@ def process_state(pid: int) -> str | None:
 def stopped(procs: list[subprocess.Popen]) -> Iterator[None]:
     """SIGSTOP every helper for the block (as the quiet rule stops our other processes), SIGCONT after.
     The block starts once each is seen stopped (a signal is delivered asynchronously)."""
-    for proc in procs:
-        os.kill(proc.pid, signal.SIGSTOP)
-    deadline = time.monotonic() + 30
-    while any(process_state(proc.pid) not in ("T", None) for proc in procs):
-        if time.monotonic() > deadline:
-            raise RuntimeError("a helper process did not stop within 30 s")
-        time.sleep(0.01)
+    from pike_harness.worker.supervise import process_tree
+
+    pids = [proc.pid for proc in procs]
+    process_tree.signal_trees(pids, signal.SIGSTOP)
+    if process_tree.wait_stopped(pids, 30.0):  # the engine's own wait: every thread seen stopped
+        raise RuntimeError("a helper process did not stop within 30 s")
     try:
         yield
     finally:
