@@ -28,7 +28,12 @@ per round, rounds interleaved (A B C ... A B C ...) so that drift of the host fa
 * ``no-prestart``: sandboxed, no pre-started processes (two fewer CUDA contexts on the GPU);
 * ``helpers-stopped`` / ``helpers-running``: the harness alone beside ``--helpers`` idle processes that
   each hold a context on the same device (torch imported, a small tensor allocated, blocked on a
-  pipe), SIGSTOPped for the whole evaluation (the quiet rule's state; they are idle anyway) or not.
+  pipe), SIGSTOPped for the whole evaluation (the quiet rule's state; they are idle anyway) or not;
+* ``batch-stop`` / ``batch-cores``: the harness timing the same references as search-time readings, in
+  one batch with ``--batch`` other level3-pike eager references, all submitted at once at the default
+  concurrency (as a search or the interleaved benchmark submits them), the quiet rule in its default
+  ``stop`` mode or in ``cores`` mode (nothing stopped; the timed process alone on its kept core).
+  Against ``harness`` (alone), this is what a busy engine does to a launch-bound reading.
 
 Each evaluator is made and closed around its own measurement, so no configuration's processes
 (pre-started ones, the reference process) sit on the GPU during another's. The harness's figure is
@@ -65,6 +70,7 @@ from perf_common import (  # noqa: E402
     default_device,
     fmt,
     make_evaluator,
+    suite,
     summary,
     task,
     workdir,
@@ -74,10 +80,13 @@ from perf_common import (  # noqa: E402
 from pike_harness.errors import UserError  # noqa: E402 - after perf_common put src on the path
 
 CONFIGS = ("plain", "loop", "loop-hooks", "harness", "unsandboxed", "no-seccomp", "no-police", "no-prestart",
-           "helpers-stopped", "helpers-running")
+           "helpers-stopped", "helpers-running", "batch-stop", "batch-cores")
 # configuration -> the perf_common.CONFIGS entry its evaluator is made in (the others run no evaluator)
 EVALUATOR_CONFIG = {"harness": "ours", "unsandboxed": "unsandboxed", "no-seccomp": "ours", "no-police": "ours",
-                    "no-prestart": "no-prestart", "helpers-stopped": "ours", "helpers-running": "ours"}
+                    "no-prestart": "no-prestart", "helpers-stopped": "ours", "helpers-running": "ours",
+                    "batch-stop": "ours", "batch-cores": "ours"}
+# configuration -> engine options it adds to its perf_common entry
+EVALUATOR_EXTRA: dict[str, dict[str, Any]] = {"batch-cores": {"quiet_mode": "cores"}}
 INNER_MARK = "DIAG_RESULT "
 HELPER = ("import sys, torch; keep = torch.ones(16, device=sys.argv[1]); "
           "torch.cuda.synchronize() if keep.is_cuda else None; print('ready', flush=True); sys.stdin.read()")
@@ -237,23 +246,43 @@ def police_off(counter: list[int]) -> Iterator[None]:
 
 
 # -- the harness's figures -------------------------------------------------------------------------------
+def eager_request(ref: str) -> Any:
+    """The request that times ``ref``'s eager reference as a candidate (no hidden input sets)."""
+    task_obj = task(ref)
+    return task_obj.eval_request(task_obj.source, baseline_mode="eager", hidden_input_sets=0)
+
+
+def figures_of(result: Any) -> dict[str, Any]:
+    """One result's timing figures and noise readings, or its category and reason."""
+    runtime = result.runtime
+    out = ({"mean": runtime.mean_ms, "median": runtime.median_ms, "min": runtime.min_ms, "n": runtime.n,
+            "cv": runtime.cv, "flags": list(result.flags or []), **noise_of(result)}
+           if runtime is not None else {"error": f"{result.category}: {(result.reason or '')[:300]}"})
+    if result.environment and result.environment.get("torch"):
+        out["environment"] = {k: result.environment.get(k) for k in ("gpu", "torch", "triton", "cuda")}
+    return out
+
+
 def harness_times(config: str, task_refs: list[str], device: str, params: dict[str, float], folder: Path,
-                  timeout_s: float) -> dict[str, dict[str, Any]]:
-    """One evaluator in ``config``, made for this measurement: each task's eager reference evaluated
-    alone, one after the other; task -> its mean and median ms (or the category and reason)."""
-    evaluator = make_evaluator(EVALUATOR_CONFIG[config], device, "pike", folder, None, protocol_params=params)
+                  timeout_s: float, others: list[str] | None = None) -> dict[str, dict[str, Any]]:
+    """One evaluator in ``config``, made for this measurement; task -> its mean and median ms (or the
+    category and reason). Without ``others`` each task's eager reference is evaluated alone, one after
+    the other; with them, the tasks and ``others`` are submitted at once and only the tasks are read."""
+    evaluator = make_evaluator(EVALUATOR_CONFIG[config], device, "pike", folder, None, protocol_params=params,
+                               **EVALUATOR_EXTRA.get(config, {}))
     out: dict[str, dict[str, Any]] = {}
     try:
-        for ref in task_refs:
-            task_obj = task(ref)
-            request = task_obj.eval_request(task_obj.source, baseline_mode="eager", hidden_input_sets=0)
-            result = evaluator.submit(request).result(timeout=max(5.0, timeout_s))
-            runtime = result.runtime
-            out[ref] = ({"mean": runtime.mean_ms, "median": runtime.median_ms, "min": runtime.min_ms, "n": runtime.n,
-                         "cv": runtime.cv, "flags": list(result.flags or []), **noise_of(result)}
-                        if runtime is not None else {"error": f"{result.category}: {(result.reason or '')[:300]}"})
-            if result.environment and result.environment.get("torch"):
-                out[ref]["environment"] = {k: result.environment.get(k) for k in ("gpu", "torch", "triton", "cuda")}
+        if others is None:
+            for ref in task_refs:
+                out[ref] = figures_of(evaluator.submit(eager_request(ref)).result(timeout=max(5.0, timeout_s)))
+        else:
+            started = time.monotonic()
+            futures = {ref: evaluator.submit(eager_request(ref)) for ref in [*task_refs, *others]}
+            results = {ref: future.result(timeout=max(5.0, timeout_s - (time.monotonic() - started)))
+                       for ref, future in futures.items()}
+            wall = round(time.monotonic() - started, 1)
+            for ref in task_refs:
+                out[ref] = {**figures_of(results[ref]), "batch": len(futures), "batch_wall_s": wall}
     finally:
         evaluator.close()
     return out
@@ -273,7 +302,8 @@ def noise_of(result: Any) -> dict[str, Any]:
 
 
 def measure_round(configs: list[str], task_refs: list[str], device: str, params: dict[str, float], helper_count: int,
-                  folder: Path, budget: Budget, patched: dict[str, list[int]]) -> dict[str, dict[str, dict[str, Any]]]:
+                  folder: Path, budget: Budget, patched: dict[str, list[int]],
+                  others: list[str] | None = None) -> dict[str, dict[str, dict[str, Any]]]:
     """One round: every configuration once, in order; config -> task -> figures. Stops at the budget."""
     out: dict[str, dict[str, dict[str, Any]]] = {}
     warmup_ms, rep_ms = params["warmup_ms"], params["rep_ms"]
@@ -302,7 +332,8 @@ def measure_round(configs: list[str], task_refs: list[str], device: str, params:
                             around.enter_context(seccomp_off(patched["seccomp"]))
                         if config == "no-police":
                             around.enter_context(police_off(patched["police"]))
-                        out[config] = harness_times(config, task_refs, device, params, folder / config, budget.left())
+                        out[config] = harness_times(config, task_refs, device, params, folder / config, budget.left(),
+                                                    (others or []) if config.startswith("batch-") else None)
                 except Exception as exc:  # noqa: BLE001 - one configuration's failure is a row, not the end
                     out[config] = {ref: {"error": f"{type(exc).__name__}: {exc}"[:300]} for ref in task_refs}
     finally:
@@ -401,6 +432,8 @@ def main() -> int:
     parser.add_argument("--configs", default=",".join(CONFIGS), help=f"Which of {', '.join(CONFIGS)}, in round order.")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--helpers", type=int, default=12, help="Idle processes holding a device context (helpers-*).")
+    parser.add_argument("--batch", type=int, default=16,
+                        help="Other level3-pike eager references submitted with the tasks (batch-*).")
     parser.add_argument("--warmup-ms", type=float, default=50.0)
     parser.add_argument("--rep-ms", type=float, default=150.0)
     parser.add_argument("--inner", default=None, help=argparse.SUPPRESS)
@@ -420,6 +453,10 @@ def main() -> int:
             task(ref)
     except (UserError, ValueError) as exc:  # an unknown suite or id, or an id that is no number
         parser.error(f"--tasks: {exc}")
+    if args.batch < 0:
+        parser.error("--batch must be at least 0")
+    taken = {ref.rpartition("/")[2] for ref in task_refs if ref.startswith("level3-pike/")}
+    others = [f"level3-pike/{t.id}" for t in suite("level3-pike").tasks() if str(t.id) not in taken][:args.batch]
     budget = Budget(args.budget_s)
     params = {"warmup_ms": args.warmup_ms, "rep_ms": args.rep_ms}
     base = workdir(args, "diag").resolve()
@@ -429,7 +466,7 @@ def main() -> int:
         if budget.over(30):
             print(f"[diag] stopped at the budget after {index} round(s)", flush=True)
             break
-        rounds.append(measure_round(configs, task_refs, device, params, args.helpers, base, budget, patched))
+        rounds.append(measure_round(configs, task_refs, device, params, args.helpers, base, budget, patched, others))
         print(f"[diag] round {index + 1}: {json.dumps(rounds[-1], default=str)[:2000]}", flush=True)
         report(args, device, configs, task_refs, rounds, patched)  # after every round: a kill keeps what ended
     if not rounds:

@@ -14,6 +14,8 @@ import pytest
 
 from pike_harness.api import EvalRequest, EvalResult
 from pike_harness.cli import App
+from pike_harness.host.final_timing import RETIME_FLOOR_S, retime_seconds
+from pike_harness.host.journal_reading import epoch_of
 from pike_harness.host.launch import launch_run
 from pike_harness.host.plugins import PluginHost
 from pike_harness.host.store import read_journal
@@ -75,9 +77,12 @@ def test_the_final_best_is_retimed_paired_once_and_resume_keeps_it(server, tmp_p
     assert paired["ci_low"] < paired["speedup"] < paired["ci_high"] and timing["why"] is None
     # The request asked for the run's pairing rule, and it was bracketed like any evaluation.
     [asked] = [r for r in plugin.built[0].requests if r.paired is not None]
-    assert asked.paired.target_halfwidth == 0.02 and asked.paired.max_seconds == 60.0
     starts = [e for e in events(tmp_path, "eval_start") if e["key"].startswith("final/")]
     assert len(starts) == 1
+    # Its blocks were capped at 10 % of the task's search (a few seconds here), never under the 5 s floor.
+    search_s = epoch_of(starts[0]["time"]) - epoch_of(read_journal(tmp_path / "r" / "journal.jsonl")[1]["time"])
+    assert asked.paired.target_halfwidth == 0.02
+    assert RETIME_FLOOR_S <= asked.paired.max_seconds <= max(RETIME_FLOOR_S, 0.1 * (search_s + 2))
     assert "final re-timing of" in (tmp_path / "r" / "log.txt").read_text()
     assert "re-timed (95% CI)" in result.output and "2.50x (2." in result.output  # the run's summary table
     # A resume of the finished run asks nothing and times nothing again.
@@ -89,6 +94,16 @@ def test_the_final_best_is_retimed_paired_once_and_resume_keeps_it(server, tmp_p
     # ...and says nothing about a re-timing it did not do; its summary table still shows the number
     assert (tmp_path / "r" / "log.txt").read_text().count("final re-timing of") == 1
     assert "final re-timing of" not in again.output and "2.50x (2." in again.output
+
+
+def test_retime_seconds_are_a_share_of_the_search_within_the_floor_and_the_cap():
+    assert retime_seconds(60.0, 0.1, 20.0) == RETIME_FLOOR_S  # a short search: the floor
+    assert retime_seconds(60.0, 0.1, 300.0) == pytest.approx(30.0)  # 10 % of a 5-minute search
+    assert retime_seconds(60.0, 0.1, 36_000.0) == 60.0  # a paper-scale search: the whole cap
+    assert retime_seconds(3.0, 0.1, 20.0) == 3.0  # a cap under the floor wins
+    assert retime_seconds(60.0, 0.5, -4.0) == RETIME_FLOOR_S  # a clock step back is not a negative budget
+    assert epoch_of("2026-11-28T08:32:08+0000") - epoch_of("2026-11-28T08:31:58+0000") == 10.0
+    assert epoch_of(None) is None and epoch_of("yesterday") is None
 
 
 def test_no_final_retime_times_nothing_and_a_later_resume_catches_up(server, tmp_path):

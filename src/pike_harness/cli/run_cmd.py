@@ -145,6 +145,10 @@ RUN_OPTIONS = [
     click.Option(["--retime-max-seconds"], type=click.FloatRange(min=1), default=default("retime_max_seconds"),
                  show_default=True, help="Final re-timing: at most this many seconds of timed blocks per task "
                                          "(the result then says its interval is wider)."),
+    click.Option(["--retime-share"], type=click.FloatRange(min=0.01, max=1.0), default=default("retime_share"),
+                 show_default=True, help="Final re-timing: its timed blocks take at most this fraction of the "
+                                         "task's search time (never less than 5 s, never more than "
+                                         "--retime-max-seconds), so a short run is not mostly re-timing."),
     click.Option(["--include-jit-trace"], is_flag=True, default=default("include_jit_trace"),
                  help="Let attempts whose code contains torch.jit.trace be a task's final best (PIKE's "
                       "analysis ignores them, and so does the default)."),

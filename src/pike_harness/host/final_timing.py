@@ -16,6 +16,7 @@ back, visibly, to the search-time number.
 
 from __future__ import annotations
 
+import time
 from typing import TYPE_CHECKING, Any
 
 from pike_harness.contracts.journal import FINAL_TIMING_PREFIX, EvalAbort, FinalTiming
@@ -68,7 +69,9 @@ def time_final_best(runner: RunServices, task_run: TaskRun) -> None:
                                                "died while it ran)"))
         return
     runner.progress.update(ref, done=False, phase="re-timing")
-    spec = PairedSpec(target_halfwidth=config.retime_halfwidth, max_seconds=config.retime_max_seconds)
+    spec = PairedSpec(target_halfwidth=config.retime_halfwidth,
+                      max_seconds=retime_seconds(config.retime_max_seconds, config.retime_share,
+                                                 time.time() - task_run.search_began))
     runner.open_evals.begin(ref, key)
     try:
         result = runner.run_evaluation(task_run.task, code, paired=spec)
@@ -83,6 +86,16 @@ def time_final_best(runner: RunServices, task_run: TaskRun) -> None:
     if not runner.open_evals.end(event):
         raise RunInterrupted()  # the stopping run already closed it with an eval_abort
     task_run.note_final_timing(event.to_dict())
+
+
+RETIME_FLOOR_S = 5.0  # the blocks a re-timing always gets: a few pairs even after the shortest search
+
+
+def retime_seconds(max_seconds: float, share: float, search_s: float) -> float:
+    """Seconds of timed blocks a task's final re-timing may take: ``share`` of its search time, at least
+    RETIME_FLOOR_S and at most ``max_seconds``. Why: at the default 60 s, a run of a few queries per task
+    would spend most of its wall time re-timing; a paper-scale search (hours) always gets the full 60 s."""
+    return min(max_seconds, max(RETIME_FLOOR_S, share * max(0.0, search_s)))
 
 
 def describe_paired(paired: PairedTiming) -> str:

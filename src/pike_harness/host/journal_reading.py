@@ -6,6 +6,7 @@ The event types the lines hold are the contract in ``pike_harness.contracts.jour
 
 from __future__ import annotations
 
+import datetime
 import json
 from collections import defaultdict
 from dataclasses import dataclass, field
@@ -24,6 +25,16 @@ from pike_harness.contracts.journal import (
     RunStart,
     TaskEnd,
 )
+
+TIME_FORMAT = "%Y-%m-%dT%H:%M:%S%z"  # every journal event's ``time`` (whole seconds; store.now writes it)
+
+
+def epoch_of(stamp: Any) -> float | None:
+    """A journal ``time`` as seconds since the epoch, or None if it is missing or not in TIME_FORMAT."""
+    try:
+        return datetime.datetime.strptime(str(stamp), TIME_FORMAT).timestamp()
+    except ValueError:
+        return None
 
 
 @dataclass
@@ -92,6 +103,7 @@ class Replay:
     baselines: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
     task_ends: dict[str, dict[str, Any]] = field(default_factory=dict)
     final_timings: dict[str, dict[str, Any]] = field(default_factory=dict)  # task -> its latest final_timing
+    first_seen: dict[str, float] = field(default_factory=dict)  # task -> epoch of its first event (its search began)
     starts: int = 0
 
     @classmethod
@@ -100,6 +112,8 @@ class Replay:
         for event in events:
             kind = event.get("type")
             key = (event.get("task", ""), event.get("key", ""))
+            if key[0] and key[0] not in replay.first_seen and (seen := epoch_of(event.get("time"))) is not None:
+                replay.first_seen[key[0]] = seen
             if kind == LLMAnswer.type:
                 replay.llm[key] = event
                 replay.llm_errors.pop(key, None)  # re-asked with --retry-llm-errors: the answer wins

@@ -25,7 +25,7 @@ if TYPE_CHECKING:
 # The final re-timing and the final-best rule are among them: they change what is measured after a
 # task's search and which attempt is reported, never the search itself.
 OPERATIONAL_OPTIONS = ("llm_base_url", "llm_concurrency", "evaluator_options", "llm_cache", "replay_dir",
-                       "final_retime", "retime_halfwidth", "retime_max_seconds", "include_jit_trace")
+                       "final_retime", "retime_halfwidth", "retime_max_seconds", "retime_share", "include_jit_trace")
 # Per-invocation settings of `pikeh run` (not part of a run's configuration).
 LLM_FAILURE_LIMIT = 10  # consecutive failed queries (retries spent) before the run stops
 EXIT_LLM_ERRORS = 3  # exit status of a run that completed while some queries ended as llm_error
@@ -59,10 +59,12 @@ class RunConfig:
     evaluator_options: dict[str, Any] = field(default_factory=dict)
     precision_rule: str | None = None  # --precision-rule: overrides every task's suite rule when set
     # Each task's final best timed paired against its eager reference when its search ends
-    # (host/final_timing.py): until the 95% interval is within +-retime_halfwidth, or retime_max_seconds.
+    # (host/final_timing.py): until the 95% interval is within +-retime_halfwidth, or retime_max_seconds,
+    # or retime_share of the task's search time (so that re-timing never dominates a short run).
     final_retime: bool = True
     retime_halfwidth: float = 0.02
     retime_max_seconds: float = 60.0
+    retime_share: float = 0.10
     include_jit_trace: bool = False  # PIKE's rule by default: torch.jit.trace code never wins (final_best.py)
 
     @classmethod
@@ -80,7 +82,8 @@ class RunConfig:
             **{name: core.get(name) for name in (
                 "strategy", "suite", "llm", "tasks", "fix_llm", "query_budget", "money_budget", "seed",
                 "temperature", "max_tokens", "reasoning_effort", "llm_base_url", "llm_concurrency",
-                "precision_rule", "final_retime", "retime_halfwidth", "retime_max_seconds", "include_jit_trace")},
+                "precision_rule", "final_retime", "retime_halfwidth", "retime_max_seconds", "retime_share",
+                "include_jit_trace")},
             "evaluator": evaluator_values.get("evaluator"), "device": evaluator_values.get("device"),
             "protocol": evaluator_values.get("protocol"), "timeout_s": evaluator_values.get("timeout"),
             "llm_cache": str(core["llm_cache"]) if core.get("llm_cache") else None,

@@ -23,7 +23,7 @@ from typing import Any
 from pike_harness.contracts import journal
 from pike_harness.contracts.journal import Event, safe_name
 from pike_harness.errors import UserError
-from pike_harness.host.journal_reading import Replay, read_journal, scan_journal
+from pike_harness.host.journal_reading import TIME_FORMAT, Replay, read_journal, scan_journal
 
 __all__ = ["JOURNAL", "RUN_FILE", "RunStore", "Replay", "read_journal", "safe_name", "find_runs", "now", "sha256"]
 
@@ -38,7 +38,7 @@ BAD_LINES_FILE = "journal.bad.jsonl"  # where --repair-journal moves lines that 
 
 
 def now() -> str:
-    return time.strftime("%Y-%m-%dT%H:%M:%S%z")
+    return time.strftime(TIME_FORMAT)
 
 
 def sha256(text: str) -> str:

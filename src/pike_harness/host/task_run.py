@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import random
 import threading
+import time
 from concurrent.futures import Future
 from typing import TYPE_CHECKING, Any
 
@@ -52,6 +53,8 @@ class TaskRun:
         self.baseline_ms: float | None = None
         self.baseline: EvalResult | None = None
         self._ref = task.ref
+        # When the task's search began: its first journaled event (an earlier process), else now.
+        self.search_began = runner.replay.first_seen.get(task.ref, time.time())
 
     # -- budget --------------------------------------------------------------------------------
     @property
