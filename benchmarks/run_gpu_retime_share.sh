@@ -26,7 +26,27 @@ rm -rf "$runs"
 start=$SECONDS
 timeout -s INT "${BUDGET_S:-470}" pikeh run --strategy pike-b --suite "${SUITE:-level3-pike}" --tasks "${TASKS:-1-10}" \
     --llm offline:mutate --query-budget "${QUERY_BUDGET:-1}" --device "$device" --output-dir "$runs" --run-name share \
-    > "$out/run.log" 2>&1
+    > "$out/run.log" 2>&1 &
+runner=$!
+# The watchdog: a journal that has not grown for STALL_S seconds means a stuck run. Then record what
+# every process is doing (states, wait channels, the GPU's processes) and every thread's stack of
+# `pikeh run` (SIGUSR1), and stop it with SIGINT as a user would.
+journal="$runs/share/journal.jsonl"
+last_size=-1; still=0
+while kill -0 "$runner" 2>/dev/null; do
+  sleep 5
+  size=$(stat -c %s "$journal" 2>/dev/null || echo 0)
+  if [ "$size" = "$last_size" ]; then still=$((still + 5)); else still=0; last_size=$size; fi
+  if [ "$still" -ge "${STALL_S:-75}" ]; then
+    echo "stalled: the journal has not grown for $still s at $((SECONDS - start)) s" | tee "$out/stall.txt"
+    ps -eo pid,ppid,pgid,stat,wchan:32,etimes,rss,args --forest | cut -c1-300 >> "$out/stall.txt"
+    nvidia-smi >> "$out/stall.txt" 2>&1
+    pikeh_pid=$(pgrep -P "$runner" | head -1)  # timeout's child
+    kill -USR1 "$pikeh_pid"; sleep 3
+    kill -INT "$pikeh_pid"; break
+  fi
+done
+wait "$runner"
 echo "run_rc=$? ($((SECONDS - start)) s)"
 cp "$runs/share/journal.jsonl" "$runs/share/log.txt" "$out/" 2>/dev/null
 python3 benchmarks/retime_share.py "$runs/share" --out "$out"

@@ -7,9 +7,11 @@ Built-in commands live one per module in this package and are imported only when
 
 from __future__ import annotations
 
+import faulthandler
 import importlib
 import importlib.util
 import os
+import signal
 from pathlib import Path
 from typing import Any
 
@@ -160,5 +162,8 @@ def cli(ctx: click.Context, tasks_dirs: tuple[Path, ...]) -> None:
 
 def main() -> None:
     os.environ.setdefault("PYTHONUNBUFFERED", "1")
+    # `kill -USR1 PID` prints every thread's stack to stderr and carries on: what a run that seems
+    # stuck is waiting on, without stopping it (docs/run.md, "A run that seems stuck").
+    faulthandler.register(signal.SIGUSR1, all_threads=True)
     cli(prog_name="pikeh")
 
