@@ -74,6 +74,23 @@ def test_alone_waits_until_no_other_checked_model_is_resident():
     assert gate.stats.alone == 1
 
 
+def test_two_that_ran_out_of_memory_together_run_alone_one_after_the_other():
+    """Both checked side by side and both ran out of memory (the reference process's out-of-memory
+    error reaches every check in progress): each waits to run alone, and neither may wait for the
+    other's model to leave, or both wait for good (seen on an H100 in a pike-b run)."""
+    gate = DeviceGate("cuda:0", check_slots=3)
+    a, b, c = gate.session(1), gate.session(2), gate.session(3)
+    assert _enter(a, "check") and _enter(b, "check") and _enter(c, "check")
+    assert not _enter(b, "alone") and not _enter(a, "alone"), "c still checks"
+    c.end()
+    assert _enter(a, "alone", 1.0), "a, first in line, runs while b's model waits beside it"
+    assert not _enter(b, "alone"), "b waits for a"
+    a.end()
+    assert _enter(b, "alone", 1.0)
+    b.end()
+    assert gate.stats.alone == 2 and gate.holder is None
+
+
 def test_a_timing_that_ran_out_of_memory_gives_the_device_up_while_it_waits_to_run_alone():
     gate = DeviceGate("cuda:0", check_slots=2)
     a, b = gate.session(1), gate.session(2)

@@ -203,7 +203,10 @@ class DeviceGate:
             now, since = time.monotonic(), min(self._time_queued.values(), default=0.0)
             return any(began < since and now - began >= LONG_CHECK_S for began in self._checking.values())
         if phase == "alone":
-            return (not self._checking and not self._waiting and not (self._resident - {seq})
+            # Models of others that wait to run alone too stay resident (their processes hold them) but
+            # do not count: two that ran out of memory together would otherwise each wait for the
+            # other's model to go, for good. The first in line runs beside their idle models.
+            return (not self._checking and not self._waiting and not (self._resident - set(self._alone_waiting))
                     and self._alone_waiting[0] == seq)
         return not self._checking and self._waiting[0] == seq
 
