@@ -57,22 +57,29 @@ def test_baseline_modes_run_the_reference(gpu_local, mode):
 
 
 def test_quiet_timing_pauses_a_candidate_busy_on_the_gpu_at_import(gpu_local):
-    """A neighbour launching GPU work in a loop at import is stopped while the other is timed."""
+    """A neighbour launching GPU work in a loop at import is stopped while the other is timed.
+
+    The neighbour goes first and loops for 25 s of wall time (stopped time included); the timed
+    candidate sleeps 3 s at import, so its checks and timing fall inside the loop. (Submitted the
+    other way round, the timed candidate was done before the neighbour's loop began, and every
+    committed GPU run skipped the assertion.)"""
     busy = candidate(prelude="""
 import time
 import torch
 _x = torch.randn(2048, 2048, device="cuda")
 _t0 = time.monotonic()
-while time.monotonic() - _t0 < 8.0:
+while time.monotonic() - _t0 < 25.0:
     (_x @ _x).sum().item()
     print(f"tick {time.monotonic():.4f}", flush=True)
 """)
     first = len(gpu_local.engine.traces)
-    timed = gpu_local.submit(request(candidate(forward_extra="import time; time.sleep(0.1)")))
     loud = gpu_local.submit(request(busy))
+    timed = gpu_local.submit(request(candidate(prelude="import time\ntime.sleep(3.0)\n",
+                                               forward_extra="import time; time.sleep(0.1)")))
     t, b = timed.result(timeout=300), loud.result(timeout=300)
     assert t.category == "correct" and b.category == "correct", (t.reason, b.reason)
-    trace = gpu_local.engine.traces[first]
+    trace = gpu_local.engine.traces[first + 1]  # traces are kept in submission order
+    assert trace.timing_start is not None and trace.timing_end is not None
     ticks = [float(v) for v in re.findall(r"tick (\d+\.\d+)", b.stdout_tail)]
     if not (ticks and min(ticks) < trace.timing_start and max(ticks) > trace.timing_end):
         pytest.skip("the busy import did not span the timing window")
