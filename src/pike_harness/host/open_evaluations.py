@@ -43,6 +43,10 @@ class OpenEvaluations:
             self.store.append(event)
             return True
 
+    def count(self) -> int:
+        with self._lock:
+            return len(self._open)
+
     def abort_all(self, why: str) -> int:
         """Close every evaluation still running with an eval_abort; none may start after this."""
         with self._lock:

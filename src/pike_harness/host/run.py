@@ -31,6 +31,7 @@ from pike_harness.host.progress import RunProgress
 from pike_harness.host.run_config import LLM_FAILURE_LIMIT, OPERATIONAL_OPTIONS, RunConfig
 from pike_harness.host.run_environment import environment_info
 from pike_harness.host.run_signals import RunInterrupted, StopSignals
+from pike_harness.host.stall_watch import StallWatch
 from pike_harness.host.store import RunStore, now
 from pike_harness.host.task_run import TaskRun
 from pike_harness.kit.short_text import shorten
@@ -182,6 +183,7 @@ class Runner:
                     futures[pool.submit(self._final_timing, task_run)] = task.ref
                 continue
             futures[pool.submit(self._run_task, task_run)] = task.ref
+        watch = StallWatch(self.store, self.open_evals.count, self.progress.message)
         try:
             pending = set(futures)
             while pending:  # poll: a signal handler only counts, this loop acts on it
@@ -189,6 +191,7 @@ class Runner:
                     self.stop()
                     return "interrupted"
                 done, pending = wait(pending, timeout=0.2)
+                watch.poll()
         finally:
             pool.shutdown(wait=False, cancel_futures=True)
         if self._fatal is not None:

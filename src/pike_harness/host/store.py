@@ -92,6 +92,7 @@ class RunStore:
         self._lock_handle: Any = None
         self._journal: Any = None
         self._write_lock = threading.Lock()
+        self.last_write = time.monotonic()  # when the journal last grew (host/stall_watch.py reads it)
 
     # -- opening -------------------------------------------------------------------------------
     @property
@@ -183,6 +184,7 @@ class RunStore:
         self._journal.write(line + "\n")
         self._journal.flush()
         os.fsync(self._journal.fileno())
+        self.last_write = time.monotonic()
 
     def log(self, message: str) -> None:
         with self._write_lock, (self.path / LOG_FILE).open("a", encoding="utf-8") as handle:
