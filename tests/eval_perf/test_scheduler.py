@@ -143,7 +143,8 @@ SCALE = ctypes.CDLL(_lib).pikeh_scale()
 
 
 def test_load_inline_through_the_evaluator_is_built_once(make_local):
-    evaluator = make_local(jobs=2, prestart=1)
+    # the module's two-slot engine (its build cache has built nothing else; the counts are per evaluation)
+    evaluator = make_local(jobs=2, prestart=2, shared=True)
     source = candidate(prelude=LOAD_INLINE, forward_extra="x = x * SCALE")
     first = evaluator.evaluate(request(source))
     assert first.category == "correct", (first.reason, first.stderr_tail[-2000:])
