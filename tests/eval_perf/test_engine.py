@@ -134,25 +134,40 @@ OOM_ALWAYS = PLAIN.replace("    def forward(self, x):\n", '''    def forward(sel
 ''')
 
 
-def test_checks_share_the_device_but_never_a_timing_and_out_of_memory_runs_again_alone(tmp_path, monkeypatch):
+@pytest.fixture(scope="module")
+def checking_engine(tmp_path_factory):
+    """One engine with two check slots for the tests of shared checks (each start spawns the reference
+    process: seconds of torch imports on a 2-core runner); each test reads its own counts as differences."""
+    patch = pytest.MonkeyPatch()
+    patch.setenv("OMP_NUM_THREADS", "1")
+    engine = Engine(EngineConfig(device="cpu", jobs=2, prestart=0, build_cache="off", check_slots=2,
+                                 workdir=tmp_path_factory.mktemp("checking") / "work"))
+    yield engine
+    engine.close()
+    patch.undo()
+
+
+def _check_counts(engine: Engine) -> tuple[int, int]:
+    """(checks run alone, checks) on the CPU device so far."""
+    stats = engine.stats()["devices"]["cpu"]
+    return stats["alone"], stats["checks"]
+
+
+def test_checks_share_the_device_but_never_a_timing_and_out_of_memory_runs_again_alone(checking_engine):
     """With check slots, candidates make their checked calls together while no one is timed; one that
     runs out of device memory among them runs the stage again alone, once (issue 19)."""
-    monkeypatch.setenv("OMP_NUM_THREADS", "1")
-    engine = Engine(EngineConfig(device="cpu", jobs=2, prestart=0, build_cache="off", check_slots=2,
-                                 workdir=tmp_path / "work"))
-    try:
-        futures = [engine.submit(request(source)) for source in (PLAIN, OOM_ONCE, PLAIN, OOM_ALWAYS)]
-        plain, once, plain2, always = (future.result(240) for future in futures)
-        stats = engine.stats()["devices"]["cpu"]
-        traces = list(engine.traces)
-    finally:
-        engine.close()
+    engine = checking_engine
+    alone_before, checks_before = _check_counts(engine)
+    futures = [engine.submit(request(source)) for source in (PLAIN, OOM_ONCE, PLAIN, OOM_ALWAYS)]
+    plain, once, plain2, always = (future.result(240) for future in futures)
+    alone, checks = _check_counts(engine)
+    traces = list(engine.traces)[-4:]
     assert [r.category for r in (plain, once, plain2)] == ["correct"] * 3, [r.reason for r in (plain, once, plain2)]
     assert "ran_alone" not in plain.environment
     assert once.environment["ran_alone"].startswith("correctness: ")
     assert (always.category, always.check) == ("runtime_error", "memory_limit"), always.reason
     assert always.environment["ran_alone"].startswith("correctness: "), "retried once, then judged"
-    assert stats["alone"] == 2 and stats["checks"] == 4
+    assert (alone - alone_before, checks - checks_before) == (2, 4)
     timings = [(t.timing_start, t.timing_end) for t in traces if t.timing_start is not None]
     checks = [(t.check_granted, t.checked) for t in traces if t.check_granted is not None]
     assert len(timings) == 3 and len(checks) == 4
@@ -161,7 +176,7 @@ def test_checks_share_the_device_but_never_a_timing_and_out_of_memory_runs_again
             assert end <= timed_from or start >= timed_to, "a check overlapped a timing"
 
 
-def test_a_reference_out_of_memory_among_checking_candidates_runs_the_check_again_alone(tmp_path, monkeypatch):
+def test_a_reference_out_of_memory_among_checking_candidates_runs_the_check_again_alone(checking_engine):
     """The reference process shares the device with the candidates checking: an out-of-memory error
     there is no verdict and no lost evaluation; the candidate's check runs again alone."""
     import dataclasses
@@ -171,14 +186,10 @@ def test_a_reference_out_of_memory_among_checking_candidates_runs_the_check_agai
             _FAILED.append(1)
             raise torch.cuda.OutOfMemoryError("CUDA out of memory. Tried to allocate 920.00 MiB")
 ''').replace("class Model", "_FAILED = []\n\n\nclass Model")
-    monkeypatch.setenv("OMP_NUM_THREADS", "1")
-    engine = Engine(EngineConfig(device="cpu", jobs=1, prestart=0, build_cache="off", check_slots=2,
-                                 workdir=tmp_path / "work"))
-    try:
-        result = engine.submit(dataclasses.replace(request(PLAIN), reference_source=reference)).result(240)
-        stats = engine.stats()["devices"]["cpu"]
-    finally:
-        engine.close()
+    engine = checking_engine
+    alone_before, checks_before = _check_counts(engine)
+    result = engine.submit(dataclasses.replace(request(PLAIN), reference_source=reference)).result(240)
+    alone, checks = _check_counts(engine)
     assert result.category == "correct", result.reason
     assert result.environment["ran_alone"].startswith("reference: ")
-    assert stats["alone"] == 1 and stats["checks"] == 1
+    assert (alone - alone_before, checks - checks_before) == (1, 1)

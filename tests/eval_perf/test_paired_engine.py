@@ -58,9 +58,14 @@ def _paired(source: str = PLAIN, **spec) -> object:
 
 
 def test_pairs_alternate_within_their_caps_and_the_candidate_is_stopped_while_the_reference_is_timed(engine):
-    engine.settings.keep_scratch = True  # the stamps file outlives the evaluation (its scratch folder)
+    # The stamps file outlives the evaluation (its scratch folder) while keep_scratch is on; it stays on
+    # until the file is read: the engine closes the evaluation once more after handing the result back,
+    # and that close would delete the folder if the setting were already off again.
+    engine.settings.keep_scratch = True
     try:
         result = engine.submit(_paired(HOSTILE, target_halfwidth=1e-9, min_pairs=2, max_pairs=4)).result(300)
+        files = list((engine.workdir / "scratch").glob("*/pikeh_stamps.txt"))
+        stamps_text = files[0].read_text() if len(files) == 1 else ""
     finally:
         engine.settings.keep_scratch = False
     assert result.category == "correct", result.reason
@@ -87,9 +92,8 @@ def test_pairs_alternate_within_their_caps_and_the_candidate_is_stopped_while_th
     assert stages["timing"] == pytest.approx(trace.timing_end - trace.timing_start)
     assert stages["paired"] == pytest.approx(trace.paired_end - trace.timing_end)
 
-    files = list((engine.workdir / "scratch").glob("*/pikeh_stamps.txt"))
-    assert len(files) == 1
-    stamps = [int(line) for line in files[0].read_text().split()]
+    assert len(files) == 1, files
+    stamps = [int(line) for line in stamps_text.split()]
     inside = {side: 0 for side in ("reference", "candidate")}
     for side, start, end in paired.windows:
         inside[side] += sum(1 for stamp in stamps if start <= stamp <= end)

@@ -32,7 +32,7 @@ def test_a_loaded_candidate_frees_its_slot_and_the_device_passes_straight_to_the
     Z can only load meanwhile because Y gave the slot back. Timings never overlap, and each release
     hands the device to the next ready candidate at once."""
     # (quiet timing off: it would pause Y's loading during X's timing, which is not what this tests)
-    evaluator = make_local(jobs=1, max_ready=4, prestart=3, quiet_timing=False)
+    evaluator = make_local(jobs=1, max_ready=4, prestart=2, quiet_timing=False)  # X and Y pre-started
     assert evaluator.engine.prestart.wait_full(timeout=180)
     x = evaluator.submit(request(candidate(forward_extra=SLOW_FORWARD)))
     y = evaluator.submit(request(candidate()))
@@ -143,7 +143,8 @@ SCALE = ctypes.CDLL(_lib).pikeh_scale()
 
 
 def test_load_inline_through_the_evaluator_is_built_once(make_local):
-    evaluator = make_local(jobs=2, prestart=1)
+    # the module's two-slot engine (its build cache has built nothing else; the counts are per evaluation)
+    evaluator = make_local(jobs=2, prestart=2, shared=True)
     source = candidate(prelude=LOAD_INLINE, forward_extra="x = x * SCALE")
     first = evaluator.evaluate(request(source))
     assert first.category == "correct", (first.reason, first.stderr_tail[-2000:])

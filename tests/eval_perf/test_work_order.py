@@ -75,7 +75,9 @@ def test_a_build_submitted_after_ten_buildless_candidates_starts_before_them(mak
     order loads it last (the option a before/after comparison uses)."""
     gate = visible_tmp / "gate"
     gate.write_text("")
-    evaluator = make_local(jobs=1, max_ready=0, prestart=1, cpu_order=order)
+    # no pre-started pool: the blocker's own process start holds the slot as well, and no unused process
+    # is started to refill a pool after it
+    evaluator = make_local(jobs=1, max_ready=0, prestart=0, cpu_order=order)
     engine = evaluator.engine
     blocker = evaluator.submit(request(_gated(candidate(), gate)))
     buildless = [evaluator.submit(request(REJECTED + candidate())) for _ in range(10)]

@@ -63,7 +63,9 @@ def gelu_file(tmp_path: Path) -> Path:
 
 def test_pikeh_profile_on_cpu(cli, gelu_file):
     App.reset()
-    result = cli("profile", str(gelu_file), "--task", "smoke/5", "--device", "cpu", "--protocol", "quick", "--json")
+    # --prestart 0: one sandbox for the one candidate, no idle pool started beside it
+    result = cli("profile", str(gelu_file), "--task", "smoke/5", "--device", "cpu", "--protocol", "quick",
+                 "--prestart", "0", "--json")
     assert result.exit_code == 0, result.output
     record = json.loads(result.output[result.output.index("{"):])
     profile = record["profile"]

@@ -50,8 +50,10 @@ def test_eval_shows_its_stage_on_a_terminal(tmp_path):
     candidate.write_text(CANDIDATE)
     pid, fd = pty.fork()
     if pid == 0:  # the child: pikeh eval on a pseudo-terminal
+        # --prestart 0: the one candidate's sandbox starts when it is needed; no idle pool is started beside it
         os.execvp(sys.executable, [sys.executable, "-m", "pike_harness", "eval", str(candidate), "--task", "smoke/1",
-                                   "--device", "cpu", "--protocol", "quick", "--workdir", str(tmp_path / "w")])
+                                   "--device", "cpu", "--protocol", "quick", "--prestart", "0",
+                                   "--workdir", str(tmp_path / "w")])
     output = b""
     while True:
         try:
