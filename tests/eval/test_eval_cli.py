@@ -130,14 +130,20 @@ def test_a_manifest_as_json_lines_and_ctrl_c_reports_what_finished(tmp_path):
     manifest.write_text('# one object per line\n{"task": "smoke/1", "file": "mine/fast.py"}\n\n'
                         f'{{"task": "smoke/5", "file": "{folder / "hangs.py"}"}}\n', encoding="utf-8")
     workdir = tmp_path / "work"
-    proc = subprocess.Popen([sys.executable, "-m", "pike_harness", "eval", "--manifest", str(manifest), "--json",
-                             "--device", "cpu", "--protocol", "quick", "--timeout", "300", "--workdir", str(workdir),
-                             *NO_POOL],
+    # -X faulthandler: if it does not stop, SIGABRT makes it print every thread's stack (the failure says where)
+    proc = subprocess.Popen([sys.executable, "-X", "faulthandler", "-m", "pike_harness", "eval", "--manifest",
+                             str(manifest), "--json", "--device", "cpu", "--protocol", "quick", "--timeout", "300",
+                             "--workdir", str(workdir), *NO_POOL],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         first = json.loads(proc.stdout.readline())
         proc.send_signal(signal.SIGINT)
-        rest, err = proc.communicate(timeout=120)
+        try:
+            rest, err = proc.communicate(timeout=120)
+        except subprocess.TimeoutExpired:
+            proc.send_signal(signal.SIGABRT)
+            _, err = proc.communicate(timeout=60)
+            pytest.fail(f"pikeh eval still ran 120 s after SIGINT; its threads:\n{err[-8000:]}")
     finally:
         if proc.poll() is None:
             proc.kill()
