@@ -130,11 +130,21 @@ def test_a_manifest_as_json_lines_and_ctrl_c_reports_what_finished(tmp_path):
     manifest.write_text('# one object per line\n{"task": "smoke/1", "file": "mine/fast.py"}\n\n'
                         f'{{"task": "smoke/5", "file": "{folder / "hangs.py"}"}}\n', encoding="utf-8")
     workdir = tmp_path / "work"
+    # A shell without job control starts a background job with SIGINT ignored, and an ignored signal stays
+    # ignored across exec: Python would then never raise KeyboardInterrupt in pikeh. So the child starts
+    # from SIGINT's default, however this pytest was started (a Python handler resets to it at exec).
     # -X faulthandler: if it does not stop, SIGABRT makes it print every thread's stack (the failure says where)
-    proc = subprocess.Popen([sys.executable, "-X", "faulthandler", "-m", "pike_harness", "eval", "--manifest",
-                             str(manifest), "--json", "--device", "cpu", "--protocol", "quick", "--timeout", "300",
-                             "--workdir", str(workdir), *NO_POOL],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    ignored = signal.getsignal(signal.SIGINT) == signal.SIG_IGN
+    if ignored:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        proc = subprocess.Popen([sys.executable, "-X", "faulthandler", "-m", "pike_harness", "eval", "--manifest",
+                                 str(manifest), "--json", "--device", "cpu", "--protocol", "quick", "--timeout",
+                                 "300", "--workdir", str(workdir), *NO_POOL],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    finally:
+        if ignored:
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:
         first = json.loads(proc.stdout.readline())
         proc.send_signal(signal.SIGINT)
