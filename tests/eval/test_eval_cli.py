@@ -10,11 +10,14 @@ import pytest
 import torch
 
 CORPUS = Path(__file__).resolve().parent / "corpus"
+# One or two candidates per command: a pre-start pool would start processes (each a torch import, about
+# 3 s of CPU on the 2-core VM) that go unused; the pool is exercised by the session batch (conftest.py).
+NO_POOL = ("--prestart", "0")
 
 
 def test_json_output_for_an_incorrect_candidate_exits_zero(cli):
     result = cli("eval", str(CORPUS / "wrong_values.py"), "--task", "smoke/5", "--device", "cpu",
-                 "--protocol", "quick", "--json")
+                 "--protocol", "quick", "--json", *NO_POOL)
     assert result.exit_code == 0, result.output
     record = json.loads(result.output)
     assert record["category"] == "incorrect" and record["runtime_ms"] is None
@@ -24,7 +27,7 @@ def test_json_output_for_an_incorrect_candidate_exits_zero(cli):
 
 
 def test_human_output_for_a_rejected_candidate(cli):
-    result = cli("eval", str(CORPUS / "calls_reference.py"), "--task", "smoke/1", "--device", "cpu")
+    result = cli("eval", str(CORPUS / "calls_reference.py"), "--task", "smoke/1", "--device", "cpu", *NO_POOL)
     assert result.exit_code == 0, result.output
     assert "rejected" in result.output and "calls_reference_model" in result.output
 
@@ -82,7 +85,7 @@ def test_secrets_in_the_harness_environment_never_reach_the_candidate(cli):
     (In-process: the key is in this process's environment, which the evaluator's processes inherit.)"""
     secret = "sk-cli-test-0123456789abcdef"
     result = cli("eval", str(CORPUS / "secret_leak.py"), "--task", "smoke/5", "--device", "cpu",
-                 "--protocol", "quick", "--json", env={"OPENAI_API_KEY": secret, "OMP_NUM_THREADS": "1"})
+                 "--protocol", "quick", "--json", *NO_POOL, env={"OPENAI_API_KEY": secret, "OMP_NUM_THREADS": "1"})
     assert result.exit_code == 0, result.output
     assert secret not in result.output
     record = json.loads(result.output)
@@ -103,7 +106,7 @@ def _solutions(folder: Path, files: dict[str, str]) -> Path:
 def test_a_folder_of_solutions_gives_a_table(cli, tmp_path):
     folder = _solutions(tmp_path / "solutions", {"task_1.py": "ok_plain.py", "5_gelu.py": "wrong_values.py"})
     (folder / "notes.py").write_text("x = 1\n", encoding="utf-8")
-    result = cli("eval", str(folder), "--suite", "smoke", "--device", "cpu", "--protocol", "quick")
+    result = cli("eval", str(folder), "--suite", "smoke", "--device", "cpu", "--protocol", "quick", *NO_POOL)
     assert result.exit_code == 0, result.output
     assert "skipped notes.py: no task id in its name" in result.output
     rows = {line.split("│")[2].strip(): line for line in result.output.splitlines() if line.startswith("│ smoke/")}
@@ -127,13 +130,30 @@ def test_a_manifest_as_json_lines_and_ctrl_c_reports_what_finished(tmp_path):
     manifest.write_text('# one object per line\n{"task": "smoke/1", "file": "mine/fast.py"}\n\n'
                         f'{{"task": "smoke/5", "file": "{folder / "hangs.py"}"}}\n', encoding="utf-8")
     workdir = tmp_path / "work"
-    proc = subprocess.Popen([sys.executable, "-m", "pike_harness", "eval", "--manifest", str(manifest), "--json",
-                             "--device", "cpu", "--protocol", "quick", "--timeout", "300", "--workdir", str(workdir)],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    # A shell without job control starts a background job with SIGINT ignored, and an ignored signal stays
+    # ignored across exec: Python would then never raise KeyboardInterrupt in pikeh. So the child starts
+    # from SIGINT's default, however this pytest was started (a Python handler resets to it at exec).
+    # -X faulthandler: if it does not stop, SIGABRT makes it print every thread's stack (the failure says where)
+    ignored = signal.getsignal(signal.SIGINT) == signal.SIG_IGN
+    if ignored:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        proc = subprocess.Popen([sys.executable, "-X", "faulthandler", "-m", "pike_harness", "eval", "--manifest",
+                                 str(manifest), "--json", "--device", "cpu", "--protocol", "quick", "--timeout",
+                                 "300", "--workdir", str(workdir), *NO_POOL],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    finally:
+        if ignored:
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:
         first = json.loads(proc.stdout.readline())
         proc.send_signal(signal.SIGINT)
-        rest, err = proc.communicate(timeout=120)
+        try:
+            rest, err = proc.communicate(timeout=120)
+        except subprocess.TimeoutExpired:
+            proc.send_signal(signal.SIGABRT)
+            _, err = proc.communicate(timeout=60)
+            pytest.fail(f"pikeh eval still ran 120 s after SIGINT; its threads:\n{err[-8000:]}")
     finally:
         if proc.poll() is None:
             proc.kill()

@@ -3,15 +3,15 @@
 Two halves. Unit tests of the module: links, FIFOs, sockets, devices, oversized and swapped files are
 refused without a hang or a write elsewhere, and the tree removal survives what a candidate can
 leave. Then the hostile corpus in ``corpus_files/``: real candidates in the real sandbox, evaluated
-together with an honest neighbour by one CPU evaluator that has a secret in its (hidden) work folder
-and a canary in its environment; each test checks what happened outside the sandbox.
+with an honest neighbour in the session batch (conftest.py) by the one CPU evaluator, which has a
+secret in its (hidden) work folder and a canary in its environment; each test checks what happened
+outside the sandbox.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import secrets
 import socket
 import stat
 from pathlib import Path
@@ -25,7 +25,7 @@ from pike_harness.worker.supervise.buildcache import _built_library, jit_cache_k
 from pike_harness.worker.supervise.trusted_files import UntrustedFile
 
 FILES_CORPUS = HERE / "corpus_files"
-CANARY_NAME = "PIKEH_FILES_CANARY"  # not secret-looking: never masked, so any leak of the environment shows
+CANARY_NAME = "PIKEH_FILES_CANARY"  # conftest.py puts it in the evaluator's environment
 
 
 # -- the module, alone ---------------------------------------------------------------------------
@@ -263,68 +263,45 @@ def test_the_reference_process_refuses_planted_exchange_files(tmp_path):
 # -- the hostile corpus, evaluated ---------------------------------------------------------------
 
 
+@pytest.fixture(scope="session")
+def files_results(sandboxed_batch):
+    """Every candidate of corpus_files/, evaluated in the session batch (conftest.py) by the one
+    sandboxed CPU evaluator, which has a secret in its (hidden) work folder and a canary in its
+    environment: name -> (case, result)."""
+    return {case.name: sandboxed_batch[case.name] for case in cases(FILES_CORPUS)}
+
+
 @pytest.fixture(scope="module")
-def files_run(tmp_path_factory):
-    """Every candidate of corpus_files/ evaluated at once by one sandboxed CPU evaluator, then the
-    honest one again in a second evaluator on the same caches (a later, separate run)."""
+def files_run(files_results, file_plants, cpu_evaluator):
+    """The batch's file attacks, then the honest one again in a second evaluator on the same caches
+    (a later, separate run, in a work folder of its own), whose toolchain probes are counted: it
+    builds nothing, so it never probes."""
     from pikeh_local import LocalEvaluator
 
     from pike_harness.contracts.evaluation import EvaluatorOptions
+    from pike_harness.worker.supervise import buildcache
 
-    base = tmp_path_factory.mktemp("files")
-    workdir, cache = base / "work", base / "cache"
-    workdir.mkdir()
-    secret = "pikeh-secret-" + secrets.token_hex(12)
-    (workdir / "pikeh-secret.txt").write_text(secret)
-    (workdir / "pikeh-target.txt").write_text("untouched")
-    canary = secrets.token_hex(12)
-    names = {
-        CANARY_NAME: canary,
-        "LC_PIKEH_FILES_HONEST": str(FILES_CORPUS / "files_honest.py"),
-        "LC_PIKEH_FILES_JIT_ROOT": str(cache / "jit"),
-        "OMP_NUM_THREADS": "1",
-    }
-    saved = {name: os.environ.get(name) for name in names}
-    os.environ.update(names)
+    probes = []
+    real_probe = buildcache.probe_toolchain
 
-    def evaluator():
-        return LocalEvaluator(
-            EvaluatorOptions(
-                device="cpu",
-                protocol="quick",
-                workdir=workdir,
-                config=LocalEvaluator.Config(jobs=4, prestart=0, build_cache=str(cache)),
-            )
-        )
+    def counted_probe(*args, **kwargs):
+        probes.append(args[0])
+        return real_probe(*args, **kwargs)
 
-    try:
-        first = evaluator()
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(buildcache, "probe_toolchain", counted_probe)
+        later = LocalEvaluator(EvaluatorOptions(device="cpu", protocol="quick",
+                                                workdir=file_plants.workdir.parent / "later-work",
+                                                config=LocalEvaluator.Config(jobs=1, prestart=0,
+                                                                             build_cache=str(file_plants.cache))))
         try:
-            all_cases = cases(FILES_CORPUS)
-            futures = {case.name: (case, first.submit(case.request())) for case in all_cases}
-            results = {name: (case, future.result(timeout=600)) for name, (case, future) in futures.items()}
-        finally:
-            first.close()
-        later = evaluator()
-        try:
-            honest = next(case for case, _ in results.values() if case.name == "files_honest")
+            honest = files_results["files_honest"][0]
             again = later.evaluate(honest.request())
         finally:
             later.close()
-    finally:
-        for name, value in saved.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
-    return {
-        "results": results,
-        "again": again,
-        "workdir": workdir,
-        "cache": cache,
-        "secret": secret,
-        "canary": canary,
-    }
+    return {"results": files_results, "again": again, "later_probes": probes, "workdir": file_plants.workdir,
+            "cache": file_plants.cache, "secret": file_plants.secret, "canary": file_plants.canary,
+            "evaluator": cpu_evaluator}
 
 
 @pytest.mark.timeout(900)
@@ -358,7 +335,10 @@ def test_nothing_outside_the_sandbox_was_written_or_left(files_run):
     workdir, cache = files_run["workdir"], files_run["cache"]
     assert (workdir / "pikeh-target.txt").read_text() == "untouched"
     assert (workdir / "pikeh-secret.txt").read_text() == files_run["secret"]
-    assert list((workdir / "scratch").iterdir()) == []  # every scratch folder, traps included, removed
+    # every scratch folder, traps included, removed; the evaluator's idle pre-started processes keep theirs
+    left = list((workdir / "scratch").iterdir())
+    pool = files_run["evaluator"].engine.prestart
+    assert [p for p in left if p not in set(pool.idle_scratch() if pool is not None else ())] == []
     key = jit_cache_key((FILES_CORPUS / "files_honest.py").read_text(), None)
     entry = cache / "jit" / key
     assert not entry.exists() or (entry.is_dir() and not entry.is_symlink())
@@ -376,3 +356,4 @@ def test_the_honest_neighbour_and_a_later_run_of_it_are_correct(files_run):
     _, honest = files_run["results"]["files_honest"]
     assert honest.category == "correct" and honest.runtime_ms is not None
     assert files_run["again"].category == "correct", files_run["again"].reason
+    assert files_run["later_probes"] == []  # an engine that builds nothing never probes the toolchain

@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 
 import pytest
-from corpus_cases import CORPUS, cases, load_case, processes_with
+from corpus_cases import processes_with
 
 from pike_harness.kit.failure_reports import failure_report
 from pike_harness.worker import redaction
@@ -29,29 +29,6 @@ from pike_harness.worker.supervise import build_flags, isolation, seccomp
 TRUSTED = Path(__file__).resolve().parent / "corpus_trusted"
 PROBES = (b"pikeh-trusted-setsid-probe", b"pikeh-trusted-daemon-probe")
 SHELL_RAN = "PIKEH_SHELL_RAN_42"  # only a shell evaluating $((6*7)) writes this
-
-
-
-
-@pytest.fixture(scope="module")
-def planted():
-    """A token file in the harness user's real $HOME, where a credentials file would be."""
-    home = Path(os.environ.get("HOME") or "/nonexistent")
-    if not home.is_dir() or not os.access(home, os.W_OK):
-        pytest.skip("no writable $HOME to plant a token file in")
-    path = home / f"pikeh-planted-{secrets.token_hex(6)}"
-    value = "planted-" + secrets.token_hex(16)
-    path.write_text(value)
-    yield value
-    path.unlink(missing_ok=True)
-
-
-@pytest.fixture(scope="module")
-def trusted_results(cpu_evaluator, planted):
-    """Every hostile case, and an honest one beside them, submitted together: name -> (case, result)."""
-    all_cases = [*cases(TRUSTED), load_case(CORPUS / "ok_plain.py")]
-    futures = {case.name: (case, cpu_evaluator.submit(case.request())) for case in all_cases}
-    return {name: (case, future.result(timeout=600)) for name, (case, future) in futures.items()}
 
 
 @pytest.mark.parametrize("name", sorted(p.stem for p in TRUSTED.glob("*.py")))
@@ -89,8 +66,8 @@ def test_resource_caps_held(trusted_results):
     assert int(shm.split("pikeh-tmp-mb=")[1].split()[0]) <= isolation.TMP_MB
 
 
-def test_no_secret_reaches_a_record_or_a_prompt(trusted_results, planted, secret_value):
-    forms = [planted, secret_value, base64.b64encode(secret_value.encode()).decode()[:20]]
+def test_no_secret_reaches_a_record_or_a_prompt(trusted_results, home_token, secret_value):
+    forms = [home_token, secret_value, base64.b64encode(secret_value.encode()).decode()[:20]]
     for name, (_, result) in trusted_results.items():
         text = result.to_json() + failure_report(result)
         assert not [form for form in forms if form in text], name

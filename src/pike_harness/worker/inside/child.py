@@ -507,8 +507,13 @@ def _prestart(channel: Channel, device: str) -> dict[str, Any]:
                    "pike_harness.worker.inside.reference_guard", "pike_harness.worker.output_file",
                    "pike_harness.worker.inside.canary"):
         importlib.import_module(module)
-    with contextlib.suppress(ImportError):  # what load_inline candidates and the build hook need
-        importlib.import_module("torch.utils.cpp_extension")
+    if device.startswith("cuda"):
+        # On a GPU most candidates build CUDA kernels with load_inline, so its module is imported here,
+        # ahead of the candidate. On the CPU few do, and the cores that would pay for the import (a
+        # third of a second, setuptools included) are the ones loading candidates: the build hook
+        # (``inline_hook``) has it imported by the candidates that use it.
+        with contextlib.suppress(ImportError):
+            importlib.import_module("torch.utils.cpp_extension")
     from pike_harness.worker import environment
 
     info = environment.device_info(device)  # on CUDA this initialises the context
@@ -524,8 +529,7 @@ def _setup(message: dict[str, Any], channel: Channel) -> None:
     if setup.get("build_cache"):
         from pike_harness.worker.inside import inline_hook
 
-        with contextlib.suppress(ImportError):  # no cpp_extension here: no load_inline to serve either
-            inline_hook.install(channel)
+        inline_hook.install(channel)
 
 
 def main(argv: list[str]) -> int:

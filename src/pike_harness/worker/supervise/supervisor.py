@@ -630,7 +630,7 @@ class Evaluation:
                                             f"{limits.max_threads} limit"))
         memory_mb = limits.memory_mb
         if memory_mb:
-            rss = sum(sandbox.unique_memory_bytes(member) for member in members) / (1024 * 1024)
+            rss = sandbox.memory_bytes(members, int(memory_mb * 1024 * 1024)) / (1024 * 1024)
             if rss > memory_mb:
                 raise _Concluded(self._conclude(RUNTIME_ERROR, "memory_limit",
                                                 f"the candidate's processes used {rss:.0f} MB, over the "

@@ -39,7 +39,7 @@ from pike_harness.worker.supervise.engine.options import (
     resolve,
 )
 from pike_harness.worker.supervise.engine.sequence import EvaluationSequence
-from pike_harness.worker.supervise.engine.work_order import WorkQueue, order_key, work_class
+from pike_harness.worker.supervise.engine.work_order import BUILD, WorkQueue, order_key, work_class
 from pike_harness.worker.supervise.errors import InfrastructureError
 
 log = logging.getLogger("pikeh.engine")
@@ -85,6 +85,7 @@ class Engine:
         self._jobs: dict[Future, Job] = {}
         self.closing = False
         self._closed = False
+        self._probing = False  # the toolchain probe has been started (_probe_toolchains)
         self.traces: list[JobTrace] = []
         self.first_submit: float | None = None
         self.last_done: float | None = None
@@ -146,9 +147,6 @@ class Engine:
         self.prestart = (PrestartPool(self.settings, self.devices, plan.prestart_per_device, cpus=self.load_cpus,
                                       registry=self.quiet) if plan.prestart_per_device > 0 else None)
         self.settings.prestart = self.prestart
-        if self.build_cache is not None:  # the toolchain probe, which the first build would wait for
-            threading.Thread(target=quietly, args=(self.build_cache.prefetch, self.devices), name="pikeh-probe",
-                             daemon=True).start()
         self.slots = OrderedSlots(plan.jobs)
         self._pool = WorkQueue(plan.capacity, plan.build_slots)
 
@@ -195,9 +193,23 @@ class Engine:
             self.traces.append(trace)
             self._jobs[future] = job
         future.add_done_callback(self._forget)
+        if trace.work_class == BUILD:
+            self._probe_toolchains()
         assert self._pool is not None
         self._pool.put(key, EvaluationSequence(self, job).run)
         return future
+
+    def _probe_toolchains(self) -> None:
+        """Start the build cache's toolchain probe (a Python that imports torch and asks the compilers
+        for their versions: about 3.5 s of CPU on the 2-core VM) in the background, once: at the first
+        submitted candidate whose source calls ``load_inline``, so that its build does not wait for it,
+        and never in an engine that builds nothing. A build the source scan missed probes when it asks."""
+        with self._lock:
+            if self.build_cache is None or self._probing:
+                return
+            self._probing = True
+        threading.Thread(target=quietly, args=(self.build_cache.prefetch, self.devices), name="pikeh-probe",
+                         daemon=True).start()
 
     def _forget(self, future: Future) -> None:
         with self._lock:
