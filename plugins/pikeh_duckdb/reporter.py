@@ -23,7 +23,7 @@ from pike_harness.api import PairedSpec, ReportOptions, ReportServices, ReportSu
 from . import clock_flags, html, outlier_flags, profiles, seed_figures, seed_stats, sol, tables
 from . import figures as fig
 from . import retime as retiming
-from .metrics import MetricParams, create_metrics, rows
+from .metrics import MetricParams, create_metrics, materialize_views, rows
 from .metrics import json_object as _json
 from .options import DuckDBConfig
 
@@ -157,6 +157,7 @@ def build_report(options: ReportOptions, config: DuckDBConfig | None = None) -> 
                               outlier_factor=config.outlier_factor, include_jit_trace=config.include_jit_trace)
         create_metrics(con, params, price_rows(con, config.price_as, [Path(p) for p in config.prices or ()]))
         _retimes(con, output, config, services, say)
+        materialize_views(con)  # nothing the views read changes after the re-timings
         sol_table = sol.build(con, services.resolve_task, config.peaks or (), say) \
             if config.speed_of_light else []
         profiled = profiles.run_profiles(con, output, config.profile_best, services, say)
