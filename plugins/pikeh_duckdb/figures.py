@@ -250,21 +250,30 @@ def trajectory_spec() -> dict[str, Any]:
                         legend=alt.Legend(orient="bottom", title=None, columns=4)),
         tooltip=["idx:Q", "key:N", "role:N", "category:N", "reason:N"],
     ).properties(width=520, height=24)
-    return alt.vconcat(top, strip).resolve_scale(x="shared", color="independent").to_dict()
+    return spec(alt.vconcat(top, strip).resolve_scale(x="shared", color="independent"))
 
 
-def save(chart: alt.TopLevelMixin | dict[str, Any], stem: Path, formats: Sequence[str]) -> list[Path]:
-    """Write ``stem.png`` / ``stem.svg`` (as requested) with vl-convert; returns the files written."""
+def spec(chart: alt.TopLevelMixin) -> dict[str, Any]:
+    """The chart's Vega-Lite spec, without altair's JSON-schema validation.
+
+    Validation is most of the time altair spends on a spec (seconds a report on a small machine), and
+    it checks only the structure this module writes, which is fixed: every figure is validated once in
+    the tests (tests/report/test_report_cli.py) instead of on every report.
+    """
+    return chart.to_dict(validate=False)
+
+
+def save(vega_lite: dict[str, Any], stem: Path, formats: Sequence[str]) -> list[Path]:
+    """Write ``stem.png`` / ``stem.svg`` (as requested) from a spec with vl-convert; returns the files written."""
     import vl_convert as vlc
 
-    spec = chart if isinstance(chart, dict) else chart.to_dict()
     written = []
     if "svg" in formats:
         path = stem.with_suffix(".svg")
-        path.write_text(vlc.vegalite_to_svg(spec), encoding="utf-8")
+        path.write_text(vlc.vegalite_to_svg(vega_lite), encoding="utf-8")
         written.append(path)
     if "png" in formats:
         path = stem.with_suffix(".png")
-        path.write_bytes(vlc.vegalite_to_png(spec, scale=2))
+        path.write_bytes(vlc.vegalite_to_png(vega_lite, scale=2))
         written.append(path)
     return written

@@ -277,16 +277,16 @@ def write_outputs(data: dict[str, Any], output: Path, formats: Sequence[str], ti
         written.append(tables.write_matrix_csv(output / "per_task.csv", header, body))
     if "tex" in formats:
         written.append(tables.write_matrix_latex(output / "per_task.tex", header, body))
-    charts = build_figures(data, runs)
+    charts = [(name, fig.spec(chart)) for name, chart in build_figures(data, runs)]
     if "png" in formats or "svg" in formats:
-        for name, chart in charts:
-            written += fig.save(chart, output / name, formats)
+        for name, spec in charts:
+            written += fig.save(spec, output / name, formats)
     if "html" in formats:
         page = html.render(
             title=title or "pike-harness report", generated=time.strftime("%Y-%m-%d %H:%M:%S"),
             version=version, inputs=inputs, summary=data["summary"], references=data["references"],
             configs=data["configs"] if len(runs) > 1 else [], comparison=data["comparison"],
-            figures=[(name, chart.to_dict(), FIGURE_CAPTIONS[name]) for name, chart in charts],
+            figures=[(name, spec, FIGURE_CAPTIONS[name]) for name, spec in charts],
             matrix_header=header, matrix_body=body, matrix_notes=tables.matrix_notes(data["final"], header, body),
             tasks=task_views(data), trajectory_spec=fig.trajectory_spec(),
             has_retime=bool(data["retime"]),
