@@ -277,7 +277,9 @@ def write_outputs(data: dict[str, Any], output: Path, formats: Sequence[str], ti
         written.append(tables.write_matrix_csv(output / "per_task.csv", header, body))
     if "tex" in formats:
         written.append(tables.write_matrix_latex(output / "per_task.tex", header, body))
-    charts = [(name, fig.spec(chart)) for name, chart in build_figures(data, runs)]
+    # Building the figures costs about a second with altair: only when a figure is written.
+    drawn = build_figures(data, runs) if {"html", "png", "svg"} & set(formats) else []
+    charts = [(name, fig.spec(chart)) for name, chart in drawn]
     if "png" in formats or "svg" in formats:
         for name, spec in charts:
             written += fig.save(spec, output / name, formats)
