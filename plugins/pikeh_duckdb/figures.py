@@ -35,6 +35,17 @@ def _legend() -> alt.Legend:
     return alt.Legend(title="run", orient="bottom", labelLimit=400, columns=1)
 
 
+def tooltips(*fields: str | alt.Tooltip) -> list[alt.Tooltip]:
+    """A tooltip list, shorthand strings (``"run:N"``) made ``alt.Tooltip`` here.
+
+    Why: altair turns every shorthand string or plain dict of an ``encode`` into its channel class by
+    hashing the whole Vega-Lite schema again (about 30 ms each), which was most of the time spent
+    drawing a report's figures. Channel objects (``alt.Y("score:Q")``, ``alt.SizeValue(1)``) skip that,
+    and give the same spec.
+    """
+    return [alt.Tooltip(f) if isinstance(f, str) else f for f in fields]
+
+
 def _data(rows: Sequence[dict[str, Any]]) -> alt.Data:
     return alt.Data(values=[_plain(r) for r in rows])
 
@@ -64,10 +75,10 @@ def _reference_layers(refs: Sequence[dict[str, Any]]) -> list[alt.Chart]:
         y=alt.Y("score:Q"),
         strokeDash=alt.StrokeDash("dash:N", scale=alt.Scale(domain=["eager", "reference"], range=[[1, 0], [6, 4]]),
                                   legend=None),
-        size=alt.value(1), opacity=alt.value(0.8),
+        size=alt.SizeValue(1), opacity=alt.OpacityValue(0.8),
         tooltip=[alt.Tooltip("label:N", title="reference")])
     text = base.mark_text(align="left", dx=4, dy=-6, fontSize=10, color=REFERENCE_COLOR).encode(
-        y="score:Q", x=alt.value(4), text="label:N")
+        y=alt.Y("score:Q"), x=alt.XValue(4), text=alt.Text("label:N"))
     return [rule, text]
 
 
@@ -79,8 +90,8 @@ def score_vs_budget(queries: Sequence[dict[str, Any]], money: Sequence[dict[str,
         x=alt.X("queries:Q", title="LLM queries per task", axis=alt.Axis(tickCount=8)),
         y=alt.Y("score:Q", title=SPEEDUP_TITLE, scale=alt.Scale(zero=False)),
         color=color,
-        tooltip=["run:N", "queries:Q", alt.Tooltip("score:Q", format=".3f"),
-                 alt.Tooltip("score_raw:Q", format=".3f"), "n_solved:Q", "n_tasks:Q"])
+        tooltip=tooltips("run:N", "queries:Q", alt.Tooltip("score:Q", format=".3f"),
+                 alt.Tooltip("score_raw:Q", format=".3f"), "n_solved:Q", "n_tasks:Q"))
     left_panel = alt.layer(left, *_reference_layers(refs)).properties(
         width=380, height=280, title="suite score vs queries")
     known = [r for r in money if r.get("cost_known")]
@@ -90,8 +101,8 @@ def score_vs_budget(queries: Sequence[dict[str, Any]], money: Sequence[dict[str,
         x=alt.X("usd:Q", title="cost per task (USD)", axis=alt.Axis(tickCount=8)),
         y=alt.Y("score:Q", title=SPEEDUP_TITLE, scale=alt.Scale(zero=False)),
         color=color,
-        tooltip=["run:N", alt.Tooltip("usd:Q", format="$.2f"), alt.Tooltip("score:Q", format=".3f"),
-                 "n_solved:Q"])
+        tooltip=tooltips("run:N", alt.Tooltip("usd:Q", format="$.2f"), alt.Tooltip("score:Q", format=".3f"),
+                 "n_solved:Q"))
     right_panel = alt.layer(right, *_reference_layers(refs)).properties(
         width=380, height=280, title="suite score vs cost")
     return alt.hconcat(left_panel, right_panel).resolve_scale(y="shared")
@@ -121,13 +132,13 @@ def final_scores(summary: Sequence[dict[str, Any]], refs: Sequence[dict[str, Any
     bars = base.mark_bar().encode(
         y=alt.Y("score:Q", title=SPEEDUP_TITLE),
         color=alt.Color("label:N", scale=alt.Scale(domain=domain, range=colors), legend=None),
-        tooltip=["label:N", "kind:N", alt.Tooltip("score:Q", format=".3f"),
+        tooltip=tooltips("label:N", "kind:N", alt.Tooltip("score:Q", format=".3f"),
                  alt.Tooltip("money_score:Q", format=".3f", title="score at money budget"),
-                 alt.Tooltip("money_budget:Q", format="$.2f", title="money budget per task")])
-    labels = base.mark_text(dy=-6, fontSize=11).encode(y="score:Q", text=alt.Text("score:Q", format=".2f"))
+                 alt.Tooltip("money_budget:Q", format="$.2f", title="money budget per task")))
+    labels = base.mark_text(dy=-6, fontSize=11).encode(y=alt.Y("score:Q"), text=alt.Text("score:Q", format=".2f"))
     ticks = base.transform_filter("datum.money_score != null").mark_tick(
-        thickness=2, size=40, strokeDash=[2, 2], color="black").encode(y="money_score:Q")
-    eager = alt.Chart(_data([{"score": 1.0}])).mark_rule(color=REFERENCE_COLOR).encode(y="score:Q")
+        thickness=2, size=40, strokeDash=[2, 2], color="black").encode(y=alt.Y("money_score:Q"))
+    eager = alt.Chart(_data([{"score": 1.0}])).mark_rule(color=REFERENCE_COLOR).encode(y=alt.Y("score:Q"))
     # The subtitle explains only what is drawn: no dotted tick when no run has a money score.
     subtitle = "bars: full query budget" + ("; dotted tick: money budget" if any(
         r["money_score"] is not None for r in rows) else "")
@@ -150,7 +161,7 @@ def fast_p(rows: Sequence[dict[str, Any]], runs: Sequence[str]) -> alt.TopLevelM
         y=alt.Y("fast_p:Q", title="fast_p (fraction of tasks)", axis=alt.Axis(format="%"),
                 scale=alt.Scale(domain=[0, 1])),
         color=alt.Color("run:N", scale=_runs_scale(runs), legend=_legend()),
-        tooltip=["run:N", alt.Tooltip("p:Q", format=".2f"), alt.Tooltip("fast_p:Q", format=".1%")],
+        tooltip=tooltips("run:N", alt.Tooltip("p:Q", format=".2f"), alt.Tooltip("fast_p:Q", format=".1%")),
     ).properties(width=420, height=260, title="fast_p: correct and faster than p x eager")
 
 
@@ -169,7 +180,7 @@ def outcomes(outcome_rows: Sequence[dict[str, Any]], efa_rows: Sequence[dict[str
                                                       range=[CATEGORY_COLORS.get(c, "#888888") for c in categories]),
                         sort=categories, legend=alt.Legend(orient="right")),
         order=alt.Order("order:Q"),
-        tooltip=["run:N", "category:N", "n:Q"],
+        tooltip=tooltips("run:N", "category:N", "n:Q"),
     ).transform_calculate(order=f"indexof({categories!r}, datum.category)").properties(
         width=420, height=alt.Step(22), title="attempt outcomes")
     efa = [{"run": r["run"], "measure": m, "n": int(r[k] or 0)} for r in efa_rows
@@ -180,7 +191,7 @@ def outcomes(outcome_rows: Sequence[dict[str, Any]], efa_rows: Sequence[dict[str
         x=alt.X("n:Q", title="lineages"),
         color=alt.Color("measure:N", scale=alt.Scale(domain=["failed lineages", "repaired by EFA"],
                                                      range=["#e15759", "#59a14f"]), legend=alt.Legend(title=None)),
-        tooltip=["run:N", "measure:N", "n:Q"],
+        tooltip=tooltips("run:N", "measure:N", "n:Q"),
     ).properties(width=420, height=alt.Step(14), title="failures repaired by the error-fixing agent")
     return alt.vconcat(bar, repaired).resolve_scale(color="independent")
 
@@ -197,13 +208,13 @@ def per_task(rows: Sequence[dict[str, Any]], runs: Sequence[str]) -> alt.TopLeve
         x=alt.X("speedup:Q", scale=alt.Scale(type="log"), title="speedup over eager (clamped, log scale)"),
         fill=alt.condition("datum.timing == 're-timed'", alt.Color("run:N", scale=_runs_scale(runs), legend=None),
                            alt.value("transparent")),
-        tooltip=["run:N", "task:N", "name:N", "timing:N", alt.Tooltip("speedup:Q", format=".3f"),
+        tooltip=tooltips("run:N", "task:N", "name:N", "timing:N", alt.Tooltip("speedup:Q", format=".3f"),
                  alt.Tooltip("speedup_raw:Q", format=".3f"), alt.Tooltip("ci_low:Q", format=".3f"),
                  alt.Tooltip("ci_high:Q", format=".3f"), alt.Tooltip("baseline_ms:Q", format=".4f"),
-                 alt.Tooltip("best_ms:Q", format=".4f"), "best_key:N", "paired_flagged:N"])
+                 alt.Tooltip("best_ms:Q", format=".4f"), "best_key:N", "paired_flagged:N"))
     intervals = base.transform_filter("datum.ci_low != null").mark_rule(strokeWidth=2).encode(
-        x="ci_low:Q", x2="ci_high:Q")
-    one = alt.Chart(_data([{"x": 1.0}])).mark_rule(color=REFERENCE_COLOR).encode(x="x:Q")
+        x=alt.X("ci_low:Q"), x2=alt.X2("ci_high:Q"))
+    one = alt.Chart(_data([{"x": 1.0}])).mark_rule(color=REFERENCE_COLOR).encode(x=alt.X("x:Q"))
     return alt.layer(one, intervals, dots).properties(
         width=420, height=alt.Step(16),
         title=alt.Title("per-task speedup", subtitle="filled: re-timed paired, line: its 95% CI; hollow: search-time"))
@@ -216,13 +227,14 @@ def retime(rows: Sequence[dict[str, Any]], runs: Sequence[str]) -> alt.TopLevelM
         y=alt.Y("label:N", title=None, axis=alt.Axis(labelLimit=360)),
         color=alt.Color("run:N", scale=_runs_scale(runs), legend=_legend()))
     bars = base.mark_rule(strokeWidth=2).encode(x=alt.X("ci_low:Q", scale=alt.Scale(type="log"),
-                                                        title="speedup over eager (log scale)"), x2="ci_high:Q")
+                                                        title="speedup over eager (log scale)"), x2=alt.X2("ci_high:Q"))
     paired = base.mark_point(filled=True, size=60).encode(
-        x="speedup:Q", tooltip=["run:N", "task:N", alt.Tooltip("speedup:Q", format=".3f", title="re-timed (paired)"),
-                                alt.Tooltip("ci_low:Q", format=".3f"), alt.Tooltip("ci_high:Q", format=".3f"),
-                                alt.Tooltip("search_speedup:Q", format=".3f", title="search-time"), "n_pairs:Q",
-                                "stop:N", "flagged:N"])
-    search = base.mark_point(shape="diamond", size=60, filled=False).encode(x="search_speedup:Q")
+        x=alt.X("speedup:Q"),
+        tooltip=tooltips("run:N", "task:N", alt.Tooltip("speedup:Q", format=".3f", title="re-timed (paired)"),
+                         alt.Tooltip("ci_low:Q", format=".3f"), alt.Tooltip("ci_high:Q", format=".3f"),
+                         alt.Tooltip("search_speedup:Q", format=".3f", title="search-time"), "n_pairs:Q",
+                         "stop:N", "flagged:N"))
+    search = base.mark_point(shape="diamond", size=60, filled=False).encode(x=alt.X("search_speedup:Q"))
     return alt.layer(bars, paired, search).properties(
         width=420, height=alt.Step(18),
         title=alt.Title("re-timed final bests", subtitle="filled: paired speedup with 95% CI; hollow diamond: "
@@ -237,10 +249,10 @@ def trajectory_spec() -> dict[str, Any]:
         x=x,
         y=alt.Y("speedup:Q", scale=alt.Scale(type="log"), title="speedup (log)"),
         color=alt.Color("role:N", legend=alt.Legend(orient="top", title=None)),
-        tooltip=["idx:Q", "key:N", "role:N", alt.Tooltip("speedup:Q", format=".3f"),
-                 alt.Tooltip("runtime_ms:Q", format=".4f")])
+        tooltip=tooltips("idx:Q", "key:N", "role:N", alt.Tooltip("speedup:Q", format=".3f"),
+                 alt.Tooltip("runtime_ms:Q", format=".4f")))
     best = base.transform_filter("datum.best_speedup != null").mark_line(
-        interpolate="step-after", color="black", strokeWidth=1.5).encode(x=x, y="best_speedup:Q")
+        interpolate="step-after", color="black", strokeWidth=1.5).encode(x=x, y=alt.Y("best_speedup:Q"))
     top = alt.layer(best, correct).properties(width=520, height=170)
     categories = list(OUTCOME_CATEGORIES)
     strip = base.mark_tick(thickness=3, size=20).encode(
@@ -248,23 +260,32 @@ def trajectory_spec() -> dict[str, Any]:
         color=alt.Color("category:N", scale=alt.Scale(domain=categories,
                                                       range=[CATEGORY_COLORS[c] for c in categories]),
                         legend=alt.Legend(orient="bottom", title=None, columns=4)),
-        tooltip=["idx:Q", "key:N", "role:N", "category:N", "reason:N"],
+        tooltip=tooltips("idx:Q", "key:N", "role:N", "category:N", "reason:N"),
     ).properties(width=520, height=24)
-    return alt.vconcat(top, strip).resolve_scale(x="shared", color="independent").to_dict()
+    return spec(alt.vconcat(top, strip).resolve_scale(x="shared", color="independent"))
 
 
-def save(chart: alt.TopLevelMixin | dict[str, Any], stem: Path, formats: Sequence[str]) -> list[Path]:
-    """Write ``stem.png`` / ``stem.svg`` (as requested) with vl-convert; returns the files written."""
+def spec(chart: alt.TopLevelMixin) -> dict[str, Any]:
+    """The chart's Vega-Lite spec, without altair's JSON-schema validation.
+
+    Validation is most of the time altair spends on a spec (seconds a report on a small machine), and
+    it checks only the structure this module writes, which is fixed: every figure is validated once in
+    the tests (tests/report/test_report_cli.py) instead of on every report.
+    """
+    return chart.to_dict(validate=False)
+
+
+def save(vega_lite: dict[str, Any], stem: Path, formats: Sequence[str]) -> list[Path]:
+    """Write ``stem.png`` / ``stem.svg`` (as requested) from a spec with vl-convert; returns the files written."""
     import vl_convert as vlc
 
-    spec = chart if isinstance(chart, dict) else chart.to_dict()
     written = []
     if "svg" in formats:
         path = stem.with_suffix(".svg")
-        path.write_text(vlc.vegalite_to_svg(spec), encoding="utf-8")
+        path.write_text(vlc.vegalite_to_svg(vega_lite), encoding="utf-8")
         written.append(path)
     if "png" in formats:
         path = stem.with_suffix(".png")
-        path.write_bytes(vlc.vegalite_to_png(spec, scale=2))
+        path.write_bytes(vlc.vegalite_to_png(vega_lite, scale=2))
         written.append(path)
     return written

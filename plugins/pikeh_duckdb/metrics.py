@@ -448,6 +448,21 @@ def create_metrics(con: Any, params: MetricParams, prices: Sequence[dict[str, An
         con.execute(f"CREATE OR REPLACE VIEW {name} AS {sql}")
 
 
+def materialize_views(con: Any) -> None:
+    """Compute every metric view once, into a temporary table of the same name, for this connection.
+
+    The views are chained (``run_summary`` reads ``task_final``, which reads ``task_best``, ...), and
+    DuckDB inlines a view into each query that reads it, so the ~30 queries of one report would each
+    run the whole chain again. A temporary table shadows the view of the same name for the rest of this
+    connection (unqualified names look in ``temp`` first), and the views are materialised in their
+    order, so each one reads the tables of those before it. Temporary tables are never saved: the
+    ``report.duckdb`` a reader opens keeps the views. Call it after the last write the views depend on
+    (the re-timings).
+    """
+    for name, _ in VIEWS:
+        con.execute(f"CREATE OR REPLACE TEMP TABLE {name} AS FROM main.{name}")
+
+
 def json_object(value: Any) -> dict[str, Any]:
     """A JSON column's object (DuckDB returns JSON as text), {} for NULL or anything else."""
     if isinstance(value, dict):

@@ -23,7 +23,7 @@ from pike_harness.api import PairedSpec, ReportOptions, ReportServices, ReportSu
 from . import clock_flags, html, outlier_flags, profiles, seed_figures, seed_stats, sol, tables
 from . import figures as fig
 from . import retime as retiming
-from .metrics import MetricParams, create_metrics, rows
+from .metrics import MetricParams, create_metrics, materialize_views, rows
 from .metrics import json_object as _json
 from .options import DuckDBConfig
 
@@ -157,6 +157,7 @@ def build_report(options: ReportOptions, config: DuckDBConfig | None = None) -> 
                               outlier_factor=config.outlier_factor, include_jit_trace=config.include_jit_trace)
         create_metrics(con, params, price_rows(con, config.price_as, [Path(p) for p in config.prices or ()]))
         _retimes(con, output, config, services, say)
+        materialize_views(con)  # nothing the views read changes after the re-timings
         sol_table = sol.build(con, services.resolve_task, config.peaks or (), say) \
             if config.speed_of_light else []
         profiled = profiles.run_profiles(con, output, config.profile_best, services, say)
@@ -276,16 +277,18 @@ def write_outputs(data: dict[str, Any], output: Path, formats: Sequence[str], ti
         written.append(tables.write_matrix_csv(output / "per_task.csv", header, body))
     if "tex" in formats:
         written.append(tables.write_matrix_latex(output / "per_task.tex", header, body))
-    charts = build_figures(data, runs)
+    # Building the figures costs about a second with altair: only when a figure is written.
+    drawn = build_figures(data, runs) if {"html", "png", "svg"} & set(formats) else []
+    charts = [(name, fig.spec(chart)) for name, chart in drawn]
     if "png" in formats or "svg" in formats:
-        for name, chart in charts:
-            written += fig.save(chart, output / name, formats)
+        for name, spec in charts:
+            written += fig.save(spec, output / name, formats)
     if "html" in formats:
         page = html.render(
             title=title or "pike-harness report", generated=time.strftime("%Y-%m-%d %H:%M:%S"),
             version=version, inputs=inputs, summary=data["summary"], references=data["references"],
             configs=data["configs"] if len(runs) > 1 else [], comparison=data["comparison"],
-            figures=[(name, chart.to_dict(), FIGURE_CAPTIONS[name]) for name, chart in charts],
+            figures=[(name, spec, FIGURE_CAPTIONS[name]) for name, spec in charts],
             matrix_header=header, matrix_body=body, matrix_notes=tables.matrix_notes(data["final"], header, body),
             tasks=task_views(data), trajectory_spec=fig.trajectory_spec(),
             has_retime=bool(data["retime"]),

@@ -8,7 +8,7 @@ from typing import Any
 
 import altair as alt
 
-from .figures import RUN_PALETTE, SPEEDUP_TITLE, _data
+from .figures import RUN_PALETTE, SPEEDUP_TITLE, _data, tooltips
 
 
 def _panel(rows: Sequence[dict[str, Any]], x: str, title: str, x_title: str, labels: list[str],
@@ -19,12 +19,12 @@ def _panel(rows: Sequence[dict[str, Any]], x: str, title: str, x_title: str, lab
                                         titleLimit=400, columns=1))
     base = alt.Chart(_data(rows)).encode(x=alt.X(f"{x}:Q", title=x_title, axis=alt.Axis(tickCount=8)), color=color)
     band = base.mark_area(opacity=0.22).encode(
-        y=alt.Y("ci_low:Q", title=SPEEDUP_TITLE, scale=alt.Scale(zero=False)), y2="ci_high:Q")
+        y=alt.Y("ci_low:Q", title=SPEEDUP_TITLE, scale=alt.Scale(zero=False)), y2=alt.Y2("ci_high:Q"))
     line = base.mark_line(strokeWidth=2).encode(
-        y="score:Q",
-        tooltip=["label:N", alt.Tooltip(f"{x}:Q", format=x_format), alt.Tooltip("score:Q", format=".3f"),
+        y=alt.Y("score:Q"),
+        tooltip=tooltips("label:N", alt.Tooltip(f"{x}:Q", format=x_format), alt.Tooltip("score:Q", format=".3f"),
                  alt.Tooltip("ci_low:Q", format=".3f", title="95% CI low"),
-                 alt.Tooltip("ci_high:Q", format=".3f", title="95% CI high")])
+                 alt.Tooltip("ci_high:Q", format=".3f", title="95% CI high")))
     return alt.layer(band, line).properties(width=380, height=280, title=title)
 
 

@@ -120,6 +120,8 @@ def figure(table: list[dict[str, Any]]) -> Any:
     """Grouped bars: per task and source, eager / compile / best as % of SoL (log scale)."""
     import altair as alt
 
+    from .figures import tooltips
+
     long = [{"task": row["task"], "source": row["source"], "what": label, "percent": row[f"{side}_fraction"] * 100}
             for row in table for side, label in (("eager", "reference (eager)"), ("compile", "torch.compile"),
                                                   ("best", "best candidate"))
@@ -129,7 +131,7 @@ def figure(table: list[dict[str, Any]]) -> Any:
         xOffset=alt.XOffset("what:N"),
         y=alt.Y("percent:Q", title="% of speed of light", scale=alt.Scale(type="log")),
         color=alt.Color("what:N", title=None),
-        tooltip=["source:N", "task:N", "what:N", alt.Tooltip("percent:Q", format=".3g")],
+        tooltip=tooltips("source:N", "task:N", "what:N", alt.Tooltip("percent:Q", format=".3g")),
     ).facet(row=alt.Row("source:N", title=None)).properties(title="Fraction of speed of light")
 
 

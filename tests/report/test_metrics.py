@@ -21,7 +21,7 @@ from pathlib import Path
 
 import duckdb
 import pytest
-from pikeh_duckdb.metrics import MetricParams, create_metrics, rows
+from pikeh_duckdb.metrics import VIEWS, MetricParams, create_metrics, materialize_views, rows
 from pikeh_duckdb.reporter import price_rows
 
 from pike_harness.contracts.llm import Usage
@@ -44,8 +44,9 @@ def run_a(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return scenario_a(tmp_path_factory.mktemp("runs"))
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
 def con_a(run_a: Path) -> duckdb.DuckDBPyConnection:
+    """Scenario A's metrics; the tests only read it, so one database serves the module."""
     return database([run_a])
 
 
@@ -216,3 +217,27 @@ def test_attempts_timed_on_other_hardware_than_their_baseline_are_flagged(tmp_pa
     # Same hardware throughout (scenario A) flags nothing.
     same = database([scenario_a(tmp_path / "same")])
     assert rows(same, "FROM run_summary")[0]["mismatched_timings"] == 0
+
+
+def test_materialized_views_hold_the_views_rows_and_the_saved_file_keeps_the_views(run_a, tmp_path):
+    """The report computes each view once into a temporary table of the same name (materialize_views):
+    every one must hold exactly what its view computes, and the file a reader opens must keep the views."""
+    second = HandRun(tmp_path / "runs", "B").task(1, "1_Alpha").task(2, "2_Beta")
+    second.baseline(1, 10.0).baseline(2, 4.0, mode="compile").attempt(1, 1, "correct", 4.0)
+    second.attempt(2, 1, "incorrect").attempt(2, 2, "correct", 1.0, role="fix", parent=1)
+    path = tmp_path / "report.duckdb"
+    con = duckdb.connect(str(path))
+    materialize([run_a, second.write()], con, baseline_dirs=[write_baseline_set(tmp_path / "set")])
+    create_metrics(con, MetricParams(), price_rows(con, None, ()))
+    names = [name for name, _ in VIEWS]
+    before = {name: con.execute(f"FROM {name}").fetchall() for name in names}
+    assert sum(map(len, before.values())) > 100  # the comparison compares something
+    materialize_views(con)
+    temp = {r[0] for r in con.execute("SELECT table_name FROM duckdb_tables() WHERE temporary").fetchall()}
+    assert temp == set(names)
+    for name in names:
+        assert sorted(map(repr, con.execute(f"FROM {name}").fetchall())) == sorted(map(repr, before[name])), name
+    con.close()
+    saved = duckdb.connect(str(path), read_only=True)
+    kinds = dict(saved.execute("SELECT table_name, table_type FROM information_schema.tables").fetchall())
+    assert all(kinds[name] == "VIEW" for name in names)

@@ -8,7 +8,9 @@ import re
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
+import altair as alt
 import duckdb
+import jsonschema
 import pytest
 
 from .handmade import HandRun, scenario_a, write_baseline_set
@@ -66,6 +68,21 @@ def test_report_writes_every_format(cli, inputs, tmp_path):
     assert html.count("<script") == html.count("</script>") == 4 + 7
     assert "Content-Security-Policy" in html and "default-src 'none'" in html
     assert 'id="task-hand-1"' in html and "class ModelNew" in html
+    # The reporter skips altair's schema validation on every report (figures.spec): every figure it
+    # drew here, and the trajectory chart, must still be valid Vega-Lite.
+    specs = {**_page_json(html, "figure-specs"), "trajectory": _page_json(html, "trajectory-spec")}
+    assert {"suite_score", "final_scores", "fast_p", "outcomes", "per_task", "seed_bands"} <= set(specs)
+    for spec in specs.values():
+        alt.Root.validate(spec)  # raises on an invalid spec
+    with pytest.raises(jsonschema.ValidationError):
+        alt.Root.validate({**specs["fast_p"], "mark": {"type": "no-such-mark"}})
+
+
+def _page_json(html: str, element_id: str) -> dict:
+    """The JSON data block of the report page with this id."""
+    found = re.search(rf'<script type="application/json" id="{element_id}">(.*?)</script>', html, re.S)
+    assert found, element_id
+    return json.loads(found.group(1))
 
 
 def test_runs_filter_formats_and_json(cli, inputs, tmp_path):
