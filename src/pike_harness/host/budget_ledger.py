@@ -1,5 +1,12 @@
 """What one task has spent against its budgets: queries are charged before they are sent, money as
-answers arrive, so no query can be sent that the budget does not cover."""
+answers arrive, so no query can be sent that the budget does not cover.
+
+On a resume the journal's counted queries are known before the strategy asks anything (``seed``). A
+query it asks again keeps the index it was journaled with; a new one is charged against every counted
+query of the journal, not only those asked again so far. Why: a strategy whose order depends on when
+evaluations end (PIKE-O's waves) may ask a new query before the recorded ones it used to ask first,
+and counting only this process's charges let it past the budget, under an index already taken
+(a SIGKILL-and-resume test caught ``[1, 2, 3, 3, 4]`` for a budget of 4)."""
 
 from __future__ import annotations
 
@@ -19,25 +26,39 @@ class BudgetLedger:
         self.money_budget = money_budget
         self.overshoot = overshoot
         self._lock = threading.Lock()
-        self.queries_used = 0
+        self.queries_used = 0  # charged in this process, replayed ones included: what the strategy sees
         self.spent_usd = 0.0
         self.spend_known = True
+        self._recorded: dict[str, int] = {}  # key -> index of a counted query the journal holds
+        self._taken: set[int] = set()  # indices of the journal's counted queries and of new ones
+
+    def seed(self, recorded: dict[str, int]) -> None:
+        """The counted queries an earlier process journaled (key -> index), before anything is charged."""
+        with self._lock:
+            self._recorded = dict(recorded)
+            self._taken = set(recorded.values())
 
     def view(self) -> BudgetView:
         with self._lock:
             return BudgetView(self.query_budget, self.queries_used, self.money_budget, self.spent_usd)
 
-    def charge(self, counted: bool) -> int | None:
-        """Charge one query (its 1-based index), or check only the money for an uncounted one."""
+    def charge(self, counted: bool, key: str | None = None) -> int | None:
+        """Charge one query (its 1-based index), or check only the money for an uncounted one. A
+        ``key`` the journal holds as counted gets its recorded index; it was charged when first asked."""
         with self._lock:
             if self.money_budget is not None and self.spent_usd >= self.money_budget:
                 raise BudgetExhausted(f"money budget ${self.money_budget:.2f} spent")
             if not counted:
                 return None
-            if self.queries_used >= self.query_budget + self.overshoot:
+            if key is not None and key in self._recorded:
+                self.queries_used += 1
+                return self._recorded[key]
+            if len(self._taken) >= self.query_budget + self.overshoot:
                 raise BudgetExhausted(f"query budget {self.query_budget} spent")
+            index = next(i for i in range(1, len(self._taken) + 2) if i not in self._taken)
+            self._taken.add(index)
             self.queries_used += 1
-            return self.queries_used
+            return index
 
     def add_cost(self, response: LLMResponse) -> None:
         with self._lock:

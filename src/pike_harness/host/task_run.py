@@ -47,6 +47,9 @@ class TaskRun:
         self._lock = threading.Lock()
         config = runner.config
         self.ledger = BudgetLedger(config.query_budget, config.money_budget, runner.overshoot)
+        journaled = {**runner.replay.llm_errors, **runner.replay.llm}
+        self.ledger.seed({key: event["index"] for (ref, key), event in journaled.items()
+                          if ref == task.ref and event.get("counted") and isinstance(event.get("index"), int)})
         self.best_runtime_ms: float | None = None
         self.best: Contender | None = None  # the final-best rule's pick so far (final_best.py)
         self.final_speedup: tuple[float, float, float] | None = None  # paired (speedup, low, high), once timed
@@ -61,14 +64,14 @@ class TaskRun:
     def budget(self) -> BudgetView:
         return self.ledger.view()
 
-    def _charge(self, counted: bool) -> int | None:
+    def _charge(self, counted: bool, key: str) -> int | None:
         self.runner.check_running()
-        return self.ledger.charge(counted)
+        return self.ledger.charge(counted, key)
 
     # -- queries -------------------------------------------------------------------------------
     def ask(self, role: str, messages: list[dict[str, str]], *, key: str, counted: bool = True,
             params: GenerationParams | None = None) -> LLMResponse:
-        index = self._charge(counted)
+        index = self._charge(counted, key)
         return self._query(role, messages, key, index, counted, params)
 
     def _query(self, role: str, messages: list[dict[str, str]], key: str, index: int | None, counted: bool,
@@ -118,7 +121,7 @@ class TaskRun:
     def submit_attempt(self, role: str, messages: list[dict[str, str]], *, key: str, parent: str | None = None,
                        meta: dict[str, Any] | None = None, counted: bool = True,
                        params: GenerationParams | None = None) -> Future[Attempt]:
-        index = self._charge(counted)  # in the caller's thread, so indices follow submission order
+        index = self._charge(counted, key)  # in the caller's thread, so indices follow submission order
         return self.runner.attempt_pool.submit(self._attempt, role, messages, key, index, parent,
                                                dict(meta or {}), counted, params)
 
