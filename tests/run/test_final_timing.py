@@ -80,7 +80,8 @@ def test_the_final_best_is_retimed_paired_once_and_resume_keeps_it(server, tmp_p
     starts = [e for e in events(tmp_path, "eval_start") if e["key"].startswith("final/")]
     assert len(starts) == 1
     # Its blocks were capped at 10 % of the task's search (a few seconds here), never under the 5 s floor.
-    search_s = epoch_of(starts[0]["time"]) - epoch_of(read_journal(tmp_path / "r" / "journal.jsonl")[1]["time"])
+    # run_start precedes the task's start, so this bounds its search from above
+    search_s = epoch_of(starts[0]["time"]) - epoch_of(read_journal(tmp_path / "r" / "journal.jsonl")[0]["time"])
     assert asked.paired.target_halfwidth == 0.02
     assert RETIME_FLOOR_S <= asked.paired.max_seconds <= max(RETIME_FLOOR_S, 0.1 * (search_s + 2))
     assert "final re-timing of" in (tmp_path / "r" / "log.txt").read_text()

@@ -6,9 +6,10 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 from pike_harness.api import EvalRequest, EvalResult
-from pike_harness.host.stall_watch import STALL_ENV
+from pike_harness.host.stall_watch import STALL_ENV, StallWatch
 from pike_harness.testing import FakeReply, default_verdict, fake_evaluator_plugin, invoke
 from pike_harness.testing.llm_server import FakeLLMServer
 
@@ -21,7 +22,7 @@ def test_a_stalled_run_warns_once_with_the_stacks_and_still_finishes(tmp_path: P
     def stuck_until_warned(request: EvalRequest) -> EvalResult:
         if request.candidate_source == PROGRAM:  # the candidate, not the baseline
             deadline = time.monotonic() + 120
-            while "stall:" not in (log.read_text() if log.exists() else ""):
+            while "stuck_until_warned" not in (log.read_text() if log.exists() else ""):  # its own stack
                 assert time.monotonic() < deadline, "no stall warning within 120 s"
                 time.sleep(0.05)
         return default_verdict(request)
@@ -35,6 +36,16 @@ def test_a_stalled_run_warns_once_with_the_stacks_and_still_finishes(tmp_path: P
                         env={"OPENAI_API_KEY": "sk-test", STALL_ENV: "1"})
     assert result.exit_code == 0, result.output[-3000:]
     text = log.read_text()
-    assert text.count("stall:") == 1, "once per quiet spell"
-    assert "most recent call first" in text and "stuck_until_warned" in text, "the stacks, the waiting one included"
+    assert "stall:" in text and "most recent call first" in text, "the warning and every thread's stack"
     assert "the run may be stuck" in result.output
+
+
+def test_the_watch_warns_once_per_quiet_spell(tmp_path: Path):
+    store = SimpleNamespace(path=tmp_path, last_write=time.monotonic() - 10)
+    said: list[str] = []
+    watch = StallWatch(store, lambda: 1, said.append, threshold_s=5)  # type: ignore[arg-type]
+    assert watch.poll() and not watch.poll(), "once for this spell"
+    store.last_write = time.monotonic() - 6  # the journal grew, then went quiet again
+    assert watch.poll() and len(said) == 2
+    assert not StallWatch(store, lambda: 0, said.append, threshold_s=5).poll(), "nothing open: no warning"
+    assert (tmp_path / "log.txt").read_text().count("stall:") == 2
