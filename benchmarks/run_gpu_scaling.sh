@@ -11,6 +11,8 @@
 # (about 400 s if that meets its 200 s goal), more than what is left after the 4- and 2-GPU runs: it is
 # cut at the call's end and reported as a lower bound ("budget hit"), which makes the 4-vs-1 ratio a
 # lower bound too. COPIES=1 halves every run if the ratio is wanted from finished runs only.
+# RUN_BUDGET_S=240 cuts every run at the same wall time (throughput compared as candidates done by then);
+# TOTAL_S (default 565) is the whole call's budget, for a call with less device time left.
 set -uo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 out="${OUT:?set OUT}"
@@ -28,9 +30,9 @@ else
   runs="${RUNS:-longest-first@cpu}"
 fi
 export PYTHONUNBUFFERED=1 PYTHONPATH="$repo/src:$repo/plugins:$repo/benchmarks"
-left=$((565 - (SECONDS - start)))
+left=$((${TOTAL_S:-565} - (SECONDS - start)))
 timeout "$left" python3 benchmarks/bench_batch.py --out "$out" "${suite[@]}" --copies "${COPIES:-2}" \
-    --runs "$runs" --budget-s $((left - 25)) --workdir "$repo/.batch-work" > "$out/batch.log" 2>&1
+    --runs "$runs" --budget-s $((left - 25)) ${RUN_BUDGET_S:+--run-budget-s "$RUN_BUDGET_S"} --workdir "$repo/.batch-work" > "$out/batch.log" 2>&1
 echo "batch_rc=$? ($((SECONDS - start)) s)"
 rm -rf "$repo/.batch-work"
 cat "$out/batch.md" 2>/dev/null
