@@ -7,11 +7,17 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from click.testing import CliRunner
 
 REPO = Path(__file__).resolve().parents[1]
+
+# Small tensors on a 2-core runner running three test workers: a second OpenMP thread per process
+# (every sandboxed candidate and reference process inherits this environment) only spins against the
+# other processes. A test that needs another value sets its own.
+os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 
 def _cuda_available() -> bool:
@@ -21,6 +27,48 @@ def _cuda_available() -> bool:
         return torch.cuda.is_available()
     except Exception:
         return False
+
+
+# Parallel runs (pytest-xdist: `-n 3 --dist loadscope` in the README's test command) hand out whole
+# groups to the workers: a module's tests stay together (its module fixtures start once), and each
+# group below stays together because its tests share a session fixture or a host-wide resource.
+SHARED_GROUPS = {
+    # the session-wide sandboxed batch of tests/eval/conftest.py (one evaluator, one concurrent batch)
+    "tests/eval/test_eval_corpus.py": "eval-batch",
+    "tests/eval/test_isolation.py": "eval-batch",
+    "tests/eval/test_reference_exchange.py": "eval-batch",
+    "tests/eval/test_trusted_files.py": "eval-batch",
+    "tests/eval/test_trusted_processes.py": "eval-batch",
+    # the session's two queue workers (tests/containers/conftest.py)
+    "tests/containers/test_queue_cli.py": "queue",
+    "tests/containers/test_queue_worker.py": "queue",
+    # Ray clusters on loopback use Ray's fixed default ports: one at a time
+    "tests/ray_eval/": "ray",
+}
+
+
+def run_group(nodeid: str) -> str:
+    """The group a test is run in: its shared group, else its module (``path::...`` of the node id)."""
+    path = nodeid.split("::", 1)[0]
+    for prefix, group in SHARED_GROUPS.items():
+        if path == prefix or (prefix.endswith("/") and path.startswith(prefix)):
+            return group
+    return path
+
+
+@pytest.hookimpl(optionalhook=True)  # a hook of pytest-xdist; without it installed, nothing calls this
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """``--dist loadscope`` by the groups above, not by module alone. (pytest-xdist's own
+    ``loadgroup`` marks do nothing under pytest 9.2: it renames a node attribute pytest no longer reads.)"""
+    if config.getvalue("dist") != "loadscope":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class GroupScheduling(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return run_group(nodeid)
+
+    return GroupScheduling(config, log)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
