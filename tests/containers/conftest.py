@@ -4,7 +4,7 @@ started once per session (starting a worker imports torch, which dominates these
 from __future__ import annotations
 
 import pytest
-from queue_helpers import WorkerProcess
+from queue_helpers import NO_POOL, WorkerProcess
 
 
 @pytest.fixture(scope="session")
@@ -12,7 +12,7 @@ def shared_queue(tmp_path_factory):
     """``(io_dir, [worker_a, worker_b])``: two workers, two slots each, serving one folder."""
     root = tmp_path_factory.mktemp("shared-queue")
     io_dir = root / "io"
-    workers = [WorkerProcess(io_dir, root / f"worker-{name}.log", "--max-active", "2", worker_id=f"shared-{name}")
+    workers = [WorkerProcess(io_dir, root / f"worker-{name}.log", "--max-active", "2", *NO_POOL, worker_id=f"shared-{name}")
                for name in ("a", "b")]
     try:
         for worker in workers:

@@ -79,6 +79,11 @@ def request(candidate: str, **changes) -> EvalRequest:
     return EvalRequest(**fields)
 
 
+# A worker whose test is not about pre-starting keeps no idle pre-started processes: each would import
+# torch (about 4 CPU-seconds on a 2-core runner) and be killed unused when the worker stops.
+NO_POOL = ("--prestart", "0")
+
+
 def worker_env() -> dict[str, str]:
     return {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"}
 

@@ -71,7 +71,8 @@ def test_pikeh_worker_with_a_key_serves_signed_requests_only(pikeh_exe, cli, tmp
     wrong.write_text("w" * 40)
     with open(tmp_path / "worker.log", "wb") as log:
         worker = subprocess.Popen([pikeh_exe, "worker", "--io-dir", str(io_dir), "--device", "cpu", "--key-file",
-                                   str(key), "--heartbeat", "0.2", "--worker-id", "keyed"], stdout=log,
+                                   str(key), "--heartbeat", "0.2", "--worker-id", "keyed", "--prestart", "0"],
+                                  stdout=log,
                                   stderr=subprocess.STDOUT, env=worker_env())
     try:
         common = ["eval", str(CORPUS / "ok_plain.py"), "--task", "smoke/1", "--evaluator", "queue", "--io-dir",

@@ -4,12 +4,13 @@ Every result must arrive exactly once, for the request that asked for it."""
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 import sys
 import time
 
-from queue_helpers import CORRECT, INCORRECT, WorkerProcess, gated, heartbeat, request, worker_env
+from queue_helpers import CORRECT, INCORRECT, NO_POOL, WorkerProcess, gated, heartbeat, request, worker_env
 
 from pike_harness.worker import queue_channel as qc
 from pike_harness.worker.queue_client import QueueClient
@@ -46,12 +47,17 @@ def test_many_concurrent_requests_over_two_workers_arrive_once_each(shared_queue
     assert qc.names(qdir.requests) == [] and qc.names(qdir.results) == []
     assert all(qc.names(qdir.claimed / w.worker_id) == [] for w in workers)
     assert all(heartbeat(io_dir, w.worker_id)["max_active"] == 2 for w in workers)
+    # `--prestart 0` reaches each worker's engine: none keeps a pool, no candidate got a pre-started process
+    for w in workers:
+        figures = json.loads((io_dir / "workers" / f"{w.worker_id}.engine-stats").read_text())
+        assert figures["engine"]["prestart_per_device"] == 0, figures["engine"]
+    assert not any(r.environment.get("prestarted") for r in results)
 
 
 def test_worker_killed_mid_request_and_restarted_loses_and_duplicates_nothing(tmp_path, visible_tmp):
     io_dir = tmp_path / "io"
-    first = WorkerProcess(io_dir, tmp_path / "first.log", "--max-active", "3", "--workdir", str(tmp_path / "first"),
-                          worker_id="restartable").wait_ready()  # killed: its workdir stays behind, here
+    first = WorkerProcess(io_dir, tmp_path / "first.log", "--max-active", "3", *NO_POOL,
+                          "--workdir", str(tmp_path / "first"), worker_id="restartable").wait_ready()  # killed: its workdir stays behind, here
     client = QueueClient(io_dir, stale_after_s=5, wait_for_worker_s=60)
     second = None
     try:
@@ -66,7 +72,7 @@ def test_worker_killed_mid_request_and_restarted_loses_and_duplicates_nothing(tm
         assert len(held) == 3 and not any(f.done() for f in futures)
         epoch_before = heartbeat(io_dir, "restartable")["epoch"]
 
-        second = WorkerProcess(io_dir, tmp_path / "second.log", "--max-active", "3", worker_id="restartable")
+        second = WorkerProcess(io_dir, tmp_path / "second.log", "--max-active", "3", *NO_POOL, worker_id="restartable")
         results = [f.result(timeout=240) for f in futures]
         log = second.log()
         # Whoever noticed the death first (the restarted worker, or the host's client, which sees the
@@ -109,7 +115,7 @@ def test_a_result_that_cannot_be_written_is_given_back_not_held_forever(tmp_path
     """The worker cannot write into results/ (here it is a file, not a folder): each try gives the
     request back as an attempt, so the host gets an answer (given up) instead of waiting forever."""
     io_dir = tmp_path / "io"
-    worker = WorkerProcess(io_dir, tmp_path / "worker.log", worker_id="blocked").wait_ready()
+    worker = WorkerProcess(io_dir, tmp_path / "worker.log", *NO_POOL, worker_id="blocked").wait_ready()
     client = QueueClient(io_dir, stale_after_s=5, wait_for_worker_s=60)
     qdir = qc.QueueDir(io_dir)
     try:
@@ -189,7 +195,7 @@ def test_a_restart_waits_out_a_predecessors_unreadable_heartbeat(tmp_path):
     qdir.claim_folder("flaky").mkdir()
     qc.write_json(qdir.claimed / "flaky", qc.request_name(ticket, 0), {"ticket": ticket})
     (qdir.workers / "flaky.json").write_text('{"protocol": "pikeh-queue/1", "worker_id": "fla')
-    worker = WorkerProcess(io_dir, tmp_path / "worker.log", worker_id="flaky")
+    worker = WorkerProcess(io_dir, tmp_path / "worker.log", *NO_POOL, worker_id="flaky")
     try:
         wait_until(lambda: "waiting up to 2 s for the earlier worker flaky" in worker.log(), 60, "the wait")
         assert qc.names(qdir.claimed / "flaky") == [qc.request_name(ticket, 0)], "released at once"

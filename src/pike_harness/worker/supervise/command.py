@@ -9,6 +9,7 @@ can never drift apart. Nothing here imports torch; ``run_service`` hands over to
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -16,11 +17,18 @@ from typing import Any
 
 import click
 
+from pike_harness.worker.supervise.engine.options import EngineConfig
 from pike_harness.worker.supervise.isolation import UNSAFE_OPTION_HELP
 from pike_harness.worker.supervise.liveness import STALE_AFTER_S
 from pike_harness.worker.supervise.retry import MAX_ATTEMPTS
 
 STANDALONE = "python -m pike_harness.worker.supervise.service"
+
+
+def _engine_help(name: str) -> str:
+    """The engine option's own help text (``pikeh eval/run --evaluator local`` show the same)."""
+    return next(f.metadata["help"] for f in dataclasses.fields(EngineConfig) if f.name == name)
+
 
 _OPTIONS = [
     click.option("--io-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
@@ -50,6 +58,7 @@ _OPTIONS = [
                  help="The previous worker with this --worker-id is known to be dead: take its requests at once."),
     click.option("--idle-exit", type=click.FloatRange(min=0), default=None, metavar="SECONDS",
                  help="Exit after this long without work (batch jobs)."),
+    click.option("--prestart", type=click.IntRange(min=0), default=None, help=_engine_help("prestart")),
     click.option("--quiet", is_flag=True, help="Log warnings and errors only."),
     click.option("--unsafe-no-sandbox", is_flag=True, help=UNSAFE_OPTION_HELP),
     click.option("--sandbox-optional", is_flag=True,
@@ -75,7 +84,7 @@ class StartError(click.ClickException):
 def run_service(*, io_dir: Path | None, device: str, max_active: int | None, worker_id: str | None,
                 workdir: Path | None, heartbeat: float, stale_after: float, max_attempts: int,
                 key_file: Path | None, key_stdin: bool, stdin_lifeline: bool, replace: bool,
-                idle_exit: float | None, quiet: bool, unsafe_no_sandbox: bool = False,
+                idle_exit: float | None, quiet: bool, prestart: int | None = None, unsafe_no_sandbox: bool = False,
                 sandbox_optional: bool = False) -> int:
     """Serve with these options until stopped; the exit status. Raises ``click.UsageError`` for a bad
     combination and ``service.ServiceError`` when the worker cannot start."""
@@ -86,8 +95,6 @@ def run_service(*, io_dir: Path | None, device: str, max_active: int | None, wor
         raise click.UsageError("give --key-file or --key-stdin, not both")
     from pike_harness.worker import queue_channel as qc
     from pike_harness.worker.supervise import service
-    from pike_harness.worker.supervise.engine import EngineConfig
-
     try:
         key = qc.read_key(key_file) if key_file else (service.read_key_line(sys.stdin.buffer) if key_stdin else None)
     except qc.ChannelError as exc:
@@ -96,7 +103,7 @@ def run_service(*, io_dir: Path | None, device: str, max_active: int | None, wor
                                    workdir=workdir, heartbeat_s=heartbeat, stale_after_s=stale_after,
                                    max_attempts=max_attempts, key=key, stdin_lifeline=stdin_lifeline,
                                    replace=replace, idle_exit_s=idle_exit,
-                                   engine=EngineConfig(unsafe_no_sandbox=unsafe_no_sandbox,
+                                   engine=EngineConfig(prestart=prestart, unsafe_no_sandbox=unsafe_no_sandbox,
                                                        sandbox_optional=sandbox_optional,
                                                        hidden_paths=(str(key_file.absolute()),) if key_file else ()))
     service.setup_logging(quiet)
