@@ -25,8 +25,13 @@ def _fresh_venv(root: Path, pth_line: str) -> Path:
 
 
 def _pip(python: Path, *args: str) -> None:
-    subprocess.run([sys.executable, "-m", "pip", "--python", str(python), "install", "-q", "--no-deps",
-                    "--no-build-isolation", *args], check=True, capture_output=True, text=True)
+    """Install into the new venv. ``--ignore-installed``: this environment's editable pike-harness is on
+    the venv's path too (the .pth line), and pip once took it as "already satisfied" and installed
+    nothing (a parallel test run, 2026-11-28); ignoring it installs the wheel and uninstalls nothing."""
+    proc = subprocess.run([sys.executable, "-m", "pip", "--python", str(python), "install", "--no-deps",
+                           "--ignore-installed", "--no-build-isolation", *args], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert "already satisfied" not in proc.stdout, proc.stdout[-3000:]
 
 
 def test_wheel_install_finds_plugins_and_suites(tmp_path):
