@@ -15,20 +15,20 @@ not be installed: src/ is put on the path.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import re
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 if str(REPO / "src") not in sys.path:
     sys.path.insert(0, str(REPO / "src"))
-# The counting and microbenchmark processes import pike_harness too, installed or not.
-os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO / "src"), os.environ.get("PYTHONPATH")) if p)
 
 from pike_harness.contracts.suite import parse_id_list  # noqa: E402
 from pike_harness.host import speed_of_light as sol  # noqa: E402
@@ -86,7 +86,28 @@ def pct(sol_ms: float | None, runtime_ms: float | None) -> str:
     return "–" if value is None else f"{value * 100:.3g}%"
 
 
+@contextlib.contextmanager
+def _children_find_this_checkout() -> Iterator[None]:
+    """The counting and microbenchmark processes import pike_harness too, installed or not. Only while
+    ``main`` runs: set at import, it leaked into every later subprocess of a test run that imports this
+    module (a packaging test's fresh venv then imported this checkout instead of its wheel)."""
+    saved = os.environ.get("PYTHONPATH")
+    os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO / "src"), saved) if p)
+    try:
+        yield
+    finally:
+        if saved is None:
+            os.environ.pop("PYTHONPATH", None)
+        else:
+            os.environ["PYTHONPATH"] = saved
+
+
 def main(argv: list[str] | None = None) -> int:
+    with _children_find_this_checkout():
+        return _main(argv)
+
+
+def _main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--suite", default="level3-pike")
     parser.add_argument("--tasks", help="Only these ids, e.g. 1-5,9.")

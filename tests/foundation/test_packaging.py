@@ -9,9 +9,19 @@ import sys
 import sysconfig
 from pathlib import Path
 
+import pytest
+
 REPO = Path(__file__).resolve().parents[2]
 OUTER_SITE = sysconfig.get_paths()["purelib"]
 
+
+
+@pytest.fixture(autouse=True)
+def _nothing_on_the_python_path(monkeypatch):
+    """The installs must stand alone: a PYTHONPATH that another test of the same worker left (naming
+    this checkout's src/) made the fresh venv import the checkout, and pip find it "already satisfied"."""
+    monkeypatch.delenv("PYTHONPATH", raising=False)
+    monkeypatch.delenv("PYTHONHOME", raising=False)
 
 
 def _fresh_venv(root: Path, pth_line: str) -> Path:
@@ -26,8 +36,7 @@ def _fresh_venv(root: Path, pth_line: str) -> Path:
 
 def _pip(python: Path, *args: str) -> None:
     """Install into the new venv. ``--ignore-installed``: this environment's editable pike-harness is on
-    the venv's path too (the .pth line), and pip once took it as "already satisfied" and installed
-    nothing (a parallel test run, 2026-11-28); ignoring it installs the wheel and uninstalls nothing."""
+    the venv's path too (the .pth line); ignoring it installs the wheel and uninstalls nothing."""
     proc = subprocess.run([sys.executable, "-m", "pip", "--python", str(python), "install", "--no-deps",
                            "--ignore-installed", "--no-build-isolation", *args], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
