@@ -14,11 +14,6 @@ from click.testing import CliRunner
 
 REPO = Path(__file__).resolve().parents[1]
 
-# Small tensors on a 2-core runner running three test workers: a second OpenMP thread per process
-# (every sandboxed candidate and reference process inherits this environment) only spins against the
-# other processes. A test that needs another value sets its own.
-os.environ.setdefault("OMP_NUM_THREADS", "1")
-
 
 def _cuda_available() -> bool:
     try:

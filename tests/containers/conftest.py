@@ -12,8 +12,8 @@ def shared_queue(tmp_path_factory):
     """``(io_dir, [worker_a, worker_b])``: two workers, two slots each, serving one folder."""
     root = tmp_path_factory.mktemp("shared-queue")
     io_dir = root / "io"
-    workers = [WorkerProcess(io_dir, root / f"worker-{name}.log", "--max-active", "2", *NO_POOL, worker_id=f"shared-{name}")
-               for name in ("a", "b")]
+    workers = [WorkerProcess(io_dir, root / f"worker-{name}.log", "--max-active", "2", *NO_POOL,
+                             worker_id=f"shared-{name}") for name in ("a", "b")]
     try:
         for worker in workers:
             worker.wait_ready()

@@ -56,8 +56,9 @@ def test_many_concurrent_requests_over_two_workers_arrive_once_each(shared_queue
 
 def test_worker_killed_mid_request_and_restarted_loses_and_duplicates_nothing(tmp_path, visible_tmp):
     io_dir = tmp_path / "io"
+    # killed: its workdir stays behind, here
     first = WorkerProcess(io_dir, tmp_path / "first.log", "--max-active", "3", *NO_POOL,
-                          "--workdir", str(tmp_path / "first"), worker_id="restartable").wait_ready()  # killed: its workdir stays behind, here
+                          "--workdir", str(tmp_path / "first"), worker_id="restartable").wait_ready()
     client = QueueClient(io_dir, stale_after_s=5, wait_for_worker_s=60)
     second = None
     try:

@@ -35,10 +35,9 @@ def _fresh_venv(root: Path, pth_line: str) -> Path:
 
 
 def _pip(python: Path, *args: str) -> None:
-    """Install into the new venv. ``--ignore-installed``: this environment's editable pike-harness is on
-    the venv's path too (the .pth line); ignoring it installs the wheel and uninstalls nothing."""
+    """Install into the new venv; pip's own words on a failure, or when it installed nothing."""
     proc = subprocess.run([sys.executable, "-m", "pip", "--python", str(python), "install", "--no-deps",
-                           "--ignore-installed", "--no-build-isolation", *args], capture_output=True, text=True)
+                           "--no-build-isolation", *args], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert "already satisfied" not in proc.stdout, proc.stdout[-3000:]
 
