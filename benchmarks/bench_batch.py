@@ -55,11 +55,12 @@ if not DEFAULT_SOLUTIONS.is_dir():  # on a GPU machine the corpus travels in an 
 def parse_runs(text: str, device: str) -> list[tuple[str, str]]:
     """``ORDER[/QUIET]@DEVICES`` entries; a comma starts a new entry only before an order name, so
     ``longest-first@cuda:0,1,submission@cuda:0`` is two runs. ``/cores`` or ``/stop`` sets the run's
-    ``--quiet-mode`` (default: the engine's), e.g. ``longest-first/cores@cuda:0``."""
+    ``--quiet-mode`` (default: the engine's), e.g. ``longest-first/cores@cuda:0``; ``/off`` turns quiet
+    timing off (``--no-quiet-timing``: a control for what the quiet rule costs the batch)."""
     runs: list[tuple[str, str]] = []
     for part in text.split(","):
         order, at, devices = part.partition("@")
-        if order.partition("/")[0] in ("longest-first", "submission") and order.partition("/")[2] in ("", *QUIET_MODES):
+        if order.partition("/")[0] in ("longest-first", "submission") and order.partition("/")[2] in ("", "off", *QUIET_MODES):
             runs.append((order, devices if at else device))
         elif runs and not at:
             runs[-1] = (runs[-1][0], f"{runs[-1][1]},{part}")
@@ -93,7 +94,7 @@ def run_once(args: Any, order: str, devices: str, items: list[tuple[str, Any]], 
     cpu_order, _, quiet_mode = order.partition("/")
     evaluator = make_evaluator("ours", devices, args.protocol, base / name / "work", base / name / "cache",
                                protocol_params={"warmup_ms": args.warmup_ms, "rep_ms": args.rep_ms},
-                               cpu_order=cpu_order, **({"quiet_mode": quiet_mode} if quiet_mode else {}),
+                               cpu_order=cpu_order, **quiet_options(quiet_mode),
                                **({"jobs": args.jobs} if args.jobs else {}))
     try:
         began = time.monotonic()
@@ -137,6 +138,13 @@ def run_once(args: Any, order: str, devices: str, items: list[tuple[str, Any]], 
                 "environment": environment_of(results), "breakdown_text": format_breakdown(figures)}
     finally:
         evaluator.close()
+
+
+def quiet_options(quiet: str) -> dict[str, Any]:
+    """The engine options a run's ``/QUIET`` suffix stands for (none: the engine's defaults)."""
+    if quiet == "off":
+        return {"quiet_timing": False}
+    return {"quiet_mode": quiet} if quiet else {}
 
 
 def markdown(runs: list[dict[str, Any]], args: Any) -> str:
