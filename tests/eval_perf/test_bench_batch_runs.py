@@ -1,0 +1,34 @@
+"""The batch benchmark's run list (benchmarks/bench_batch.py ``--runs``): what each entry asks the
+engine for. Why: a device call is ten minutes; a misread entry (a device list split wrongly, a quiet
+suffix dropped) would spend one on the wrong measurement."""
+
+from __future__ import annotations
+
+import pytest
+from perf_helpers import benchmark_module
+
+
+@pytest.fixture(scope="module")
+def batch():
+    with benchmark_module("bench_batch") as module:
+        yield module
+
+
+def test_device_lists_stay_with_their_run(batch):
+    runs = batch.parse_runs("longest-first@cuda:0,1,2,3,longest-first@cuda:0,1,submission/stop@cuda:0", "cpu")
+    assert runs == [("longest-first", "cuda:0,1,2,3"), ("longest-first", "cuda:0,1"), ("submission/stop", "cuda:0")]
+    assert batch.parse_runs("longest-first", "cuda:0") == [("longest-first", "cuda:0")]
+
+
+def test_quiet_suffix_sets_the_engine_options(batch):
+    assert batch.parse_runs("longest-first/off@cuda:0", "cpu") == [("longest-first/off", "cuda:0")]
+    assert batch.quiet_options("off") == {"quiet_timing": False}
+    assert batch.quiet_options("cores") == {"quiet_mode": "cores"}
+    assert batch.quiet_options("") == {}
+
+
+def test_an_unknown_entry_is_refused(batch):
+    with pytest.raises(SystemExit, match="ORDER"):
+        batch.parse_runs("fastest@cuda:0", "cpu")
+    with pytest.raises(SystemExit, match="ORDER"):
+        batch.parse_runs("longest-first/loud@cuda:0", "cpu")
