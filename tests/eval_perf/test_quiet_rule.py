@@ -48,7 +48,13 @@ def test_inside_a_timing_our_processes_are_stopped_and_the_reference_writes_noth
 
     try:
         with timing_quiet(engine, "cpu", session=None):
-            assert _wait_state(busy.pid, {"T", "t"}) in {"T", "t"}, "a registered process ran during the timing"
+            state = _wait_state(busy.pid, {"T", "t"})
+            # Seen once in a parallel clean-clone run (state R) and never since: the message carries what
+            # the next occurrence needs to tell a missed stop from a resume.
+            assert state in {"T", "t"}, (f"a registered process ran during the timing: state {state}, "
+                                         f"marker seen {sandbox.has_marker(busy.pid, f'{sandbox.MARKER_ENV}={marker}'.encode())}, "
+                                         f"stopped tokens {sorted(engine.quiet._stopped)}, token {token}, "
+                                         f"quiet windows {engine.quiet._quiet}, pauses {engine.quiet.pauses}")
             writer = threading.Thread(target=write)
             writer.start()
             writer.join(timeout=1.0)
