@@ -3,6 +3,9 @@ and the report's "What was measured" block is filled from them."""
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 from pathlib import Path
 
 import duckdb
@@ -68,3 +71,10 @@ def test_run_json_records_the_versions_that_change_timings():
     info = environment_info(NoEvaluator())  # type: ignore[arg-type]
     assert info["torch"] == torch.__version__ and info["cuda"] == torch.version.cuda
     assert "triton" in info
+    # A host that has not imported torch (a fake, queue or Ray evaluator) reads the same two values
+    # from torch's version file, and still has not imported torch afterwards.
+    probe = ("import json, sys\nfrom pike_harness.host.run_environment import torch_build\n"
+             "print(json.dumps([torch_build(), 'torch' in sys.modules]))")
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == [[torch.__version__, torch.version.cuda], False]
