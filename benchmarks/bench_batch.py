@@ -7,7 +7,9 @@ Triton/Inductor caches are its own, while an identical ``load_inline`` build is 
 
 Each ``--runs`` entry is one ``local`` evaluator, fresh caches, the whole batch submitted at once:
 ``ORDER@DEVICES`` with ORDER ``longest-first`` (the engine's default) or ``submission`` (the order
-before issue 29), DEVICES as ``--device`` takes it. Runs go one after the other in this process (one
+before issue 29), DEVICES as ``--device`` takes it; ``ORDER/QUIET`` sets the quiet rule (``stop``,
+``cores``, ``off``) and ``+OPTION=VALUE`` one engine option of ``RUN_OPTIONS`` (e.g.
+``longest-first+prewarm=all+check_slots=8@cuda:0``), so one call compares settings in one sitting. Runs go one after the other in this process (one
 sitting); a run that reaches ``--budget-s`` is aborted and reported with what finished, so its wall
 time is a lower bound. Per run: wall time, verdicts, candidates per hour, the engine's stage totals
 and each device's idle time by cause (``Engine.stats(stages=True)``), and the start-slot figures.
@@ -52,21 +54,41 @@ if not DEFAULT_SOLUTIONS.is_dir():  # on a GPU machine the corpus travels in an 
     DEFAULT_SOLUTIONS = REPO / ".fidelity" / "pike-b-level3"
 
 
+# Engine options a run entry may set with ``+OPTION=VALUE`` (the local evaluator's own names).
+RUN_OPTIONS = ("prewarm", "check_slots", "start_slots", "build_slots", "jobs", "max_ready", "prestart")
+
+
 def parse_runs(text: str, device: str) -> list[tuple[str, str]]:
-    """``ORDER[/QUIET]@DEVICES`` entries; a comma starts a new entry only before an order name, so
-    ``longest-first@cuda:0,1,submission@cuda:0`` is two runs. ``/cores`` or ``/stop`` sets the run's
-    ``--quiet-mode`` (default: the engine's), e.g. ``longest-first/cores@cuda:0``; ``/off`` turns quiet
-    timing off (``--no-quiet-timing``: a control for what the quiet rule costs the batch)."""
+    """``ORDER[/QUIET][+OPTION=VALUE...]@DEVICES`` entries; a comma starts a new entry only before an
+    order name, so ``longest-first@cuda:0,1,submission@cuda:0`` is two runs. ``/cores``, ``/stop`` or
+    ``/off`` sets the run's quiet rule (default: the engine's), e.g. ``longest-first/cores@cuda:0``."""
     runs: list[tuple[str, str]] = []
     for part in text.split(","):
-        order, at, devices = part.partition("@")
-        if order.partition("/")[0] in ("longest-first", "submission") and order.partition("/")[2] in ("", "off", *QUIET_MODES):
-            runs.append((order, devices if at else device))
+        spec, at, devices = part.partition("@")
+        if spec.partition("/")[0].partition("+")[0] in ("longest-first", "submission"):
+            run_settings(spec)  # refuses a bad entry before any run starts
+            runs.append((spec, devices if at else device))
         elif runs and not at:
             runs[-1] = (runs[-1][0], f"{runs[-1][1]},{part}")
         else:
-            raise SystemExit(f"--runs: {part!r} is not ORDER[/QUIET]@DEVICES")
+            raise SystemExit(f"--runs: {part!r} is not ORDER[/QUIET][+OPTION=VALUE...]@DEVICES")
     return runs
+
+
+def run_settings(spec: str) -> dict[str, Any]:
+    """The evaluator options one run entry stands for: its CPU order, quiet rule and engine options."""
+    head, *pairs = spec.split("+")
+    cpu_order, _, quiet = head.partition("/")
+    if cpu_order not in ("longest-first", "submission") or quiet not in ("", "off", *QUIET_MODES):
+        raise SystemExit(f"--runs: {spec!r} is not ORDER[/QUIET][+OPTION=VALUE...]")
+    settings: dict[str, Any] = {"cpu_order": cpu_order, **quiet_options(quiet)}
+    for pair in pairs:
+        key, eq, value = pair.partition("=")
+        if key not in RUN_OPTIONS or not eq or not value:
+            raise SystemExit(f"--runs: {pair!r} in {spec!r} is not OPTION=VALUE with OPTION one of "
+                             f"{', '.join(RUN_OPTIONS)}")
+        settings[key] = int(value) if value.isdigit() else value
+    return settings
 
 
 def batch_requests(args: Any) -> list[tuple[str, Any]]:
@@ -91,11 +113,9 @@ def batch_requests(args: Any) -> list[tuple[str, Any]]:
 def run_once(args: Any, order: str, devices: str, items: list[tuple[str, Any]], base: Path,
              budget: Budget) -> dict[str, Any]:
     name = f"{order}@{devices}".replace(",", "+").replace(":", "").replace("/", "-")
-    cpu_order, _, quiet_mode = order.partition("/")
+    settings = {**({"jobs": args.jobs} if args.jobs else {}), **run_settings(order)}
     evaluator = make_evaluator("ours", devices, args.protocol, base / name / "work", base / name / "cache",
-                               protocol_params={"warmup_ms": args.warmup_ms, "rep_ms": args.rep_ms},
-                               cpu_order=cpu_order, **quiet_options(quiet_mode),
-                               **({"jobs": args.jobs} if args.jobs else {}))
+                               protocol_params={"warmup_ms": args.warmup_ms, "rep_ms": args.rep_ms}, **settings)
     try:
         began = time.monotonic()
         # The requests name no device of the evaluator's, so the engine picks the least busy one.

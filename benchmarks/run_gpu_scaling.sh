@@ -13,6 +13,8 @@
 # lower bound too. COPIES=1 halves every run if the ratio is wanted from finished runs only.
 # RUN_BUDGET_S=240 cuts every run at the same wall time (throughput compared as candidates done by then);
 # TOTAL_S (default 565) is the whole call's budget, for a call with less device time left.
+# RUNS entries: ORDER[/QUIET][+OPTION=VALUE...]@DEVICES, e.g. RUNS="longest-first+prewarm=all@cuda:0,longest-first@cuda:0"
+# compares an engine setting on one GPU in one sitting (bench_batch.py, RUN_OPTIONS).
 set -uo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 out="${OUT:?set OUT}"

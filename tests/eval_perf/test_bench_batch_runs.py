@@ -32,3 +32,13 @@ def test_an_unknown_entry_is_refused(batch):
         batch.parse_runs("fastest@cuda:0", "cpu")
     with pytest.raises(SystemExit, match="ORDER"):
         batch.parse_runs("longest-first/loud@cuda:0", "cpu")
+
+
+def test_engine_options_ride_on_the_entry(batch):
+    runs = batch.parse_runs("longest-first+prewarm=all+check_slots=8@cuda:0,1,submission/off@cuda:0", "cpu")
+    assert runs == [("longest-first+prewarm=all+check_slots=8", "cuda:0,1"), ("submission/off", "cuda:0")]
+    assert batch.run_settings(runs[0][0]) == {"cpu_order": "longest-first", "prewarm": "all", "check_slots": 8}
+    assert batch.run_settings(runs[1][0]) == {"cpu_order": "submission", "quiet_timing": False}
+    for bad in ("longest-first+colour=red@cuda:0", "longest-first+prewarm@cuda:0", "longest-first+jobs=@cpu"):
+        with pytest.raises(SystemExit, match="OPTION"):
+            batch.parse_runs(bad, "cpu")
