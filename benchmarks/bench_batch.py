@@ -182,8 +182,23 @@ def markdown(runs: list[dict[str, Any]], args: Any) -> str:
                            sorted(run.get("evaluation_stage_totals_s", {}).items(), key=lambda item: -item[1]))
         lines += ["", f"**{run['order']} @ {run['devices']}**", "", "```", run["breakdown_text"],
                   f"inside the evaluations (s, all candidates): {inside or '-'}",
-                  f"start slots: {run['engine'].get('start_slots')}", "```"]
+                  f"start slots: {run['engine'].get('start_slots')}",
+                  *(device_phases(name, figures) for name, figures in run["engine"].get("devices", {}).items()),
+                  "```"]
     return "\n".join(lines)
+
+
+def device_phases(name: str, figures: dict[str, Any]) -> str:
+    """One device's line: its check phases (how many, checks per phase, seconds per check), its timing
+    holds and how long its reference process was busy per request kind: what the device's time per
+    candidate is made of."""
+    phases, checks = int(figures.get("check_phases") or 0), int(figures.get("checks") or 0)
+    check_s, grants = float(figures.get("check_busy_s") or 0.0), int(figures.get("grants") or 0)
+    reference = ", ".join(f"{op} {v['requests']} in {v['busy_s']:.1f} s"
+                          for op, v in sorted((figures.get("reference") or {}).items()))
+    return (f"{name}: {phases} check phases, {checks} checks ({checks / phases if phases else 0:.1f} per phase), "
+            f"check phases {check_s:.1f} s ({check_s / checks if checks else 0:.2f} s per check); "
+            f"{grants} holds {float(figures.get('busy_s') or 0.0):.1f} s; reference busy: {reference or '-'}")
 
 
 def timing_agreement(first: dict[str, Any], other: dict[str, Any]) -> str:

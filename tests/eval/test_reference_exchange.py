@@ -151,7 +151,7 @@ def test_candidates_of_a_task_share_hidden_inputs_and_one_reference_computation(
     instance (the plan's first instance, then the second), same hidden sets."""
     case = load_case(CORPUS / "ok_plain.py")
     oracle = cpu_evaluator.engine.provider.oracles["cpu"]
-    before = oracle.stats()["outputs"]
+    before, served = oracle.stats()["outputs"], oracle.figures()
     request = case.request()
     request = dataclasses.replace(request, reference_source=request.reference_source + f"\n# {secrets.token_hex(8)}\n")
     first = cpu_evaluator.submit(request).result(timeout=300)
@@ -161,6 +161,10 @@ def test_candidates_of_a_task_share_hidden_inputs_and_one_reference_computation(
     after = oracle.stats()["outputs"]
     assert after["misses"] - before["misses"] == 2 and after["hits"] - before["hits"] == 2
     assert "reference" in first.stage_seconds and "inputs" in first.stage_seconds
+    now = oracle.figures()  # the process's busy time: one input write and one comparison each
+    for op in ("inputs", "compare"):
+        assert now[op]["requests"] - served.get(op, {"requests": 0})["requests"] == 2, (op, served, now)
+        assert now[op]["busy_s"] > served.get(op, {"busy_s": 0.0})["busy_s"]
 
 
 @pytest.mark.skipif(not os.path.isdir("/proc"), reason="needs /proc/mounts")

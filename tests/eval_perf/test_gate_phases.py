@@ -27,6 +27,7 @@ def test_checks_overlap_up_to_the_slots_and_never_a_timing():
     a.end()
     assert _enter(c, "check", 1.0)
     assert gate.stats.checks == 3 and gate.stats.max_checking == 2 and gate.stats.grants == 1
+    assert gate.stats.check_phases == 2, "a and b shared one phase; c's opened after a's timing"
     c.end()
     assert gate.stats.check_busy_s > 0
 

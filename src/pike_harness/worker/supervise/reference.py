@@ -115,6 +115,8 @@ class ReferenceOracle:
         self._popen: subprocess.Popen | None = None
         self._channel: Channel | None = None
         self.log_path = self.workdir / f"reference-{device.replace(':', '')}.log"
+        self._figures_lock = threading.Lock()
+        self._busy: dict[str, list[float]] = {}  # op -> [requests, seconds from send to reply]
 
     def _start(self) -> None:
         self.workdir.mkdir(parents=True, exist_ok=True, mode=0o700)
@@ -184,6 +186,13 @@ class ReferenceOracle:
         with self._lock.hold(urgent=True):
             yield
 
+    def figures(self) -> dict[str, dict[str, float]]:
+        """Per request kind (``inputs``, ``compare``): how many were served and the seconds from
+        sending each to its reply. One process serves them one at a time, so the sum is how long it
+        was busy: with many candidates, whether it is the serial step of the check phase."""
+        with self._figures_lock:
+            return {op: {"requests": int(n), "busy_s": round(s, 3)} for op, (n, s) in self._busy.items()}
+
     def stats(self, timeout_s: float = 60.0) -> dict[str, Any]:
         """The reference process's cache counters (``outputs``/``inputs``: hits, misses, evictions)."""
         return self._send({"op": "stats"}, timeout_s, urgent=False)
@@ -200,9 +209,10 @@ class ReferenceOracle:
             if self._popen is None or self._popen.poll() is not None:
                 self._start()
             assert self._channel is not None
+            began = time.monotonic()
             try:
                 self._channel.send(message)
-                deadline = time.monotonic() + timeout_s
+                deadline = began + timeout_s
                 reply = None
                 while reply is None:
                     reply = self._channel.receive(deadline)
@@ -210,6 +220,10 @@ class ReferenceOracle:
                 self._stop()
                 raise InfrastructureError(f"the reference process failed ({type(exc).__name__}); its log ends: "
                                           f"{trusted_files.tail(self.log_path, 2000)}") from None
+            with self._figures_lock:
+                served = self._busy.setdefault(str(message.get("op")), [0, 0.0])
+                served[0] += 1
+                served[1] += time.monotonic() - began
             if not reply.get("ok"):
                 raise InfrastructureError(f"the task's reference Model failed: {reply.get('error')}")
             return reply

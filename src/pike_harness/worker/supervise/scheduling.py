@@ -92,6 +92,7 @@ class GateStats:
     max_idle_with_waiters_s: float = 0.0
     check_busy_s: float = 0.0  # time at least one candidate was in the shared check phase
     checks: int = 0  # check-phase grants
+    check_phases: int = 0  # times the check phase opened (checks per phase = checks / check_phases)
     max_checking: int = 0  # most candidates checking at once
     alone: int = 0  # grants to run with no other checked model resident (out-of-memory retries)
 
@@ -236,6 +237,7 @@ class DeviceGate:
             if phase == "check":
                 if not self._checking:
                     self._checking_since = now
+                    self.stats.check_phases += 1
                 self._checking[seq] = now
                 self._resident.add(seq)
                 self.stats.checks += 1

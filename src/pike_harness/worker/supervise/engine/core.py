@@ -324,6 +324,7 @@ class Engine:
         for name, gate in self.gates.items():
             figures = gate.stats.to_dict()
             figures["busy_fraction"] = figures.get("busy_s", 0.0) / wall if wall > 0 else 0.0
+            figures["reference"] = self.oracle(name).figures()
             devices[name] = figures
         with self._lock:
             categories: dict[str, int] = {}
