@@ -34,6 +34,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from host_cpu import CpuSampler, describe, split  # noqa: E402
 from perf_common import (  # noqa: E402
     REPO,
     Budget,
@@ -116,6 +117,7 @@ def run_once(args: Any, order: str, devices: str, items: list[tuple[str, Any]], 
     settings = {**({"jobs": args.jobs} if args.jobs else {}), **run_settings(order)}
     evaluator = make_evaluator("ours", devices, args.protocol, base / name / "work", base / name / "cache",
                                protocol_params={"warmup_ms": args.warmup_ms, "rep_ms": args.rep_ms}, **settings)
+    sampler = CpuSampler().start()
     try:
         began = time.monotonic()
         # The requests name no device of the evaluator's, so the engine picks the least busy one.
@@ -145,9 +147,11 @@ def run_once(args: Any, order: str, devices: str, items: list[tuple[str, Any]], 
             for stage, seconds in (result.stage_seconds or {}).items():
                 evaluation_stages[stage] = evaluation_stages.get(stage, 0.0) + float(seconds)
         wall = time.monotonic() - began
+        sampler.stop()
         if unfinished:
             evaluator.engine.abort([f for _, f in futures if not f.done()])
         stats = evaluator.engine.stats(stages=True)
+        host_cpu = split(sampler.samples, timing_windows(evaluator.engine.traces))
         figures = stats.pop("stages")
         return {"order": order, "devices": devices, "submitted": len(items), "done": len(results),
                 "finished": unfinished == 0, "wall_s": wall, "per_hour": 3600 * len(results) / wall if wall else None,
@@ -155,9 +159,21 @@ def run_once(args: Any, order: str, devices: str, items: list[tuple[str, Any]], 
                 "evaluation_stage_totals_s": evaluation_stages, "runtimes_ms": runtimes,
                 "device_idle_s": figures["device_idle_s"], "candidates": figures["candidates"],
                 "engine": stats, "scheduling": evaluator.describe().get("scheduling"),
-                "environment": environment_of(results), "breakdown_text": format_breakdown(figures)}
+                "environment": environment_of(results), "host_cpu": host_cpu,
+                "breakdown_text": format_breakdown(figures)}
     finally:
+        sampler.stop()
         evaluator.close()
+
+
+def timing_windows(traces: list[Any]) -> list[tuple[float, float]]:
+    """Every timed window (the ordinary timing's and the paired re-timing's) the traces recorded."""
+    windows = []
+    for trace in traces:
+        for start, end in ((trace.timing_start, trace.timing_end), (trace.paired_start, trace.paired_end)):
+            if start is not None and end is not None:
+                windows.append((start, end))
+    return windows
 
 
 def quiet_options(quiet: str) -> dict[str, Any]:
@@ -183,6 +199,7 @@ def markdown(runs: list[dict[str, Any]], args: Any) -> str:
         lines += ["", f"**{run['order']} @ {run['devices']}**", "", "```", run["breakdown_text"],
                   f"inside the evaluations (s, all candidates): {inside or '-'}",
                   f"start slots: {run['engine'].get('start_slots')}",
+                  *([describe(run["host_cpu"])] if run.get("host_cpu") else []),
                   *(device_phases(name, figures) for name, figures in run["engine"].get("devices", {}).items()),
                   "```"]
     return "\n".join(lines)

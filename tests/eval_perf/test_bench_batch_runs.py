@@ -42,3 +42,15 @@ def test_engine_options_ride_on_the_entry(batch):
     for bad in ("longest-first+colour=red@cuda:0", "longest-first+prewarm@cuda:0", "longest-first+jobs=@cpu"):
         with pytest.raises(SystemExit, match="OPTION"):
             batch.parse_runs(bad, "cpu")
+
+
+def test_host_cpu_charges_each_interval_inside_or_outside_the_timing_windows():
+    """Known samples: 4 cores, two 1-s intervals, the first fully busy, the second a quarter busy, a
+    timing window over the second half of the first and the first half of the second interval."""
+    with benchmark_module("host_cpu") as host_cpu:
+        samples = [(10.0, 0.0, 0.0), (11.0, 100.0, 100.0), (12.0, 125.0, 200.0)]  # (t, busy, total)
+        figures = host_cpu.split(samples, [(10.5, 11.5), (11.2, 11.4)], cores=4)  # overlapping: merged
+        assert figures["inside"] == {"seconds": 1.0, "busy_core_s": 2.5, "utilisation": 0.625}
+        assert figures["outside"] == {"seconds": 1.0, "busy_core_s": 2.5, "utilisation": 0.625}
+        assert host_cpu.split(samples, [], cores=4)["inside"]["utilisation"] is None
+        assert "between timings 1 s at 62 % of 4 cores" in host_cpu.describe(figures)
