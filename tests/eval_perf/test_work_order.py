@@ -63,6 +63,58 @@ def test_builds_first_but_a_candidate_without_one_loads_beside_them():
     assert order == ["blocker1", "blocker2", "b1", "p", "b2"]
 
 
+def test_long_jobs_on_threads_of_their_own_do_not_wait_behind_quick_ones():
+    """One shared thread held by a quick job (its loaded candidate waiting for the device, in a run);
+    a JIT warm-up and a build put after it start on the long jobs' threads at once, while a second
+    quick job waits for the shared thread."""
+    import threading
+
+    from pike_harness.worker.supervise.engine.work_order import WorkQueue, is_long
+
+    assert is_long((BUILD, 0)) and is_long((JIT_WARMUP, 0)) and not is_long((PLAIN, 0))
+    queue = WorkQueue(threads=1, build_slots=1, long_threads=2)
+    release = threading.Event()
+    started = {name: threading.Event() for name in ("quick1", "quick2", "jit", "build")}
+
+    def job(name: str):
+        def run(loaded) -> None:
+            started[name].set()
+            if name == "quick1":
+                assert release.wait(30)
+        return run
+
+    queue.put((PLAIN, 0), job("quick1"))
+    assert started["quick1"].wait(30)
+    queue.put((PLAIN, 1), job("quick2"))
+    queue.put((JIT_WARMUP, 2), job("jit"))
+    queue.put((BUILD, 3), job("build"))
+    assert started["jit"].wait(30) and started["build"].wait(30)
+    assert not started["quick2"].is_set(), "a quick job ran on a long job's thread"
+    release.set()
+    assert started["quick2"].wait(30)
+    queue.shutdown()
+
+
+def test_with_long_slots_a_build_loads_while_the_shared_slot_is_held(make_local, visible_tmp):
+    """One shared CPU slot held by a candidate (its process waits on a file), ten quick candidates
+    queued behind it, then one with a load_inline build: with a long slot of its own the build's
+    candidate is through (its static checks end it) before the gate opens."""
+    gate = visible_tmp / "gate"
+    gate.write_text("")
+    evaluator = make_local(jobs=1, max_ready=0, prestart=0, long_slots=1)
+    try:
+        blocker = evaluator.submit(request(_gated(candidate(), gate)))
+        buildless = [evaluator.submit(request(REJECTED + candidate())) for _ in range(10)]
+        build = evaluator.submit(request(REJECTED + BUILDS + candidate()))
+        assert build.result(timeout=300).check == "harness_access"
+        assert not blocker.done() and not any(f.done() for f in buildless), "the build waited for nothing"
+    finally:
+        gate.unlink()
+    assert all(f.result(timeout=300).check == "harness_access" for f in buildless)
+    assert blocker.result(timeout=300).category == "correct"
+    assert evaluator.describe()["scheduling"]["long_slots"] == 1
+
+
 def _gated(source: str, gate) -> str:
     return (f"import os\nimport time\n_deadline = time.time() + 60\nwhile os.path.exists({str(gate)!r}) "
             f"and time.time() < _deadline:\n    time.sleep(0.05)\n") + source

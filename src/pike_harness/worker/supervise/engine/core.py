@@ -18,7 +18,7 @@ from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pike_harness.worker.records import EvalRequest, EvalResult
 from pike_harness.worker.supervise import trusted_files
@@ -39,8 +39,11 @@ from pike_harness.worker.supervise.engine.options import (
     resolve,
 )
 from pike_harness.worker.supervise.engine.sequence import EvaluationSequence
-from pike_harness.worker.supervise.engine.work_order import BUILD, WorkQueue, order_key, work_class
+from pike_harness.worker.supervise.engine.work_order import BUILD, WorkQueue, is_long, order_key, work_class
 from pike_harness.worker.supervise.errors import InfrastructureError
+
+if TYPE_CHECKING:
+    from pike_harness.worker.supervise.scheduling import OrderedSlots
 
 log = logging.getLogger("pikeh.engine")
 
@@ -78,6 +81,8 @@ class Engine:
         self.provider: DeviceProvider | None = None
         self.quiet: Quiet | None = None
         self._pool: WorkQueue | None = None
+        self.slots: OrderedSlots  # set when the engine starts: the shared CPU slots
+        self.long_slots: OrderedSlots | None = None  # the long jobs' own, with long_slots > 0
         self._seq = itertools.count()
         self._lock = threading.Lock()
         self._assigned = {device: 0 for device in self.devices}
@@ -148,7 +153,14 @@ class Engine:
                                       registry=self.quiet) if plan.prestart_per_device > 0 else None)
         self.settings.prestart = self.prestart
         self.slots = OrderedSlots(plan.jobs)
-        self._pool = WorkQueue(plan.capacity, plan.build_slots)
+        self.long_slots = OrderedSlots(plan.long_slots) if plan.long_slots > 0 else None
+        self._pool = WorkQueue(plan.capacity, plan.build_slots, long_threads=plan.long_slots)
+
+    def cpu_slots(self, job: Job) -> OrderedSlots:
+        """The CPU slots ``job`` loads in: the long jobs' own (``long_slots``), else the shared ones."""
+        if self.long_slots is not None and is_long(job.key):
+            return self.long_slots
+        return self.slots
 
     @property
     def capacity(self) -> int:
@@ -299,7 +311,7 @@ class Engine:
                 "scheduling": {"cpu_slots": self.jobs, "max_ready": self.max_ready,
                                "prestart_per_device": self.prestart_per_device, "prewarm": self.plan.prewarm,
                                "cpu_order": self.plan.cpu_order, "start_slots": self.plan.start_slots,
-                               "build_slots": self.plan.build_slots,
+                               "build_slots": self.plan.build_slots, "long_slots": self.plan.long_slots,
                                "quiet_mode": self.plan.quiet_mode,
                                "quiet_timing": self.quiet is not None, "quiet_scope": self.quiet_scope,
                                "check_slots": {d: gate.check_slots for d, gate in self.gates.items()},

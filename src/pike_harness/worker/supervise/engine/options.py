@@ -95,6 +95,10 @@ class EngineOptions:
     build_slots: int | None = field(default=None, metadata={
         "min": 1, "help": "CPU slots candidates with a load_inline build may hold at once while others wait, "
                           "so those load beside the builds. Default: 3/4 of --jobs, at least 1."})
+    long_slots: int | None = field(default=None, metadata={
+        "min": 0, "help": "CPU slots (and threads) of their own for candidates with long CPU work (a load_inline "
+                          "build, a Triton or torch.compile warm-up), beside --jobs: they start at once instead "
+                          "of behind quick loads that wait for the device. Default 0 (they share --jobs)."})
     start_slots: int | None = field(default=None, metadata={
         "min": 1, "help": "Candidate processes importing torch and initialising the device at once "
                           "(pre-starts included). Default: the number of cores, at most --jobs."})
@@ -152,6 +156,7 @@ class Plan:
     cpu_order: str  # longest-first or submission (engine.work_order)
     start_slots: int  # process starts at once
     build_slots: int  # CPU slots build jobs may hold while others wait (engine.work_order.WorkQueue)
+    long_slots: int  # CPU slots and threads for long jobs only (builds, JIT warm-ups); 0: they share jobs
     check_slots: Mapping[str, int]
     load_cpus: frozenset[int] | None  # cores for loads and builds (None: not pinned)
     timing_cpus: frozenset[int] | None  # cores kept free for timing
@@ -202,6 +207,9 @@ def resolve(config: EngineConfig, devices: list[str], share: HostShare | None = 
     if config.build_slots is not None and int(config.build_slots) < 1:
         raise EngineError("--build-slots must be at least 1")
     build_slots = int(config.build_slots) if config.build_slots is not None else max(1, 3 * int(jobs) // 4)
+    if config.long_slots is not None and int(config.long_slots) < 0:
+        raise EngineError("--long-slots must be at least 0")
+    long_slots = int(config.long_slots) if config.long_slots is not None else 0
     jit_mode = str(config.jit_cache or "shared")
     if jit_mode not in JIT_CACHE_MODES:
         raise EngineError("--jit-cache must be shared or private")
@@ -218,7 +226,7 @@ def resolve(config: EngineConfig, devices: list[str], share: HostShare | None = 
     return Plan(devices=tuple(devices), jobs=int(jobs), max_ready=int(max_ready), prestart_per_device=int(prestart),
                 prewarm=prewarm, quiet_timing=config.quiet_timing is None or bool(config.quiet_timing),
                 quiet_scope=scope, quiet_mode=quiet_mode, cpu_order=cpu_order, start_slots=start_slots,
-                build_slots=build_slots, check_slots=check_slots, noise=noise_limits(config),
+                build_slots=build_slots, long_slots=long_slots, check_slots=check_slots, noise=noise_limits(config),
                 load_cpus=frozenset(load_cpus) if load_cpus else None,
                 timing_cpus=frozenset(timing_cpus) if timing_cpus else None,
                 cache_root=root, jit_mode=jit_mode if root is not None else "private", config=config)

@@ -54,8 +54,9 @@ class EvaluationSequence:
             return
         device: str | None = None
         slot_held = False
+        slots = engine.cpu_slots(job)
         try:
-            engine.slots.acquire(job.key)  # 1. slot
+            slots.acquire(job.key)  # 1. slot
             slot_held = True
             if engine.closing or job.aborted:
                 raise InfrastructureError("the evaluation was aborted")
@@ -74,7 +75,7 @@ class EvaluationSequence:
                 result = evaluation.warm()
             trace.loaded = time.monotonic()
             job.tell("loaded", evaluation)
-            engine.slots.release()  # 4. device
+            slots.release()  # 4. device
             slot_held = False
             cpu_done()
             if result is None:
@@ -93,7 +94,7 @@ class EvaluationSequence:
             if trace.done is None:
                 trace.done = time.monotonic()
             if slot_held:
-                engine.slots.release()
+                slots.release()
             self._leave_quiet()
             if self.evaluation is not None:
                 self.evaluation.close()

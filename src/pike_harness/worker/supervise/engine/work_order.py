@@ -53,6 +53,12 @@ def order_key(order: str, seq: int, work: int) -> OrderKey:
     return (PLAIN if order == "submission" else work, seq)
 
 
+def is_long(key: OrderKey) -> bool:
+    """Whether the job's CPU work is long (a build or a JIT warm-up): the jobs ``long_slots`` serve.
+    Under ``submission`` order every key is PLAIN, so nothing is."""
+    return key[0] in (BUILD, JIT_WARMUP)
+
+
 def prestart_key(seq: int) -> OrderKey:
     """A pool pre-start's key on the process-start slots: behind any start a submitted job waits for."""
     return (PRESTART, seq)
@@ -69,10 +75,19 @@ class WorkQueue:
     while other jobs wait, so candidates that need no build load beside the builds and the device has
     work from the start (a batch's builds can outnumber the CPU slots). With nothing else waiting, a
     build goes ahead anyway. ``run`` gets a ``loaded`` callback to call when its job's CPU work ends.
+
+    ``long_threads`` > 0 gives the long jobs (a build or a JIT warm-up, ``is_long``) threads of their
+    own: a thread runs a job until its verdict, so a thread of the shared pool stays taken while its
+    loaded candidate waits for the device. With everything submitted at once, quick loads submitted
+    first took every shared thread and held it for minutes of device queue, and the torch.compile
+    warm-ups behind them started 70-180 s late and ended the batch (H200, 2026-11-28). Long jobs then
+    run only on their own threads, quick ones only on the shared ones.
     """
 
-    def __init__(self, threads: int, build_slots: int, name: str = "pikeh-engine"):
+    def __init__(self, threads: int, build_slots: int, name: str = "pikeh-engine", long_threads: int = 0):
         self._pool = ThreadPoolExecutor(max_workers=max(1, threads), thread_name_prefix=name)
+        self._long_pool = (ThreadPoolExecutor(max_workers=long_threads, thread_name_prefix=f"{name}-long")
+                           if long_threads > 0 else None)
         self._lock = threading.Lock()
         self._heap: list[tuple[Any, int, Callable[[Callable[[], None]], None]]] = []
         self._count = 0
@@ -83,13 +98,24 @@ class WorkQueue:
         with self._lock:
             self._count += 1
             heapq.heappush(self._heap, (key, self._count, run))
-        self._pool.submit(self._run_next)
+        if self._long_pool is not None and is_long(key):
+            self._long_pool.submit(self._run_next, True)
+        else:
+            self._pool.submit(self._run_next, False)
 
-    def _run_next(self) -> None:
+    def _pick(self, long: bool) -> int:
+        """The heap index this task runs: with pools of their own, a job of its own kind (there is
+        always one: each submission added one task of its kind); a build only while fewer than
+        ``build_slots`` build, unless no other job of the kind waits."""
+        own = (range(len(self._heap)) if self._long_pool is None
+               else [i for i in range(len(self._heap)) if is_long(self._heap[i][0]) == long])
+        if self._building >= self.build_slots:  # the first job that is not a build, if any
+            return min(own, key=lambda i: (self._heap[i][0][0] == BUILD, self._heap[i][:2]))
+        return min(own, key=lambda i: self._heap[i][:2])
+
+    def _run_next(self, long: bool = False) -> None:
         with self._lock:
-            index = 0
-            if self._building >= self.build_slots:  # the first job that is not a build, if any
-                index = min(range(len(self._heap)), key=lambda i: (self._heap[i][0][0] == BUILD, self._heap[i][:2]))
+            index = self._pick(long)
             key, _n, run = self._heap[index]
             self._heap[index] = self._heap[-1]
             self._heap.pop()
@@ -111,4 +137,6 @@ class WorkQueue:
 
     def shutdown(self) -> None:
         """Run nothing more that has not started; wait for what runs (close aborted it first)."""
-        self._pool.shutdown(wait=True, cancel_futures=True)
+        for pool in (self._pool, self._long_pool):
+            if pool is not None:
+                pool.shutdown(wait=True, cancel_futures=True)
