@@ -95,6 +95,17 @@ def test_long_jobs_on_threads_of_their_own_do_not_wait_behind_quick_ones():
     queue.shutdown()
 
 
+def test_long_slots_default_to_the_cpu_slots_with_a_gpu_and_to_none_on_the_cpu():
+    from pike_harness.worker.supervise.engine.options import EngineConfig, EngineError, resolve
+
+    gpu = resolve(EngineConfig(jobs=6, build_cache="off"), ["cuda:0"])
+    assert gpu.long_slots == 6
+    assert resolve(EngineConfig(jobs=6, build_cache="off"), ["cpu"]).long_slots == 0
+    assert resolve(EngineConfig(jobs=6, long_slots=0, build_cache="off"), ["cuda:0"]).long_slots == 0
+    with pytest.raises(EngineError, match="--long-slots"):
+        resolve(EngineConfig(long_slots=-1, build_cache="off"), ["cpu"])
+
+
 def test_with_long_slots_a_build_loads_while_the_shared_slot_is_held(make_local, visible_tmp):
     """One shared CPU slot held by a candidate (its process waits on a file), ten quick candidates
     queued behind it, then one with a load_inline build: with a long slot of its own the build's
