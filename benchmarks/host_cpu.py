@@ -4,9 +4,9 @@ Under the quiet rule ``stop`` everything else of ours is paused while a candidat
 CPU work of a batch (process starts, builds, warm-ups, checks) happens between timings. If the CPU is
 nearly saturated there, the batch's wall time is the timings plus that work divided by the cores, and
 no device scheduling makes it shorter; if it is not, the device schedule is what to improve. This
-sampler reads the whole host's busy and total jiffies a few times a second; ``split`` charges each
+sampler reads the whole host's busy and total clock ticks a few times a second; ``split`` charges each
 interval to "inside a timing window" or "outside", by overlap, from the windows the engine's traces
-recorded. Standard library only.
+recorded.
 """
 
 from __future__ import annotations
@@ -17,26 +17,21 @@ import time
 from collections.abc import Iterable
 from typing import Any
 
+from pike_harness.worker.supervise.noise import PROC_STAT, cpu_ticks
+
 
 def _read() -> tuple[float, float] | None:
-    """(busy, total) jiffies of the host's CPUs, or None where /proc/stat is not there."""
-    try:
-        with open("/proc/stat", encoding="ascii") as handle:
-            fields = handle.readline().split()
-    except OSError:
+    """(busy, total) ticks of the host's CPUs (``noise.cpu_ticks``: idle and iowait are not busy)."""
+    ticks = cpu_ticks()
+    if ticks is None:
         return None
-    if not fields or fields[0] != "cpu":
-        return None
-    values = [float(v) for v in fields[1:]]
-    idle = values[3] + (values[4] if len(values) > 4 else 0.0)  # idle + iowait
-    total = sum(values[:8])  # guest time is already counted in user
-    return total - idle, total
+    return float(sum(ticks) - ticks[3] - ticks[4]), float(sum(ticks))
 
 
 def host_cores() -> int:
     """The CPUs ``/proc/stat`` sums over (its ``cpuN`` lines), else ``os.cpu_count()``."""
     try:
-        with open("/proc/stat", encoding="ascii") as handle:
+        with open(PROC_STAT, encoding="ascii") as handle:
             count = sum(1 for line in handle if line.startswith("cpu") and line[3:4].isdigit())
     except OSError:
         count = 0

@@ -54,3 +54,5 @@ def test_host_cpu_charges_each_interval_inside_or_outside_the_timing_windows():
         assert figures["outside"] == {"seconds": 1.0, "busy_core_s": 2.5, "utilisation": 0.625}
         assert host_cpu.split(samples, [], cores=4)["inside"]["utilisation"] is None
         assert "between timings 1 s at 62 % of 4 cores" in host_cpu.describe(figures)
+        reading = host_cpu._read()  # the real host's, from the same parser the noise canary's steal uses
+        assert reading is None or 0 <= reading[0] <= reading[1]

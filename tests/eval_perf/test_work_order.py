@@ -114,7 +114,9 @@ def test_with_long_slots_a_build_loads_while_the_shared_slot_is_held(make_local,
     gate.write_text("")
     evaluator = make_local(jobs=1, max_ready=0, prestart=0, long_slots=1)
     try:
-        blocker = evaluator.submit(request(_gated(candidate(), gate)))
+        # The gate holds for up to 600 s, so no slowness of the host can open it before the build is
+        # through; the finally opens it either way.
+        blocker = evaluator.submit(request(_gated(candidate(), gate, deadline_s=600)))
         buildless = [evaluator.submit(request(REJECTED + candidate())) for _ in range(10)]
         build = evaluator.submit(request(REJECTED + BUILDS + candidate()))
         assert build.result(timeout=300).check == "harness_access"
@@ -126,8 +128,8 @@ def test_with_long_slots_a_build_loads_while_the_shared_slot_is_held(make_local,
     assert evaluator.describe()["scheduling"]["long_slots"] == 1
 
 
-def _gated(source: str, gate) -> str:
-    return (f"import os\nimport time\n_deadline = time.time() + 60\nwhile os.path.exists({str(gate)!r}) "
+def _gated(source: str, gate, deadline_s: int = 60) -> str:
+    return (f"import os\nimport time\n_deadline = time.time() + {deadline_s}\nwhile os.path.exists({str(gate)!r}) "
             f"and time.time() < _deadline:\n    time.sleep(0.05)\n") + source
 
 

@@ -66,9 +66,10 @@ def judge(canary_before: float | None, canary_after: float | None, baseline: flo
     return None
 
 
-def read_cpu_times() -> tuple[int, int] | None:
-    """(steal, total) CPU time in clock ticks since boot, summed over all CPUs; None where the kernel
-    does not account steal (no ``/proc/stat``, or an old format)."""
+def cpu_ticks() -> list[int] | None:
+    """The host's CPU time since boot in clock ticks, summed over all CPUs: user, nice, system, idle,
+    iowait, irq, softirq, steal (guest time is already inside user); None where the kernel does not
+    report them all (no ``/proc/stat``, or an old format)."""
     try:
         with open(PROC_STAT, encoding="ascii") as handle:
             fields = handle.readline().split()
@@ -77,11 +78,15 @@ def read_cpu_times() -> tuple[int, int] | None:
     if len(fields) < 9 or fields[0] != "cpu":
         return None
     try:
-        # user nice system idle iowait irq softirq steal (guest time is already inside user)
-        ticks = [int(value) for value in fields[1:9]]
+        return [int(value) for value in fields[1:9]]
     except ValueError:
         return None
-    return ticks[7], sum(ticks)
+
+
+def read_cpu_times() -> tuple[int, int] | None:
+    """(steal, total) CPU time in clock ticks since boot, summed over all CPUs (``cpu_ticks``)."""
+    ticks = cpu_ticks()
+    return None if ticks is None else (ticks[7], sum(ticks))
 
 
 def steal_fraction(before: tuple[int, int] | None, after: tuple[int, int] | None) -> float | None:

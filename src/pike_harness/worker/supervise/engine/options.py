@@ -261,7 +261,7 @@ def default_cpu_slots(devices: list[str]) -> int:
 def default_long_slots(devices: list[str], jobs: int) -> int:
     """As many as ``jobs`` with a GPU: on an H200 host (16 cores) the 60-set's 30 builds and JIT
     warm-ups then started at once beside the quick loads, the device no longer stood idle waiting for
-    them (1.5 s against 65-130 s) and 39 candidates were done by 205 s against 31-37 (2026-11-28).
+    them (1.5 s against 95-131 s) and 39 candidates were done by 205 s against 32-36 (2026-11-28).
     None on the CPU device, where the cores are what is measured and already all in use."""
     return jobs if any(d.startswith("cuda") for d in devices) else 0
 
