@@ -124,3 +124,42 @@ def test_a_long_check_lets_new_checks_use_the_wait_but_only_once(monkeypatch):
     assert not _enter(later, "check", 0.05), "late started during the wait: it lets no one else in"
     late.end()
     assert _enter(quick, "time", 1.0)
+
+
+def test_the_lowest_rank_goes_first_whatever_its_seq():
+    """The engine ranks waiters by its work order (work class, seq): a candidate whose long CPU work
+    is done goes to the device before quick ones submitted earlier, in every phase and on a ticket."""
+    gate = DeviceGate("cuda:0", check_slots=3)
+    holder = gate.session(0, (2, 0))
+    assert _enter(holder, "check") and _enter(holder, "time")
+    quick, long_done = gate.session(1, (2, 1)), gate.session(9, (1, 9))
+    assert not _enter(quick, "check") and not _enter(long_done, "check")  # both queued behind the timing
+    holder.end()
+    assert not _enter(quick, "check"), "the higher rank waits though its seq is lower"
+    assert _enter(long_done, "check") and _enter(quick, "check")
+    assert not _enter(quick, "time"), "long_done is still checking"
+    assert _enter(long_done, "time"), "checks over: the lower rank is timed first, though it queued last"
+    assert not _enter(quick, "time")
+    long_done.end()
+    assert _enter(quick, "time", 1.0)
+    quick.end()
+
+    tickets = DeviceGate("cuda:0")
+    first, early, late = tickets.ticket(0, (2, 0)), tickets.ticket(1, (2, 1)), tickets.ticket(9, (0, 9))
+    assert first.acquire(timeout=1)
+    assert not early.acquire(timeout=0.01) and not late.acquire(timeout=0.01)
+    first.release()
+    assert not early.acquire(timeout=0.01), "a build's candidate (class 0) goes before a quick one"
+    assert late.acquire(timeout=1)
+    late.release()
+    assert early.acquire(timeout=1)
+
+
+def test_without_a_rank_a_waiter_ranks_by_its_seq():
+    gate = DeviceGate("cuda:0")
+    holder, late, early = gate.ticket(5), gate.ticket(9), gate.ticket(7)
+    assert holder.acquire(timeout=1)
+    assert not late.acquire(timeout=0.01) and not early.acquire(timeout=0.01)
+    holder.release()
+    assert not late.acquire(timeout=0.01)
+    assert early.acquire(timeout=1)

@@ -100,8 +100,29 @@ class GateStats:
         return dict(self.__dict__)
 
 
+Rank = tuple[int, ...]  # a place in a gate's queues: lowest first (the engine's order key)
+_Entry = tuple[Rank, int]  # (rank, seq) as a gate's heaps hold it
+
+
+def _first(queue: list[_Entry]) -> int | None:
+    """The seq at the head of a gate heap, if any."""
+    return queue[0][1] if queue else None
+
+
+def _holds(queue: list[_Entry], seq: int) -> bool:
+    return any(entry[1] == seq for entry in queue)
+
+
 class DeviceGate:
-    """One device's exclusive lock; ``ticket(seq)`` gives a lock-like handle for one evaluation."""
+    """One device's exclusive lock; ``ticket(seq)`` gives a lock-like handle for one evaluation.
+
+    Waiters are served lowest *rank* first (equal ranks by seq). The engine ranks by its work order,
+    ``(work class, submission number)``: a candidate whose CPU work was long goes to the device before
+    quick ones submitted earlier, so it gives its long slot back sooner and the next long job starts.
+    Served by submission number instead, the JIT warm-ups that were ready at 35-50 s waited 128-166 s
+    behind eager references loaded after them, while 16 long jobs waited for their slots (one H200,
+    2026-11-28). Without a rank a waiter ranks by its seq alone (submission order).
+    """
 
     def __init__(self, name: str, *, check_slots: int = 1):
         self.name = name
@@ -109,23 +130,23 @@ class DeviceGate:
         self._cond = threading.Condition()
         self._holder: int | None = None
         self._held_since = 0.0
-        self._waiting: list[int] = []  # heap of registered tickets
+        self._waiting: list[_Entry] = []  # heap of registered tickets
         self._free_since: float | None = None  # set when released while someone was waiting
         self._checking: dict[int, float] = {}  # seq -> when its check started
         self._time_queued: dict[int, float] = {}  # seq -> when it began to wait for timing (phase "time")
-        self._check_waiting: list[int] = []  # heap
+        self._check_waiting: list[_Entry] = []  # heap
         self._checking_since = 0.0
-        self._alone_waiting: list[int] = []  # heap
+        self._alone_waiting: list[_Entry] = []  # heap
         self._resident: set[int] = set()  # sessions whose checked model stays on the device until they end
         self.stats = GateStats()
 
-    def ticket(self, seq: int) -> GateTicket:
-        return GateTicket(self, seq)
+    def ticket(self, seq: int, rank: Rank | None = None) -> GateTicket:
+        return GateTicket(self, seq, rank)
 
-    def session(self, seq: int) -> GateSession:
+    def session(self, seq: int, rank: Rank | None = None) -> GateSession:
         """One evaluation's way through the phases: ``phase("check")``, then ``phase("time")`` (or
         ``phase("alone")`` after running out of memory), then ``end()``."""
-        return GateSession(self, seq)
+        return GateSession(self, seq, rank)
 
     def others_resident(self, seq: int) -> bool:
         """Whether another evaluation's checked model is on the device (so an out-of-memory error
@@ -134,17 +155,17 @@ class DeviceGate:
             return bool(self._resident - {seq})
 
     # -- used by GateTicket --------------------------------------------------------------------
-    def _register(self, seq: int) -> None:
-        if seq not in self._waiting:
-            heapq.heappush(self._waiting, seq)
+    def _register(self, seq: int, rank: Rank) -> None:
+        if not _holds(self._waiting, seq):
+            heapq.heappush(self._waiting, (rank, seq))
             if self._holder is None and self._free_since is None:
                 self._free_since = time.monotonic()
 
-    def _acquire(self, seq: int, timeout: float | None) -> bool:
+    def _acquire(self, seq: int, timeout: float | None, rank: Rank) -> bool:
         deadline = None if timeout is None else time.monotonic() + timeout
         with self._cond:
-            self._register(seq)
-            while not (self._holder is None and not self._checking and self._waiting[0] == seq):
+            self._register(seq, rank)
+            while not (self._holder is None and not self._checking and _first(self._waiting) == seq):
                 remaining = None if deadline is None else deadline - time.monotonic()
                 if remaining is not None and remaining <= 0:
                     return False
@@ -182,8 +203,8 @@ class DeviceGate:
     def _unqueue(self, seq: int) -> None:
         self._time_queued.pop(seq, None)
         for queue in (self._waiting, self._check_waiting, self._alone_waiting):
-            if seq in queue:
-                queue.remove(seq)
+            if _holds(queue, seq):
+                queue[:] = [entry for entry in queue if entry[1] != seq]
                 heapq.heapify(queue)
         if not self._waiting:
             self._free_since = None
@@ -194,7 +215,7 @@ class DeviceGate:
         if self._holder is not None:
             return False
         if phase == "check":
-            if self._alone_waiting or len(self._checking) >= self.check_slots or self._check_waiting[0] != seq:
+            if self._alone_waiting or len(self._checking) >= self.check_slots or _first(self._check_waiting) != seq:
                 return False
             if not self._waiting:
                 return True
@@ -207,11 +228,12 @@ class DeviceGate:
             # Models of others that wait to run alone too stay resident (their processes hold them) but
             # do not count: two that ran out of memory together would otherwise each wait for the
             # other's model to go, for good. The first in line runs beside their idle models.
-            return (not self._checking and not self._waiting and not (self._resident - set(self._alone_waiting))
-                    and self._alone_waiting[0] == seq)
-        return not self._checking and self._waiting[0] == seq
+            alone = {entry[1] for entry in self._alone_waiting}
+            return (not self._checking and not self._waiting and not (self._resident - alone)
+                    and _first(self._alone_waiting) == seq)
+        return not self._checking and _first(self._waiting) == seq
 
-    def _enter(self, seq: int, phase: str, timeout: float | None) -> bool:
+    def _enter(self, seq: int, phase: str, timeout: float | None, rank: Rank) -> bool:
         """Wait for ``phase`` ("check", "time" or "alone"); leaving the phase held before is atomic
         with joining the next one's queue, so no newcomer slips in between."""
         queue = {"check": self._check_waiting, "time": self._waiting, "alone": self._alone_waiting}[phase]
@@ -220,8 +242,8 @@ class DeviceGate:
             self._leave_check(seq)
             if phase == "alone":
                 self._release_held(seq)
-            if seq not in queue:
-                heapq.heappush(queue, seq)
+            if not _holds(queue, seq):
+                heapq.heappush(queue, (rank, seq))
                 if phase == "time":
                     self._time_queued[seq] = time.monotonic()
                 if phase == "time" and self._holder is None and not self._checking and self._free_since is None:
@@ -287,11 +309,12 @@ def _wait_s(blocking: bool, timeout: float | None) -> float | None:
 class GateTicket:
     """The ``DeviceLock`` an Evaluation waits on: ``acquire(timeout=...)`` keeps its place between polls."""
 
-    def __init__(self, gate: DeviceGate, seq: int):
+    def __init__(self, gate: DeviceGate, seq: int, rank: Rank | None = None):
         self.gate, self.seq = gate, seq
+        self.rank: Rank = rank if rank is not None else (seq,)
 
     def acquire(self, blocking: bool = True, timeout: float = -1) -> bool:
-        return self.gate._acquire(self.seq, _wait_s(blocking, timeout))
+        return self.gate._acquire(self.seq, _wait_s(blocking, timeout), self.rank)
 
     def release(self) -> None:
         self.gate._release(self.seq)
@@ -305,8 +328,9 @@ class GateSession:
     """One evaluation's phases on a ``DeviceGate``; ``phase(name)`` is the lock-like handle an
     ``Evaluation`` waits on (``acquire(timeout=)`` keeps its place between polls)."""
 
-    def __init__(self, gate: DeviceGate, seq: int):
+    def __init__(self, gate: DeviceGate, seq: int, rank: Rank | None = None):
         self.gate, self.seq = gate, seq
+        self.rank: Rank = rank if rank is not None else (seq,)
 
     def phase(self, name: str) -> _Phase:
         if name not in ("check", "time", "alone"):
@@ -326,7 +350,7 @@ class _Phase:
         self.session, self.name = session, name
 
     def acquire(self, blocking: bool = True, timeout: float = -1) -> bool:
-        return self.session.gate._enter(self.session.seq, self.name, _wait_s(blocking, timeout))
+        return self.session.gate._enter(self.session.seq, self.name, _wait_s(blocking, timeout), self.session.rank)
 
     def release(self) -> None:
         self.session.end()

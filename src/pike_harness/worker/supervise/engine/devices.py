@@ -45,8 +45,9 @@ class GateFigures(Protocol):
 
 
 class Gate(Protocol):
-    """One device's FIFO lock (``scheduling.DeviceGate``). With ``check_slots`` > 1 an evaluation takes
-    a ``session`` (checks shared, timing alone); with 1 it checks and times in one hold of ``ticket``."""
+    """One device's lock (``scheduling.DeviceGate``), served lowest ``rank`` first (the engine's work
+    order; seq alone without one). With ``check_slots`` > 1 an evaluation takes a ``session`` (checks
+    shared, timing alone); with 1 it checks and times in one hold of ``ticket``."""
 
     @property
     def check_slots(self) -> int: ...
@@ -54,9 +55,9 @@ class Gate(Protocol):
     @property
     def stats(self) -> GateFigures: ...
 
-    def ticket(self, seq: int) -> Hold: ...
+    def ticket(self, seq: int, rank: tuple[int, ...] | None = None) -> Hold: ...
 
-    def session(self, seq: int) -> CheckSession: ...
+    def session(self, seq: int, rank: tuple[int, ...] | None = None) -> CheckSession: ...
 
 
 class Oracle(Protocol):

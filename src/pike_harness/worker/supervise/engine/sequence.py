@@ -155,8 +155,8 @@ class EvaluationSequence:
         """Wait for the device (policing the idle candidate), then correctness and timing holding it."""
         gate = self.engine.gate(device)
         if gate.check_slots > 1:
-            return self._in_phases(evaluation, gate.session(self.job.seq))
-        ticket = gate.ticket(self.job.seq)
+            return self._in_phases(evaluation, gate.session(self.job.seq, self.job.key))
+        ticket = gate.ticket(self.job.seq, self.job.key)
         try:
             early = self._hold(evaluation, ticket)
         except BaseException:

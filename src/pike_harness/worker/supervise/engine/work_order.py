@@ -6,8 +6,8 @@ eager model's load a few seconds. Started in submission order, builds submitted 
 quick loads and finish long after everything else (measured on an H100 host: 16 builds of a batch
 of 65 started 65-223 s after submission). What a source needs is known before it runs
 (``static_checks.scan`` names its techniques), so each job gets a *work class* at submission and
-every ordered resource (the dispatch of jobs to threads, the CPU slots, the process-start slots)
-serves the lowest ``(class, submission number)`` first. ``submission`` order (one class for all) is kept
+every ordered resource (the dispatch of jobs to threads, the CPU slots, the process-start slots, the
+device gates' queues) serves the lowest ``(class, submission number)`` first. ``submission`` order (one class for all) is kept
 as an option so a before/after comparison runs in one sitting.
 
 This module is the whole policy; the engine only asks it for keys.
