@@ -5,7 +5,7 @@ never durations."""
 from __future__ import annotations
 
 import pytest
-from perf_helpers import candidate, request
+from perf_helpers import candidate, request, smoke
 
 from pike_harness.worker.supervise.engine.stage_breakdown import STAGES, candidate_stages, device_idle
 from pike_harness.worker.supervise.engine.work_order import BUILD, JIT_WARMUP, PLAIN, order_key, work_class
@@ -228,3 +228,44 @@ def test_pikeh_eval_prints_where_the_time_went(cli, tmp_path):
     assert result.exit_code == 0, result.output
     assert "rejected" in result.output
     assert "stage totals (s, all candidates): slot_wait" in result.output and "cpu idle (s, by cause)" in result.output
+
+
+def test_at_the_device_a_candidate_with_long_work_goes_before_a_quick_one_submitted_earlier(make_local, visible_tmp):
+    """The device is held by a candidate whose forward waits at a file; a quick candidate and then one
+    whose source names Triton (a JIT warm-up by its work class) load and queue for the device. When it
+    is released, the later one with long work is served first: the gate serves the engine's work order."""
+    import time
+
+    from pike_harness.contracts.model import Limits
+
+    gate_file = visible_tmp / "device-gate"
+    gate_file.write_text("")
+    evaluator = make_local(jobs=3, max_ready=2, prestart=0)
+    engine = evaluator.engine
+    wait_here = (f"import os, time\n        _deadline = time.time() + 600\n        while os.path.exists({str(gate_file)!r}) "
+                 f"and time.time() < _deadline:\n            time.sleep(0.05)")
+    device = engine.gate("cpu")
+
+    def wait_for(condition, what: str) -> None:
+        deadline = time.monotonic() + 300
+        while not condition():
+            assert not blocker.done(), blocker.result().reason
+            assert time.monotonic() < deadline, what
+            time.sleep(0.1)
+
+    try:
+        # Its checked call may wait up to 600 s (the others' loads on a slow host), never its limit's 120.
+        blocker = evaluator.submit(smoke().eval_request(candidate(forward_extra=wait_here), limits=Limits(
+            compile_timeout_s=600, run_timeout_s=600, memory_mb=6000)))
+        wait_for(lambda: device.holder == 0, "the blocker never held the device")
+        quick = evaluator.submit(request(candidate()))
+        jit = evaluator.submit(request(candidate(prelude="def _never_called():\n    import triton\n")))
+        traces = {trace.seq: trace for trace in engine.traces}
+        assert [traces[seq].work_class for seq in (0, 1, 2)] == [PLAIN, PLAIN, JIT_WARMUP]
+        wait_for(lambda: {seq for _rank, seq in list(device._waiting)} >= {1, 2},
+                 "the two others never queued for the device")
+    finally:
+        gate_file.unlink()
+    results = [future.result(timeout=300) for future in (blocker, quick, jit)]
+    assert [result.category for result in results] == ["correct"] * 3
+    assert traces[2].granted < traces[1].granted, "the quick candidate, submitted first, was served first"
