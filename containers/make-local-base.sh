@@ -37,8 +37,10 @@ trap 'rm -rf "$rootfs"' EXIT
 objects=("$shell" "$exe")
 extra_libs=()
 # What manylinux torch wheels load from the system (so a base made before the venv exists runs torch).
+# awk reads the whole listing (no early exit): ldconfig writing into a closed pipe would die of SIGPIPE,
+# which pipefail turns into this script's failure (exit 141 under load in CI, 2026-11-28).
 for name in libstdc++.so.6 libgcc_s.so.1 libgomp.so.1 libpthread.so.0 librt.so.1 libdl.so.2 libutil.so.1 libm.so.6 libz.so.1; do
-  path=$(ldconfig -p 2>/dev/null | awk -v n="$name" '$1 == n && /x86-64|x86_64|AArch64|aarch64/ {print $NF; exit}')
+  path=$(ldconfig -p 2>/dev/null | awk -v n="$name" '!found && $1 == n && /x86-64|x86_64|AArch64|aarch64/ {print $NF; found = 1}')
   if [ -n "$path" ]; then objects+=("$path"); extra_libs+=("$path"); fi
 done
 while IFS= read -r -d '' so; do objects+=("$so"); done < <(find "$dynload" -name '*.so' -print0 2>/dev/null)
