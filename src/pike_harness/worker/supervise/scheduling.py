@@ -141,12 +141,12 @@ class DeviceGate:
         self.stats = GateStats()
 
     def ticket(self, seq: int, rank: Rank | None = None) -> GateTicket:
-        return GateTicket(self, seq, rank)
+        return GateTicket(self, seq, rank if rank is not None else (seq,))
 
     def session(self, seq: int, rank: Rank | None = None) -> GateSession:
         """One evaluation's way through the phases: ``phase("check")``, then ``phase("time")`` (or
         ``phase("alone")`` after running out of memory), then ``end()``."""
-        return GateSession(self, seq, rank)
+        return GateSession(self, seq, rank if rank is not None else (seq,))
 
     def others_resident(self, seq: int) -> bool:
         """Whether another evaluation's checked model is on the device (so an out-of-memory error
@@ -309,9 +309,8 @@ def _wait_s(blocking: bool, timeout: float | None) -> float | None:
 class GateTicket:
     """The ``DeviceLock`` an Evaluation waits on: ``acquire(timeout=...)`` keeps its place between polls."""
 
-    def __init__(self, gate: DeviceGate, seq: int, rank: Rank | None = None):
-        self.gate, self.seq = gate, seq
-        self.rank: Rank = rank if rank is not None else (seq,)
+    def __init__(self, gate: DeviceGate, seq: int, rank: Rank):
+        self.gate, self.seq, self.rank = gate, seq, rank
 
     def acquire(self, blocking: bool = True, timeout: float = -1) -> bool:
         return self.gate._acquire(self.seq, _wait_s(blocking, timeout), self.rank)
@@ -328,9 +327,8 @@ class GateSession:
     """One evaluation's phases on a ``DeviceGate``; ``phase(name)`` is the lock-like handle an
     ``Evaluation`` waits on (``acquire(timeout=)`` keeps its place between polls)."""
 
-    def __init__(self, gate: DeviceGate, seq: int, rank: Rank | None = None):
-        self.gate, self.seq = gate, seq
-        self.rank: Rank = rank if rank is not None else (seq,)
+    def __init__(self, gate: DeviceGate, seq: int, rank: Rank):
+        self.gate, self.seq, self.rank = gate, seq, rank
 
     def phase(self, name: str) -> _Phase:
         if name not in ("check", "time", "alone"):
