@@ -95,11 +95,12 @@ def test_long_jobs_on_threads_of_their_own_do_not_wait_behind_quick_ones():
     queue.shutdown()
 
 
-def test_long_slots_default_to_the_cpu_slots_with_a_gpu_and_to_none_on_the_cpu():
+def test_long_slots_default_to_twice_the_cpu_slots_with_a_gpu_and_to_none_on_the_cpu():
     from pike_harness.worker.supervise.engine.options import EngineConfig, EngineError, resolve
 
     gpu = resolve(EngineConfig(jobs=6, build_cache="off"), ["cuda:0"])
-    assert gpu.long_slots == 6
+    assert gpu.long_slots == 12
+    assert resolve(EngineConfig(jobs=6, build_cache="off"), ["cuda:0", "cuda:1"]).long_slots == 12
     assert resolve(EngineConfig(jobs=6, build_cache="off"), ["cpu"]).long_slots == 0
     assert resolve(EngineConfig(jobs=6, long_slots=0, build_cache="off"), ["cuda:0"]).long_slots == 0
     with pytest.raises(EngineError, match="--long-slots"):

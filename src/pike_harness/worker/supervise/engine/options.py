@@ -98,8 +98,8 @@ class EngineOptions:
     long_slots: int | None = field(default=None, metadata={
         "min": 0, "help": "CPU slots (and threads) of their own for candidates with long CPU work (a load_inline "
                           "build, a Triton or torch.compile warm-up), beside --jobs: they start at once instead "
-                          "of behind quick loads that wait for the device. Default: --jobs with a GPU, 0 (they "
-                          "share --jobs) on the CPU device."})
+                          "of behind quick loads that wait for the device. Default: twice --jobs with a GPU, 0 "
+                          "(they share --jobs) on the CPU device."})
     start_slots: int | None = field(default=None, metadata={
         "min": 1, "help": "Candidate processes importing torch and initialising the device at once "
                           "(pre-starts included). Default: the number of cores, at most --jobs."})
@@ -259,11 +259,14 @@ def default_cpu_slots(devices: list[str]) -> int:
 
 
 def default_long_slots(devices: list[str], jobs: int) -> int:
-    """As many as ``jobs`` with a GPU: on an H200 host (16 cores) the 60-set's 30 builds and JIT
-    warm-ups then started at once beside the quick loads, the device no longer stood idle waiting for
-    them (1.5 s against 95-131 s) and 39 candidates were done by 205 s against 32-36 (2026-11-28).
+    """Twice ``jobs`` with a GPU, so a batch's builds and JIT warm-ups all start at once: the last of
+    them, not the device, is what ends a batch. On an H200 host (16 cores, the 60-set of 29 long
+    candidates, 2026-11-29) ``jobs`` (14) left level3-pike 8's ``torch.compile`` waiting 245 s for a
+    slot and the batch ended at 434 s; twice that (28) started every long candidate at once and ended
+    at 375 s in the same sitting (371 s with 30 on another machine), the CPU 68 % busy between
+    timings. Bounded, so a larger batch does not start every long candidate's compiler at once.
     None on the CPU device, where the cores are what is measured and already all in use."""
-    return jobs if any(d.startswith("cuda") for d in devices) else 0
+    return 2 * jobs if any(d.startswith("cuda") for d in devices) else 0
 
 
 def default_check_slots(device: str) -> int:
