@@ -128,6 +128,7 @@ def run_once(args: Any, order: str, devices: str, items: list[tuple[str, Any]], 
         # computing outputs, and ``reference_wait``, waiting for it while it served others): the check
         # phase's share of the device's idle time is read from these.
         evaluation_stages: dict[str, float] = {}
+        stages_by_candidate: dict[str, dict[str, float]] = {}  # label -> its own split (e.g. check parts)
         runtimes: dict[str, float] = {}  # label -> search-time runtime (ms), to compare runs' timings
         for label, future in futures:
             try:
@@ -145,8 +146,9 @@ def run_once(args: Any, order: str, devices: str, items: list[tuple[str, Any]], 
             if result.runtime_ms:
                 runtimes[label] = result.runtime_ms
             categories[result.category] = categories.get(result.category, 0) + 1
-            for stage, seconds in (result.stage_seconds or {}).items():
-                evaluation_stages[stage] = evaluation_stages.get(stage, 0.0) + float(seconds)
+            stages_by_candidate[label] = {stage: float(seconds) for stage, seconds in (result.stage_seconds or {}).items()}
+            for stage, seconds in stages_by_candidate[label].items():
+                evaluation_stages[stage] = evaluation_stages.get(stage, 0.0) + seconds
         wall = time.monotonic() - began
         sampler.stop()
         if unfinished:
@@ -157,7 +159,8 @@ def run_once(args: Any, order: str, devices: str, items: list[tuple[str, Any]], 
         return {"order": order, "devices": devices, "submitted": len(items), "done": len(results),
                 "finished": unfinished == 0, "wall_s": wall, "per_hour": 3600 * len(results) / wall if wall else None,
                 "categories": categories, "stage_totals_s": figures["totals_s"],
-                "evaluation_stage_totals_s": evaluation_stages, "runtimes_ms": runtimes,
+                "evaluation_stage_totals_s": evaluation_stages, "evaluation_stages_s": stages_by_candidate,
+                "runtimes_ms": runtimes,
                 "device_idle_s": figures["device_idle_s"], "candidates": figures["candidates"],
                 "engine": stats, "scheduling": evaluator.describe().get("scheduling"),
                 "environment": environment_of(results), "host_cpu": host_cpu,
