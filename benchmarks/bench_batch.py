@@ -57,7 +57,7 @@ if not DEFAULT_SOLUTIONS.is_dir():  # on a GPU machine the corpus travels in an 
 
 # Engine options a run entry may set with ``+OPTION=VALUE`` (the local evaluator's own names).
 RUN_OPTIONS = ("prewarm", "check_slots", "start_slots", "build_slots", "long_slots", "jobs", "max_ready",
-               "prestart", "prebuild")  # prebuild=1 / prebuild=0
+               "prestart")
 
 
 def parse_runs(text: str, device: str) -> list[tuple[str, str]]:

@@ -6,7 +6,6 @@ a CPU slot for loading and a GPU lock for checking and timing:
 
   request  -> load (import; load_inline builds)          -> "loaded"  (or "failed")
   "warm"   -> one call on a throwaway model (optional)    -> "warmed"  (JIT compiles outside the device lock)
-  "construct" -> the checked instance, built on the host (optional) -> "constructed" (the check then moves it)
   "check"  -> construct, run every input set, self-checks -> "checked" (outputs saved for the reference process)
   "time"   -> the protocol's timed loop, between two noise-canary readings -> "timed"
              (sent again for each block of a paired re-timing, with that block's protocol parameters)
@@ -89,10 +88,6 @@ class CandidateProcess:
         self.model: Callable[..., Any] | None = None  # the judged instance, in its baseline mode
         self.input_sets: list[list[Any]] | None = None  # every input set, on the device
         self.validated: list[list[Any]] | None = None  # each set's checked outputs (device clones)
-        # Set by the optional "construct" stage, taken (once) by the check: the checked instance as its
-        # constructor left it, and the public input sets it will be called on.
-        self.prebuilt: Any = None
-        self.public_sets: list[list[Any]] | None = None
         self.channel = channel
         self.request = request
         self.device = torch.device("cuda", 0) if request.device.startswith("cuda") else torch.device("cpu")
@@ -164,38 +159,6 @@ class CandidateProcess:
             torch.cuda.empty_cache()
         self._report({"event": "warmed", "seconds": time.monotonic() - started})
 
-    # -- stage 1c: the checked instance, constructed early (optional) ------------------------------
-    def prebuild(self) -> None:
-        """Construct the instance the check will judge, on the host, while the candidate waits for the device.
-
-        Why: constructing is CPU work (a ResNet-101 whose weights a solution fuses took 19-24 s under a
-        loaded host), and inside the shared check phase it kept every timing waiting. The constructor
-        runs as the check would run it (the weight seed, the precision flags, the reference guard, after
-        the warm-up), only earlier: the check then moves the instance to the device and calls it. The
-        public input sets are made now too (from public seeds); the hidden ones still arrive with
-        "check". Running out of memory here is no verdict (other candidates' models may hold the
-        device): the check then constructs the instance itself, as without this stage.
-        """
-        from pike_harness.worker.inside import loading
-
-        request = self.request
-        started = time.monotonic()
-        self.flags_set = self.flags.apply(request.precision)
-        self.public_sets = [loading.make_inputs(self.inputs_module, seed) for seed in request.input_seeds]
-        self.torch.manual_seed(secrets.randbits(62))  # as the check does before it constructs
-        try:
-            self.prebuilt = self._guarded("construct", lambda: loading.construct_model(
-                self.model_class, loading.init_inputs(self.inputs_module), weight_seed=request.weight_seed))
-        except Verdict as verdict:
-            if verdict.check != "memory_limit":
-                raise
-            self.prebuilt = None  # constructed in the check instead, where running out of memory is judged
-            _gc_collect()
-            if self.device.type == "cuda":
-                self.torch.cuda.empty_cache()
-        self._restore_flags()
-        self._report({"event": "constructed", "seconds": time.monotonic() - started, "prebuilt": self.prebuilt is not None})
-
     # -- stage 2: correctness ------------------------------------------------------------------
     def check(self, inputs_path: str, outputs_path: str, nonce: str | None, shared: bool = False) -> None:
         self._or_retry_alone("correctness", shared, nonce, lambda: self._check(inputs_path, outputs_path, nonce),
@@ -232,10 +195,7 @@ class CandidateProcess:
         torch, T, request = self.torch, self.T, self.request
         clock = _Clock()  # where the stage's time goes, reported with "checked" (the device is held meanwhile)
         self.flags_set = self.flags.apply(request.precision)
-        # Taken once: a check run again alone constructs and makes its inputs afresh.
-        prebuilt, public, self.prebuilt, self.public_sets = self.prebuilt, self.public_sets, None, None
-        pristine = public if public is not None else [
-            loading.make_inputs(self.inputs_module, seed) for seed in request.input_seeds]
+        pristine = [loading.make_inputs(self.inputs_module, seed) for seed in request.input_seeds]
         try:  # the reference process wrote it: a failure here is the harness's, not the candidate's
             hidden = T.load(inputs_path, weights_only=True, map_location="cpu")
             assert T.is_instance(hidden, list) and all(T.is_instance(values, list) for values in hidden)
@@ -244,12 +204,10 @@ class CandidateProcess:
             os._exit(3)
         pristine.extend(hidden)
         n_sets = len(pristine)
-        if prebuilt is None:  # else the seed was hidden before the prebuilt instance was constructed
-            torch.manual_seed(secrets.randbits(62))  # the hidden seeds must not stay readable via initial_seed()
+        torch.manual_seed(secrets.randbits(62))  # the hidden seeds must not stay readable via initial_seed()
         self.input_sets = [loading.to_device(values, self.device) for values in pristine]
         clock.lap("inputs")
-        self.model = self._construct("construct") if prebuilt is None else self._place(prebuilt)
-        del prebuilt
+        self.model = self._construct("construct")
         self._restore_flags()
         clock.lap("construct")
         plan = check_plan(n_sets, request.baseline_mode)
@@ -329,27 +287,13 @@ class CandidateProcess:
 
     def _construct(self, what: str) -> Any:
         """One model instance, built under the weight seed and the reference guard, in its baseline mode."""
-        from pike_harness.worker.inside import loading
+        from pike_harness.worker.inside import baseline_modes, loading
 
         request = self.request
-        model = self._guarded(what, lambda: loading.build_model(
-            self.model_class, loading.init_inputs(self.inputs_module), weight_seed=request.weight_seed,
-            device=self.device))
-        return self._baseline_mode(model)
-
-    def _place(self, model: Any) -> Any:
-        """The prebuilt instance on the device, in its baseline mode. The move runs under the reference
-        guard too: a module's ``to`` (``_apply``) may be the candidate's code."""
-        from pike_harness.worker.inside import loading
-
-        return self._baseline_mode(self._guarded("construct", lambda: loading.place_model(model, self.device)))
-
-    def _guarded(self, what: str, build: Callable[[], Any]) -> Any:
-        """``build()`` under the reference guard: a failure is a construct verdict, borrowing the reference
-        is noted, tampering with it rejected."""
         self.guard.watch()
         try:
-            model = build()
+            model = loading.build_model(self.model_class, loading.init_inputs(self.inputs_module),
+                                        weight_seed=request.weight_seed, device=self.device)
         except BaseException as exc:
             self.guard.stop()
             traceback.print_exc()
@@ -358,17 +302,12 @@ class CandidateProcess:
         self._judge_guard(seen, what)
         if (seen.reference_inits or seen.reference_calls) and "borrows_reference" not in self.notes:
             self.notes.append("borrows_reference")
-        return model
-
-    def _baseline_mode(self, model: Any) -> Any:
-        from pike_harness.worker.inside import baseline_modes
-
         try:
-            return baseline_modes.apply(self.request.baseline_mode, model, self.device)
+            return baseline_modes.apply(request.baseline_mode, model, self.device)
         except BaseException as exc:
             traceback.print_exc()
             raise _resource_verdict(exc) or Verdict(RUNTIME_ERROR, "construct",
-                                                    f"baseline mode {self.request.baseline_mode}: {_summary(exc)}") from None
+                                                    f"baseline mode {request.baseline_mode}: {_summary(exc)}") from None
 
     def _checked_call(self, model: Any, args: list[Any], pristine: list[Any], where: str) -> list[Any]:
         """One watched call: its outputs cloned at return, after the settle checks and the input check."""
@@ -620,8 +559,6 @@ def main(argv: list[str]) -> int:
             command = message.get("cmd")
             if command == "warm":
                 process.warm()
-            elif command == "construct":
-                process.prebuild()
             elif command == "check":
                 process.check(str(message["inputs"]), str(message["outputs"]), message.get("nonce"),
                               bool(message.get("shared")))

@@ -92,24 +92,12 @@ def build_model(factory: Callable[..., Any], args: Sequence[Any], *, weight_seed
 
     ``factory`` is the class or a function returning the model; what it returns must be callable.
     """
-    return place_model(construct_model(factory, args, weight_seed=weight_seed), device)
-
-
-def construct_model(factory: Callable[..., Any], args: Sequence[Any], *, weight_seed: int) -> Any:
-    """The model as its constructor leaves it (where it put its weights: the host, unless it chose a
-    device), under the weight seed. Split from ``place_model`` so a candidate's process can construct
-    its checked instance while it waits for the device and only move it once the device is its."""
     torch.manual_seed(weight_seed)
     model = factory(*args)
     if not callable(model):
         kind = type(model)
         raise TypeError(f"{getattr(factory, '__name__', 'the model factory')}(...) returned a "
                         f"{kind.__module__}.{kind.__qualname__}, not a callable model")
-    return model
-
-
-def place_model(model: Any, device: torch.device | str) -> Any:
-    """A constructed model moved to ``device`` and in eval mode (a module; any other callable as it is)."""
     if isinstance(model, torch.nn.Module):
         model = model.to(device).eval()
     return model

@@ -292,21 +292,6 @@ class Evaluation:
         except _Concluded as done:
             return done.result
 
-    def prebuild(self) -> EvalResult | None:
-        """Phase 1, optional, after the warm-up: the candidate constructs the instance its check will judge,
-        on the host, while it still holds its CPU slot; the check then only moves it to the device. A
-        result here is final (its constructor failed, as it would have inside the check)."""
-        try:
-            assert self.channel is not None
-            began = time.monotonic()
-            self.channel.send({"cmd": "construct"})
-            built = self._await("constructed", self.request.limits.run_timeout_s, "construct")
-            self.stages.add("prebuild", time.monotonic() - began)
-            self.environment["prebuilt"] = bool(built.get("prebuilt"))
-            return None
-        except _Concluded as done:
-            return done.result
-
     # -- phase 2 -------------------------------------------------------------------------------
     def finish(self) -> EvalResult:
         """Correctness on every input set, comparison in this process, then the timing protocol."""

@@ -310,7 +310,6 @@ class Engine:
         return {"devices": list(self.devices), "jobs": self.jobs,
                 "scheduling": {"cpu_slots": self.jobs, "max_ready": self.max_ready,
                                "prestart_per_device": self.prestart_per_device, "prewarm": self.plan.prewarm,
-                               "prebuild": self.plan.prebuild,
                                "cpu_order": self.plan.cpu_order, "start_slots": self.plan.start_slots,
                                "build_slots": self.plan.build_slots, "long_slots": self.plan.long_slots,
                                "quiet_mode": self.plan.quiet_mode,

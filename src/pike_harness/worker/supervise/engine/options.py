@@ -61,10 +61,6 @@ class EngineOptions:
         "choices": PREWARM_CHOICES, "help": "One call while loading, so JIT compiles run outside the device "
                                             "lock: jit (candidates using Triton or torch.compile; default), "
                                             "all, off."})
-    prebuild: bool | None = field(default=None, metadata={
-        "help": "Construct the instance a candidate's check judges while it waits for the device, in its CPU "
-                "slot (same weight seed, flags and reference guard), so the shared check phase only moves it "
-                "to the device. Default off (the check constructs it, as PIKE does right before its calls)."})
     quiet_timing: bool | None = field(default=None, metadata={
         "help": "Pause other candidates on a device while one is timed (default on)."})
     quiet_mode: str | None = field(default=None, metadata={
@@ -155,7 +151,6 @@ class Plan:
     max_ready: int
     prestart_per_device: int
     prewarm: str
-    prebuild: bool  # the checked instance constructed in the CPU slot, before the check phase
     quiet_timing: bool
     quiet_scope: str  # host or device (what a timing pauses, when quiet_timing is on)
     quiet_mode: str  # stop (pause the others) or cores (the timed process alone on its own cores)
@@ -230,7 +225,7 @@ def resolve(config: EngineConfig, devices: list[str], share: HostShare | None = 
         raise EngineError("--quiet-mode cores needs cores kept for timing: a GPU, --pin-cpus and at least 4 cores")
     root = cache_path(config.build_cache)
     return Plan(devices=tuple(devices), jobs=int(jobs), max_ready=int(max_ready), prestart_per_device=int(prestart),
-                prewarm=prewarm, prebuild=bool(config.prebuild), quiet_timing=config.quiet_timing is None or bool(config.quiet_timing),
+                prewarm=prewarm, quiet_timing=config.quiet_timing is None or bool(config.quiet_timing),
                 quiet_scope=scope, quiet_mode=quiet_mode, cpu_order=cpu_order, start_slots=start_slots,
                 build_slots=build_slots, long_slots=long_slots, check_slots=check_slots, noise=noise_limits(config),
                 load_cpus=frozenset(load_cpus) if load_cpus else None,

@@ -8,9 +8,7 @@ timed) and the events a transport hears. The states, in order:
 1. **slot**: wait for a CPU slot (``engine.work_order``: longest CPU work first, or submission
    order); a job aborted meanwhile ends here.
 2. **load**: pick the device, start (or take a pre-started) candidate process, import and build it.
-3. **warm**: one call off the device lock, for candidates whose first call compiles (``prewarm``);
-   then, with ``prebuild``, the instance the check will judge is constructed on the host, still in the
-   CPU slot, so the shared check phase only moves it to the device.
+3. **warm**: one call off the device lock, for candidates whose first call compiles (``prewarm``).
 4. **device**: give the CPU slot back, then on a gate with check slots: **check** in the shared
    phase and **time** alone (either run **alone** again after running out of memory beside others);
    on a gate without: check and time in one hold of the device.
@@ -75,8 +73,6 @@ class EvaluationSequence:
             if result is None and self.wants_warm(evaluation):  # 3. warm
                 trace.warmed = True
                 result = evaluation.warm()
-            if result is None and engine.plan.prebuild:  # 3b. the checked instance, constructed in the slot
-                result = evaluation.prebuild()
             trace.loaded = time.monotonic()
             job.tell("loaded", evaluation)
             slots.release()  # 4. device
