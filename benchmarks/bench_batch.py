@@ -130,6 +130,9 @@ def run_once(args: Any, order: str, devices: str, items: list[tuple[str, Any]], 
         evaluation_stages: dict[str, float] = {}
         stages_by_candidate: dict[str, dict[str, float]] = {}  # label -> its own split (e.g. check parts)
         runtimes: dict[str, float] = {}  # label -> search-time runtime (ms), to compare runs' timings
+        # label -> why it was not correct (category, check, the reason's start): a verdict that changes
+        # between runs (one drawn from the hidden input sets, or a flaky check) is named, not just counted
+        verdicts: dict[str, dict[str, Any]] = {}
         for label, future in futures:
             try:
                 left = budget.left()
@@ -146,6 +149,9 @@ def run_once(args: Any, order: str, devices: str, items: list[tuple[str, Any]], 
             if result.runtime_ms:
                 runtimes[label] = result.runtime_ms
             categories[result.category] = categories.get(result.category, 0) + 1
+            if result.category != "correct":
+                verdicts[label] = {"category": result.category, "check": result.check,
+                                   "reason": (result.reason or "")[:300]}
             stages_by_candidate[label] = {stage: float(seconds) for stage, seconds in (result.stage_seconds or {}).items()}
             for stage, seconds in stages_by_candidate[label].items():
                 evaluation_stages[stage] = evaluation_stages.get(stage, 0.0) + seconds
@@ -160,7 +166,7 @@ def run_once(args: Any, order: str, devices: str, items: list[tuple[str, Any]], 
                 "finished": unfinished == 0, "wall_s": wall, "per_hour": 3600 * len(results) / wall if wall else None,
                 "categories": categories, "stage_totals_s": figures["totals_s"],
                 "evaluation_stage_totals_s": evaluation_stages, "evaluation_stages_s": stages_by_candidate,
-                "runtimes_ms": runtimes,
+                "runtimes_ms": runtimes, "verdicts": verdicts,
                 "device_idle_s": figures["device_idle_s"], "candidates": figures["candidates"],
                 "engine": stats, "scheduling": evaluator.describe().get("scheduling"),
                 "environment": environment_of(results), "host_cpu": host_cpu,

@@ -133,6 +133,36 @@ def test_quiet_timing_stops_a_process_that_starts_meanwhile_and_never_signals_a_
             process.wait()
 
 
+def test_a_candidate_leaving_the_quiet_registry_keeps_how_long_it_was_stopped():
+    """What ends a batch can be a warm-up stopped for every neighbour's timing: the sequence notes,
+    per candidate, the time the quiet rule held its process stopped (a real process, stopped and
+    continued), so a run's breakdown can name it."""
+    from types import SimpleNamespace
+
+    from pike_harness.worker.supervise.engine.jobs import JobTrace
+    from pike_harness.worker.supervise.engine.sequence import EvaluationSequence
+
+    registry = QuietRegistry()
+    marker = secrets.token_hex(8)
+    warming = _sleeper(marker)
+    job = SimpleNamespace(trace=JobTrace(seq=0, task="t", submitted=0.0))
+    sequence = EvaluationSequence(SimpleNamespace(quiet=registry), job)  # type: ignore[arg-type]
+    try:
+        sequence.quiet_token = registry.add(warming.pid, marker, "cuda:0")
+        for _ in range(2):  # two neighbours timed while it waits
+            with registry.quiet("cuda:0", exempt_pid=None):
+                assert _wait_state(warming.pid, "T") == "T"
+        stopped = registry.paused_seconds(sequence.quiet_token)
+        sequence._leave_quiet()
+        assert 0 < stopped <= job.trace.paused_s <= registry.paused_s
+        assert sequence.quiet_token is None
+        sequence._leave_quiet()  # a second leave (the sequence's finally) adds nothing
+        assert job.trace.paused_s <= registry.paused_s
+    finally:
+        warming.kill()
+        warming.wait()
+
+
 @pytest.mark.parametrize(("cores", "devices", "expected"), [
     (16, ["cuda:0"], (set(range(15)), {15})),
     (16, ["cuda:0", "cuda:1"], (set(range(14)), {14, 15})),

@@ -270,3 +270,23 @@ def test_at_the_device_a_candidate_with_long_work_goes_before_a_quick_one_submit
     results = [future.result(timeout=300) for future in (blocker, quick, jit)]
     assert [result.category for result in results] == ["correct"] * 3
     assert traces[2].granted < traces[1].granted, "the quick candidate, submitted first, was served first"
+
+
+def test_the_breakdown_names_the_candidate_that_ended_the_run_and_its_pause():
+    """The last to finish, its longest stage and how long the quiet rule stopped it: on the 60-set a
+    warm-up stopped for most of the batch's timings ended every run (reports/throughput/2026-11-29-h200-check-phase)."""
+    from pike_harness.worker.supervise.engine.jobs import JobTrace
+    from pike_harness.worker.supervise.engine.stage_breakdown import breakdown, format_breakdown
+
+    quick = JobTrace(seq=0, task="quick", submitted=1.0, device="cpu", load_start=1.0, spawned=2.0, imported=3.0,
+                     loaded=3.0, granted=3.0, timing_start=3.0, timing_end=5.0, done=5.0, category="correct")
+    warming = JobTrace(seq=1, task="warming", submitted=1.0, device="cpu", load_start=1.0, spawned=2.0, imported=3.0,
+                       loaded=9.0, granted=9.0, timing_start=9.0, timing_end=10.0, done=11.0, category="incorrect",
+                       paused_s=2.0)
+    figures = breakdown([warming, quick], ["cpu"], 1.0, 11.0)
+    assert figures["last"] == {"seq": 1, "task": "warming", "category": "incorrect", "done_s": 10.0,
+                               "longest_stage": "warming", "longest_stage_s": 6.0, "paused_s": 2.0}
+    assert [c["paused_s"] for c in figures["candidates"]] == [0.0, 2.0]
+    assert ("last to finish: warming (#1, incorrect) at 10.0 s; its longest stage warming 6.0 s; "
+            "stopped 2.0 s for others' timings") in format_breakdown(figures)
+    assert breakdown([], ["cpu"], None, 1.0)["last"] is None

@@ -37,6 +37,9 @@ class JobTrace:
     category: str | None = None
     warmed: bool = False
     prestarted: bool | None = None
+    # Seconds its process (and its load_inline builds) stood stopped by the quiet rule for other
+    # candidates' timings: part of its starting, building, loading and waiting, not a stage of its own.
+    paused_s: float = 0.0
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -97,6 +97,7 @@ class EvaluationSequence:
                 slots.release()
             self._leave_quiet()
             if self.evaluation is not None:
+                trace.paused_s += self.evaluation.build_paused_s
                 self.evaluation.close()
             engine.untrack(self.evaluation, device)
 
@@ -113,8 +114,10 @@ class EvaluationSequence:
         return False
 
     def _leave_quiet(self) -> None:
+        """Leave the quiet registry (holding the device, or done), noting how long it was stopped in it."""
         quiet = self.engine.quiet
         if self.quiet_token is not None and quiet is not None:
+            self.job.trace.paused_s += quiet.paused_seconds(self.quiet_token)
             quiet.remove(self.quiet_token)
             self.quiet_token = None
 

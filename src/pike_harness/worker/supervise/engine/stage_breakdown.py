@@ -7,7 +7,10 @@ exactly): the next bottleneck of a batch is the stage with the largest total. A 
 device-bound first: ``checks`` (checked calls in the shared phase, which keep a timing out),
 ``handover`` (a ready candidate not yet granted: the gate's own latency), ``builds``, ``starts``
 (process starts), ``loading`` (importing or warming up), and ``nothing_ready`` (waiting for a CPU
-slot, or nothing submitted).
+slot, or nothing submitted). Beside the stages, each candidate's ``paused_s``: how long the quiet rule
+stopped its process and builds for other candidates' timings, and ``last``, the candidate that ended the
+run: on a busy GPU a long warm-up is stopped for most of the timings that happen meanwhile, so what ends
+a batch can be a candidate's CPU work plus the device's timings, not either alone.
 """
 
 from __future__ import annotations
@@ -102,9 +105,23 @@ def breakdown(traces: list[JobTrace], devices: list[str], begin: float | None, e
             totals[stage] += seconds
         candidates.append({"seq": trace.seq, "task": trace.task, "device": trace.device,
                            "work_class": trace.work_class, "category": trace.category,
-                           "total_s": trace.done - trace.submitted, **{f"{k}_s": v for k, v in stages.items()}})
+                           "total_s": trace.done - trace.submitted, **{f"{k}_s": v for k, v in stages.items()},
+                           "paused_s": trace.paused_s})
     idle = {d: device_idle(traces, d, begin, end) for d in devices} if begin is not None else {}
-    return {"totals_s": totals, "candidates": candidates, "device_idle_s": idle}
+    finished = [(t.done, t) for t in traces if t.done is not None]
+    last = max(finished, key=lambda pair: pair[0], default=None)
+    return {"totals_s": totals, "candidates": candidates, "device_idle_s": idle,
+            "last": _last(last[1], last[0], begin) if last is not None else None}
+
+
+def _last(trace: JobTrace, done: float, begin: float | None) -> dict[str, Any]:
+    """The candidate that finished last: what ended the run (its longest stage, how long the quiet rule
+    stopped it for others' timings)."""
+    stages = candidate_stages(trace)
+    longest = max(stages, key=lambda stage: stages[stage])
+    return {"seq": trace.seq, "task": trace.task, "category": trace.category,
+            "done_s": done - (trace.submitted if begin is None else begin),
+            "longest_stage": longest, "longest_stage_s": stages[longest], "paused_s": trace.paused_s}
 
 
 def format_breakdown(figures: dict[str, Any]) -> str:
@@ -113,4 +130,9 @@ def format_breakdown(figures: dict[str, Any]) -> str:
     lines = ["stage totals (s, all candidates): " + ", ".join(f"{k} {v:.1f}" for k, v in totals.items())]
     for device, idle in (figures.get("device_idle_s") or {}).items():
         lines.append(f"{device} idle (s, by cause): " + ", ".join(f"{k} {v:.1f}" for k, v in idle.items()))
+    last = figures.get("last")
+    if last:
+        lines.append(f"last to finish: {last['task']} (#{last['seq']}, {last['category']}) at {last['done_s']:.1f} s; "
+                     f"its longest stage {last['longest_stage']} {last['longest_stage_s']:.1f} s; stopped "
+                     f"{last['paused_s']:.1f} s for others' timings")
     return "\n".join(lines)
