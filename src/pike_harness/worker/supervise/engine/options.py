@@ -261,10 +261,11 @@ def default_cpu_slots(devices: list[str]) -> int:
 def default_long_slots(devices: list[str], jobs: int) -> int:
     """Twice ``jobs`` with a GPU, so a batch's builds and JIT warm-ups all start at once: with fewer,
     the last of them waited for a slot and ended the batch. On an H200 host (16 cores, the 60-set of 29 long
-    candidates, 2026-11-29) ``jobs`` (14) left level3-pike 8's ``torch.compile`` waiting 245 s for a
+    candidates, 2026-11-29) ``jobs`` (14) left level3-pike 8's Triton autotuning waiting 245 s for a
     slot and the batch ended at 434 s; twice that (28) started every long candidate at once and ended
     at 375 s in the same sitting (371 s with 30 on another machine), the CPU 68 % busy between
-    timings. Bounded, so a larger batch does not start every long candidate's compiler at once.
+    timings; the 14-slot run came first, and a first run on a fresh machine pays about 40 s by itself,
+    so part of that gap is order. Bounded, so a larger batch does not start every long candidate's compiler at once.
     None on the CPU device, where the cores are what is measured and already all in use."""
     return 2 * jobs if any(d.startswith("cuda") for d in devices) else 0
 
