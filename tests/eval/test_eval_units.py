@@ -144,6 +144,53 @@ def test_constant_reference_allows_constant_answer():
     assert _compare([[torch.ones(3)] for _ in range(3)], refs).category is None
 
 
+def test_a_constant_answer_is_rejected_only_where_the_reference_moves_by_more_than_rounding():
+    """Where the reference's output moves between input sets only by rounding of its size, an honest
+    half-precision candidate returns the same output every time: flagged, not rejected. Where it moves
+    by more (here 1 % of its size, still inside the tolerance), a constant answer is one."""
+    base = torch.linspace(-0.2, 0.2, 16)
+    rounding = [[base + 1e-9 * torch.randn(16)] for _ in range(3)]
+    honest = _compare([[rounding[0][0].clone()] for _ in range(3)], rounding)
+    assert honest.category is None and "reference_constant" in honest.flags
+    moving = [[base + 0.002 * torch.randn(16)] for _ in range(3)]
+    cheat = _compare([[moving[0][0].clone()] for _ in range(3)], moving)
+    assert (cheat.category, cheat.check) == ("rejected", "constant_output")
+    assert "reference_constant" not in cheat.flags
+
+
+def test_the_same_infinity_in_every_set_is_no_change():
+    """The same infinity in every set does not make the reference move (inf - inf is NaN, no change):
+    a candidate returning that constant reference exactly is neither rejected nor flagged."""
+    inf = float("inf")
+    steady = [[torch.tensor([inf, -inf, 0.5])] for _ in range(3)]
+    result = _compare([[torch.tensor([inf, -inf, 0.5])] for _ in range(3)], steady)
+    assert result.category is None and "reference_constant" not in result.flags
+
+
+def test_a_bitwise_constant_answer_on_efficientnet_b2_is_no_constant_answer():
+    """Level3-pike 24's reference (EfficientNetB2, the seeded weights) returns its classifier's bias to
+    3e-7 of its size whatever the input; PIKE-B's published solution returned the same bits for every
+    input set in 5 of 19 runs and was rejected as a constant answer. The real reference's outputs on
+    three seeds, against a candidate that returns the first set's answer three times."""
+    from pathlib import Path
+
+    from pike_harness.worker.inside.loading import (
+        build_model,
+        init_inputs,
+        load_source,
+        make_inputs,
+        model_class,
+    )
+
+    path = Path(__file__).resolve().parents[2] / "tasks" / "level3-pike" / "24_EfficientNetB2.py"
+    module = load_source(path.read_text(encoding="utf-8"), "pikeh_test_efficientnet_b2")
+    model = build_model(model_class(module, ("Model",)), init_inputs(module), weight_seed=1, device="cpu")
+    with torch.no_grad():
+        refs = [[model(*make_inputs(module, seed))] for seed in (0, 1, 2)]
+    result = _compare([[refs[0][0].clone()] for _ in range(3)], refs)
+    assert result.category is None and "reference_constant" in result.flags
+
+
 # -- protocols -------------------------------------------------------------------------------------
 
 def test_pike_protocol_is_do_bench_shaped():

@@ -171,6 +171,20 @@ def test_probes_find_an_output_that_ignores_its_input(probes, tmp_path):
     assert sensitivity["solution_moves"] == 0.0 and sensitivity["reference_moves"] > 0.1 and not sensitivity["ok"]
 
 
+def test_probes_take_no_unchanged_output_for_ignoring_an_input_the_reference_ignores(probes, tmp_path):
+    """A reference that moves only by rounding of its size (its classifier's bias) and a half-precision
+    solution that returns the same bits for both inputs: no sign of ignoring the input."""
+    import torch
+
+    eval_dir = Path(__file__).resolve().parents[1] / "eval"
+    solution = tmp_path / "task_2.py"
+    solution.write_text((eval_dir / "corpus" / "ok_constant_reference.py").read_text(encoding="utf-8"))
+    out = probes.probe(eval_dir / "tasks" / "2_BiasHead.py", solution, torch.device("cpu"), atol=1e-2, rtol=1e-2)
+    sensitivity = out["input_sensitivity"]
+    assert sensitivity["solution_moves"] == 0.0 and 0.0 < sensitivity["reference_moves"] < 1e-6
+    assert sensitivity["ok"] and out["new_input"]["ok"]
+
+
 def test_audit_names_what_breaks_and_recomputes_the_suite_score(probes, tmp_path):
     """The audit's table and findings from real probe results, our verdicts and plain-loop timings."""
     import pike_audit
