@@ -169,8 +169,8 @@ def test_the_same_infinity_in_every_set_is_no_change():
 
 def test_a_bitwise_constant_answer_on_efficientnet_b2_is_no_constant_answer():
     """Level3-pike 24's reference (EfficientNetB2, the seeded weights) returns its classifier's bias to
-    3e-7 of its size whatever the input; PIKE-B's published solution returned the same bits for every
-    input set in 5 of 19 runs and was rejected as a constant answer. The real reference's outputs on
+    3e-7 of its size whatever the input; PIKE-B's published solution was rejected by the comparison in
+    5 of 19 runs (a bitwise-constant answer, as the hidden sets fell). The real reference's outputs on
     three seeds, against a candidate that returns the first set's answer three times."""
     from pathlib import Path
 

@@ -156,8 +156,8 @@ def _same_nonfinite(got: torch.Tensor, want: torch.Tensor) -> bool:
 # not depend on its inputs at any precision the default tolerance admits: it is the half-ULP of
 # bfloat16 (2**-8). Below it an honest candidate computing in bf16 or fp16 maps every input set to the
 # same output (PIKE-B's level3-pike 19 solution, fp16, on MobileNetV1 whose output is its classifier's
-# bias to 5e-10; its level3-pike 24, fp32, on EfficientNetB2's, which moves by 3e-7 of it: rejected
-# in 5 of 19 runs, as the hidden sets happened to fall), and a constant answer cannot be told from one.
+# bias to 5e-10; its level3-pike 24, fp32, on EfficientNetB2's, which moves by 3e-7 of it, rejected
+# by the comparison in 5 of 19 runs as the hidden sets fell), and a constant answer cannot be told from one.
 REFERENCE_VARIES = 2.0 ** -8
 
 
