@@ -11,8 +11,11 @@ before issue 29), DEVICES as ``--device`` takes it; ``ORDER/QUIET`` sets the qui
 ``cores``, ``off``) and ``+OPTION=VALUE`` one engine option of ``RUN_OPTIONS`` (e.g.
 ``longest-first+prewarm=all+check_slots=8@cuda:0``), so one call compares settings in one sitting. Runs go one after the other in this process (one
 sitting); a run that reaches ``--budget-s`` is aborted and reported with what finished, so its wall
-time is a lower bound. Per run: wall time, verdicts, candidates per hour, the engine's stage totals
-and each device's idle time by cause (``Engine.stats(stages=True)``), and the start-slot figures.
+time is a lower bound. Per run: wall time, verdicts (and each one that is not correct, with its check
+and reason), candidates per hour, the engine's stage totals, each device's idle time by cause and the
+candidate that finished last (``Engine.stats(stages=True)``), and the start-slot figures. Runs in one
+sitting are not equal: on 2026-11-29 the first run on a fresh H200 machine took about 40 s (11 %)
+longer than the second, whatever each ran, so compare settings in both orders.
 
 Writes ``batch.json`` and ``batch.md`` to ``--out``.
 
