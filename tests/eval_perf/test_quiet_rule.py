@@ -49,8 +49,9 @@ def test_inside_a_timing_our_processes_are_stopped_and_the_reference_writes_noth
     try:
         with timing_quiet(engine, "cpu", session=None):
             state = _wait_state(busy.pid, {"T", "t"})
-            # Seen once in a parallel clean-clone run (state R) and never since: the message carries what
-            # the next occurrence needs to tell a missed stop from a resume.
+            # Seen once in a parallel clean-clone run (state R): the process was registered while its exec
+            # was still under way (its environ read empty, so it was not recognised as ours and not
+            # stopped). ``QuietRegistry.add`` now waits for the environment (``await_environment``).
             assert state in {"T", "t"}, (f"a registered process ran during the timing: state {state}, "
                                          f"marker seen {sandbox.has_marker(busy.pid, f'{sandbox.MARKER_ENV}={marker}'.encode())}, "
                                          f"stopped tokens {sorted(engine.quiet._stopped)}, token {token}, "

@@ -91,6 +91,33 @@ def _wait_state(pid: int, wanted: str, timeout: float = 5.0) -> str:
     return state
 
 
+def test_a_process_just_started_reads_as_ours_once_its_environment_is_awaited():
+    """``Popen`` returns before the child's new environment is in place (its environ reads empty for
+    a moment; 2 of 300 starts on a loaded VM), and a member seen without its marker is not stopped.
+    After ``await_environment`` every start shows its marker; a process that is gone ends the wait."""
+    from pike_harness.worker.supervise import sandbox
+
+    for _ in range(20):
+        marker = secrets.token_hex(8)
+        started = _sleeper(marker)
+        try:
+            assert sandbox.await_environment(started.pid, 10.0)
+            assert sandbox.has_marker(started.pid, f"{sandbox.MARKER_ENV}={marker}".encode())
+        finally:
+            started.kill()
+            started.wait()
+    assert not sandbox.await_environment(started.pid, 3600.0)  # reaped: returns at once, not after an hour
+
+
+def test_registering_a_member_first_awaits_its_environment(monkeypatch):
+    from pike_harness.worker.supervise import sandbox
+
+    awaited: list[int] = []
+    monkeypatch.setattr(sandbox, "await_environment", lambda pid, timeout_s: awaited.append(pid) or True)
+    QuietRegistry().add(os.getpid(), "m", "cuda:0")
+    assert awaited == [os.getpid()]
+
+
 def test_quiet_timing_stops_neighbours_of_the_device_and_resumes_them():
     registry = QuietRegistry()
     markers = [secrets.token_hex(8) for _ in range(3)]

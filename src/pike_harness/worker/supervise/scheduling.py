@@ -366,6 +366,7 @@ class _Member:
 
 
 STOP_WAIT_S = 2.0  # how long a quiet window waits for its members to be seen stopped
+EXEC_WAIT_S = 2.0  # how long registering waits for a just-started member's exec to finish
 
 
 class QuietRegistry:
@@ -390,6 +391,8 @@ class QuietRegistry:
         self.paused_s = 0.0
 
     def add(self, pid: int, marker: str, scope: str) -> int:
+        """Register a process just started (its exec may still be under way: see ``await_environment``)."""
+        sandbox.await_environment(pid, EXEC_WAIT_S)
         token = next(self._tokens)
         member = _Member(pid=pid, marker=f"{sandbox.MARKER_ENV}={marker}".encode(), scope=scope)
         with self._lock:
