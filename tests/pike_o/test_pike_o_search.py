@@ -102,10 +102,11 @@ def test_2w_iterations_are_in_flight_spread_over_the_islands(tmp_path):
     starts when the oldest finishes and sees exactly the children of the iterations before it."""
     strategy = PikeO(small())
     ctx = ScriptedContext(make_task(tmp_path), 30, strategy.overshoot(), default_outcome=all_correct,
-                          settle_on_read=False, grace_s=0.5)
+                          settle_at=8)  # resolve once 8 are pending: a count, not a timer
     strategy.run_task(ctx)
     queries = firsts(ctx)
     assert ctx.max_pending == 8  # 2W evaluations in flight at once, never more
+    assert ctx.fallback_settles == 0  # every batch filled up to 8 (or the budget ran out) on its own
     assert [q.key for q in queries] == [f"it{i:04d}" for i in range(30)]
     assert [q.meta["island"] for q in queries[:8]] == [0] * 4 + [1] * 4  # OpenEvolve's first batch
     assert all(q.meta["parent_is_reference"] for q in queries[:8])  # nothing had finished yet

@@ -33,6 +33,7 @@ from pike_harness.api import (
 from pike_harness.contracts.model import OutputCheck
 
 GRACE_S = 0.05  # how long unread futures stay pending before they resolve on their own
+SETTLE_AT_FALLBACK_S = 60.0  # with ``settle_at``: resolve anyway after this long, and count it (a test asserts none)
 
 REFERENCE_SOURCE = '''\
 import torch
@@ -132,6 +133,10 @@ class ScriptedContext:
     refuse_after: int | None = None  # a hard wall below budget + overshoot (a money budget, say)
     settle_on_read: bool = True  # False: pending futures resolve only after the grace period
     grace_s: float = GRACE_S
+    # Resolve every pending attempt once this many are pending, or once the query budget is spent (no
+    # more can come). Unlike the grace timer it does not depend on how fast the strategy submits, so a
+    # test of how many attempts are in flight cannot fail on a loaded machine. Reads do not settle.
+    settle_at: int | None = None
 
     def __post_init__(self) -> None:
         self.rng = random.Random(self.seed)
@@ -146,6 +151,7 @@ class ScriptedContext:
         self._lock = threading.RLock()
         self._timer: threading.Timer | None = None
         self.max_pending = 0  # the most attempts in flight (submitted, not yet resolved) at once
+        self.fallback_settles = 0  # with settle_at: settles that only the fallback timer brought
 
     # -- the TaskContext protocol ---------------------------------------------------------------
     @property
@@ -176,8 +182,13 @@ class ScriptedContext:
         with self._lock:
             self._pending.append((future, attempt))
             self.max_pending = max(self.max_pending, len(self._pending))
-            if self._timer is None:
-                self._timer = threading.Timer(self.grace_s, self._settle)
+            if self.settle_at is not None and (len(self._pending) >= self.settle_at
+                                               or self._used >= self.query_limit):
+                self._settle()
+            elif self._timer is None:
+                wait_s, action = ((self.grace_s, self._settle) if self.settle_at is None
+                                  else (SETTLE_AT_FALLBACK_S, self._fallback_settle))
+                self._timer = threading.Timer(wait_s, action)
                 self._timer.daemon = True
                 self._timer.start()
         return future
@@ -222,6 +233,12 @@ class ScriptedContext:
         self.queries.append(query)
         return query
 
+    def _fallback_settle(self) -> None:
+        """``settle_at`` was not reached and the budget is not spent: resolve rather than hang, counted."""
+        with self._lock:
+            self.fallback_settles += 1
+        self._settle()
+
     def _settle(self) -> None:
         with self._lock:
             if self._timer is not None:
@@ -245,7 +262,7 @@ class _Deferred(Future):
         self._ctx = ctx
 
     def result(self, timeout: float | None = None) -> Attempt:
-        if self._ctx.settle_on_read:
+        if self._ctx.settle_on_read and self._ctx.settle_at is None:
             self._ctx._settle()
         return super().result(timeout)
 
