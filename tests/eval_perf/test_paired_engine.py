@@ -118,7 +118,10 @@ def test_a_failing_reference_leaves_the_verdict_and_no_paired_number(engine):
 @pytest.mark.gpu
 def test_a_paired_run_on_a_gpu(tmp_path):
     """The same candidate computation as smoke/1's reference, re-timed against it on a GPU: the
-    interval must be real (both sides launch-bound alike, so the speedup is near 1) and the canary read."""
+    interval is real and the canary read. Not "near 1": on an H200 (2026-11-29) each side of this
+    launch-bound pair kept a speed of 0.03 or 0.1 ms a call for several blocks at a time, and runs read
+    0.57x to 1.99x (benchmarks/diag_paired_self.py). The band below only catches a pairing of two
+    different things; whether the interval holds the truth is the statistics' test, on a fixture."""
     engine = Engine(EngineConfig(device="cuda:0", jobs=2, prestart=1, build_cache="off", workdir=tmp_path / "work"))
     try:
         spec = PairedSpec(block_ms=50.0, min_pairs=5, max_pairs=20, max_seconds=30.0)
@@ -132,7 +135,8 @@ def test_a_paired_run_on_a_gpu(tmp_path):
     assert paired.stop in ("converged", "max_pairs", "max_seconds") and 2 <= len(paired.pairs) <= 20
     assert [w[0] for w in paired.windows[:4]] == ["reference", "candidate", "candidate", "reference"]
     assert paired.ci_low <= paired.speedup <= paired.ci_high
-    assert 0.7 < paired.speedup < 1.4, paired
+    assert 0.33 < paired.speedup < 3.0, paired
+    assert paired.effective_pairs is not None and 2 <= paired.effective_pairs <= len(paired.pairs)
     print(f"\npaired on {result.environment.get('gpu')}: {paired.speedup:.3f}x "
           f"[{paired.ci_low:.3f}, {paired.ci_high:.3f}] after {len(paired.pairs)} pairs ({paired.stop}), "
           f"{paired.seconds:.1f} s; canary {result.noise}")

@@ -11,6 +11,15 @@ a two-sided 95% Student-t interval computed on the log scale (ratios are multipl
 of a ratio is close to normal when each block is a mean of many calls). Sampling stops once the
 interval's relative half-width is within the target, or at a cap (pairs or seconds).
 
+Successive pairs are not always independent. A launch-bound process can keep one speed for several
+blocks and then switch (on an H200, 2026-11-29, a computation paired with itself read 0.03 ms a call
+on one side and 0.10 ms on the other for six pairs in a row), so neighbouring ratios move together
+and n pairs carry less than n pairs' worth of evidence. A plain t interval then claims too much: it
+held the true ratio of 1.0 in 2 of 4 such runs. The interval therefore counts an effective number
+of pairs: with the ratios' lag-1 autocorrelation rho > 0 (an AR(1) model of the drift), n * (1 - rho)
+/ (1 + rho), at least 2, for both its standard error and its degrees of freedom. A negative rho is
+not used to narrow it.
+
 Standard library only: the eval worker imports this.
 """
 
@@ -72,6 +81,8 @@ class PairedEstimate:
     ci_high: float
     reference_ms: float  # geometric mean of the reference's block times
     candidate_ms: float  # geometric mean of the candidate's block times
+    autocorrelation: float = 0.0  # lag-1 autocorrelation of the pairs' log ratios (0 when undefined)
+    effective_n: float = 0.0  # the pairs' worth of evidence the interval counts (n when rho <= 0)
 
     @property
     def halfwidth(self) -> float:
@@ -90,7 +101,9 @@ def estimate(pairs: Sequence[tuple[float, float]]) -> PairedEstimate:
     n = len(logs)
     mean = sum(logs) / n
     sd = math.sqrt(sum((x - mean) ** 2 for x in logs) / (n - 1))
-    margin = t_quantile_95(n - 1) * sd / math.sqrt(n)
+    rho = lag1_autocorrelation(logs)
+    effective = effective_pairs(n, rho)
+    margin = t_quantile_95(max(1, math.floor(effective) - 1)) * sd / math.sqrt(effective)
     return PairedEstimate(
         n=n,
         speedup=math.exp(mean),
@@ -98,7 +111,29 @@ def estimate(pairs: Sequence[tuple[float, float]]) -> PairedEstimate:
         ci_high=math.exp(mean + margin),
         reference_ms=math.exp(sum(math.log(r) for r, _ in pairs) / n),
         candidate_ms=math.exp(sum(math.log(c) for _, c in pairs) / n),
+        autocorrelation=rho,
+        effective_n=effective,
     )
+
+
+def lag1_autocorrelation(values: Sequence[float]) -> float:
+    """The lag-1 sample autocorrelation of ``values`` (0.0 for fewer than 3 values or no spread)."""
+    n = len(values)
+    if n < 3:
+        return 0.0
+    mean = sum(values) / n
+    spread = sum((x - mean) ** 2 for x in values)
+    if spread <= 0.0:
+        return 0.0
+    return sum((values[i] - mean) * (values[i + 1] - mean) for i in range(n - 1)) / spread
+
+
+def effective_pairs(n: int, rho: float) -> float:
+    """How many independent pairs ``n`` pairs with lag-1 autocorrelation ``rho`` are worth (AR(1)):
+    n (1 - rho) / (1 + rho) for rho > 0, never below 2 nor above n."""
+    if rho <= 0.0:
+        return float(n)
+    return min(float(n), max(2.0, n * (1.0 - rho) / (1.0 + rho)))
 
 
 def converged(pairs: Sequence[tuple[float, float]], target_halfwidth: float, min_pairs: int) -> bool:

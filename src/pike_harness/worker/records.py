@@ -174,6 +174,9 @@ class PairedTiming:
     reference_ms: float | None = None  # geometric mean of the reference's blocks
     candidate_ms: float | None = None
     stop: str = ""  # "converged", "max_pairs" or "max_seconds"
+    # How many independent pairs the interval counts: fewer than len(pairs) when successive ratios
+    # move together (worker/paired_stats.py); None in results written before it was recorded.
+    effective_pairs: float | None = None
     seconds: float = 0.0  # wall time of the blocks
     noise: NoiseReport | None = None  # canary and steal across the whole paired window
     flagged: str | None = None  # set when the interval is wider than the target, or the noise flagged it

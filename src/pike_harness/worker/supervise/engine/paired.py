@@ -139,14 +139,17 @@ def alternate(candidate: Evaluation, reference: Evaluation, spec: PairedSpec) ->
                                              steal if steal is not None else (max(steals) if steals else None))
     flagged = report.flagged
     if estimate.halfwidth > spec.target_halfwidth:
-        flagged = (f"the 95% interval is +-{estimate.halfwidth:.1%} after {estimate.n} pairs ({stop}), "
+        worth = (f", worth {estimate.effective_n:.1f} independent ones (successive ratios correlate, "
+                 f"rho {estimate.autocorrelation:.2f})") if estimate.effective_n < estimate.n else ""
+        flagged = (f"the 95% interval is +-{estimate.halfwidth:.1%} after {estimate.n} pairs{worth} ({stop}), "
                    f"wider than the +-{spec.target_halfwidth:.1%} target") + (f"; {flagged}" if flagged else "")
         _flag(candidate, WIDE_FLAG)
     if report.flagged is not None:
         _flag(candidate, noise.NOISY_FLAG)
     return PairedTiming(speedup=estimate.speedup, ci_low=estimate.ci_low, ci_high=estimate.ci_high,
                         pairs=[[r, c] for r, c in pairs], reference_ms=estimate.reference_ms,
-                        candidate_ms=estimate.candidate_ms, stop=stop, seconds=seconds, noise=report,
+                        candidate_ms=estimate.candidate_ms, stop=stop, effective_pairs=round(estimate.effective_n, 2),
+                        seconds=seconds, noise=report,
                         flagged=flagged, windows=windows)
 
 
