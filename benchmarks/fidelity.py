@@ -367,6 +367,9 @@ def main() -> int:
                         help="plain: the plain loop and the harness in alternating rounds, the harness re-timing "
                              "each solution paired against its eager reference; per-task speedups with 95%% "
                              "intervals, canary and steal (fidelity_interleaved.py). Use its own --state.")
+    parser.add_argument("--report-only", action="store_true",
+                        help="interleaved: no device; rebuild the report from --state's measurements with "
+                             "today's statistics.")
     parser.add_argument("--rounds", type=int, default=3, help="interleaved: rounds of both sides.")
     parser.add_argument("--block-ms", type=float, default=100.0, help="interleaved: paired block length (ms).")
     parser.add_argument("--target-halfwidth", type=float, default=0.02,

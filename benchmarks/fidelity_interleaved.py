@@ -40,16 +40,41 @@ GOALS = {"within_ci": 27 / 30, "geomean": 0.03, "halfwidth": 0.05, "search_time"
 
 
 def run(args: Any, work: list[tuple[Any, Path]], base: Path) -> int:
-    """The rounds (resumable), then the report; 0 when finished, 3 when the budget stopped it."""
-    from pikeh_local import LocalEvaluator
-
+    """The rounds (resumable), then the report; 0 when finished, 3 when the budget stopped it. With
+    ``--report-only`` no device is touched: the report is rebuilt from the state's measurements with
+    today's statistics (after an interval rule changed since they were taken, say)."""
     state = JsonlState(args.state or args.out, STATE_FILE)
-    budget = Budget(args.budget_s)
-    cache = args.cache.resolve() if args.cache else None
     spec = PairedSpec(target_halfwidth=args.target_halfwidth, min_pairs=args.min_pairs, max_pairs=args.max_pairs,
                       max_seconds=args.paired_max_s, block_ms=args.block_ms)
     settings = {"warmup_ms": args.warmup_ms, "rep_ms": args.rep_ms, "repeats": args.plain_repeats,
                 "rounds": args.rounds, "paired": asdict(spec)}
+    if getattr(args, "report_only", False):
+        finished = all(state.get(f"{side}|{r}|{task.id}") for task, _ in work for side in ("plain", "harness")
+                       for r in range(1, args.rounds + 1))
+    else:
+        finished = _measure(args, work, base, state, spec, settings)
+    rows = [task_row(task, path, state, args.rounds) for task, path in work]
+    summary = summarize(rows)
+    setup = {"suite": args.suite, "device": args.device, "gpu": _recorded(state, "gpu") or args.device,
+             "torch": _recorded(state, "torch"), "triton": runs.triton_version(), "date": time.strftime("%Y-%m-%d"),
+             "tasks": len(work), "finished": finished, **settings}
+    text = markdown(rows, summary, setup)
+    write(args.out, "fidelity-interleaved", {"setup": setup, "summary": summary, "rows": rows}, text)
+    reports = args.reports or args.out / "reports"
+    reports.mkdir(parents=True, exist_ok=True)
+    (reports / f"fidelity-interleaved-{runs.gpu_slug(setup['gpu'])}.md").write_text(text)
+    if (args.state or args.out).resolve() != args.out.resolve():  # the state travels back with --out
+        (args.out / STATE_FILE).write_bytes(state.path.read_bytes())
+    return 0 if finished else 3
+
+
+def _measure(args: Any, work: list[tuple[Any, Path]], base: Path, state: JsonlState, spec: PairedSpec,
+             settings: dict[str, Any]) -> bool:
+    """Both warm-ups, then every round not yet in ``state``; False when the budget stopped them."""
+    from pikeh_local import LocalEvaluator
+
+    budget = Budget(args.budget_s)
+    cache = args.cache.resolve() if args.cache else None
     extra: dict[str, Any] = {"build_cache": str((cache or base) / "harness-cache")}
     if args.jobs:
         extra["jobs"] = args.jobs
@@ -70,19 +95,7 @@ def run(args: Any, work: list[tuple[Any, Path]], base: Path) -> int:
                 break
     finally:
         evaluator.close()
-    rows = [task_row(task, path, state, args.rounds) for task, path in work]
-    summary = summarize(rows)
-    setup = {"suite": args.suite, "device": args.device, "gpu": _recorded(state, "gpu") or args.device,
-             "torch": _recorded(state, "torch"), "triton": runs.triton_version(), "date": time.strftime("%Y-%m-%d"),
-             "tasks": len(work), "finished": finished, **settings}
-    text = markdown(rows, summary, setup)
-    write(args.out, "fidelity-interleaved", {"setup": setup, "summary": summary, "rows": rows}, text)
-    reports = args.reports or args.out / "reports"
-    reports.mkdir(parents=True, exist_ok=True)
-    (reports / f"fidelity-interleaved-{runs.gpu_slug(setup['gpu'])}.md").write_text(text)
-    if (args.state or args.out).resolve() != args.out.resolve():  # the state travels back with --out
-        (args.out / STATE_FILE).write_bytes(state.path.read_bytes())
-    return 0 if finished else 3
+    return finished
 
 
 def warm_harness(work: list[tuple[Any, Path]], state: JsonlState, device: str, harness_cache: Path, workdir: Path,

@@ -65,3 +65,10 @@ def test_the_cpu_path_runs_both_sides_in_rounds_and_writes_the_report(tmp_path):
     assert sum(1 for r in rows if r["kind"] == "plainwarm") == 1
     assert [r["key"] for r in rows if not r["kind"].endswith("warm")] == [
         "plain|1|1", "harness|1|1", "plain|2|1", "harness|2|1"]  # alternating
+    # --report-only rebuilds the same figures from the state without measuring anything more
+    before = (out / "interleaved.jsonl").read_text()
+    again = subprocess.run([*command, "--report-only"], capture_output=True, text=True, timeout=400, env=env,
+                           cwd=tmp_path)
+    assert again.returncode == 0, again.stdout[-2000:] + again.stderr[-2000:]
+    assert (out / "interleaved.jsonl").read_text() == before
+    assert json.loads((out / "fidelity-interleaved.json").read_text())["rows"] == payload["rows"]
