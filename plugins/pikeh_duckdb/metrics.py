@@ -255,7 +255,7 @@ VIEWS: list[tuple[str, str]] = [
     # The paired re-timing of each task's final best (same code hash): one with a speedup before one
     # without, then the newest (a report's --retime after the run's own).
     ("final_paired", """
-        SELECT b.run, b.task, f.speedup AS paired_speedup, f.ci_low, f.ci_high, f.n_pairs, f.stop AS paired_stop,
+        SELECT b.run, b.task, f.speedup AS paired_speedup, f.ci_low, f.ci_high, f.n_pairs, f.effective_pairs, f.stop AS paired_stop,
                f.flagged AS paired_flagged, f.why AS paired_why, f.source AS paired_source,
                f.seconds AS paired_seconds
         FROM task_best b
@@ -274,7 +274,7 @@ VIEWS: list[tuple[str, str]] = [
                t.baseline_ms / b.best_ms AS search_speedup_raw,
                CASE WHEN fp.paired_speedup IS NOT NULL THEN 're-timed'
                     WHEN b.best_ms IS NOT NULL THEN 'search-time' END AS timing,
-               fp.ci_low, fp.ci_high, fp.n_pairs, fp.paired_stop, fp.paired_flagged, fp.paired_why, fp.paired_source,
+               fp.ci_low, fp.ci_high, fp.n_pairs, fp.effective_pairs, fp.paired_stop, fp.paired_flagged, fp.paired_why, fp.paired_source,
                b.best_noisy,
                coalesce(c.n_attempts, 0) AS n_attempts, coalesce(c.n_correct, 0) AS n_correct,
                coalesce(c.queries, 0) AS queries, s.spend_usd, s.cost_known

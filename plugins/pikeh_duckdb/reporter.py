@@ -249,7 +249,8 @@ def collect(con: Any) -> dict[str, Any]:
         "final": rows(con, "SELECT f.*, r.path FROM task_final f JOIN runs r USING (run) ORDER BY f.run, f.suite, "
                            "f.task_id"),
         "attempts": rows(con, "FROM attempt_detail ORDER BY run, task, idx NULLS FIRST, key"),
-        "retime": rows(con, "SELECT run, task, name, speedup_raw AS speedup, ci_low, ci_high, n_pairs, paired_stop AS stop, "
+        "retime": rows(con, "SELECT run, task, name, speedup_raw AS speedup, ci_low, ci_high, n_pairs, effective_pairs, "
+                            "paired_stop AS stop, "
                             "paired_flagged AS flagged, paired_source AS source, search_speedup_raw AS search_speedup, "
                             "run || ' ' || name AS label FROM task_final WHERE timing = 're-timed' "
                             "ORDER BY run, task_id"),
@@ -271,7 +272,7 @@ def write_outputs(data: dict[str, Any], output: Path, formats: Sequence[str], ti
                              "comparison": "config_comparison"}.get(name, name)
                 written.append(tables.write_csv(output / f"{file_name}.csv", data[name]))
         long_columns = ["run", "task", "name", "baseline_ms", "best_ms", "speedup", "speedup_raw", "timing", "ci_low",
-                        "ci_high", "n_pairs", "paired_stop", "paired_flagged", "paired_why", "search_speedup_raw",
+                        "ci_high", "n_pairs", "effective_pairs", "paired_stop", "paired_flagged", "paired_why", "search_speedup_raw",
                         "best_noisy", "best_key", "best_idx", "n_attempts", "n_correct", "queries", "spend_usd"]
         written.append(tables.write_csv(output / "per_task_long.csv", data["final"], long_columns))
         written.append(tables.write_matrix_csv(output / "per_task.csv", header, body))
@@ -389,8 +390,8 @@ def task_views(data: dict[str, Any]) -> list[dict[str, Any]]:
         entry["runs"].append({
             **{k: row.get(k) for k in ("run", "baseline_ms", "best_ms", "best_key", "best_idx", "speedup",
                                        "speedup_raw", "n_attempts", "n_correct", "spend_usd", "timing", "ci_low",
-                                       "ci_high", "n_pairs", "paired_stop", "paired_flagged", "paired_why",
-                                       "best_noisy")},
+                                       "ci_high", "n_pairs", "effective_pairs", "paired_stop", "paired_flagged",
+                                       "paired_why", "best_noisy")},
             "uid": f"{number}", "code": code,
             "attempts": {"columns": list(TRAJECTORY_COLUMNS),
                          "rows": [[_compact(a.get(k)) for k in TRAJECTORY_COLUMNS[:-1]] + [_short(a.get("reason"), 400)]

@@ -98,14 +98,14 @@ class HandRun:
 
     def final_timing(self, task_id: int, index: int, speedup: float | None, ci: tuple[float, float] = (0.0, 0.0), *,
                      flagged: str | None = None, why: str | None = None, code_sha256: str | None = None,
-                     time: str = "2026-01-01T01:00:00+0000") -> HandRun:
+                     time: str = "2026-01-01T01:00:00+0000", effective_pairs: float | None = None) -> HandRun:
         """The run's final re-timing of the attempt of query ``index`` (its code's hash unless given);
         ``speedup`` None: an evaluator that could not pair (``why``)."""
         ref, key = self.ref(task_id), f"q{index:03d}"
         paired = None if speedup is None else {
             "speedup": speedup, "ci_low": ci[0], "ci_high": ci[1], "pairs": [[1.0, 1.0 / speedup]] * 5,
             "reference_ms": 1.0, "candidate_ms": 1.0 / speedup, "stop": "converged", "seconds": 2.0, "noise": None,
-            "flagged": flagged}
+            "flagged": flagged, "effective_pairs": effective_pairs}
         verdict = {**result(ref, "correct", 1.0), "paired": paired}
         self.events.append({"type": "final_timing", "task": ref, "key": f"final/{key}", "best_key": key,
                             "code_sha256": code_sha256 or sha256(self.codes[(ref, key, index)]), "result": verdict,

@@ -32,7 +32,7 @@ def retimed_run(root: Path) -> Path:
     run.baseline(2, 4.0).attempt(2, 3, "correct", 2.0)
     run.baseline(3, 6.0).attempt(3, 1, "correct", 12.0, noisy=True)
     run.baseline(5, 3.0).attempt(5, 4, "correct", 1.5)
-    run.final_timing(1, 4, 3.5, (3.4, 3.6), flagged="interval wider than +-2% (max_seconds)")
+    run.final_timing(1, 4, 3.5, (3.4, 3.6), flagged="interval wider than +-2% (max_seconds)", effective_pairs=2.5)
     run.final_timing(2, 3, None, why="the evaluator returned no paired timing (it cannot pair on this backend)")
     run.final_timing(5, 4, 9.0, (8.0, 10.0), code_sha256="0" * 64)
     return run.write()
@@ -50,7 +50,7 @@ def test_the_headline_uses_paired_speedups_and_labels_the_rest_search_time(tmp_p
     final = {r["task"]: r for r in rows(con, "FROM task_final")}
     one = final["hand/1"]
     assert one["timing"] == "re-timed" and one["speedup_raw"] == pytest.approx(3.5)
-    assert (one["ci_low"], one["ci_high"], one["n_pairs"]) == (3.4, 3.6, 5)
+    assert (one["ci_low"], one["ci_high"], one["n_pairs"], one["effective_pairs"]) == (3.4, 3.6, 5, 2.5)
     assert one["search_speedup_raw"] == pytest.approx(4.0) and one["paired_flagged"].startswith("interval wider")
     assert final["hand/2"]["timing"] == "search-time" and "cannot pair" in final["hand/2"]["paired_why"]
     assert final["hand/2"]["speedup_raw"] == pytest.approx(2.0)
@@ -96,9 +96,11 @@ def test_the_report_shows_intervals_and_the_flagged_count(tmp_path):
     header = long[0].split(",")
     one = dict(zip(header, next(line for line in long if ",hand/1," in line).split(","), strict=True))
     assert one["timing"] == "re-timed" and (one["ci_low"], one["ci_high"]) == ("3.4", "3.6")
+    assert (one["n_pairs"], one["effective_pairs"]) == ("5", "2.5")
     page = (out / "index.html").read_text()
     assert "1 re-timed, 1 search-time" in page  # flagged noisy, in the runs table
     assert "95% CI 3.40-3.60, flagged" in page and "search-time" in page  # under the per-task table's numbers
+    assert "5 pairs (worth 2.5: neighbours correlated)" in page
     assert "95% interval 3.40x to 3.60x" in page and "not re-timed: the evaluator returned no paired" in page
     table = invoke("report", "--input", str(run_dir), "--output", str(out), "--format", "csv")
     assert "noisy" in table.output and "re-timed" in table.output and "1+1" in table.output

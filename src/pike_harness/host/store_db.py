@@ -91,6 +91,7 @@ TABLES: dict[str, dict[str, str]] = {
     "final_timings": {
         "run": "VARCHAR", "task": "VARCHAR", "best_key": "VARCHAR", "code_sha256": "VARCHAR", "source": "VARCHAR",
         "category": "VARCHAR", "speedup": "DOUBLE", "ci_low": "DOUBLE", "ci_high": "DOUBLE", "n_pairs": "INTEGER",
+        "effective_pairs": "DOUBLE",  # the pairs' worth the interval counts (worker/paired_stats.py); NULL before
         "reference_ms": "DOUBLE", "candidate_ms": "DOUBLE", "stop": "VARCHAR", "seconds": "DOUBLE",
         "flagged": "VARCHAR", "why": "VARCHAR", "noise": "JSON", "pairs": "JSON", "device": "VARCHAR",
         "time": "VARCHAR",
@@ -195,6 +196,7 @@ def final_timing_row(*, run: str, task: str, best_key: str | None, code_sha256: 
         "run": run, "task": task, "best_key": best_key, "code_sha256": code_sha256, "source": source,
         "category": result.get("category"), "speedup": paired.get("speedup"), "ci_low": paired.get("ci_low"),
         "ci_high": paired.get("ci_high"), "n_pairs": len(paired.get("pairs") or []) if paired else None,
+        "effective_pairs": paired.get("effective_pairs"),
         "reference_ms": paired.get("reference_ms"), "candidate_ms": paired.get("candidate_ms"),
         "stop": paired.get("stop"), "seconds": paired.get("seconds"), "flagged": paired.get("flagged"),
         "why": why, "noise": paired.get("noise"), "pairs": paired.get("pairs"),

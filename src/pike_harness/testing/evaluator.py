@@ -140,7 +140,7 @@ class FakeEvaluator(Evaluator):
         wide = None if stop == "converged" else f"interval wider than +-{spec.target_halfwidth:.0%} ({stop})"
         return PairedTiming(speedup=estimate.speedup, ci_low=estimate.ci_low, ci_high=estimate.ci_high, pairs=pairs,
                             reference_ms=estimate.reference_ms, candidate_ms=estimate.candidate_ms, stop=stop,
-                            seconds=0.0, noise=NoiseReport(flagged=why) if why else None, flagged=why or wide)
+                            effective_pairs=round(estimate.effective_n, 2), seconds=0.0, noise=NoiseReport(flagged=why) if why else None, flagged=why or wide)
 
     def describe(self) -> dict[str, Any]:
         return {"evaluator": self.name, "device": "none", "note": "pike_harness.testing fake: no program runs"}
