@@ -4,11 +4,13 @@ parameters and stop rule, and the noise canary's decision and baselines."""
 from __future__ import annotations
 
 import math
+import os
 import random
 
 import pytest
 
 from pike_harness.worker import paired_stats
+from pike_harness.worker.inside.pinning import pinned
 from pike_harness.worker.records import EvalResult, NoiseReport, PairedSpec, PairedTiming
 from pike_harness.worker.supervise import noise
 from pike_harness.worker.supervise.engine import EngineConfig, EngineError, resolve
@@ -153,10 +155,32 @@ def test_noise_options_resolve_and_bad_values_are_one_line_errors():
         resolve(EngineConfig(noise_max_steal=2.0), ["cpu"])
 
 
+def test_paired_cores_resolve_rotate_by_default_and_bad_values_are_one_line_errors():
+    assert resolve(EngineConfig(), ["cpu"]).paired_cores == "rotate"
+    assert resolve(EngineConfig(paired_cores="free"), ["cpu"]).paired_cores == "free"
+    with pytest.raises(EngineError, match="paired-cores"):
+        resolve(EngineConfig(paired_cores="everywhere"), ["cpu"])
+
+
+def test_a_pinned_block_runs_on_its_core_alone_and_gives_the_thread_its_cores_back():
+    before = os.sched_getaffinity(0)
+    core = max(before)
+    with pinned(core) as ok:
+        assert ok and os.sched_getaffinity(0) == {core}
+    assert os.sched_getaffinity(0) == before
+    for unusable in (None, True, "3", max(before) + 4096):  # not a core, or not one this thread may use
+        with pinned(unusable) as ok:
+            assert not ok and os.sched_getaffinity(0) == before
+    with pytest.raises(RuntimeError), pinned(core):
+        raise RuntimeError("a failing block")
+    assert os.sched_getaffinity(0) == before
+
+
 def test_results_carry_noise_and_paired_through_json():
     result = EvalResult(request_id="r", task="t/1", category="correct", runtime_ms=1.0,
                         noise=NoiseReport(canary_before_ms=0.1, canary_after_ms=0.2, flagged="x"),
                         paired=PairedTiming(speedup=2.0, ci_low=1.9, ci_high=2.1, pairs=[[2.0, 1.0]],
-                                            windows=[["reference", 1, 2]], noise=NoiseReport(steal_fraction=0.0)))
+                                            windows=[["reference", 1, 2]], noise=NoiseReport(steal_fraction=0.0),
+                                            cores=[3, 4]))
     back = EvalResult.from_json(result.to_json())
     assert back.noise == result.noise and back.paired == result.paired

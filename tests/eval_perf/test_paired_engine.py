@@ -4,6 +4,7 @@ reference leaves the verdict alone; and the noise canary's report on every corre
 
 from __future__ import annotations
 
+import json
 import sys
 import textwrap
 from pathlib import Path
@@ -12,7 +13,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from perf_helpers import PLAIN, request  # noqa: E402
+from perf_helpers import PLAIN, candidate, request  # noqa: E402
 
 from pike_harness.worker.records import PairedSpec  # noqa: E402
 from pike_harness.worker.supervise.engine import Engine, EngineConfig  # noqa: E402
@@ -99,6 +100,70 @@ def test_pairs_alternate_within_their_caps_and_the_candidate_is_stopped_while_th
         inside[side] += sum(1 for stamp in stamps if start <= stamp <= end)
     assert inside["reference"] == 0, "the candidate's thread ran during a reference block"
     assert inside["candidate"] > 0, "the thread ran during its own blocks (so the check above can fail)"
+
+
+# A candidate that writes down each CPU mask its forward calls run under, when it changes: what the
+# rotation of ``paired_cores`` did to its process, seen from inside the sandbox.
+MASKS = candidate(
+    prelude="""
+    import json
+    import os
+
+    _last = []
+
+
+    def _note_mask():
+        mask = sorted(os.sched_getaffinity(0))
+        if _last != [mask]:
+            _last[:] = [mask]
+            with open("pikeh_masks.txt", "a") as out:
+                out.write(json.dumps(mask) + "\\n")
+    """,
+    forward_extra="_note_mask()")
+
+
+def _masks_seen(engine: Engine, spec: dict) -> tuple[object, list[list[int]]]:
+    """Submit MASKS paired with ``spec``; the result and the masks its forward calls ran under."""
+    engine.settings.keep_scratch = True  # the file outlives the evaluation (see the test above)
+    try:
+        result = engine.submit(_paired(MASKS, **spec)).result(300)
+        files = list((engine.workdir / "scratch").glob("*/pikeh_masks.txt"))
+        lines = files[-1].read_text().splitlines() if files else []
+    finally:
+        engine.settings.keep_scratch = False
+    for stale in files:  # the next test reads only its own
+        stale.unlink()
+    return result, [json.loads(line) for line in lines]
+
+
+def test_rotated_pairs_run_each_pair_on_the_next_core(engine):
+    result, masks = _masks_seen(engine, {"target_halfwidth": 1e-9, "min_pairs": 2, "max_pairs": 4})
+    assert result.category == "correct", result.reason
+    paired = result.paired
+    assert paired is not None, result.environment.get("paired")
+    loaded = masks[0]  # the candidate's mask while it loads and is checked: where rotation draws from
+    assert paired.cores == [loaded[i % len(loaded)] for i in range(4)]
+    # Inside the sandbox: the warm-up pair and each counted pair on its own single core, in that order,
+    # and nothing else of the re-timing's (a block never runs on a mask wider than one core).
+    singles = [mask for mask in masks[1:] if len(mask) == 1]
+    blocks = [paired.cores[0], *paired.cores]  # the warm-up pair runs on the first pair's core
+    expected = [[core] for i, core in enumerate(blocks) if i == 0 or core != blocks[i - 1]]
+    if len(loaded) == 1:
+        assert masks == [loaded]  # one core: pinning changes nothing the process could see
+    else:
+        assert singles == expected and masks[1:] == singles
+
+
+def test_free_pairs_run_where_the_scheduler_puts_them(tmp_path):
+    free = Engine(EngineConfig(device="cpu", jobs=1, prestart=0, build_cache="off", workdir=tmp_path / "work",
+                               paired_cores="free"))
+    try:
+        result, masks = _masks_seen(free, {"target_halfwidth": 1e-9, "min_pairs": 2, "max_pairs": 3})
+    finally:
+        free.close()
+    assert result.category == "correct", result.reason
+    assert result.paired is not None and result.paired.cores == []
+    assert len(masks) == 1  # the mask it loaded with, throughout
 
 
 def test_a_failing_reference_leaves_the_verdict_and_no_paired_number(engine):

@@ -183,6 +183,9 @@ class PairedTiming:
     # Each block's window in order, as [side ("reference"/"candidate"), start_ns, end_ns] on the host's
     # CLOCK_MONOTONIC (system-wide): what the quiet rule (the other side stopped) can be checked against.
     windows: list[list[Any]] = field(default_factory=list)
+    # The core both sides of each pair ran on, in order (``--paired-cores rotate``); empty when the
+    # blocks ran where the scheduler put them.
+    cores: list[int] = field(default_factory=list)
 
 
 @dataclass

@@ -42,6 +42,7 @@ from typing import TYPE_CHECKING, Any
 
 from pike_harness.worker.channel import Channel
 from pike_harness.worker.inside.limits import apply_limits
+from pike_harness.worker.inside.pinning import pinned
 from pike_harness.worker.records import COMPILE_ERROR, DEVICE_OOM_MARKS, REJECTED, RUNTIME_ERROR, EvalRequest
 
 if TYPE_CHECKING:
@@ -562,10 +563,11 @@ def main(argv: list[str]) -> int:
             elif command == "check":
                 process.check(str(message["inputs"]), str(message["outputs"]), message.get("nonce"),
                               bool(message.get("shared")))
-            elif command == "time":  # a paired block brings its own protocol parameters
+            elif command == "time":  # a paired block brings its own protocol parameters, and its core
                 params = message.get("params")
-                process.time(request.protocol, request.protocol_params if params is None else dict(params),
-                             message.get("nonce"), bool(message.get("shared")))
+                with pinned(message.get("core")):
+                    process.time(request.protocol, request.protocol_params if params is None else dict(params),
+                                 message.get("nonce"), bool(message.get("shared")))
             elif command == "profile":
                 process.profile(message.get("nonce"))
             else:

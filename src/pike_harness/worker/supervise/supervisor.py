@@ -117,6 +117,9 @@ class WorkerSettings:
     exchange_root: Path | None = None
     # Each device's noise-canary baseline and the limits a timing is judged noisy by (one per engine).
     noise: noise.NoiseWatch = field(default_factory=noise.NoiseWatch)
+    # Where a paired re-timing's blocks run (engine.paired): "rotate" pins both sides of each pair to one
+    # core, the next pair to the next; "free" leaves them where the scheduler puts them.
+    paired_cores: str = "rotate"
 
     def source_environ(self) -> Mapping[str, str]:
         return os.environ if self.environ is None else self.environ
@@ -405,10 +408,12 @@ class Evaluation:
             self._profile()
         return self._conclude(CORRECT, None, None, outputs=comparison.checks, runtime=block.stats)
 
-    def timed_block(self, params: dict[str, Any] | None = None, *, shared: bool = False) -> TimedBlock:
+    def timed_block(self, params: dict[str, Any] | None = None, *, shared: bool = False,
+                    core: int | None = None) -> TimedBlock:
         """One run of the child's timed loop, by the request's protocol or with ``params`` in place of
-        its parameters (a paired block), checked (report shape, timer cross-check) and summarised.
-        Raises ``Concluded`` when the candidate broke a rule meanwhile."""
+        its parameters (a paired block), checked (report shape, timer cross-check) and summarised;
+        ``core``: the child runs it with its main thread pinned there. Raises ``Concluded`` when the
+        candidate broke a rule meanwhile."""
         request = self.request
         assert self.channel is not None and self._checked is not None, "a timing before a passing check()"
         protocol = self.protocol if params is None else get_protocol(request.protocol, params)
@@ -419,6 +424,8 @@ class Evaluation:
         command: dict[str, Any] = {"cmd": "time", "nonce": nonce, "shared": shared}
         if params is not None:
             command["params"] = params
+        if core is not None:
+            command["core"] = core
         self.channel.send(command)
         timed = self._await("timed", request.limits.run_timeout_s, "timing", nonce=nonce)
         end_ns = time.monotonic_ns()

@@ -145,7 +145,7 @@ class Engine:
                                        isolation=self.isolation) if plan.cache_root is not None else None)
         self.settings = WorkerSettings(
             workdir=self.workdir, build_cache=self.build_cache, cpus=self.load_cpus, environ=config.environ,
-            isolation=self.isolation, noise=NoiseWatch(plan.noise),
+            isolation=self.isolation, noise=NoiseWatch(plan.noise), paired_cores=plan.paired_cores,
             jit_cache_root=(plan.cache_root / "jit") if plan.jit_mode == "shared" and plan.cache_root else None)
         self.settings.start_slots = OrderedSlots(plan.start_slots)
         self.settings.quiet = self.quiet

@@ -24,6 +24,7 @@ QUIET_SCOPES = ("host", "device")
 JIT_CACHE_MODES = ("shared", "private")
 OFF_WORDS = ("off", "none", "no", "")
 QUIET_MODES = ("stop", "cores")
+PAIRED_CORES = ("rotate", "free")  # engine.paired: where each pair of blocks runs
 CPU_ORDERS = ("longest-first", "submission")  # engine.work_order's policies
 # Measured (benchmarks/bench_admission.py, H100 host with 16 cores, 2026-11-28): 16 processes starting at
 # once took 3.0 s each against 1.7 s alone, 4.3 starts/s against 1.65 at 4 at once: starts do not storm
@@ -103,6 +104,10 @@ class EngineOptions:
     start_slots: int | None = field(default=None, metadata={
         "min": 1, "help": "Candidate processes importing torch and initialising the device at once "
                           "(pre-starts included). Default: the number of cores, at most --jobs."})
+    paired_cores: str | None = field(default=None, metadata={
+        "choices": PAIRED_CORES, "help": "Where a paired re-timing's blocks run: rotate (both sides of a pair on "
+                                         "one core, the next pair on the next core; default) or free (where the "
+                                         "scheduler puts them)."})
     unsafe_no_sandbox: bool | None = field(default=None, metadata={"help": UNSAFE_OPTION_HELP, "flag": True})
 
 
@@ -165,6 +170,7 @@ class Plan:
     jit_mode: str  # shared or private
     config: EngineConfig  # what it was resolved from (workdir, environment, isolation inputs)
     noise: NoiseLimits = field(default_factory=NoiseLimits)  # when a timing is noisy, how often it is redone
+    paired_cores: str = "rotate"  # where a paired re-timing's blocks run (engine.paired)
 
     @property
     def capacity(self) -> int:
@@ -199,6 +205,9 @@ def resolve(config: EngineConfig, devices: list[str], share: HostShare | None = 
     quiet_mode = str(config.quiet_mode or "stop")
     if quiet_mode not in QUIET_MODES:
         raise EngineError(f"--quiet-mode must be one of {', '.join(QUIET_MODES)}")
+    paired_cores = str(config.paired_cores or PAIRED_CORES[0])
+    if paired_cores not in PAIRED_CORES:
+        raise EngineError(f"--paired-cores must be one of {', '.join(PAIRED_CORES)}")
     cpu_order = str(config.cpu_order or CPU_ORDERS[0])
     if cpu_order not in CPU_ORDERS:
         raise EngineError(f"--cpu-order must be one of {', '.join(CPU_ORDERS)}")
@@ -230,7 +239,8 @@ def resolve(config: EngineConfig, devices: list[str], share: HostShare | None = 
                 build_slots=build_slots, long_slots=long_slots, check_slots=check_slots, noise=noise_limits(config),
                 load_cpus=frozenset(load_cpus) if load_cpus else None,
                 timing_cpus=frozenset(timing_cpus) if timing_cpus else None,
-                cache_root=root, jit_mode=jit_mode if root is not None else "private", config=config)
+                cache_root=root, jit_mode=jit_mode if root is not None else "private", config=config,
+                paired_cores=paired_cores)
 
 
 def noise_limits(config: EngineOptions) -> NoiseLimits:

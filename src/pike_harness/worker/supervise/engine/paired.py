@@ -18,6 +18,16 @@ How, once the candidate's ordinary timing has passed (the device is still held f
 3. During each block the other side's whole sandbox is stopped (SIGSTOP to every process of its
    tree, and the block starts only once every thread of them is seen stopped), so a candidate's
    background thread cannot slow the reference's blocks to inflate its own speedup, nor the reverse.
+4. With ``paired_cores="rotate"`` (the default) both blocks of a pair run with the timed process's
+   main thread (the one that calls the model) pinned to one core, and the next pair on the next core
+   the candidate may use; the process pins and unpins itself around the block (``child``), so its
+   other threads keep their cores. On a shared VM a host-bound model's speed
+   depends on the core it runs on and moves with it from second to second (an H200 host, 2026-11-29:
+   level3-pike 31's solution read 1.40-1.80 ms across the cores of one process, 30's eager reference
+   9.8-19 ms; ``reports/timing/process-speed-h200-2026-11-29/``). Left free, each side runs wherever
+   the scheduler put it, so a pair can compare a fast core with a slow one, and all pairs can sit on
+   one core's draw; rotated, the two sides of a pair share a core and the pairs sample the cores, so
+   the interval covers the spread between them instead of one draw of it.
 
 A reference that fails, or a side that cannot be stopped, leaves the candidate's verdict as it is:
 ``paired`` stays None, the flag ``paired_unavailable`` is set and ``environment["paired"]`` says why.
@@ -27,6 +37,7 @@ A candidate that breaks a rule in one of its blocks is judged for it, as in any 
 from __future__ import annotations
 
 import contextlib
+import os
 import signal
 import time
 import uuid
@@ -105,21 +116,24 @@ def alternate(candidate: Evaluation, reference: Evaluation, spec: PairedSpec) ->
     canaries: list[float | None] = []
     steals: list[float] = []
     stop = ""
+    cores: list[int] = []
     candidate._notify("timing_start")  # the engine's quiet rule, as around any timing
     began = time.monotonic()
     cpu_before = noise.read_cpu_times()
+    rotate = rotation(candidate)
     try:
         for _ in range(WARMUP_PAIRS):  # not counted: the first blocks after loading run on cold caches
             for side in (REFERENCE, CANDIDATE):
                 with stopped(sides[CANDIDATE if side == REFERENCE else REFERENCE]):
-                    sides[side].timed_block(params)
+                    sides[side].timed_block(params, core=rotate[0] if rotate else None)
         while not stop:
             order = (REFERENCE, CANDIDATE) if len(pairs) % 2 == 0 else (CANDIDATE, REFERENCE)
             block_ms: dict[str, float] = {}
+            core = rotate[len(pairs) % len(rotate)] if rotate else None
             for side in order:
                 other = sides[CANDIDATE if side == REFERENCE else REFERENCE]
                 with stopped(other):
-                    block = sides[side].timed_block(params)
+                    block = sides[side].timed_block(params, core=core)
                 # The block's median call: one call descheduled by the host (a 20 ms stall in a 30 ms
                 # block) moves a mean by half and says nothing about either side's speed.
                 block_ms[side] = block.stats.median_ms
@@ -129,6 +143,8 @@ def alternate(candidate: Evaluation, reference: Evaluation, spec: PairedSpec) ->
                 if block.steal is not None:
                     steals.append(block.steal)
             pairs.append((block_ms[REFERENCE], block_ms[CANDIDATE]))
+            if core is not None:
+                cores.append(core)
             stop = _stop_reason(pairs, spec, time.monotonic() - began)
     finally:
         seconds = time.monotonic() - began
@@ -150,7 +166,21 @@ def alternate(candidate: Evaluation, reference: Evaluation, spec: PairedSpec) ->
                         pairs=[[r, c] for r, c in pairs], reference_ms=estimate.reference_ms,
                         candidate_ms=estimate.candidate_ms, stop=stop, effective_pairs=round(estimate.effective_n, 2),
                         seconds=seconds, noise=report,
-                        flagged=flagged, windows=windows)
+                        flagged=flagged, windows=windows, cores=cores)
+
+
+def rotation(candidate: Evaluation) -> list[int]:
+    """The cores pair after pair runs on (``paired_cores="rotate"``): those the candidate's sandbox may
+    use when the re-timing starts, after the quiet rule placed it (every core it loads on under
+    ``stop``, the core kept for timing under ``cores``). Empty (nothing pinned) with ``free``, or when
+    the mask cannot be read."""
+    session = candidate.session
+    if candidate.settings.paired_cores != "rotate" or session is None:
+        return []
+    try:
+        return sorted(os.sched_getaffinity(session))
+    except (OSError, AttributeError):
+        return []
 
 
 def _stop_reason(pairs: list[tuple[float, float]], spec: PairedSpec, elapsed_s: float) -> str:
