@@ -11,14 +11,7 @@
 #   OUT=/some/folder [BUDGET_S=460] [ROUNDS=3] [HELPERS=12] [BATCH=16] [CONFIGS=plain,harness,...] [TASKS=4,20]
 #   [DEVICE=cuda:0] benchmarks/run_gpu_launch_overhead.sh
 set -uo pipefail
-repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-cd "$repo" || exit 1
-out="${OUT:?set OUT}"
-mkdir -p "$out"
-if compgen -G ".whl/*.whl" > /dev/null; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target "$repo/.site" .whl/*.whl
-fi
-export PYTHONPATH="$repo/.site:$repo/src:$repo/plugins:$repo/benchmarks" PYTHONUNBUFFERED=1
+. "$(dirname "${BASH_SOURCE[0]}")/gpu_site.sh"
 nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,power.limit,temperature.gpu --format=csv > "$out/nvidia-smi.txt" 2>&1
 python3 -c 'import torch, triton; print("torch", torch.__version__, "triton", triton.__version__)' >> "$out/nvidia-smi.txt" 2>&1
 python3 -c 'from pike_harness.worker.supervise.isolation import choose; print(choose())' > "$out/isolation.txt" 2>&1

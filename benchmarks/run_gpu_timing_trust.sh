@@ -12,15 +12,9 @@
 # (candidates run in a sandbox whose /tmp is its own).
 #   OUT=/some/folder [BUDGET_S=550] [ROUNDS=2] [PLAIN_REPEATS=2] [BLOCK_MS=30] [MAX_PAIRS=8] [PAIRED_MAX_S=2] [TASKS=1,2,4] benchmarks/run_gpu_timing_trust.sh
 set -uo pipefail
-repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-cd "$repo" || exit 1
-out="${OUT:?set OUT}"
+. "$(dirname "${BASH_SOURCE[0]}")/gpu_site.sh"
 state="${STATE:-.fidelity/interleaved-state}"
-mkdir -p "$out" "$state"
-if compgen -G ".whl/*.whl" > /dev/null; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target "$repo/.site" .whl/*.whl
-fi
-export PYTHONPATH="$repo/.site:$repo/src:$repo/plugins:$repo/benchmarks" PYTHONUNBUFFERED=1
+mkdir -p "$state"
 budget="${BUDGET_S:-550}"  # seconds of benchmark; the call limit is 600 s
 start=$SECONDS
 timeout $((budget + 15 - (SECONDS - start))) python3 benchmarks/fidelity.py --interleaved --suite level3-pike \
