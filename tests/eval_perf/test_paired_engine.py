@@ -125,6 +125,7 @@ MASKS = candidate(
 def _masks_seen(engine: Engine, spec: dict) -> tuple[object, list[list[int]]]:
     """Submit MASKS paired with ``spec``; the result and the masks its forward calls ran under."""
     engine.settings.keep_scratch = True  # the file outlives the evaluation (see the test above)
+    files: list[Path] = []
     try:
         result = engine.submit(_paired(MASKS, **spec)).result(300)
         files = list((engine.workdir / "scratch").glob("*/pikeh_masks.txt"))
@@ -132,7 +133,7 @@ def _masks_seen(engine: Engine, spec: dict) -> tuple[object, list[list[int]]]:
     finally:
         engine.settings.keep_scratch = False
     for stale in files:  # the next test reads only its own
-        stale.unlink()
+        stale.unlink(missing_ok=True)  # the engine may already have removed its folder
     return result, [json.loads(line) for line in lines]
 
 
