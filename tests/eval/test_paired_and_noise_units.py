@@ -6,15 +6,16 @@ from __future__ import annotations
 import math
 import os
 import random
+from pathlib import Path
 
 import pytest
 
 from pike_harness.worker import paired_stats
-from pike_harness.worker.inside.pinning import pinned
+from pike_harness.worker.inside.pinning import migrations, pinned
 from pike_harness.worker.records import EvalResult, NoiseReport, PairedSpec, PairedTiming
 from pike_harness.worker.supervise import noise
 from pike_harness.worker.supervise.engine import EngineConfig, EngineError, resolve
-from pike_harness.worker.supervise.engine.paired import _stop_reason, block_params
+from pike_harness.worker.supervise.engine.paired import _stop_reason, block_params, left_core
 
 
 def _draw(rng: random.Random, n: int, speedup: float, sigma: float) -> list[tuple[float, float]]:
@@ -165,15 +166,49 @@ def test_paired_cores_resolve_rotate_by_default_and_bad_values_are_one_line_erro
 def test_a_pinned_block_runs_on_its_core_alone_and_gives_the_thread_its_cores_back():
     before = os.sched_getaffinity(0)
     core = max(before)
-    with pinned(core) as ok:
-        assert ok and os.sched_getaffinity(0) == {core}
+    with pinned(core) as pin:
+        assert pin is not None and os.sched_getaffinity(0) == {core}
+        report = pin.report()
+        assert report["core"] == core and report["held"] is True
+        assert report["moves"] in (0, None)  # pinned, the kernel has nowhere to move it (None: not counted)
     assert os.sched_getaffinity(0) == before
     for unusable in (None, True, "3", max(before) + 4096):  # not a core, or not one this thread may use
-        with pinned(unusable) as ok:
-            assert not ok and os.sched_getaffinity(0) == before
+        with pinned(unusable) as pin:
+            assert pin is None and os.sched_getaffinity(0) == before
     with pytest.raises(RuntimeError), pinned(core):
         raise RuntimeError("a failing block")
     assert os.sched_getaffinity(0) == before
+
+
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs two cores to leave one")
+def test_a_pin_reports_a_thread_that_widened_its_mask_during_the_block():
+    before = os.sched_getaffinity(0)
+    with pinned(min(before)) as pin:
+        assert pin is not None
+        os.sched_setaffinity(0, before)  # what a candidate's forward may do
+        assert pin.report()["held"] is False
+    assert os.sched_getaffinity(0) == before
+
+
+def test_the_kernels_migration_count_is_read_where_it_is_kept():
+    count = migrations()
+    if Path("/proc/thread-self/sched").exists() and "se.nr_migrations" in Path("/proc/thread-self/sched").read_text():
+        assert isinstance(count, int) and count >= 0
+    else:
+        assert count is None
+
+
+@pytest.mark.parametrize("reply, left", [
+    ({"pin": {"core": 1, "held": True, "moves": 0}}, False),
+    ({"pin": {"core": 1, "held": True, "moves": None}}, False),  # a kernel that does not count moves
+    ({"pin": {"core": 1, "held": False, "moves": 0}}, True),  # the mask was changed
+    ({"pin": {"core": 1, "held": True, "moves": 2}}, True),  # set back, but it moved meanwhile
+    ({"pin": None}, True),  # the pin could not be set (its process narrowed its own mask)
+    ({}, True),
+    ({"pin": {"core": 1, "held": "yes", "moves": True}}, True),  # only a plain True holds
+])
+def test_a_block_left_its_core_when_its_pin_report_says_so_or_is_missing(reply, left):
+    assert left_core(reply) is left
 
 
 def test_results_carry_noise_and_paired_through_json():

@@ -5,6 +5,7 @@ reference leaves the verdict alone; and the noise canary's report on every corre
 from __future__ import annotations
 
 import json
+import os
 import sys
 import textwrap
 from pathlib import Path
@@ -144,6 +145,7 @@ def test_rotated_pairs_run_each_pair_on_the_next_core(engine):
     assert paired is not None, result.environment.get("paired")
     loaded = masks[0]  # the candidate's mask while it loads and is checked: where rotation draws from
     assert paired.cores == [loaded[i % len(loaded)] for i in range(4)]
+    assert "paired_unpinned" not in result.flags, paired.flagged  # both sides stayed on their cores
     # Inside the sandbox: the warm-up pair and each counted pair on its own single core, in that order,
     # and nothing else of the re-timing's (a block never runs on a mask wider than one core).
     singles = [mask for mask in masks[1:] if len(mask) == 1]
@@ -153,6 +155,28 @@ def test_rotated_pairs_run_each_pair_on_the_next_core(engine):
         assert masks == [loaded]  # one core: pinning changes nothing the process could see
     else:
         assert singles == expected and masks[1:] == singles
+
+
+# A candidate that widens its timed thread's mask back to every core it had, in each forward call: its
+# thread may leave the core its block was pinned to while the reference's stays.
+WIDENS = candidate(
+    prelude="""
+    import os
+
+    _ALL = os.sched_getaffinity(0)
+    """,
+    forward_extra="os.sched_setaffinity(0, _ALL)")
+
+
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="one core: there is no other core to go to")
+def test_a_candidate_that_unpins_its_timed_thread_is_flagged(engine):
+    result = engine.submit(_paired(WIDENS, target_halfwidth=1e-9, min_pairs=2, max_pairs=3)).result(300)
+    assert result.category == "correct", result.reason
+    paired = result.paired
+    assert paired is not None, result.environment.get("paired")
+    assert "paired_unpinned" in result.flags
+    assert paired.flagged and "the candidate's timed thread left its core in 3 of 3 blocks" in paired.flagged
+    assert "reference's" not in paired.flagged  # the reference stayed pinned
 
 
 def test_free_pairs_run_where_the_scheduler_puts_them(tmp_path):

@@ -42,7 +42,7 @@ from typing import TYPE_CHECKING, Any
 
 from pike_harness.worker.channel import Channel
 from pike_harness.worker.inside.limits import apply_limits
-from pike_harness.worker.inside.pinning import pinned
+from pike_harness.worker.inside.pinning import Pin, pinned
 from pike_harness.worker.records import COMPILE_ERROR, DEVICE_OOM_MARKS, REJECTED, RUNTIME_ERROR, EvalRequest
 
 if TYPE_CHECKING:
@@ -359,11 +359,13 @@ class CandidateProcess:
             self.notes.append("runs_reference_copy")
 
     # -- stage 2: timing -----------------------------------------------------------------------
-    def time(self, protocol_name: str, params: dict[str, Any], nonce: str | None, shared: bool = False) -> None:
-        """``_time``; ``shared`` as for ``check`` (the model and its validated outputs stay)."""
-        self._or_retry_alone("timing", shared, nonce, lambda: self._time(protocol_name, params, nonce))
+    def time(self, protocol_name: str, params: dict[str, Any], nonce: str | None, shared: bool = False,
+             pin: Pin | None = None) -> None:
+        """``_time``; ``shared`` as for ``check`` (the model and its validated outputs stay); ``pin``: the
+        block's pin (a paired block), whose report goes with the timing."""
+        self._or_retry_alone("timing", shared, nonce, lambda: self._time(protocol_name, params, nonce, pin))
 
-    def _time(self, protocol_name: str, params: dict[str, Any], nonce: str | None) -> None:
+    def _time(self, protocol_name: str, params: dict[str, Any], nonce: str | None, pin: Pin | None = None) -> None:
         from pike_harness.worker.inside.protocols import get_protocol
         from pike_harness.worker.inside.timing import OutputProblem, TimedLoop
 
@@ -377,6 +379,7 @@ class CandidateProcess:
             canary_ms = [canary.read()]  # the noise canary, just before and just after the timed loop
             self.guard.count_timed_calls()
             run = loop.run()
+            pin_report = pin.report() if pin is not None else None  # over the warm-up and the timed calls
             canary_ms.append(canary.read())
         except OutputProblem as exc:
             raise Verdict(REJECTED, exc.check, f"timing: {exc}") from None
@@ -395,7 +398,8 @@ class CandidateProcess:
                    "native_before": self.native_threads_before,
                    "native_after": len(os.listdir("/proc/self/task"))}
         self._report({"event": "timed", "run": run.to_dict(), "threads": threads, "notes": self.notes,
-                      "backend_flags": self.flags_set, "canary_ms": canary_ms, "nonce": nonce}, collect=False)
+                      "backend_flags": self.flags_set, "canary_ms": canary_ms, "pin": pin_report,
+                      "nonce": nonce}, collect=False)
 
     def _canary(self) -> Canary:
         """The noise canary's probe (``canary.py``), made at the first timing and kept for the next ones."""
@@ -565,9 +569,9 @@ def main(argv: list[str]) -> int:
                               bool(message.get("shared")))
             elif command == "time":  # a paired block brings its own protocol parameters, and its core
                 params = message.get("params")
-                with pinned(message.get("core")):
+                with pinned(message.get("core")) as pin:
                     process.time(request.protocol, request.protocol_params if params is None else dict(params),
-                                 message.get("nonce"), bool(message.get("shared")))
+                                 message.get("nonce"), bool(message.get("shared")), pin)
             elif command == "profile":
                 process.profile(message.get("nonce"))
             else:

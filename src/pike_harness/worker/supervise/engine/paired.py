@@ -27,7 +27,12 @@ How, once the candidate's ordinary timing has passed (the device is still held f
    9.8-19 ms; ``reports/timing/process-speed-h200-2026-11-29/``). Left free, each side runs wherever
    the scheduler put it, so a pair can compare a fast core with a slow one, and all pairs can sit on
    one core's draw; rotated, the two sides of a pair share a core and the pairs sample the cores, so
-   the interval covers the spread between them instead of one draw of it.
+   the interval covers the spread between them instead of one draw of it. Each block's reply says
+   whether the pin held (the thread's mask at the end, and the kernel's count of its moves between
+   CPUs, ``pinning``): when a side's thread left its core (a candidate that widened its own mask
+   during its block, even if it narrowed it again before the end), or the pin could not be set, the
+   candidate gets the flag ``paired_unpinned`` and the reason in ``flagged``: those pairs did not
+   share a core.
 
 A reference that fails, or a side that cannot be stopped, leaves the candidate's verdict as it is:
 ``paired`` stays None, the flag ``paired_unavailable`` is set and ``environment["paired"]`` says why.
@@ -55,6 +60,7 @@ if TYPE_CHECKING:
 
 UNAVAILABLE_FLAG = "paired_unavailable"
 WIDE_FLAG = "paired_wide_interval"
+UNPINNED_FLAG = "paired_unpinned"
 STOP_WAIT_S = 5.0  # how long every thread of a stopped side may take to be seen stopped
 BLOCK_WARMUP_FRACTION = 0.2  # each block's own warm-up, as a fraction of its timed length
 BLOCK_MIN_CALLS = 3  # timed calls per block at least, however long one call takes
@@ -117,6 +123,7 @@ def alternate(candidate: Evaluation, reference: Evaluation, spec: PairedSpec) ->
     steals: list[float] = []
     stop = ""
     cores: list[int] = []
+    unpinned = {REFERENCE: 0, CANDIDATE: 0}  # counted blocks whose thread left its core
     candidate._notify("timing_start")  # the engine's quiet rule, as around any timing
     began = time.monotonic()
     cpu_before = noise.read_cpu_times()
@@ -137,6 +144,8 @@ def alternate(candidate: Evaluation, reference: Evaluation, spec: PairedSpec) ->
                 # The block's median call: one call descheduled by the host (a 20 ms stall in a 30 ms
                 # block) moves a mean by half and says nothing about either side's speed.
                 block_ms[side] = block.stats.median_ms
+                if core is not None and left_core(block.reply):
+                    unpinned[side] += 1
                 windows.append([side, block.start_ns, block.end_ns])
                 if side == CANDIDATE:
                     canaries.extend(block.canary_pair)
@@ -162,6 +171,11 @@ def alternate(candidate: Evaluation, reference: Evaluation, spec: PairedSpec) ->
         _flag(candidate, WIDE_FLAG)
     if report.flagged is not None:
         _flag(candidate, noise.NOISY_FLAG)
+    left = [f"the {side}'s timed thread left its core in {count} of {len(pairs)} blocks (its mask changed, or the "
+            "kernel moved it), so those pairs did not share a core" for side, count in unpinned.items() if count]
+    if left:
+        flagged = "; ".join(left) + (f"; {flagged}" if flagged else "")
+        _flag(candidate, UNPINNED_FLAG)
     return PairedTiming(speedup=estimate.speedup, ci_low=estimate.ci_low, ci_high=estimate.ci_high,
                         pairs=[[r, c] for r, c in pairs], reference_ms=estimate.reference_ms,
                         candidate_ms=estimate.candidate_ms, stop=stop, effective_pairs=round(estimate.effective_n, 2),
@@ -181,6 +195,17 @@ def rotation(candidate: Evaluation) -> list[int]:
         return sorted(os.sched_getaffinity(session))
     except (OSError, AttributeError):
         return []
+
+
+def left_core(reply: dict[str, Any]) -> bool:
+    """Whether a block sent with a core ran off it: no pin report (the pin could not be set), a mask
+    other than that core at the block's end, or a move between CPUs during it."""
+    pin = reply.get("pin")
+    if not isinstance(pin, dict):
+        return True
+    moves = pin.get("moves")
+    moved = isinstance(moves, int) and not isinstance(moves, bool) and moves != 0
+    return pin.get("held") is not True or moved
 
 
 def _stop_reason(pairs: list[tuple[float, float]], spec: PairedSpec, elapsed_s: float) -> str:
