@@ -227,6 +227,7 @@ def test_a_paired_run_on_a_gpu(tmp_path):
     assert paired.ci_low <= paired.speedup <= paired.ci_high
     assert 0.33 < paired.speedup < 3.0, paired
     assert paired.effective_pairs is not None and 2 <= paired.effective_pairs <= len(paired.pairs)
+    assert "paired_unpinned" not in result.flags, paired.flagged  # CUDA leaves the pinned thread where it is
     print(f"\npaired on {result.environment.get('gpu')}: {paired.speedup:.3f}x "
           f"[{paired.ci_low:.3f}, {paired.ci_high:.3f}] after {len(paired.pairs)} pairs ({paired.stop}), "
           f"{paired.seconds:.1f} s; canary {result.noise}")
