@@ -98,6 +98,7 @@ def test_the_commands_that_need_nothing_else_run(cli, command, tmp_path, monkeyp
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(1800)  # the whole test, not each command: the demo and the audit run in turn
 def test_the_slow_commands_run(run_pikeh, tmp_path):
     """The documented slow commands end well. CI runs the full demo as README's main job right after the
     tests, so here it runs on a smaller query budget (the same code path, a quarter of the time)."""

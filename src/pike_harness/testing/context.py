@@ -218,20 +218,23 @@ class ScriptedContext:
 
     def _issue(self, kind: str, role: str, messages: list[dict[str, str]], key: str, counted: bool,
                parent: str | None, meta: dict[str, Any]) -> Query:
-        assert key not in {q.key for q in self.queries}, f"duplicate query key {key!r}"
-        index = None
-        if counted:
-            wall = self.query_limit + self.overshoot
-            if self.refuse_after is not None:
-                wall = min(wall, self.refuse_after)
-            if self._used >= wall:
-                raise BudgetExhausted(f"scripted budget of {self.query_limit} (+{self.overshoot}) is spent")
-            index = self._used + 1
-        query = Query(kind, role, key, messages, counted, parent, meta, self._used, index)
-        if counted:
-            self._used += 1
-        self.queries.append(query)
-        return query
+        # Under the lock: a strategy may ask from several threads (PIKE-O's fix chains beside its
+        # main loop), and two asks at the last query must not both pass the budget check.
+        with self._lock:
+            assert key not in {q.key for q in self.queries}, f"duplicate query key {key!r}"
+            index = None
+            if counted:
+                wall = self.query_limit + self.overshoot
+                if self.refuse_after is not None:
+                    wall = min(wall, self.refuse_after)
+                if self._used >= wall:
+                    raise BudgetExhausted(f"scripted budget of {self.query_limit} (+{self.overshoot}) is spent")
+                index = self._used + 1
+            query = Query(kind, role, key, messages, counted, parent, meta, self._used, index)
+            if counted:
+                self._used += 1
+            self.queries.append(query)
+            return query
 
     def _fallback_settle(self) -> None:
         """``settle_at`` was not reached and the budget is not spent: resolve rather than hang, counted."""
