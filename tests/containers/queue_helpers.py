@@ -11,6 +11,7 @@ import sys
 import time
 from pathlib import Path
 
+from pike_harness.worker import queue_channel as qc
 from pike_harness.worker.records import EvalRequest, Limits
 
 TASK = '''
@@ -52,16 +53,16 @@ class ModelNew(nn.Module):
 INCORRECT = CORRECT.replace("* self.scale", "* (self.scale + 1.0)")
 
 
-def gated(candidate: str, gate: Path) -> str:
-    """The candidate, made to wait while loading for as long as the file ``gate`` exists (60 s at most),
-    so a test can act on its worker in the middle of an evaluation, however fast the machine is.
+def gated(candidate: str, gate: Path, longest_s: float = 60) -> str:
+    """The candidate, made to wait while loading for as long as the file ``gate`` exists (``longest_s`` at
+    most), so a test can act on its worker in the middle of an evaluation, however fast the machine is.
     The candidate sandbox shows only an allow-list of folders (and a private /tmp): ``gate`` must lie in
     one of them (``visible_tmp``)."""
     from pike_harness.worker.supervise.isolation import visible_roots
 
     assert any(str(gate).startswith(root.rstrip("/") + "/") for root in visible_roots()), \
         f"{gate} is invisible to a sandboxed candidate"
-    wait = (f"import os\nimport time\n\n_deadline = time.time() + 60\nwhile os.path.exists({str(gate)!r}) "
+    wait = (f"import os\nimport time\n\n_deadline = time.time() + {longest_s!r}\nwhile os.path.exists({str(gate)!r}) "
             f"and time.time() < _deadline:\n    time.sleep(0.05)\n")
     return wait + candidate
 
@@ -104,12 +105,15 @@ class WorkerProcess:
     heartbeats, and the harness's host-side dependencies unimportable."""
 
     def __init__(self, io_dir: Path, log_path: Path, *args: str, worker_id: str | None = None,
-                 env: dict[str, str] | None = None):
+                 env: dict[str, str] | None = None, stale_after: float = 30):
         self.io_dir = io_dir
         self.log_path = log_path
         self.worker_id = worker_id
+        # --stale-after: 30 s, not 2: live workers on one folder judge each other by it, and a heartbeat
+        # write stalled 2 s on a loaded CI runner made one give back the other's claims (a request
+        # evaluated twice). A killed worker on this machine is dead at once by its pid, whatever the window.
         command = [sys.executable, "-c", RUN_SERVICE, "--io-dir", str(io_dir), "--device", "cpu",
-                   "--heartbeat", "0.2", "--stale-after", "2", *args]
+                   "--heartbeat", "0.2", "--stale-after", str(stale_after), *args]
         if worker_id:
             command += ["--worker-id", worker_id]
         with open(log_path, "ab") as log:  # the child keeps its own copy of the descriptor
@@ -118,8 +122,9 @@ class WorkerProcess:
         if worker_id is None:
             self.worker_id = f"{os.uname().nodename}-{self.popen.pid}"
 
-    def wait_ready(self, timeout: float = 60) -> WorkerProcess:
-        """Until the heartbeat appears (the worker imported torch and can take requests)."""
+    def wait_ready(self, timeout: float = 180) -> WorkerProcess:
+        """Until the heartbeat appears (the worker imported torch and can take requests): 180 s, as
+        importing torch on a 2-core runner shared with other test processes can take minutes."""
         deadline = time.monotonic() + timeout
         path = self.io_dir / "workers" / f"{self.worker_id}.json"
         while time.monotonic() < deadline:
@@ -134,8 +139,9 @@ class WorkerProcess:
         return self.log_path.read_text(errors="replace")
 
     def claimed(self) -> list[str]:
-        folder = self.io_dir / "claimed" / str(self.worker_id)
-        return sorted(n for n in os.listdir(folder) if not n.startswith(".")) if folder.exists() else []
+        # qc.names, not exists() then listdir: the host's client may remove the folder in between
+        # (when it gives back a dead worker's claims).
+        return qc.names(self.io_dir / "claimed" / str(self.worker_id))
 
     def kill(self) -> None:
         """SIGKILL: no clean-up at all, as a crash or an OOM kill would leave things."""

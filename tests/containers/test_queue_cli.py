@@ -75,6 +75,14 @@ def test_pikeh_worker_with_a_key_serves_signed_requests_only(pikeh_exe, cli, tmp
                                   stdout=log,
                                   stderr=subprocess.STDOUT, env=worker_env())
     try:
+        # The host waits 60 s (--queue-wait's default) for a heartbeat; the worker first imports torch, which
+        # can take longer on a loaded runner: wait for its heartbeat here, as long as that takes.
+        beat = io_dir / "workers" / "keyed.json"
+        deadline = time.monotonic() + 180
+        while not beat.exists():
+            assert worker.poll() is None, (tmp_path / "worker.log").read_text()
+            assert time.monotonic() < deadline, "no heartbeat after 180 s:\n" + (tmp_path / "worker.log").read_text()
+            time.sleep(0.05)
         common = ["eval", str(CORPUS / "ok_plain.py"), "--task", "smoke/1", "--evaluator", "queue", "--io-dir",
                   str(io_dir), "--protocol", "quick", "--json"]
         good = cli(*common, "--queue-key-file", str(key), env={"OMP_NUM_THREADS": "1"})

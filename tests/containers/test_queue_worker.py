@@ -27,8 +27,15 @@ def wait_until(condition, timeout: float = 30.0, what: str = "condition") -> Non
 def test_many_concurrent_requests_over_two_workers_arrive_once_each(shared_queue):
     io_dir, workers = shared_queue
     qdir = qc.QueueDir(io_dir)
-    done_before = sum(w.log().count(" done ") for w in workers)
-    client = QueueClient(io_dir, stale_after_s=5)
+    # 30 s, not 5: a live worker whose heartbeat stalls on a loaded runner must not be judged dead (its
+    # claims given back and evaluated twice); a dead one on this machine is known at once by its pid.
+    client = QueueClient(io_dir, stale_after_s=30)
+
+    def done_here() -> int:
+        """The workers' `done` lines for this client's requests only (the shared workers also log those
+        of other tests' sessions, some as `done ..., but its host has gone`)."""
+        return sum(len(re.findall(rf" done \d+-{client.session}-\d+: ", w.log())) for w in workers)
+
     try:
         requests = [request(CORRECT if i % 2 == 0 else INCORRECT) for i in range(6)]
         futures = [client.submit(r) for r in requests]
@@ -43,9 +50,12 @@ def test_many_concurrent_requests_over_two_workers_arrive_once_each(shared_queue
     served_by = {r.environment["worker"]["id"] for r in results}
     assert served_by == {"shared-a", "shared-b"}, "both workers take work from one folder"
     assert stats["results"] == 6 and stats["stale"] == 0 and stats["forged"] == 0
-    assert sum(w.log().count(" done ") for w in workers) - done_before == 6, "each request evaluated once"
+    # A worker writes the result, then logs `done`, then deletes its claim: a future resolves before the
+    # last two, so wait for them (a slow worker thread on a loaded runner) before counting.
+    wait_until(lambda: done_here() >= 6 and all(qc.names(qdir.claimed / w.worker_id) == [] for w in workers),
+               60, "the workers to log `done` and drop their claims")
+    assert done_here() == 6, "each request evaluated once"
     assert qc.names(qdir.requests) == [] and qc.names(qdir.results) == []
-    assert all(qc.names(qdir.claimed / w.worker_id) == [] for w in workers)
     assert all(heartbeat(io_dir, w.worker_id)["max_active"] == 2 for w in workers)
     # `--prestart 0` reaches each worker's engine: none keeps a pool, no candidate got a pre-started process
     for w in workers:
@@ -59,7 +69,9 @@ def test_worker_killed_mid_request_and_restarted_loses_and_duplicates_nothing(tm
     # killed: its workdir stays behind, here
     first = WorkerProcess(io_dir, tmp_path / "first.log", "--max-active", "3", *NO_POOL,
                           "--workdir", str(tmp_path / "first"), worker_id="restartable").wait_ready()
-    client = QueueClient(io_dir, stale_after_s=5, wait_for_worker_s=60)
+    # wait_for_worker_s runs from the kill: the second worker must import torch and beat within it (slow
+    # on a loaded runner), or every future fails. stale_after_s: see the test above.
+    client = QueueClient(io_dir, stale_after_s=30, wait_for_worker_s=300)
     second = None
     try:
         gate = visible_tmp / "gate"
@@ -80,6 +92,9 @@ def test_worker_killed_mid_request_and_restarted_loses_and_duplicates_nothing(tm
 
         second = WorkerProcess(io_dir, tmp_path / "second.log", "--max-active", "3", *NO_POOL, worker_id="restartable")
         results = [f.result(timeout=240) for f in futures]
+        # The worker logs `done` and deletes its claim after the result the future got: wait for both,
+        # so the count is complete and no old claim is taken for the new one below.
+        wait_until(lambda: second.log().count(" done ") >= 3 and not second.claimed(), 60, "the `done` lines")
         log = second.log()
         # Whoever noticed the death first (the restarted worker, or the host's client, which sees the
         # same machine's dead pid at once) gave the three back, counting one attempt each.
@@ -123,7 +138,9 @@ def test_a_result_that_cannot_be_written_is_given_back_not_held_forever(tmp_path
     request back as an attempt, so the host gets an answer (given up) instead of waiting forever."""
     io_dir = tmp_path / "io"
     worker = WorkerProcess(io_dir, tmp_path / "worker.log", *NO_POOL, worker_id="blocked").wait_ready()
-    client = QueueClient(io_dir, stale_after_s=5, wait_for_worker_s=60)
+    # 30 s: a live worker judged dead by a stalled heartbeat would have its claim given back by the host,
+    # a try the worker does not log.
+    client = QueueClient(io_dir, stale_after_s=30, wait_for_worker_s=60)
     qdir = qc.QueueDir(io_dir)
     try:
         gate = visible_tmp / "gate"
@@ -134,6 +151,9 @@ def test_a_result_that_cannot_be_written_is_given_back_not_held_forever(tmp_path
         qdir.results.write_text("not a folder")
         gate.unlink()
         result = future.result(timeout=180)
+        # The third `given back` line is logged after the rename to failed/ that resolved the future:
+        # wait for it before the SIGKILL below, which would lose it.
+        wait_until(lambda: worker.log().count("given back") >= 3, 60, "the third `given back` line")
     finally:
         try:
             client.close()
@@ -161,25 +181,34 @@ def test_a_request_held_past_its_deadline_is_given_back_counted(tmp_path, visibl
     gives it back as an attempt (here the last one, so it is given up) and kills the evaluation.
 
     The worker runs in this process with its grace set far below zero, so the deadline (2 s) falls
-    inside the load stage's own 60 s limit: the candidate, blocked in loading, is what overruns it."""
+    inside the load stage's own (600 s) limit: the candidate, blocked in loading, is what overruns it."""
     import threading
 
+    from pike_harness.worker.records import Limits
+    from pike_harness.worker.supervise.engine import EngineConfig
     from pike_harness.worker.supervise.liveness import hold_deadline_s
     from pike_harness.worker.supervise.service import ServiceConfig, WorkerService
 
     io_dir = tmp_path / "io"
-    limits = request(CORRECT).limits
+    # The candidate would hold its request for 600 s (its gate, within a 600 s load limit); the deadline
+    # gives it back 2 s after its process started. `took` also covers starting that process (importing
+    # torch in a sandbox: a minute or more on a loaded runner), hence a 180 s bound (the result's timeout),
+    # still far below the 600 s of a request held until the candidate gave up waiting.
+    hold_s = 600
+    limits = Limits(compile_timeout_s=hold_s, run_timeout_s=60, memory_mb=4096)
+    # No pre-started processes (NO_POOL): they would import torch alongside the candidate's own start.
+    # stale_after_s 30 (not 5): a stalled heartbeat must not give the request back instead of the deadline.
     service = WorkerService(ServiceConfig(io_dir=io_dir, device="cpu", worker_id="slow", heartbeat_s=0.2,
-                                          stale_after_s=5, max_attempts=1,
+                                          stale_after_s=30, max_attempts=1, engine=EngineConfig(prestart=0),
                                           hold_grace_s=2.0 - hold_deadline_s(limits, grace_s=0.0)))
     thread = threading.Thread(target=service.run, daemon=True)
     thread.start()
-    client = QueueClient(io_dir, stale_after_s=5, wait_for_worker_s=60, max_attempts=1)
+    client = QueueClient(io_dir, stale_after_s=30, wait_for_worker_s=300, max_attempts=1)
     gate = visible_tmp / "gate"
     gate.touch()
     try:
         started = time.monotonic()
-        result = client.submit(request(gated(CORRECT, gate))).result(timeout=40)
+        result = client.submit(request(gated(CORRECT, gate, longest_s=hold_s), limits=limits)).result(timeout=180)
         took = time.monotonic() - started
     finally:
         gate.unlink()
@@ -188,7 +217,7 @@ def test_a_request_held_past_its_deadline_is_given_back_counted(tmp_path, visibl
         thread.join(timeout=30)
     assert (result.category, result.check) == ("runtime_error", "worker_lost"), result
     assert "deadline" in result.reason
-    assert took < 30, "held until the candidate gave up waiting, not until its deadline"
+    assert took < hold_s / 2, "held until the candidate gave up waiting, not until its deadline"
     assert not thread.is_alive()
 
 
@@ -202,11 +231,13 @@ def test_a_restart_waits_out_a_predecessors_unreadable_heartbeat(tmp_path):
     qdir.claim_folder("flaky").mkdir()
     qc.write_json(qdir.claimed / "flaky", qc.request_name(ticket, 0), {"ticket": ticket})
     (qdir.workers / "flaky.json").write_text('{"protocol": "pikeh-queue/1", "worker_id": "fla')
-    worker = WorkerProcess(io_dir, tmp_path / "worker.log", *NO_POOL, worker_id="flaky")
+    # A 10 s window (not 2): the "released at once" check below must not lose to a stall of this
+    # process between seeing the log line and listing the folder on a loaded runner.
+    worker = WorkerProcess(io_dir, tmp_path / "worker.log", *NO_POOL, worker_id="flaky", stale_after=10)
     try:
-        wait_until(lambda: "waiting up to 2 s for the earlier worker flaky" in worker.log(), 60, "the wait")
+        wait_until(lambda: "waiting up to 10 s for the earlier worker flaky" in worker.log(), 120, "the wait")
         assert qc.names(qdir.claimed / "flaky") == [qc.request_name(ticket, 0)], "released at once"
-        wait_until(lambda: "gave back 1 request(s) an earlier worker flaky held" in worker.log(), 30,
+        wait_until(lambda: "gave back 1 request(s) an earlier worker flaky held" in worker.log(), 60,
                    "the claim to be given back after the window")
     finally:
         worker.stop()
