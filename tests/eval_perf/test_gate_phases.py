@@ -108,19 +108,41 @@ def test_a_timing_that_ran_out_of_memory_gives_the_device_up_while_it_waits_to_r
     assert gate.holder is None and not gate.others_resident(0)
 
 
+class _Clock:
+    """The scheduling module's ``time``, with ``monotonic`` moved forward by ``advance`` (the real
+    clock still runs, so the gate's waits with a timeout end)."""
+
+    def __init__(self) -> None:
+        self.offset = 0.0
+
+    def advance(self, seconds: float) -> None:
+        self.offset += seconds
+
+    def monotonic(self) -> float:
+        return time.monotonic() + self.offset
+
+    def __getattr__(self, name: str):
+        return getattr(time, name)
+
+
 def test_a_long_check_lets_new_checks_use_the_wait_but_only_once(monkeypatch):
     from pike_harness.worker.supervise import scheduling
 
-    monkeypatch.setattr(scheduling, "LONG_CHECK_S", 0.2)
+    # "Long" is a clock the test moves, not wall time: with a short LONG_CHECK_S and sleeps, a stall
+    # of the runner before "slow has not run long yet" made slow count as long already. An hour: no
+    # stall is that long, and the waits with a timeout below still end by the real clock.
+    clock = _Clock()
+    monkeypatch.setattr(scheduling, "time", clock)
+    monkeypatch.setattr(scheduling, "LONG_CHECK_S", 3600.0)
     gate = DeviceGate("cuda:0", check_slots=3)
     slow, quick, late, later = (gate.session(seq) for seq in (1, 2, 3, 4))
     assert _enter(slow, "check") and _enter(quick, "check")
     assert not _enter(quick, "time"), "quick checked; its timing waits for slow"
     assert not _enter(late, "check"), "slow has not run long yet"
-    time.sleep(0.25)
+    clock.advance(scheduling.LONG_CHECK_S)
     assert _enter(late, "check"), "slow has run long: late uses the wait"
     slow.end()
-    time.sleep(0.25)
+    clock.advance(scheduling.LONG_CHECK_S)
     assert not _enter(later, "check", 0.05), "late started during the wait: it lets no one else in"
     late.end()
     assert _enter(quick, "time", 1.0)

@@ -65,7 +65,10 @@ def test_pairs_alternate_within_their_caps_and_the_candidate_is_stopped_while_th
     # and that close would delete the folder if the setting were already off again.
     engine.settings.keep_scratch = True
     try:
-        result = engine.submit(_paired(HOSTILE, target_halfwidth=1e-9, min_pairs=2, max_pairs=4)).result(300)
+        # 50 ms blocks, not 5: the thread must get the GIL and the core inside some candidate block for
+        # the check below to mean anything, and 4 x 5 ms of a loaded runner's core can pass it by.
+        result = engine.submit(_paired(HOSTILE, block_ms=50.0, target_halfwidth=1e-9, min_pairs=2,
+                                       max_pairs=4)).result(300)
         files = list((engine.workdir / "scratch").glob("*/pikeh_stamps.txt"))
         stamps_text = files[0].read_text() if len(files) == 1 else ""
     finally:

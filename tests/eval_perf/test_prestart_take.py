@@ -48,3 +48,32 @@ def test_one_caller_waits_per_starting_process_and_the_others_start_their_own():
     assert taken[0] is starting
     assert (pool.served, pool.missed) == (1, 3)
     pool.close()
+
+
+class _Ready(_Process):
+    """A process that said "ready"; ``discard`` when the pool is closed."""
+
+    def __init__(self, pid: int):
+        self.popen = SimpleNamespace(pid=pid)
+
+    def discard(self) -> None:
+        pass
+
+
+def test_a_process_turning_ready_is_listed_by_the_pool_all_along(monkeypatch):
+    """The move from starting to ready leaves no moment in which the process is in neither list: there
+    ``idle_pids`` missed it and the abort tests' leftover check counted a live pool process."""
+    from pike_harness.worker.supervise import prestart
+
+    pid = 1 << 30  # above any pid_max: no process of that session exists to be listed with it
+    seen: list[list[int]] = []
+    pool = PrestartPool(SimpleNamespace(start_slots=SimpleNamespace(release=lambda: seen.append(pool.idle_pids()))),
+                        ["cpu"], per_device=0,
+                        registry=SimpleNamespace(remove=lambda token: seen.append(pool.idle_pids())))
+    ready = _Ready(pid)
+    pool._starting["cpu"].append((ready, 7))
+    monkeypatch.setattr(prestart, "poll_ready", lambda spawned: True)
+    pool._collect_ready()
+    assert seen == [[pid], [pid]], "listed while it leaves the quiet registry and gives its start slot back"
+    assert pool._ready["cpu"] == [ready] and pool._starting["cpu"] == []
+    pool.close()

@@ -49,7 +49,10 @@ def test_a_loaded_candidate_frees_its_slot_and_the_device_passes_straight_to_the
         for second in windows[i + 1:]:
             assert not _overlaps(first, second), "two candidates held the device at once"
     gate = evaluator.engine.gates["cpu"].stats
-    assert gate.max_idle_with_waiters_s < 1.0, gate  # lenient: thread wake-up on a loaded runner
+    # The orderings above are the test; this gap is Y's wake-up plus a /proc police pass between its
+    # polls, which a loaded 2-core runner can stretch past a second. The bound only catches a device
+    # left idle for something slow (a process exit, another candidate's load), never the wake-up.
+    assert gate.max_idle_with_waiters_s < 10.0, gate
     assert evaluator.stats()["devices"]["cpu"]["busy_fraction"] > 0
 
 

@@ -202,17 +202,24 @@ class PrestartPool:
                 with self._cond:
                     if (spawned, token) not in self._starting[device]:
                         continue  # closed meanwhile: close() gave its slot back and discards it
-                    self._starting[device].remove((spawned, token))
-                if self.settings.start_slots is not None:
-                    self.settings.start_slots.release()
+                # It leaves quiet timing's registry while still listed as starting (the registry may wait
+                # for a quiet window: never under our lock), then moves from starting to ready in one
+                # critical section: between two, it was in neither list, so ``idle_pids`` missed a live
+                # pool process and an abort test counted it as a leftover.
                 if token is not None:
                     self.registry.remove(token)
                 with self._cond:
-                    if state and not self._closed:
+                    if (spawned, token) not in self._starting[device]:
+                        continue  # closed meanwhile: close() gave its slot back and discards it
+                    self._starting[device].remove((spawned, token))
+                    ready = bool(state) and not self._closed
+                    if ready:
                         self._ready[device].append(spawned)
                         self._cond.notify_all()
-                        continue
-                spawned.discard()
+                if self.settings.start_slots is not None:
+                    self.settings.start_slots.release()
+                if not ready:
+                    spawned.discard()
 
     def close(self) -> None:
         with self._cond:
