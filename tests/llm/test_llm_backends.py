@@ -87,15 +87,18 @@ def test_500_then_success_backs_off_with_jitter(api: str, llm_server: FakeLLMSer
 
 @pytest.mark.parametrize("api", APIS)
 def test_timeout_is_retried_then_reported(api: str, llm_server: FakeLLMServer, keys: dict[str, str]):
-    # The retry must be answered within the timeout: 2 s leaves a loaded CI runner room for a loopback
-    # round trip, and the first reply still waits longer (5 s) than that.
-    llm_server.script(FakeReply(delay_s=5), "in time")
-    response = ask(client_for(llm_server, MODELS[api]), timeout_s=2)
+    # The retry must be answered within the same timeout, by a server thread that shares this process and
+    # its GIL: 15 s, so no loaded CI runner times the retry out too (its next try would get the server's
+    # default reply). The slow reply waits far longer (60 s) and costs nothing: the server cuts it short
+    # when it stops.
+    llm_server.script(FakeReply(delay_s=60), "in time")
+    response = ask(client_for(llm_server, MODELS[api]), timeout_s=15)
     assert response.text == "in time"
     (retry,) = response.retries
-    assert retry.status is None and "no answer within 2 s" in retry.error
+    assert retry.status is None and "no answer within 15 s" in retry.error
 
-    llm_server.script(*[FakeReply(delay_s=5)] * 3)
+    # 60 s, not 5: a client starved past the reply's delay would read the reply instead of timing out.
+    llm_server.script(*[FakeReply(delay_s=60)] * 3)
     client = client_for(llm_server, MODELS[api], retry=LLMRetryPolicy(max_retries=2, base_delay_s=0.01))
     with pytest.raises(LLMError) as info:
         ask(client, timeout_s=0.2)

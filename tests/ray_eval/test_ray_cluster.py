@@ -134,21 +134,30 @@ def test_no_cluster_is_a_one_line_error(tmp_path):
 
 
 @pytest.mark.slow
-def test_ray_lends_a_blocked_tasks_cpu(make_cluster):
+def test_ray_lends_a_blocked_tasks_cpu(make_cluster, tmp_path):
     """The design relies on this Ray behaviour: a task blocked in ray.get gives its CPU to other tasks
-    (so a loaded candidate waiting for its device holds no CPU slot). Checked on a 1-CPU node."""
+    (so a loaded candidate waiting for its device holds no CPU slot). Checked on a 1-CPU node.
+
+    No race with start-up times (a fresh Ray worker for ``other`` on a loaded runner took seconds): the
+    sleeper the waiter waits on ends when ``other`` runs, so ``other`` starts while the waiter is blocked
+    (lent) or only once the sleeper gives up at 60 s (kept); times count from the waiter's own start."""
     cluster = make_cluster(head_cpus=1)
     script = textwrap.dedent(f"""
-        import time, ray
+        import os, time, ray
         ray.init(address="{cluster.address}", logging_level="ERROR", log_to_driver=False)
 
         @ray.remote(num_cpus=0)
-        def sleeper():
-            time.sleep(6)
+        def sleeper(flag):
+            deadline = time.time() + 60
+            while not os.path.exists(flag) and time.time() < deadline:
+                time.sleep(0.05)
 
         @ray.remote(num_cpus=1)
-        def waiter(mode):
-            ref = sleeper.remote()
+        def waiter(mode, flag):
+            with open(flag + ".tmp", "w") as f:
+                f.write(repr(time.time()))
+            os.replace(flag + ".tmp", flag + ".began")
+            ref = sleeper.remote(flag)
             if mode == "ray":
                 while not ray.wait([ref], timeout=0.1)[0]:
                     pass
@@ -156,19 +165,27 @@ def test_ray_lends_a_blocked_tasks_cpu(make_cluster):
                 time.sleep(6)
 
         @ray.remote(num_cpus=1)
-        def other():
+        def other(flag):
+            open(flag, "w").close()
             return time.time()
 
         for mode in ("ray", "sleep"):
-            began = time.time()
-            held = waiter.remote(mode)
-            time.sleep(2)
-            started = ray.get(other.remote()) - began
+            flag = os.path.join({str(tmp_path)!r}, mode)
+            held = waiter.remote(mode, flag)
+            deadline = time.time() + 120
+            while not os.path.exists(flag + ".began"):  # the waiter holds the CPU before other is asked for
+                assert time.time() < deadline, "the waiter never started"
+                time.sleep(0.05)
+            with open(flag + ".began") as f:
+                began = float(f.read())
+            started = ray.get(other.remote(flag)) - began
             ray.get(held)
             print(mode, round(started, 2), flush=True)
     """)
     proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
     starts = dict(line.split() for line in proc.stdout.split("\n") if line.strip())
-    assert float(starts["ray"]) < 4.5, "a task blocked in ray.wait kept its CPU"
+    # Lent: other starts once a worker process is up, well before 30 s however loaded the runner. Kept: other
+    # waits for the waiter, which waits for the sleeper's 60 s.
+    assert float(starts["ray"]) < 30, "a task blocked in ray.wait kept its CPU"
     assert float(starts["sleep"]) >= 5.5, "the control: a sleeping task keeps its CPU"

@@ -149,12 +149,18 @@ def test_a_ctrl_c_during_the_final_retiming_loses_nothing_and_the_resume_times_i
     def interrupted_while_pairing(request: EvalRequest) -> EvalResult:
         if request.paired is not None:
             os.kill(os.getpid(), signal.SIGINT)
-            time.sleep(5.0)  # the re-timing is still going when the run sees the Ctrl-C (room for a loaded runner)
+            # The re-timing is still going when the run sees the Ctrl-C: it ends only once the stopping run
+            # closed the evaluator (a fixed sleep let a starved main thread see the re-timing end first).
+            (evaluator,) = [e for e in plugin.built if any(r is request for r in e.requests)]
+            deadline = time.monotonic() + 60
+            while not evaluator.closed and time.monotonic() < deadline:
+                time.sleep(0.01)
         return timed_verdict(request)
 
     # launch_run, not the CLI: an interrupted `pikeh run` ends its process (exit status 130).
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
-    App._host = PluginHost(extra=[("fake", fake_evaluator_plugin(interrupted_while_pairing), False)])
+    plugin = fake_evaluator_plugin(interrupted_while_pairing)
+    App._host = PluginHost(extra=[("fake", plugin, False)])
     try:
         core = {"strategy": "best-of-n", "suite": "smoke", "tasks": "4", "llm": "openai:fake", "query_budget": 3,
                 "llm_base_url": server.openai_base_url, "output_dir": tmp_path, "run_name": "r"}

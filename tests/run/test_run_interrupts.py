@@ -9,7 +9,6 @@ from __future__ import annotations
 import signal
 import subprocess
 import threading
-import time
 from collections import Counter
 from pathlib import Path
 
@@ -77,13 +76,15 @@ def test_sigint_at_many_points_changes_no_category(tmp_path):
     expected = _categories(_events(reference_dir))
     assert len(expected) == 11
 
-    holder: dict = {"slow_from": None}
+    holder: dict = {"slow_from": None, "release": threading.Event()}
 
     def on_request(serial: int) -> None:
         if serial == holder.get("sigint_at"):
             holder["proc"].send_signal(signal.SIGINT)
         if holder["slow_from"] is not None and serial >= holder["slow_from"]:
-            time.sleep(8.0)  # answers still being generated when the stop comes
+            # Answers still being generated when the stop comes and when the second Ctrl-C abandons them:
+            # held until that process has ended (a fixed 8 s could run out first on a loaded runner).
+            holder["release"].wait(timeout=600)
 
     model = ScriptedModel(WORKS, fix_work=20, on_request=on_request)
     outputs = []
@@ -111,6 +112,7 @@ def test_sigint_at_many_points_changes_no_category(tmp_path):
         _wait_for(lambda: "Ctrl-C again to abandon them" in said["text"], timeout=60)
         proc.send_signal(signal.SIGINT)
         proc.wait(timeout=120)
+        holder["release"].set()  # the held answers go to a process that is gone
         said["thread"].join(timeout=10)
         output = said["text"]
         outputs.append(output)

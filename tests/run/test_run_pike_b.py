@@ -224,14 +224,20 @@ def test_sigkill_at_several_points_then_resume(tmp_path):
         proc = start()
 
         def evaluating() -> bool:
+            # Only this (third) process's evaluations: the two killed ones left eval_starts without an eval,
+            # which made this true before this process had even written its run_start.
             events = journal(tmp_path)
-            started = {e["key"] for e in events if e["type"] == "eval_start"}
-            done = {e["key"] for e in events if e["type"] == "eval"}
-            return bool(started - done) and len(done) >= 4
+            starts = [i for i, e in enumerate(events) if e["type"] == "run_start"]
+            if len(starts) < 3:
+                return False
+            mine = events[starts[2]:]
+            started = {e["key"] for e in mine if e["type"] == "eval_start"}
+            done = {e["key"] for e in mine if e["type"] == "eval"}
+            return bool(started - done) and len({e["key"] for e in events if e["type"] == "eval"}) >= 4
 
         _wait_for(evaluating)
         proc.send_signal(signal.SIGKILL)
-        proc.wait(timeout=60)
+        assert proc.wait(timeout=60) == -signal.SIGKILL  # killed mid-run, not already finished
         final = start(eval_seconds=0)  # nothing is killed now: no evaluation needs to stay in flight
         output, _ = final.communicate(timeout=600)
         assert final.returncode == 0, output[-3000:]

@@ -5,6 +5,7 @@ Fast: offline:mutate writes the programs and the fake evaluator (pike_harness.te
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import signal
@@ -65,19 +66,25 @@ def test_seeds_are_separate_runs_in_one_group(tmp_path: Path):
 
 
 def test_ctrl_c_stops_the_group_and_a_rerun_resumes_the_unfinished_seeds(tmp_path: Path):
-    evaluations = {"n": 0}
+    evaluations = itertools.count(1)  # next() is atomic: two evaluations at once (--parallel 2) get two numbers
+    plugins = []
 
     def interrupting(request):
         # Seed 0 evaluates a baseline and two candidates; the second seed's first candidate gets a Ctrl-C.
         # (No final re-timing, which would add evaluations: tests/run/test_final_timing.py covers it.)
-        evaluations["n"] += 1
-        if evaluations["n"] == 5:
+        if next(evaluations) == 5:
             os.kill(os.getpid(), signal.SIGINT)
-            time.sleep(1.0)  # the evaluation is still going when the run sees the Ctrl-C
+            # The evaluation is still going when the run sees the Ctrl-C: it ends only once the stopping run
+            # closed its evaluator (a fixed sleep let a starved main thread see the run complete first).
+            (evaluator,) = [e for e in plugins[-1].built if any(r is request for r in e.requests)]
+            deadline = time.monotonic() + 60
+            while not evaluator.closed and time.monotonic() < deadline:
+                time.sleep(0.01)
         return default_verdict(request)
 
     def run_group(verdict) -> str:
-        App._host = PluginHost(extra=[("fake", fake_evaluator_plugin(verdict), False)])
+        plugins.append(fake_evaluator_plugin(verdict))
+        App._host = PluginHost(extra=[("fake", plugins[-1], False)])
         try:
             core = {"strategy": "best-of-n", "suite": "smoke", "tasks": "1", "llm": "offline:mutate",
                     "query_budget": 2, "llm_concurrency": 2, "seed": 0, "output_dir": tmp_path,

@@ -2,6 +2,8 @@
 # evaluator's build cache when it has one) and uses it in forward; needs only a C++ compiler.
 # task: smoke/1
 # expect: correct
+# limits: compile_timeout_s=600 run_timeout_s=600
+# (longer limits than the batch's 120 s: a build on a loaded 2-core CI machine can take that long)
 import ctypes
 
 import torch
