@@ -15,9 +15,9 @@ from pike_harness.contracts.model import Limits  # noqa: E402
 from pike_harness.worker.supervise import sandbox  # noqa: E402
 
 # The load itself must fit the limit on a loaded 2-core runner (torch's import in the sandbox took
-# more than 6 s there), and the pause must be longer than the limit.
-PAUSE_S = 14.0
-COMPILE_LIMIT_S = 12.0  # shorter than the pause: only a deadline that excludes the pause can be met
+# more than 6 s there, so 25 s leaves it room), and the pause must be longer than the limit.
+PAUSE_S = 28.0
+COMPILE_LIMIT_S = 25.0  # shorter than the pause: only a deadline that excludes the pause can be met
 
 
 def test_a_pause_longer_than_the_stage_limit_is_not_a_timeout(make_local):
