@@ -7,6 +7,7 @@ import math
 import os
 import random
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -15,7 +16,7 @@ from pike_harness.worker.inside.pinning import migrations, pinned
 from pike_harness.worker.records import EvalResult, NoiseReport, PairedSpec, PairedTiming
 from pike_harness.worker.supervise import noise
 from pike_harness.worker.supervise.engine import EngineConfig, EngineError, resolve
-from pike_harness.worker.supervise.engine.paired import _stop_reason, block_params, left_core
+from pike_harness.worker.supervise.engine.paired import _stop_reason, block_params, left_core, rotation
 
 
 def _draw(rng: random.Random, n: int, speedup: float, sigma: float) -> list[tuple[float, float]]:
@@ -161,6 +162,21 @@ def test_paired_cores_resolve_rotate_by_default_and_bad_values_are_one_line_erro
     assert resolve(EngineConfig(paired_cores="free"), ["cpu"]).paired_cores == "free"
     with pytest.raises(EngineError, match="paired-cores"):
         resolve(EngineConfig(paired_cores="everywhere"), ["cpu"])
+
+
+def test_each_rotation_is_the_sandbox_cores_in_a_fresh_order():
+    # A re-timing that converges after a few pairs samples only the first cores of its order: a fixed
+    # order would give every re-timing of a run the same few cores (and their bias).
+    cores = sorted(os.sched_getaffinity(0))
+    candidate = SimpleNamespace(session=os.getpid(), settings=SimpleNamespace(paired_cores="rotate"))
+    orders = [rotation(candidate) for _ in range(64)]
+    assert all(sorted(order) == cores for order in orders)
+    if len(cores) > 1:  # all 64 starting on one core: 2 ** -63 at two cores
+        assert len({order[0] for order in orders}) > 1
+    candidate.settings.paired_cores = "free"
+    assert rotation(candidate) == []
+    candidate.settings.paired_cores, candidate.session = "rotate", None
+    assert rotation(candidate) == []
 
 
 def test_a_pinned_block_runs_on_its_core_alone_and_gives_the_thread_its_cores_back():

@@ -20,7 +20,7 @@ How, once the candidate's ordinary timing has passed (the device is still held f
    background thread cannot slow the reference's blocks to inflate its own speedup, nor the reverse.
 4. With ``paired_cores="rotate"`` (the default) both blocks of a pair run with the timed process's
    main thread (the one that calls the model) pinned to one core, and the next pair on the next core
-   the candidate may use; the process pins and unpins itself around the block (``child``), so its
+   the candidate may use, in an order drawn at random for each re-timing (``rotation``); the process pins and unpins itself around the block (``child``), so its
    other threads keep their cores. On a shared VM a host-bound model's speed
    depends on the core it runs on and moves with it from second to second (an H200 host, 2026-11-29:
    level3-pike 31's solution read 1.40-1.80 ms across the cores of one process, 30's eager reference
@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import random
 import signal
 import time
 import uuid
@@ -184,17 +185,26 @@ def alternate(candidate: Evaluation, reference: Evaluation, spec: PairedSpec) ->
 
 
 def rotation(candidate: Evaluation) -> list[int]:
-    """The cores pair after pair runs on (``paired_cores="rotate"``): those the candidate's sandbox may
-    use when the re-timing starts, after the quiet rule placed it (every core it loads on under
-    ``stop``, the core kept for timing under ``cores``). Empty (nothing pinned) with ``free``, or when
-    the mask cannot be read."""
+    """The cores pair after pair runs on (``paired_cores="rotate"``), in a fresh random order each
+    re-timing: those the candidate's sandbox may use when the re-timing starts, after the quiet rule
+    placed it (every core it loads on under ``stop``, the core kept for timing under ``cores``). Empty
+    (nothing pinned) with ``free``, or when the mask cannot be read.
+
+    Why random: a re-timing that converges after a few pairs samples only the first cores of the order.
+    In a fixed order (lowest first) every re-timing of a run would sample the same few cores of a
+    16-core host, and a host whose low cores are slower or faster (a shared VM's are, by tens of percent
+    for a launch-bound model) would bias every speedup the same way. Shuffled, each re-timing draws its
+    cores without replacement, so its pairs are a sample of the host's cores and a run's re-timings do
+    not share one bias."""
     session = candidate.session
     if candidate.settings.paired_cores != "rotate" or session is None:
         return []
     try:
-        return sorted(os.sched_getaffinity(session))
+        cores = sorted(os.sched_getaffinity(session))
     except (OSError, AttributeError):
         return []
+    random.SystemRandom().shuffle(cores)
+    return cores
 
 
 def left_core(reply: dict[str, Any]) -> bool:
