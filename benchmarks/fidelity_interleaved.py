@@ -55,8 +55,11 @@ def run(args: Any, work: list[tuple[Any, Path]], base: Path) -> int:
         finished = _measure(args, work, base, state, spec, settings)
     rows = [task_row(task, path, state, args.rounds) for task, path in work]
     summary = summarize(rows)
-    setup = {"suite": args.suite, "device": args.device, "gpu": _recorded(state, "gpu") or args.device,
-             "torch": _recorded(state, "torch"), "triton": runs.triton_version(), "date": time.strftime("%Y-%m-%d"),
+    # --report-only runs where the measurements were not taken (a CPU machine): what the state recorded.
+    here = not getattr(args, "report_only", False)
+    setup = {"suite": args.suite, "device": args.device if here else _recorded(state, "device") or args.device,
+             "gpu": _recorded(state, "gpu") or args.device, "torch": _recorded(state, "torch"),
+             "triton": runs.triton_version() if here else "(not recorded)", "date": time.strftime("%Y-%m-%d"),
              "tasks": len(work), "finished": finished, **settings}
     text = markdown(rows, summary, setup)
     write(args.out, "fidelity-interleaved", {"setup": setup, "summary": summary, "rows": rows}, text)
