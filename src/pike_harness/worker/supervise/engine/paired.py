@@ -20,10 +20,10 @@ How, once the candidate's ordinary timing has passed (the device is still held f
    background thread cannot slow the reference's blocks to inflate its own speedup, nor the reverse.
 4. With ``paired_cores="rotate"`` (the default) both blocks of a pair run with the timed process's
    main thread (the one that calls the model) pinned to one core, and the next pair on the next core
-   the candidate may use, in an order drawn at random for each re-timing (``rotation``); the process pins and unpins itself around the block (``child``), so its
-   other threads keep their cores. On a shared VM a host-bound model's speed
-   depends on the core it runs on and moves with it from second to second (an H200 host, 2026-11-29:
-   level3-pike 31's solution read 1.40-1.80 ms across the cores of one process, 30's eager reference
+   the candidate may use, in an order drawn at random for each re-timing (``rotation``); the process
+   pins and unpins itself around the block (``child``), so its other threads keep their cores. On a
+   shared VM a host-bound model's speed depends on the core it runs on and moves with it from second
+   to second (an H200 host, 2026-11-29: level3-pike 31's solution read 1.40-1.80 ms across the cores of one process, 30's eager reference
    9.8-19 ms; ``reports/timing/process-speed-h200-2026-11-29/``). Left free, each side runs wherever
    the scheduler put it, so a pair can compare a fast core with a slow one, and all pairs can sit on
    one core's draw; rotated, the two sides of a pair share a core and the pairs sample the cores, so
