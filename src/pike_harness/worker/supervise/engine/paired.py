@@ -18,21 +18,21 @@ How, once the candidate's ordinary timing has passed (the device is still held f
 3. During each block the other side's whole sandbox is stopped (SIGSTOP to every process of its
    tree, and the block starts only once every thread of them is seen stopped), so a candidate's
    background thread cannot slow the reference's blocks to inflate its own speedup, nor the reverse.
-4. With ``paired_cores="rotate"`` (the default) both blocks of a pair run with the timed process's
-   main thread (the one that calls the model) pinned to one core, and the next pair on the next core
-   the candidate may use, in an order drawn at random for each re-timing (``rotation``); the process
-   pins and unpins itself around the block (``child``), so its other threads keep their cores. On a
-   shared VM a host-bound model's speed depends on the core it runs on and moves with it from second
-   to second (an H200 host, 2026-11-29: level3-pike 31's solution read 1.40-1.80 ms across the cores of one process, 30's eager reference
-   9.8-19 ms; ``reports/timing/process-speed-h200-2026-11-29/``). Left free, each side runs wherever
-   the scheduler put it, so a pair can compare a fast core with a slow one, and all pairs can sit on
-   one core's draw; rotated, the two sides of a pair share a core and the pairs sample the cores, so
-   the interval covers the spread between them instead of one draw of it. Each block's reply says
-   whether the pin held (the thread's mask at the end, and the kernel's count of its moves between
-   CPUs, ``pinning``): when a side's thread left its core (a candidate that widened its own mask
-   during its block, even if it narrowed it again before the end), or the pin could not be set, the
-   candidate gets the flag ``paired_unpinned`` and the reason in ``flagged``: those pairs did not
-   share a core.
+4. With ``paired_cores="rotate"`` (the default) both blocks of a pair run with the timed process's main
+   thread (the one that calls the model) pinned to one core, and the next pair on the next core the
+   candidate may use, in an order drawn at random for each re-timing (``rotation``); the process pins
+   and unpins itself around the block (``child``), so its other threads keep their cores. On a shared
+   VM a host-bound model's speed depends on the core it runs on and moves with it from second to second
+   (an H200 host, 2026-11-29: level3-pike 31's solution read 1.40-1.80 ms across the cores of one
+   process, 30's eager reference 9.8-19 ms; ``reports/timing/process-speed-h200-2026-11-29/``). Left
+   free, each side runs wherever the scheduler put it, so a pair can compare a fast core with a slow
+   one, and all pairs can sit on one core's draw; rotated, the two sides of a pair share a core and the
+   pairs sample the cores, so the interval covers the spread between them instead of one draw of it.
+   Each block's reply says whether the pin held (the thread's mask at the end, and the kernel's count
+   of its moves between CPUs, ``pinning``): when a side's thread left its core (a candidate that
+   widened its own mask during its block, even if it narrowed it again before the end), or the pin
+   could not be set, the candidate gets the flag ``paired_unpinned`` and the reason in ``flagged``:
+   those pairs did not share a core.
 
 A reference that fails, or a side that cannot be stopped, leaves the candidate's verdict as it is:
 ``paired`` stays None, the flag ``paired_unavailable`` is set and ``environment["paired"]`` says why.
