@@ -11,6 +11,9 @@ submitted at once, as a run does, each with a paired re-timing against its eager
   ratio, and the geometric mean of the ratios with a Student-t 95% interval (``paired_stats``);
 * the harness's paired speedup, all rounds' pairs pooled, with its interval, and whether it lies
   within the plain loop's interval;
+* each round's own speedup on each side and their spread (largest over smallest): how far a figure
+  moves when either side is run again minutes later, which the pooled plain interval (wide where the
+  plain processes disagree) does not show;
 * the search-time timing (the harness's ordinary ``runtime_ms``) over the plain loop's solution time;
 * the noise canary (median reading) and the largest steal share, and the flags.
 
@@ -213,6 +216,14 @@ def task_row(task: Any, path: Path, state: JsonlState, rounds: int) -> dict[str,
                            "plain_verdict": _last(plain, "verdict"), "harness_verdict": _last(harness, "category")}
     row["plain"] = _interval(plain_pairs)
     row["harness"] = _interval(harness_pairs)
+    # Each round's own speedup on each side (a plain process; one harness re-timing), and how far apart
+    # the rounds of one sitting lie: what a user who ran either side once, minutes later, would see move.
+    row["plain_by_round"] = [_geomean([e / s for e, s in zip(p.get("eager_ms") or [], p.get("solution_ms") or [],
+                                                            strict=False) if e and s])
+                             for p in plain if p.get("verdict") == "correct"]
+    row["harness_by_round"] = [h["paired"]["speedup"] for h in harness if h.get("paired")]
+    row["plain_round_spread"] = _spread(row["plain_by_round"])
+    row["harness_round_spread"] = _spread(row["harness_by_round"])
     plain_ci, harness_ci = row["plain"], row["harness"]
     row["within_plain_ci"] = (plain_ci["low"] <= harness_ci["speedup"] <= plain_ci["high"]
                               if plain_ci and harness_ci else None)
@@ -241,6 +252,12 @@ def _interval(pairs: list[tuple[float, float]]) -> dict[str, Any] | None:
             "n": found.n}
 
 
+def _spread(values: list[float | None]) -> float | None:
+    """Largest over smallest of the rounds' speedups (1.0: the rounds agree); None under two rounds."""
+    found = [v for v in values if v]
+    return max(found) / min(found) if len(found) >= 2 else None
+
+
 def _last(rows: list[dict[str, Any]], field: str) -> str | None:
     return rows[-1].get(field) if rows else None
 
@@ -263,7 +280,16 @@ def summarize(rows: list[dict[str, Any]]) -> dict[str, Any]:
                                            or r["flags"]),
             "search_within_10pct": sum(1 for r in searched if abs(r["search_ratio"] - 1) <= GOALS["search_time"]),
             "search_timed": len(searched),
-            "noisy_tasks": sum(1 for r in rows if "noisy_timing" in r["flags"])}
+            "noisy_tasks": sum(1 for r in rows if "noisy_timing" in r["flags"]),
+            "median_halfwidth_plain": _median([r["plain"]["halfwidth"] for r in both]),
+            "median_halfwidth_harness": _median([r["harness"]["halfwidth"] for r in both]),
+            "median_round_spread_plain": _median([r.get("plain_round_spread") for r in both]),
+            "median_round_spread_harness": _median([r.get("harness_round_spread") for r in both])}
+
+
+def _median(values: list[float | None]) -> float | None:
+    found = [v for v in values if v is not None]
+    return statistics.median(found) if found else None
 
 
 def markdown(rows: list[dict[str, Any]], summary: dict[str, Any], setup: dict[str, Any]) -> str:
@@ -275,6 +301,13 @@ def markdown(rows: list[dict[str, Any]], summary: dict[str, Any], setup: dict[st
             return "-"
         return f"{interval['speedup']:.3f} [{interval['low']:.3f}, {interval['high']:.3f}] n={interval['n']}"
 
+    def pct(value: float | None) -> str:
+        return f"+-{value:.1%}" if value is not None else "-"
+
+    def spread(row: dict[str, Any]) -> str:
+        plain, harness = row.get("plain_round_spread"), row.get("harness_round_spread")
+        return "-" if plain is None and harness is None else f"{num(plain, 2)} / {num(harness, 2)}"
+
     lines = [f"## Fidelity, interleaved: plain loop and harness in alternating rounds ({setup['suite']}, "
              f"{setup['device']})", "",
              f"{setup['gpu']}; torch {setup['torch']}, Triton {setup['triton']}; {setup['date']}; {setup['tasks']} "
@@ -284,13 +317,13 @@ def markdown(rows: list[dict[str, Any]], summary: dict[str, Any], setup: dict[st
              f"{setup['paired']['target_halfwidth']:.0%} or {setup['paired']['max_pairs']} pairs or "
              f"{setup['paired']['max_seconds']:g} s).", "",
              "| task | plain verdict | harness verdict | plain speedup [95% CI] | harness paired [95% CI] | "
-             "inside | search/plain | canary ms | max steal | flags |",
-             "|---|---|---|---|---|---|---|---|---|---|"]
+             "inside | rounds' spread, plain / harness | search/plain | canary ms | max steal | flags |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         inside = {True: "yes", False: "**no**", None: "-"}[r["within_plain_ci"]]
         steal = f"{r['max_steal']:.1%}" if r["max_steal"] is not None else "-"
         lines.append(f"| {r['task']} | {r['plain_verdict'] or '-'} | {r['harness_verdict'] or '-'} | {ci(r['plain'])} | "
-                     f"{ci(r['harness'])} | {inside} | {num(r['search_ratio'])} | {num(r['canary_ms'], 4)} | {steal} | "
+                     f"{ci(r['harness'])} | {inside} | {spread(r)} | {num(r['search_ratio'])} | {num(r['canary_ms'], 4)} | {steal} | "
                      f"{', '.join(r['flags']) or '-'} |")
     s = summary
     lines += ["", f"- Harness paired speedup inside the plain loop's 95% interval: {s['within_plain_ci']} of "
@@ -301,7 +334,13 @@ def markdown(rows: list[dict[str, Any]], summary: dict[str, Any], setup: dict[st
               f"{s['timed_both']}.",
               f"- Search-time timing within 10% of the plain loop: {s['search_within_10pct']} of {s['search_timed']} "
               f"(goal: 25 of 30).",
-              f"- Tasks with a timing flagged noisy: {s['noisy_tasks']}."]
+              f"- Tasks with a timing flagged noisy: {s['noisy_tasks']}.",
+              f"- Median 95% half-width: plain {pct(s.get('median_halfwidth_plain'))}, harness "
+              f"{pct(s.get('median_halfwidth_harness'))}. A wide plain interval makes \"inside\" easy; it is the "
+              "plain loop's own spread over its processes, not the harness's.",
+              f"- Rounds' spread (largest over smallest of a task's per-round speedups, one plain process or one "
+              f"re-timing a round), median over tasks: plain {num(s.get('median_round_spread_plain'), 2)}, harness "
+              f"{num(s.get('median_round_spread_harness'), 2)}."]
     reasons = [(r["task"], text) for r in rows for text in r["paired_flagged"] + r["unavailable"]]
     if reasons:
         lines += ["", "Flagged or unpaired, with the measured reason:", ""]

@@ -13,8 +13,8 @@ from perf_helpers import SMOKE, benchmark_module
 REPO = Path(__file__).resolve().parents[2]
 
 
-def _paired(pairs: list[list[float]], flagged: str | None = None) -> dict:
-    return {"pairs": pairs, "flagged": flagged, "noise": {"steal_fraction": 0.01}}
+def _paired(pairs: list[list[float]], flagged: str | None = None, speedup: float = 2.0) -> dict:
+    return {"pairs": pairs, "flagged": flagged, "noise": {"steal_fraction": 0.01}, "speedup": speedup}
 
 
 def test_rows_pool_rounds_and_judge_the_harness_against_the_plain_interval(tmp_path):
@@ -27,7 +27,8 @@ def test_rows_pool_rounds_and_judge_the_harness_against_the_plain_interval(tmp_p
             state.add({"key": f"harness|{round_no}|1", "category": "correct", "mean_ms": 1.1,
                        "flags": ["noisy_timing"] if round_no == 2 else [],
                        "noise": {"canary_before_ms": 0.01, "canary_after_ms": 0.03, "steal_fraction": 0.0},
-                       "paired": _paired([[2.0, 1.0], [2.04, 1.0]], "wide" if round_no == 2 else None)})
+                       "paired": _paired([[2.0, 1.0], [2.04, 1.0]], "wide" if round_no == 2 else None,
+                                         speedup=2.0 if round_no == 1 else 2.5)})
         row = interleaved.task_row(task, Path("1_MatmulReLU.py"), state, rounds=2)
     assert row["plain"]["n"] == 4 and row["harness"]["n"] == 4  # every timing pair of every round
     assert row["plain"]["low"] < 2.0 < row["plain"]["high"]
@@ -36,8 +37,15 @@ def test_rows_pool_rounds_and_judge_the_harness_against_the_plain_interval(tmp_p
     assert row["search_ratio"] == pytest.approx(1.1 / (1.0 * 1.0 * 1.1 * 0.95) ** 0.25)
     assert row["canary_ms"] == pytest.approx(0.02) and row["max_steal"] == pytest.approx(0.01)
     assert row["flags"] == ["noisy_timing"] and row["paired_flagged"] == ["wide"]
+    # each round's own speedup, and how far the rounds lie apart on each side
+    assert row["plain_by_round"] == pytest.approx([(2.0 * 2.1) ** 0.5, 2.0])
+    assert row["harness_by_round"] == [2.0, 2.5]
+    assert row["plain_round_spread"] == pytest.approx((2.0 * 2.1) ** 0.5 / 2.0)
+    assert row["harness_round_spread"] == pytest.approx(1.25)
     summary = interleaved.summarize([row])
     assert summary["timed_both"] == 1 and summary["within_plain_ci"] == 1 and summary["noisy_tasks"] == 1
+    assert summary["median_round_spread_harness"] == pytest.approx(1.25)
+    assert summary["median_halfwidth_plain"] == pytest.approx(row["plain"]["halfwidth"])
     assert summary["geomean_ratio"] == pytest.approx(row["harness"]["speedup"] / row["plain"]["speedup"])
 
 
