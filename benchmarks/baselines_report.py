@@ -107,8 +107,7 @@ def render(folder: Path) -> str:
     if "compile" in modes or "compile-max-autotune" in modes:
         lines += ["", "For comparison: PIKE published 1.64x for `torch.compile` max-autotune over eager on level3-pike "
                       "(torch 2.8, H100). An earlier measurement of default-mode `torch.compile` on an H100 host with "
-                      "torch 2.11 and PIKE's protocol gave 1.47x (PIKE-clamped), failing allclose on 48_Mamba2ReturnY "
-                      "(shared/specs/evaluator.md, measured facts)."]
+                      "torch 2.11 and PIKE's protocol gave 1.47x (PIKE-clamped), failing allclose on 48_Mamba2ReturnY."]
     if notes:
         lines += ["", "## Entries without a runtime", ""] + [f"- {n}" for n in notes]
     lines += ["", f"_Rendered {time.strftime('%Y-%m-%d')} by benchmarks/baselines_report.py from "

@@ -39,7 +39,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from host_cpu import CpuSampler, describe, split  # noqa: E402
 from perf_common import (  # noqa: E402
-    REPO,
+    PIKE_B_SOLUTIONS,
     Budget,
     arguments,
     environment_of,
@@ -53,9 +53,7 @@ from perf_common import (  # noqa: E402
 from pike_harness.worker.supervise.engine.stage_breakdown import format_breakdown  # noqa: E402
 
 QUIET_MODES = ("stop", "cores")
-DEFAULT_SOLUTIONS = REPO.parent / "shared" / "fidelity" / "pike-b-level3"
-if not DEFAULT_SOLUTIONS.is_dir():  # on a GPU machine the corpus travels in an ignored folder of the checkout
-    DEFAULT_SOLUTIONS = REPO / ".fidelity" / "pike-b-level3"
+DEFAULT_SOLUTIONS = PIKE_B_SOLUTIONS
 
 
 # Engine options a run entry may set with ``+OPTION=VALUE`` (the local evaluator's own names).

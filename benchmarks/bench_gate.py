@@ -18,8 +18,8 @@ writes ``gate.md``/``gate.json``:
   issue's goal: within 2 %), over the candidates both trees finished.
 
 The candidate set: the suite's task sources as candidates (``eager``: the reference itself, no
-compile) and the solution files of ``--solutions`` named ``task_N.py`` (default ``.fidelity/pike-b-level3``
-in this checkout, else ``../shared/fidelity/pike-b-level3``). Compile-heavy solutions take 50-120 s
+compile) and the solution files of ``--solutions`` named ``task_N.py`` (default ``.fidelity/pike-b-level3``,
+an ignored folder of this checkout). Compile-heavy solutions take 50-120 s
 each on an H100: ``--set``, ``--tasks`` and ``--max-solutions`` choose a subset that fits the budget.
 
   # one GPU call: the old tree (src/ and plugins/ suffice) in an ignored folder the call carries
@@ -51,8 +51,9 @@ RUNTIME_TOLERANCE = 0.02
 
 
 def default_solutions() -> Path:
-    local = REPO / ".fidelity" / "pike-b-level3"
-    return local if local.is_dir() else REPO.parent / "shared" / "fidelity" / "pike-b-level3"
+    """PIKE-B's published solutions, in the ignored folder where perf_common keeps them (this module
+    imports nothing of the benchmarks: it also drives an old tree)."""
+    return REPO / ".fidelity" / "pike-b-level3"
 
 
 def parse(argv: list[str] | None = None) -> argparse.Namespace:

@@ -1,7 +1,7 @@
 """Evaluator fidelity: the harness against an independent plain do_bench loop, in one sitting on one GPU.
 
 By default (``--compare plain``, issue 16) a folder of solutions (PIKE-B's 30 published best
-programs, ``../shared/fidelity/pike-b-level3``, when present) and the suite's eager references go
+programs, in the ignored folder ``.fidelity/pike-b-level3`` of the checkout) and the suite's eager references go
 through two sides: the harness (``LocalEvaluator``, ``--protocols pike`` and optionally ``robust``;
 all submitted at once and/or one at a time, ``--concurrency all,serial``) and the plain loop of
 ``plain_loop.py`` (PIKE's protocol written plainly, one process per task, nothing from pike_harness).
@@ -42,15 +42,23 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from perf_common import REPO, Budget, arguments, default_device, environment_of, request, workdir, write  # noqa: E402
+from perf_common import (  # noqa: E402
+    PIKE_B_SOLUTIONS,
+    REPO,
+    Budget,
+    arguments,
+    default_device,
+    environment_of,
+    request,
+    workdir,
+    write,
+)
 
 from pike_harness.contracts.evaluation import EvaluatorError, EvaluatorOptions  # noqa: E402
 from pike_harness.contracts.suite import Suite
 from pike_harness.host.tasks import load_suite  # noqa: E402
 
-DEFAULT_SOLUTIONS = REPO.parent / "shared" / "fidelity" / "pike-b-level3"
-if not DEFAULT_SOLUTIONS.is_dir():  # on a GPU machine the corpus travels in an ignored folder of the checkout
-    DEFAULT_SOLUTIONS = REPO / ".fidelity" / "pike-b-level3"
+DEFAULT_SOLUTIONS = PIKE_B_SOLUTIONS
 NAME = re.compile(r"^(?:task_)?(\d+)(?:_.*)?\.py$")
 TOLERANCE = 0.03  # issue 14: queue runtimes within 3 % of local's on a GPU
 

@@ -25,6 +25,10 @@ from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
+# PIKE-B's published best programs for level3-pike (task_N.py), the fidelity benchmarks' solutions. The
+# project does not ship them: a developer puts a copy in this git-ignored folder of the checkout, and a
+# GPU call carries it.
+PIKE_B_SOLUTIONS = REPO / ".fidelity" / "pike-b-level3"
 for path in (REPO / "src", REPO / "plugins"):
     if str(path) not in sys.path:
         sys.path.insert(0, str(path))

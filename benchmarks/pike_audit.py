@@ -1,6 +1,6 @@
 """Audit of PIKE's published solutions: which of them really pass, with a reproduction for each that doesn't.
 
-For each solution (PIKE-B's 30 best programs for level3-pike, ``../shared/fidelity/pike-b-level3``):
+For each solution (PIKE-B's 30 best programs for level3-pike, ``.fidelity/pike-b-level3``):
 our verdict (the harness's, ``--protocol pike``, read from the fidelity benchmark's state, or run
 here with ``--run-harness``), the verdict of PIKE's one-call protocol (one instance, one call, the
 public input) and, from ``pike_probes.py`` in a process of its own per solution, what a second call,

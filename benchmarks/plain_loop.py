@@ -2,8 +2,8 @@
 
 Nothing here comes from pike_harness (no worker, no timing code, no sandbox): torch, triton and the
 standard library only, so that a disagreement between this loop and the harness points at the
-harness (or at this page, which is short enough to check by eye). The protocol is PIKE's, as
-``../shared/fidelity/README.md`` states it:
+harness (or at this page, which is short enough to check by eye). The protocol is PIKE's for
+level3-pike:
 
 * the reference task file's ``get_init_inputs()``; each model built after ``torch.manual_seed(1)``
   (the solution's ``ModelNew``, else its ``Model``; a class or any callable returning an ``nn.Module``),

@@ -1,6 +1,7 @@
 """PIKE-O's program database: islands, one MAP-Elites grid, an elite archive, migration.
 
-As PIKE's OpenEvolve fork (0.2.8) keeps it (shared/specs/pike-o.md, "Corrections"):
+As PIKE's OpenEvolve fork (0.2.8) keeps it in its code (where that differs from the paper's prose,
+the code's behaviour is the one kept here):
 
 - Every program lives on one island. One MAP-Elites grid spans the whole database: a new program
   takes its cell (its feature coordinates) if the cell is empty or it is strictly fitter than the

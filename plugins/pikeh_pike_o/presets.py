@@ -14,7 +14,7 @@ from typing import Any
 DEFAULT_PRESET = "pike-o"
 NO_EFA = "noEFA"
 
-# The paper's "PIKE-O" configuration (shared/specs/pike-o.md). max_iterations, temperature, max_tokens
+# The PIKE paper's "PIKE-O" configuration. max_iterations, temperature, max_tokens
 # and the seed are run options of the host (--query-budget, --temperature, --max-tokens, --seed).
 PAPER_DEFAULTS: dict[str, Any] = {
     "template": "crossover",

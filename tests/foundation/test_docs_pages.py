@@ -20,7 +20,7 @@ LINK = re.compile(r"(?<!!)\[[^\]]*\]\(([^)\s]+)\)")
 MARKER = re.compile(r"<!-- options of: (pikeh [^>]*?) -->")
 OPTION = re.compile(r"(?<![\w-])--[a-z0-9][a-z0-9-]*")
 # Files of the project's own working notes, which users never see.
-OUTSIDE = re.compile(r"shared/(specs|suite-facts)/|shared/[\w-]+\.md|shared/fidelity/README")
+OUTSIDE = re.compile(r"\.\./shared/|shared/(specs|suite-facts)/|shared/[\w-]+\.md|shared/fidelity/")
 
 
 def _prose(page: Path) -> str:
@@ -44,6 +44,15 @@ def test_every_link_resolves_inside_the_repository(page: Path):
 def test_no_page_cites_a_file_outside_the_repository(page: Path):
     cited = [m.group(0) for m in OUTSIDE.finditer(page.read_text(encoding="utf-8"))]
     assert not cited, f"{page.name} cites files users do not have: {cited}"
+
+
+def test_no_report_or_source_file_cites_a_file_outside_the_repository():
+    """Reports, benchmarks and the package's sources are read by users too (docstrings, help texts)."""
+    files = [*(REPO / "reports").rglob("*.md"), *(REPO / "benchmarks").glob("*.py"),
+             *(REPO / "benchmarks").glob("*.sh"), *(REPO / "src").rglob("*.py"), *(REPO / "plugins").rglob("*.py")]
+    cited = {str(f.relative_to(REPO)): [m.group(0) for m in OUTSIDE.finditer(f.read_text(encoding="utf-8"))]
+             for f in files}
+    assert not {name: found for name, found in cited.items() if found}
 
 
 def _options_tables(page: Path) -> list[tuple[int, str | None, list[str]]]:
