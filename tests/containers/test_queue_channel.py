@@ -427,3 +427,40 @@ def test_a_request_deleted_from_the_folder_is_written_again(tmp_path):
             future.result(timeout=15)
     finally:
         client.close()
+
+
+def test_planted_fifos_and_links_in_the_folder_are_refused_not_waited_on(tmp_path):
+    """In the docker evaluator without bubblewrap a candidate can write the queue folder: a FIFO named as
+    a result or a heartbeat would block an open() for good, a link to /dev/zero would be read without
+    end. Each is refused and set aside; the real result still arrives and the client keeps running."""
+    key = b"s" * 32
+    qdir = qc.QueueDir(tmp_path / "io").ensure()
+    fake_heartbeat(qdir, "hand", pid=os.getpid())
+    os.mkfifo(qdir.workers / "planted.json")
+    assert "planted" in qc.read_heartbeats(qdir).unreadable  # returned: the FIFO was not waited on
+    client = QueueClient(qdir.root, key=key, stale_after_s=60)
+    try:
+        req = request(CORRECT)
+        future = client.submit(req)
+        ticket, _ = _serve_one(qdir, key)
+        os.mkfifo(qdir.results / qc.result_name(qc.new_ticket(client.session, 998)))
+        os.symlink("/dev/zero", qdir.results / qc.result_name(qc.new_ticket(client.session, 999)))
+        wait_until(lambda: len([n for n in os.listdir(qdir.bad) if not n.endswith(".why")]) == 2)
+        assert qc.names(qdir.results) == []  # both taken and set aside by the client's one thread
+        qc.write_json(qdir.results, qc.result_name(ticket), _result(ticket, req.request_id, "incorrect", key))
+        assert future.result(timeout=10).category == "incorrect"
+    finally:
+        client.close()
+
+
+def test_read_json_refuses_what_is_not_a_plain_message_file(tmp_path):
+    (tmp_path / "ok.json").write_text('{"a": 1}')
+    assert qc.read_json(tmp_path / "ok.json") == {"a": 1}
+    assert qc.read_json(tmp_path / "gone.json") is None
+    os.symlink(tmp_path / "ok.json", tmp_path / "link.json")
+    os.mkfifo(tmp_path / "fifo.json")
+    with open(tmp_path / "huge.json", "wb") as handle:  # sparse: no disk used, but over the cap
+        handle.truncate(qc.MAX_MESSAGE_BYTES + 1)
+    for name in ("link.json", "fifo.json", "huge.json"):
+        with pytest.raises(ValueError):
+            qc.read_json(tmp_path / name)

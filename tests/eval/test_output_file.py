@@ -90,6 +90,18 @@ def test_a_lying_index_is_malformed(tmp_path, index, message):
         read_outputs(tmp_path / "o", len(index) if isinstance(index, list) else 1)
 
 
+def test_overlapping_entries_cannot_make_the_reader_allocate_past_its_cap(tmp_path):
+    """Every entry fits the file, but 1,000 of them point at the same 1 MiB: 1 GiB to allocate. With the
+    reference's cap the index is refused before anything is allocated; one honest entry still reads."""
+    entry = ["uint8", [1 << 20], 0, 1 << 20]
+    _forge(tmp_path / "o", [[entry] * 1000], data=b"\0" * (1 << 20))
+    with pytest.raises(MalformedOutputs, match="over the"):
+        read_outputs(tmp_path / "o", 1, max_total_bytes=64 << 20)
+    _forge(tmp_path / "one", [[entry]], data=b"\1" * (1 << 20))
+    (tensor,) = read_outputs(tmp_path / "one", 1, max_total_bytes=64 << 20)[0]
+    assert tensor.numel() == 1 << 20 and int(tensor[0]) == 1
+
+
 def test_an_oversized_index_length_and_links_are_refused(tmp_path):
     (tmp_path / "o").write_bytes(b"\0" * 8 + struct.pack("<Q8s", 1 << 40, output_file.MAGIC))
     with pytest.raises(MalformedOutputs, match="no valid index"):

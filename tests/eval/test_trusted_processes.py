@@ -320,6 +320,31 @@ def test_the_sandbox_is_its_whole_process_tree_whatever_sessions_it_made():
     assert sorted(member.pid for member in tree_members(10, table)) == [10, 11, 12, 13, 14]
 
 
+def test_the_disk_walk_lists_no_folder_reached_through_a_swapped_component(tmp_path):
+    """The candidate runs while its folders are measured: ``scratch/a`` listed as a folder can be a link
+    to a host folder by the time the walk opens ``scratch/a/b``. The walk lists a folder only if it is
+    still the one its parent's listing saw."""
+    from pike_harness.worker.supervise import scratch_usage
+
+    outside = tmp_path / "outside"
+    (outside / "b").mkdir(parents=True)
+    (outside / "b" / "host-file").write_bytes(b"x" * 8192)
+    scratch = tmp_path / "scratch"
+    (scratch / "a" / "b").mkdir(parents=True)
+    seen = os.lstat(scratch / "a" / "b")
+    identity = (seen.st_dev, seen.st_ino)
+    fd = scratch_usage._open_folder(str(scratch / "a" / "b"), identity)
+    assert fd is not None
+    os.close(fd)
+    (scratch / "a" / "b").rmdir()
+    (scratch / "a").rmdir()
+    (scratch / "a").symlink_to(outside, target_is_directory=True)  # the swap, after the listing
+    assert scratch_usage._open_folder(str(scratch / "a" / "b"), identity) is None
+    assert scratch_usage._open_folder(str(scratch / "a"), None) is None  # a link itself is never opened
+    usage = scratch_usage.measure([scratch], max_entries=100)
+    assert usage.entries == 1  # the link, counted as an entry; nothing behind it
+
+
 def test_the_disk_walk_survives_deep_trees_and_never_follows_links(tmp_path):
     from pike_harness.worker.supervise import scratch_usage
 

@@ -1,8 +1,12 @@
-"""JSON-lines messages over a pair of pipe file descriptors, with deadlines on the reading side.
+"""JSON-lines messages over a pair of pipe file descriptors, with deadlines on the reading side and,
+for the trusted end of a candidate's channel, on the writing side too.
 
 The supervisor talks to a candidate's process and to the reference process this way. Reads are
 bounded in time (a hung peer is a timeout, not a hung evaluator) and in size (a peer that floods the
-pipe is a protocol violation, not an out-of-memory supervisor). Standard library only.
+pipe is a protocol violation, not an out-of-memory supervisor). Writes to a candidate's process are
+bounded in time (``send_timeout_s``): the candidate shares its process with our child, so it can send
+requests that each earn a reply and never read the replies; once the pipe is full a blocking write
+would hold the supervisor's thread (and the device lock it may hold) forever. Standard library only.
 """
 
 from __future__ import annotations
@@ -29,19 +33,39 @@ class ProtocolViolation(Exception):
     """The peer sent something that is not a message of the protocol."""
 
 
-class Channel:
-    """One reading fd and one writing fd; ``receive`` polls so callers can watch the peer meanwhile."""
+class ChannelStalled(Exception):
+    """The peer left the pipe full past the send deadline: it stopped reading its messages."""
 
-    def __init__(self, read_fd: int, write_fd: int):
+
+class Channel:
+    """One reading fd and one writing fd; ``receive`` polls so callers can watch the peer meanwhile.
+
+    With ``send_timeout_s`` the writing fd is made non-blocking and ``send`` waits at most that long for
+    room in the pipe (a peer that reads its messages leaves the pipe nearly empty, so only one that
+    stopped reading ever makes it wait); without it a write blocks as a plain pipe write does."""
+
+    def __init__(self, read_fd: int, write_fd: int, *, send_timeout_s: float | None = None):
         self.read_fd = read_fd
         self.write_fd = write_fd
+        self.send_timeout_s = send_timeout_s
         self._buffer = b""
+        if send_timeout_s is not None:
+            os.set_blocking(write_fd, False)
 
     def send(self, message: dict[str, Any]) -> None:
         data = (json.dumps(message) + "\n").encode()
         view = memoryview(data)
+        deadline = None if self.send_timeout_s is None else time.monotonic() + self.send_timeout_s
         while view:
-            written = os.write(self.write_fd, view)
+            try:
+                written = os.write(self.write_fd, view)
+            except BlockingIOError:
+                assert deadline is not None  # only a non-blocking fd raises it
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    raise ChannelStalled(f"the peer left its pipe full for {self.send_timeout_s:g} s") from None
+                select.select([], [self.write_fd], [], min(remaining, 0.1))
+                continue
             view = view[written:]
 
     def receive(self, deadline: float | None, poll_s: float = 0.1) -> dict[str, Any] | None:

@@ -156,9 +156,14 @@ def write_outputs(path: str | os.PathLike, calls: Sequence[Sequence[torch.Tensor
     writer.close()
 
 
-def read_outputs(path: str | os.PathLike, expected_calls: int,
-                 device: torch.device | str = "cpu") -> list[list[torch.Tensor]]:
-    """The outputs of ``expected_calls`` checked calls, copied onto ``device``; never follows a link."""
+def read_outputs(path: str | os.PathLike, expected_calls: int, device: torch.device | str = "cpu", *,
+                 max_total_bytes: int | None = None) -> list[list[torch.Tensor]]:
+    """The outputs of ``expected_calls`` checked calls, copied onto ``device``; never follows a link.
+
+    ``max_total_bytes`` caps what the index may ask to allocate, all entries together, checked before
+    anything is allocated. Why: each entry must fit the file, but entries may overlap, so a sparse file
+    of a few blocks could otherwise make the reader allocate (and fill) its size once per entry, up to
+    MAX_TENSORS times: the reference process would take the whole device, or the host's memory."""
     try:  # no-follow, non-blocking (a FIFO never hangs the reader), a regular file by fstat
         fd = trusted_files.open_regular(path)
     except trusted_files.UntrustedFile as exc:
@@ -167,6 +172,11 @@ def read_outputs(path: str | os.PathLike, expected_calls: int,
         index, data_end = _read_index(fd, _fstat(fd).st_size)
         if len(index) != expected_calls:
             raise MalformedOutputs(f"the outputs file holds {len(index)} calls, expected {expected_calls}")
+        if max_total_bytes is not None:
+            asked = sum(_entry(entry, data_end)[3] for row in index for entry in row)
+            if asked > max_total_bytes:
+                raise MalformedOutputs(f"the outputs file's index asks for {asked} bytes in all, over the "
+                                       f"{max_total_bytes}-byte cap (a few times the reference's outputs)")
         target = torch.device(device)
         staging = _Staging() if target.type != "cpu" or STAGE_CPU else None
         return [[_read_tensor(fd, entry, data_end, target, staging) for entry in row] for row in index]

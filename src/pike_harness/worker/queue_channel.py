@@ -56,6 +56,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from pike_harness.worker.channel import MAX_MESSAGE_BYTES
+from pike_harness.worker.supervise import trusted_files
 from pike_harness.worker.supervise.liveness import BeatWatch
 
 PROTOCOL = "pikeh-queue/1"
@@ -218,12 +220,17 @@ def write_json(folder: Path, name: str, message: dict[str, Any], *, fsync: bool 
 
 
 def read_json(path: Path) -> dict[str, Any] | None:
-    """The message in ``path``; None if it is gone. Raises ValueError for something that is not one."""
+    """The message in ``path``; None if it is gone. Raises ValueError for something that is not one.
+
+    Read as a trusted process reads a file in a folder others may write (in the docker evaluator
+    without bubblewrap a candidate can write the queue folder): never through a link, never blocking on
+    a FIFO, at most MAX_MESSAGE_BYTES (a link to /dev/zero would otherwise be read without end)."""
     try:
-        with open(path, "rb") as handle:
-            data = handle.read()
-    except FileNotFoundError:
-        return None
+        data = trusted_files.read_regular(path, MAX_MESSAGE_BYTES)
+    except trusted_files.UntrustedFile as exc:
+        if not os.path.lexists(path):
+            return None
+        raise ValueError(str(exc)) from None
     message = json.loads(data)
     if not isinstance(message, dict):
         raise ValueError("not a JSON object")

@@ -51,6 +51,11 @@ from pike_harness.worker.supervise.spawn import visible_devices
 
 MODELS_KEPT = 4
 REFERENCE_CACHE_MB = 8192  # reference outputs kept per device (and as much again for input sets, on the host)
+# What a candidate's outputs file may ask the reader to allocate: a few times the reference's outputs
+# (a float64 or complex output where the reference's is float32 still fits, and is judged by the
+# comparison), plus slack for small outputs. More is no output of this task: the file is refused.
+OUTPUTS_CAP_FACTOR = 4
+OUTPUTS_CAP_SLACK = 64 * 1024 * 1024
 
 
 def draw_seeds(count: int, exclude: set[int]) -> list[int]:
@@ -354,7 +359,8 @@ class _Server:
         reference_s = time.monotonic() - began
         began = time.monotonic()
         try:
-            candidate = read_outputs(message["outputs"], len(plan), device)
+            candidate = read_outputs(message["outputs"], len(plan), device,
+                                     max_total_bytes=OUTPUTS_CAP_FACTOR * tensor_bytes(reference) + OUTPUTS_CAP_SLACK)
         except MalformedOutputs as exc:
             return {"ok": True, "malformed": str(exc)}
         try:

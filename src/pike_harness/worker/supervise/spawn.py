@@ -26,6 +26,11 @@ from pike_harness.worker.supervise import exchange, sandbox, seccomp, trusted_fi
 if TYPE_CHECKING:
     from pike_harness.worker.supervise.supervisor import WorkerSettings
 
+# How long the supervisor waits for room in the pipe to a candidate's process. Our child reads each
+# message as it comes, so the pipe (64 KiB) is nearly empty; only a candidate that sends requests and
+# never reads the replies fills it, and that is a protocol violation, not a reason to wait forever.
+SEND_TIMEOUT_S = 20.0
+
 
 @dataclass
 class Spawned:
@@ -138,7 +143,8 @@ def spawn_child(settings: WorkerSettings, device: str, *, prestart: bool = False
     os.close(from_child_w)
     if cpus:
         set_affinity(popen.pid, cpus)
-    return Spawned(popen=popen, channel=Channel(from_child_r, to_child_w), scratch=scratch, marker=marker,
+    channel = Channel(from_child_r, to_child_w, send_timeout_s=SEND_TIMEOUT_S)
+    return Spawned(popen=popen, channel=channel, scratch=scratch, marker=marker,
                    device=device, prestarted=prestart, exchange=folder, logs=logs)
 
 

@@ -36,7 +36,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from pike_harness.worker import redaction
-from pike_harness.worker.channel import Channel, ChannelClosed, ChannelTimeout, ProtocolViolation
+from pike_harness.worker.channel import (
+    Channel,
+    ChannelClosed,
+    ChannelStalled,
+    ChannelTimeout,
+    ProtocolViolation,
+)
 from pike_harness.worker.check_plan import PlannedCall, check_plan
 from pike_harness.worker.environment import host_info
 from pike_harness.worker.inside.protocols import TimingProtocol, get_protocol
@@ -287,7 +293,7 @@ class Evaluation:
         try:
             assert self.channel is not None
             began = time.monotonic()
-            self.channel.send({"cmd": "warm"})
+            self._send({"cmd": "warm"}, "warmup")
             warmed = self._await("warmed", self.request.limits.run_timeout_s, "warmup")
             self.stages.add("warmup", time.monotonic() - began)
             self.stages.add("warmup_call", float(warmed.get("seconds", 0.0)))
@@ -324,8 +330,8 @@ class Evaluation:
         inputs, outputs = self.exchange / "inputs.pt", self.exchange / "outputs.pt"
         began = time.monotonic()
         nonce = secrets.token_hex(16)
-        self.channel.send({"cmd": "check", "inputs": str(inputs), "outputs": str(outputs), "nonce": nonce,
-                           "shared": shared})
+        self._send({"cmd": "check", "inputs": str(inputs), "outputs": str(outputs), "nonce": nonce,
+                    "shared": shared}, "correctness")
         try:
             checked = self._await("checked", request.limits.run_timeout_s, "correctness", nonce=nonce)
         finally:
@@ -426,7 +432,7 @@ class Evaluation:
             command["params"] = params
         if core is not None:
             command["core"] = core
-        self.channel.send(command)
+        self._send(command, "timing")
         timed = self._await("timed", request.limits.run_timeout_s, "timing", nonce=nonce)
         end_ns = time.monotonic_ns()
         steal = noise.steal_fraction(cpu_before, noise.read_cpu_times())
@@ -460,7 +466,7 @@ class Evaluation:
         began = time.monotonic()
         nonce = secrets.token_hex(16)
         assert self.channel is not None
-        self.channel.send({"cmd": "profile", "nonce": nonce})
+        self._send({"cmd": "profile", "nonce": nonce}, "profile")
         profiled = self._await("profiled", self.request.limits.run_timeout_s, "profile", nonce=nonce)
         self.stages.add("profile", time.monotonic() - began)
         self.profile = profiled.get("profile") if isinstance(profiled.get("profile"), dict) else None
@@ -506,7 +512,7 @@ class Evaluation:
         self.environment["prestarted"] = spawned.prestarted
         self.stages.add("spawn", time.monotonic() - began)
         self._notify("spawned")
-        self.channel.send({"request": _as_dict(self.request), "setup": self._setup()})
+        self._send({"request": _as_dict(self.request), "setup": self._setup()}, "compile")
 
     def _setup(self) -> dict[str, Any]:
         """What the child applies before importing the candidate: cache locations, the build hook."""
@@ -521,6 +527,17 @@ class Evaluation:
                 raise _Concluded(self._conclude(REJECTED, "scratch_file", f"no JIT folder could be made: {exc}")) \
                     from None
         return setup
+
+    def _send(self, message: dict[str, Any], stage: str) -> None:
+        """A message to the child, bounded in time (``spawn.SEND_TIMEOUT_S``): a candidate that makes our
+        child ask for replies (``build`` requests) and never lets it read them fills the pipe, and is
+        judged for it instead of holding this thread, and the device lock it may hold, forever."""
+        assert self.channel is not None
+        try:
+            self.channel.send(message)
+        except ChannelStalled as exc:
+            raise _Concluded(self._conclude(REJECTED, "protocol", f"{stage}: the candidate's process stopped "
+                                            f"reading the worker's channel ({exc})")) from None
 
     def _await(self, event: str, timeout_s: float, stage: str, *, nonce: str | None = None) -> dict[str, Any]:
         """The child's ``event``; with ``nonce``, only a reply that echoes it (anything else claiming to
@@ -561,7 +578,7 @@ class Evaluation:
                 self.environment["ran_alone"] = f"{stage}: {str(message.get('reason') or '')[:300]}"
                 raise RetryAlone(stage)
             if kind == "build":
-                self.channel.send({"build": self._serve_build(message.get("spec"), deadline, stage, timeout_s)})
+                self._send({"build": self._serve_build(message.get("spec"), deadline, stage, timeout_s)}, stage)
                 continue
             if kind == "failed":
                 category = message.get("category")
