@@ -10,6 +10,7 @@ from __future__ import annotations
 import concurrent.futures
 import os
 import secrets
+import threading
 import time
 
 import pytest
@@ -61,15 +62,40 @@ def test_a_send_with_room_in_the_pipe_is_whole():
         os.close(read_fd)
 
 
+def test_a_first_message_larger_than_the_pipe_waits_for_a_peer_still_starting():
+    """The request carries the sources and may exceed the 64 KiB pipe; a new process reads it only once
+    it has imported torch. Its own longer limit lets it wait for that."""
+    read_fd, write_fd = os.pipe()
+    channel = Channel(os.open(os.devnull, os.O_RDONLY), write_fd, send_timeout_s=0.2)
+    received = bytearray()
+
+    def late_reader() -> None:
+        time.sleep(0.5)  # longer than the default send deadline
+        while not received.endswith(b"\n"):
+            received.extend(os.read(read_fd, 1 << 16))
+
+    reader = threading.Thread(target=late_reader)
+    reader.start()
+    try:
+        channel.send({"request": "x" * (256 * 1024)}, timeout_s=60)
+        reader.join(timeout=60)
+        assert len(received) > 256 * 1024
+    finally:
+        channel.close()
+        os.close(read_fd)
+
+
 def test_a_candidate_flooding_the_channel_is_judged_and_leaves_nothing(tmp_path):
     from pikeh_local import LocalEvaluator
 
     from pike_harness.contracts.evaluation import EvaluatorOptions
 
     probe = f"pikeh-channel-flood-{secrets.token_hex(6)}"
+    # No build cache: every build request earns a reply. No pre-started process: each request goes to a
+    # process that is still importing torch, the case where a large request must wait for its reader.
     evaluator = LocalEvaluator(EvaluatorOptions(device="cpu", protocol="quick", workdir=tmp_path / "work",
-                                                config=LocalEvaluator.Config(jobs=1)))  # no build cache: every
-    try:                                                                          # request earns a reply
+                                                config=LocalEvaluator.Config(jobs=1, prestart=0)))
+    try:
         task = SMOKE.task(1)
         with concurrent.futures.ThreadPoolExecutor(1) as pool:
             # The bound only turns a hung supervisor into a failure; the verdict comes once the
@@ -81,7 +107,10 @@ def test_a_candidate_flooding_the_channel_is_judged_and_leaves_nothing(tmp_path)
         while processes_with(probe.encode()) and time.monotonic() < deadline:
             time.sleep(0.1)
         assert processes_with(probe.encode()) == []
-        honest = evaluator.evaluate(task.eval_request(task.path.read_text(encoding="utf-8")))
-        assert honest.category == "correct", honest.reason  # the engine was not left holding anything
+        # The engine was not left holding anything; and a request larger than the pipe (the source
+        # padded past 64 KiB) goes through.
+        padded = task.path.read_text(encoding="utf-8") + "\n# " + "x" * (200 * 1024) + "\n"
+        honest = evaluator.evaluate(task.eval_request(padded))
+        assert honest.category == "correct", honest.reason
     finally:
         evaluator.close()

@@ -52,10 +52,13 @@ class Channel:
         if send_timeout_s is not None:
             os.set_blocking(write_fd, False)
 
-    def send(self, message: dict[str, Any]) -> None:
+    def send(self, message: dict[str, Any], timeout_s: float | None = None) -> None:
+        """Write one message; ``timeout_s`` replaces ``send_timeout_s`` for it (a first message larger
+        than the pipe waits for a peer that is still starting up)."""
         data = (json.dumps(message) + "\n").encode()
         view = memoryview(data)
-        deadline = None if self.send_timeout_s is None else time.monotonic() + self.send_timeout_s
+        limit = timeout_s if timeout_s is not None else self.send_timeout_s
+        deadline = None if self.send_timeout_s is None or limit is None else time.monotonic() + limit
         while view:
             try:
                 written = os.write(self.write_fd, view)
@@ -63,7 +66,7 @@ class Channel:
                 assert deadline is not None  # only a non-blocking fd raises it
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
-                    raise ChannelStalled(f"the peer left its pipe full for {self.send_timeout_s:g} s") from None
+                    raise ChannelStalled(f"the peer left its pipe full for {limit:g} s") from None
                 select.select([], [self.write_fd], [], min(remaining, 0.1))
                 continue
             view = view[written:]

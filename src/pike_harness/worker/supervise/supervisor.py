@@ -512,7 +512,10 @@ class Evaluation:
         self.environment["prestarted"] = spawned.prestarted
         self.stages.add("spawn", time.monotonic() - began)
         self._notify("spawned")
-        self._send({"request": _as_dict(self.request), "setup": self._setup()}, "compile")
+        # The request (the sources: it may be larger than the pipe) goes to a process that may still be
+        # importing torch before it reads anything: it has the compile stage's limit to start reading.
+        self._send({"request": _as_dict(self.request), "setup": self._setup()}, "compile",
+                   self.request.limits.compile_timeout_s)
 
     def _setup(self) -> dict[str, Any]:
         """What the child applies before importing the candidate: cache locations, the build hook."""
@@ -528,13 +531,14 @@ class Evaluation:
                     from None
         return setup
 
-    def _send(self, message: dict[str, Any], stage: str) -> None:
-        """A message to the child, bounded in time (``spawn.SEND_TIMEOUT_S``): a candidate that makes our
-        child ask for replies (``build`` requests) and never lets it read them fills the pipe, and is
-        judged for it instead of holding this thread, and the device lock it may hold, forever."""
+    def _send(self, message: dict[str, Any], stage: str, timeout_s: float | None = None) -> None:
+        """A message to the child, bounded in time (``spawn.SEND_TIMEOUT_S``, or ``timeout_s``): a
+        candidate that makes our child ask for replies (``build`` requests) and never lets it read them
+        fills the pipe, and is judged for it instead of holding this thread, and the device lock it may
+        hold, forever."""
         assert self.channel is not None
         try:
-            self.channel.send(message)
+            self.channel.send(message, timeout_s)
         except ChannelStalled as exc:
             raise _Concluded(self._conclude(REJECTED, "protocol", f"{stage}: the candidate's process stopped "
                                             f"reading the worker's channel ({exc})")) from None
