@@ -211,3 +211,29 @@ def test_exchange_folders_of_gone_harnesses_are_swept(tmp_path):
         (folder / "outputs.pt").write_bytes(b"x")
     assert sweep_exchange_folders(tmp_path) == 1
     assert not dead.exists() and live.exists()
+
+
+def test_the_reference_process_runs_nothing_planted_in_its_work_folder(tmp_path):
+    """In the docker evaluator without bubblewrap a candidate can write the evaluator's work folder,
+    which is the reference process's working folder and HOME: a package named like ours there, or a
+    .pth file in the user site folder under it, must not run in that trusted process."""
+    import sys
+
+    from pike_harness.worker.supervise.reference import ReferenceOracle
+
+    work = tmp_path / "work"
+    canary = tmp_path / "canary"
+    plant = f"open({str(canary)!r}, 'a').write('ran\\n')\n"
+    (work / "pike_harness").mkdir(parents=True)
+    (work / "pike_harness" / "__init__.py").write_text(plant + "raise SystemExit(3)\n")
+    (work / "torch.py").write_text(plant)
+    version = f"python{sys.version_info.major}.{sys.version_info.minor}"
+    site = work / ".local" / "lib" / version / "site-packages"
+    site.mkdir(parents=True)
+    (site / "planted.pth").write_text("import os; " + plant.strip().replace("\n", "; ") + "\n")
+    oracle = ReferenceOracle("cpu", work)
+    try:
+        assert isinstance(oracle.stats(), dict)  # it started, imported the real package and answered
+    finally:
+        oracle.close()
+    assert not canary.exists()
