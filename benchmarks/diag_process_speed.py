@@ -57,7 +57,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from perf_common import REPO, Budget, fmt, suite, write  # noqa: E402
+from perf_common import REPO, Budget, fmt, spread, suite, write  # noqa: E402
 
 MARK = "DIAG_RESULT "
 SIDES = ("eager", "solution")
@@ -270,12 +270,6 @@ def core_effect(sweeps: list[dict[str, float]]) -> dict[str, Any] | None:
             "residual_sd": statistics.pstdev(left), "fastest": ranked[0][1], "slowest": ranked[-1][1],
             "within_sweep_spread": statistics.median(max(s[c] for c in cores) / min(s[c] for c in cores)
                                                       for s in sweeps)}
-
-
-def spread(values: list[float]) -> float | None:
-    """Largest over smallest; None with fewer than two."""
-    values = [v for v in values if v]
-    return max(values) / min(values) if len(values) >= 2 else None
 
 
 def side_summary(plains: list[dict[str, Any]], harnesses: list[dict[str, Any]], side: str) -> dict[str, Any]:

@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 import fidelity_runs as runs
-from perf_common import Budget, JsonlState, request, write
+from perf_common import Budget, JsonlState, request, spread, write
 
 from pike_harness.contracts.evaluation import EvaluatorError, EvaluatorOptions
 from pike_harness.worker.paired_stats import estimate
@@ -222,8 +222,8 @@ def task_row(task: Any, path: Path, state: JsonlState, rounds: int) -> dict[str,
                                                             strict=False) if e and s])
                              for p in plain if p.get("verdict") == "correct"]
     row["harness_by_round"] = [h["paired"]["speedup"] for h in harness if h.get("paired")]
-    row["plain_round_spread"] = _spread(row["plain_by_round"])
-    row["harness_round_spread"] = _spread(row["harness_by_round"])
+    row["plain_round_spread"] = spread(row["plain_by_round"])
+    row["harness_round_spread"] = spread(row["harness_by_round"])
     plain_ci, harness_ci = row["plain"], row["harness"]
     row["within_plain_ci"] = (plain_ci["low"] <= harness_ci["speedup"] <= plain_ci["high"]
                               if plain_ci and harness_ci else None)
@@ -250,12 +250,6 @@ def _interval(pairs: list[tuple[float, float]]) -> dict[str, Any] | None:
     found = estimate(pairs)
     return {"speedup": found.speedup, "low": found.ci_low, "high": found.ci_high, "halfwidth": found.halfwidth,
             "n": found.n}
-
-
-def _spread(values: list[float | None]) -> float | None:
-    """Largest over smallest of the rounds' speedups (1.0: the rounds agree); None under two rounds."""
-    found = [v for v in values if v]
-    return max(found) / min(found) if len(found) >= 2 else None
 
 
 def _last(rows: list[dict[str, Any]], field: str) -> str | None:

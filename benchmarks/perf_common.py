@@ -285,6 +285,12 @@ class Budget:
         return self.left() < margin
 
 
+def spread(values: list[float | None]) -> float | None:
+    """Largest over smallest of the values given (1.0: they agree); None with fewer than two."""
+    found = [v for v in values if v]
+    return max(found) / min(found) if len(found) >= 2 else None
+
+
 def summary(values: list[float]) -> dict[str, Any]:
     if not values:
         return {"n": 0}
