@@ -1,8 +1,9 @@
 """PIKE-B: brainstormed ideas, phases of branching optimize queries, and error-fixing rounds.
 
 The rules are PIKE-B's, as the PIKE paper and its code define them; docs/strategies.md states them
-with our budget semantics. This module has no ``from __future__ import annotations`` on purpose: the host reads the
-Config field types to build CLI options, and real types are easier to read than strings.
+with our budget semantics. This module has no ``from __future__ import annotations`` on purpose: the
+host reads the Config field types to build CLI options, and real types are easier to read than
+strings.
 """
 
 from dataclasses import dataclass, field
