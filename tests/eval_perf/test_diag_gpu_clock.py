@@ -101,7 +101,6 @@ def test_windows_split_into_fast_and_slow_by_the_sides_fastest():
     assert "| 14 | solution | alternating | 2 | 1 |" in text and "1980 / 1760" in text
 
 
-@pytest.mark.slow
 def test_the_cpu_path_times_every_phase(tmp_path):
     solutions = tmp_path / "solutions"
     solutions.mkdir()

@@ -292,7 +292,7 @@ def _time_all(evaluator: Evaluator, todo: list[tuple[Task, str]], folder: Path, 
                 try:
                     result = future.result()
                 except EvaluatorError as exc:
-                    console.print(f"[red]{task.ref} {mode}: the evaluation could not run: {exc}[/red]")
+                    console.print(f"[red]{task.ref} {mode}: the evaluation could not run: {terminal.literal(exc)}[/red]")
                     progress.advance(bar)
                     continue
                 device = str(result.environment.get("device") or "")

@@ -133,13 +133,15 @@ def _table(rows: list[Row], *, paired: bool = False) -> None:
     for row in ordered:
         result = row.result
         if result is None:
-            table.add_row(row.candidate.task.ref, row.candidate.label, "[yellow]evaluator_error[/]", "", "", "")
+            table.add_row(row.candidate.task.ref, terminal.literal(row.candidate.label), "[yellow]evaluator_error[/]", "",
+                          "", "")
             continue
         colour = COLOURS.get(result.category, "yellow")
         runtime = f"{result.runtime_ms:.4f}" if result.runtime_ms is not None else ""
         flags = ", ".join(f for f in result.flags if not f.startswith("technique:"))
-        table.add_row(row.candidate.task.ref, row.candidate.label, f"[{colour}]{result.category}[/]",
-                      result.check or "", runtime, flags)
+        table.add_row(row.candidate.task.ref, terminal.literal(row.candidate.label),
+                      f"[{colour}]{terminal.literal(result.category)}[/]", terminal.literal(result.check or ""),
+                      runtime, terminal.literal(flags))
     console.print(table)
     if paired:
         for row in ordered:

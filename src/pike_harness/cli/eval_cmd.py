@@ -142,9 +142,10 @@ def _print(result: EvalResult, candidate: Path, *, paired: bool = False) -> None
 
     console = terminal.console()
     colour = {"correct": "green", "incorrect": "red", "rejected": "magenta"}.get(result.category, "yellow")
-    console.print(f"[bold]{candidate.name}[/bold] on {result.task}: [bold {colour}]{result.category}[/]")
+    console.print(f"[bold]{terminal.literal(candidate.name)}[/bold] on {terminal.literal(result.task)}: "
+                  f"[bold {colour}]{terminal.literal(result.category)}[/]")
     if result.reason:
-        console.print(f"reason ({result.check}): {result.reason}")
+        console.print(f"reason ({result.check}): {result.reason}", markup=False, highlight=False)
     if result.runtime is not None:
         r = result.runtime
         console.print(f"runtime {r.headline_ms:.4f} ms ({r.statistic} of {r.n}; median {r.median_ms:.4f}, "
@@ -156,13 +157,14 @@ def _print(result: EvalResult, candidate: Path, *, paired: bool = False) -> None
         console.print(f"outputs: {len(result.outputs)} checked; largest diff abs {worst.max_abs_diff:.3g}, "
                       f"rel {worst.max_rel_diff:.3g} (input set {worst.input_set})")
     if paired and result.is_correct:
-        console.print(f"paired against the eager reference: {paired_text(result)}")
+        console.print(f"paired against the eager reference: {paired_text(result)}", markup=False)
     if result.flags:
-        console.print(f"flags: {', '.join(result.flags)}")
+        console.print(f"flags: {', '.join(result.flags)}", markup=False, highlight=False)
     protocol = result.protocol
     device = result.environment.get("gpu") or result.environment.get("cpu")
     console.print(f"protocol {protocol.get('name')} v{protocol.get('version')} on {result.environment.get('device')} "
-                  f"({device}); stages: " + ", ".join(f"{k} {v:.2f}s" for k, v in result.stage_seconds.items()))
+                  f"({device}); stages: " + ", ".join(f"{k} {v:.2f}s" for k, v in result.stage_seconds.items()),
+                  markup=False, highlight=False)
     if not result.is_correct and result.stderr_tail.strip():
         console.print("[dim]stderr (last lines):[/dim]")
         console.print("\n".join(result.stderr_tail.strip().splitlines()[-15:]), markup=False, highlight=False)

@@ -75,7 +75,8 @@ def print_profile(summary: dict[str, Any], title: str, runtime_ms: float | None)
     for column in (unit, "origin", "ms/call", "per call", "share"):
         table.add_column(column, justify="left" if column in (unit, "origin") else "right")
     for k in summary.get("kernels") or []:
-        table.add_row(k["name"][:90], k["origin"], f"{k['ms_per_call']:.4f}", f"{k['per_call']:g}",
+        table.add_row(terminal.literal(k["name"][:90]), terminal.literal(k["origin"]), f"{k['ms_per_call']:.4f}",
+                      f"{k['per_call']:g}",
                       f"{(k.get('share') or 0) * 100:.1f}%")
     console.print(table)
     share = ", ".join(f"{origin} {value * 100:.1f}%" for origin, value in (summary.get("share") or {}).items())

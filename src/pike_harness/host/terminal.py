@@ -13,6 +13,7 @@ import sys
 from typing import IO
 
 from rich.console import Console
+from rich.markup import escape
 
 OFF_TERMINAL_WIDTH = 1000  # wider than any table we draw: off a terminal nothing is cut or wrapped
 
@@ -24,3 +25,10 @@ def console(*, stderr: bool = False, file: IO[str] | None = None) -> Console:
     if probe.is_terminal:
         return probe
     return Console(file=target, width=OFF_TERMINAL_WIDTH, no_color=True, highlight=False)
+
+
+def literal(text: object) -> str:
+    """``text`` as written, for a rich string or table cell that also holds markup of ours: a
+    candidate's exception message, a kernel's name or a result's flag is never read as markup (an
+    unmatched ``[/x]`` in it would otherwise end the command with a MarkupError)."""
+    return escape(str(text))

@@ -13,7 +13,7 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
-from pike_harness.worker import redaction
+from pike_harness.worker import redaction, text_safety
 
 SCHEMA_VERSION = 1
 
@@ -214,20 +214,26 @@ class EvalResult:
     schema: int = SCHEMA_VERSION
 
     def __post_init__(self) -> None:
-        """No value of this process's secret variables stays in a result, wherever it was made or read
-        (a worker's supervisor, or the host receiving a remote worker's result): see ``redaction``."""
+        """Every string of a result is made safe wherever the result was made or read (a worker's
+        supervisor, or the host receiving a remote worker's result, which a candidate may have
+        written): no value of this process's secret variables stays in it (``redaction``), and no
+        terminal control sequence or bidi mark (``text_safety``)."""
         found = redaction.secret_values()
-        if not found:
-            return
-        self.reason = redaction.redact(self.reason, found)
-        self.stdout_tail = redaction.redact(self.stdout_tail, found)
-        self.stderr_tail = redaction.redact(self.stderr_tail, found)
-        self.flags = redaction.redact(self.flags, found)
-        self.environment = redaction.redact(self.environment, found)
-        self.profile = redaction.redact(self.profile, found)
+
+        def clean(value: Any) -> Any:
+            return text_safety.map_strings(value, lambda text: text_safety.printable(
+                redaction.mask_secrets(text, found)))
+
+        self.task, self.category, self.check = clean(self.task), clean(self.category), clean(self.check)
+        self.reason, self.stdout_tail, self.stderr_tail = clean(self.reason), clean(self.stdout_tail), \
+            clean(self.stderr_tail)
+        self.flags, self.environment, self.profile = clean(self.flags), clean(self.environment), clean(self.profile)
         for check in self.outputs:
             if isinstance(check, OutputCheck):
-                check.problem = redaction.redact(check.problem, found)
+                check.problem, check.dtype = clean(check.problem), clean(check.dtype)
+        for timing in (self.noise, self.paired, getattr(self.paired, "noise", None)):
+            if timing is not None:
+                timing.flagged = clean(timing.flagged)
 
     @property
     def is_correct(self) -> bool:

@@ -18,6 +18,8 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from pike_harness.worker import text_safety
+
 SECRET_NAME = re.compile(
     r"(KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL|AUTH|COOKIE|SESSION|PRIVATE)", re.IGNORECASE
 )
@@ -56,10 +58,4 @@ def redact(value: Any, secrets: list[str]) -> Any:
     """``value`` with every secret masked in every string inside it (dicts, lists and tuples walked)."""
     if not secrets:
         return value
-    if isinstance(value, str):
-        return mask_secrets(value, secrets)
-    if isinstance(value, dict):
-        return {redact(key, secrets): redact(item, secrets) for key, item in value.items()}
-    if isinstance(value, list | tuple):
-        return type(value)(redact(item, secrets) for item in value)
-    return value
+    return text_safety.map_strings(value, lambda text: mask_secrets(text, secrets))

@@ -1,0 +1,37 @@
+"""Text a candidate wrote, made safe to show: no terminal control sequences, no bidi overrides.
+
+A candidate's exception messages, stdout and stderr reach a user's terminal (``pikeh eval``, a run's
+progress lines), the reports, DuckDB and an LLM's next prompt. An ESC in them is a command to the
+terminal that shows them: it can clear the screen, rewrite the verdict line above it, set the window
+title or write to the clipboard (OSC 52). Unicode's bidirectional embeddings, overrides and isolates
+reorder what a reader sees against what is there ("Trojan Source"). So every string of a result
+passes through ``printable``: C0 controls other than newline and tab, DEL, the C1 controls and those
+bidi marks become a visible ``\\xNN`` or ``\\uNNNN``, and a carriage return becomes a newline (a
+progress bar's updates stay readable, one per line). Standard library only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+_BIDI = [0x061C, 0x200E, 0x200F, *range(0x202A, 0x202F), *range(0x2066, 0x206A)]
+_CONTROLS = [c for c in range(0x20) if c not in (0x09, 0x0A)] + [0x7F, *range(0x80, 0xA0)]
+_VISIBLE = {c: (f"\\x{c:02x}" if c < 0x100 else f"\\u{c:04x}") for c in (*_CONTROLS, *_BIDI)}
+
+
+def printable(text: str) -> str:
+    """``text`` with every control character and bidi mark shown as an escape (see the module)."""
+    return text.replace("\r\n", "\n").replace("\r", "\n").translate(_VISIBLE)
+
+
+def map_strings(value: Any, change: Callable[[str], str]) -> Any:
+    """``value`` with ``change`` applied to every string inside it (dict keys and values, lists and
+    tuples walked); anything else as it was."""
+    if isinstance(value, str):
+        return change(value)
+    if isinstance(value, dict):
+        return {map_strings(key, change): map_strings(item, change) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return type(value)(map_strings(item, change) for item in value)
+    return value
