@@ -24,7 +24,6 @@ power, reasons and queueing time side by side. It claims nothing; it shows which
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import shutil
@@ -39,7 +38,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from diag_process_speed import current_core  # noqa: E402
-from perf_common import REPO, Budget, fmt, suite, write  # noqa: E402
+from perf_common import REPO, Budget, diagnosis_arguments, fmt, run_inner, suite, write  # noqa: E402
 
 MARK = "CLOCK_RESULT "
 SLOW = 1.05  # a window over this many times its side's fastest counts as slow
@@ -246,33 +245,21 @@ def markdown(summaries: list[dict[str, Any]], setup: dict[str, Any]) -> str:
 # ---------------------------------------------------------------- the driver
 
 def run_task(spec: dict[str, Any], log: Path, timeout_s: float) -> dict[str, Any]:
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
-        [str(REPO / "benchmarks"), str(REPO / "src"), os.environ.get("PYTHONPATH", "")])}
+    """One timed process for one task, with the sampler running around it; its windows joined."""
     device = spec["device"]
     sampler = start_sampler(int(device.partition(":")[2] or 0), log) if device.startswith("cuda") else None
     try:
-        proc = subprocess.run([sys.executable, __file__, "--inner", json.dumps(spec)], capture_output=True,
-                              text=True, timeout=timeout_s, env=env, check=False)
-    except subprocess.TimeoutExpired:
-        return {"error": f"timed out after {timeout_s:.0f} s"}
+        result = run_inner(__file__, spec, MARK, timeout_s)
     finally:
         if sampler is not None:
             stop_sampler(sampler)
-    lines = [line for line in proc.stdout.splitlines() if line.startswith(MARK)]
-    if not lines:
-        return {"error": f"exit {proc.returncode}: {proc.stderr[-1500:]}"}
-    result = json.loads(lines[-1][len(MARK):])
-    join(result["windows"], parse_samples(log.read_text()) if log.is_file() else [])
+    if "windows" in result:
+        join(result["windows"], parse_samples(log.read_text()) if log.is_file() else [])
     return result
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--inner", default=None, help=argparse.SUPPRESS)
-    parser.add_argument("--out", type=Path, default=Path(os.environ.get("OUT") or "bench-out"))
-    parser.add_argument("--device", default="cuda:0")
-    parser.add_argument("--suite", default="level3-pike")
-    parser.add_argument("--solutions", type=Path, required=False)
+    parser = diagnosis_arguments(__doc__ or "", "Folder of task_N.py solutions (required).")
     parser.add_argument("--tasks", default="14,31,6", help="Comma-separated task numbers with a published solution.")
     parser.add_argument("--windows", type=int, default=30, help="Windows per phase (the reference alone: half).")
     parser.add_argument("--window-ms", type=float, default=100.0)

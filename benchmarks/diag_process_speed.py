@@ -49,7 +49,6 @@ import json
 import math
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -57,7 +56,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from perf_common import REPO, Budget, fmt, spread, suite, write  # noqa: E402
+from perf_common import REPO, Budget, diagnosis_arguments, fmt, run_inner, spread, suite, write  # noqa: E402
 
 MARK = "DIAG_RESULT "
 SIDES = ("eager", "solution")
@@ -162,18 +161,9 @@ def inner(spec: dict[str, Any]) -> dict[str, Any]:
 # ---------------------------------------------------------------- the driver
 
 def run_plain(spec: dict[str, Any], timeout_s: float) -> dict[str, Any]:
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
-        [str(REPO / "benchmarks"), str(REPO / "src"), os.environ.get("PYTHONPATH", "")])}
     began = time.monotonic()
-    try:
-        proc = subprocess.run([sys.executable, __file__, "--inner", json.dumps(spec)], capture_output=True, text=True,
-                              timeout=timeout_s, env=env)
-    except subprocess.TimeoutExpired:
-        return {"error": f"timed out after {timeout_s:.0f} s"}
-    lines = [line for line in proc.stdout.splitlines() if line.startswith(MARK)]
-    if not lines:
-        return {"error": f"exit {proc.returncode}: {proc.stderr[-1500:]}"}
-    return {**json.loads(lines[-1][len(MARK):]), "seconds": round(time.monotonic() - began, 1)}
+    result = run_inner(__file__, spec, MARK, timeout_s)
+    return result if "error" in result else {**result, "seconds": round(time.monotonic() - began, 1)}
 
 
 # variant -> (engine options, a patch of this process, paired-spec overrides): the product's paired
@@ -368,12 +358,7 @@ def markdown(summaries: list[dict[str, Any]], rows: list[dict[str, Any]], setup:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--inner", default=None, help=argparse.SUPPRESS)
-    parser.add_argument("--out", type=Path, default=Path(os.environ.get("OUT") or "bench-out"))
-    parser.add_argument("--device", default="cuda:0")
-    parser.add_argument("--suite", default="level3-pike")
-    parser.add_argument("--solutions", type=Path, required=False, help="Folder of task_N.py solutions.")
+    parser = diagnosis_arguments(__doc__ or "", "Folder of task_N.py solutions.")
     parser.add_argument("--tasks", default="27,30:eager,26,31")
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--warmup-ms", type=float, default=50.0)

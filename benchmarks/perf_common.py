@@ -18,6 +18,7 @@ import json
 import os
 import secrets
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -330,3 +331,32 @@ def fmt(value: Any, digits: int = 3) -> str:
 def env_line(env: dict[str, Any]) -> str:
     return (f"{env.get('gpu') or env.get('cpu')} on {env.get('host')} ({env.get('cpu')}, {env.get('cpu_count')} cores); "
             f"torch {env.get('torch')}, CUDA {env.get('cuda')}, Triton {env.get('triton')}, driver {env.get('driver')}")
+
+
+# -- a diagnosis that times in fresh processes of its own script (``--inner SPEC``) --------------------
+def diagnosis_arguments(doc: str, solutions_help: str) -> argparse.ArgumentParser:
+    """What every per-process diagnosis takes: the hidden ``--inner`` (the process's spec as JSON),
+    ``--out``, ``--device``, ``--suite`` and ``--solutions``."""
+    parser = argparse.ArgumentParser(description=doc.split("\n\n")[0])
+    parser.add_argument("--inner", default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--out", type=Path, default=Path(os.environ.get("OUT") or "bench-out"))
+    parser.add_argument("--device", default="cuda:0")
+    parser.add_argument("--suite", default="level3-pike")
+    parser.add_argument("--solutions", type=Path, required=False, help=solutions_help)
+    return parser
+
+
+def run_inner(script: str, spec: dict[str, Any], mark: str, timeout_s: float) -> dict[str, Any]:
+    """Run ``script --inner SPEC`` in a fresh process (the benchmarks and the sources on its path) and
+    return the JSON it printed after ``mark``, or ``{"error": ...}`` (a timeout, or no such line)."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
+        [str(REPO / "benchmarks"), str(REPO / "src"), os.environ.get("PYTHONPATH", "")])}
+    try:
+        proc = subprocess.run([sys.executable, script, "--inner", json.dumps(spec)], capture_output=True, text=True,
+                              timeout=timeout_s, env=env, check=False)
+    except subprocess.TimeoutExpired:
+        return {"error": f"timed out after {timeout_s:.0f} s"}
+    lines = [line for line in proc.stdout.splitlines() if line.startswith(mark)]
+    if not lines:
+        return {"error": f"exit {proc.returncode}: {proc.stderr[-1500:]}"}
+    return dict(json.loads(lines[-1][len(mark):]))
