@@ -51,6 +51,15 @@ def candidate(prelude: str = "", forward_extra: str = "") -> str:
     return textwrap.dedent(prelude) + body
 
 
+def solutions_folder(base: Path) -> Path:
+    """``base/solutions`` holding ``task_1.py``, smoke/1's computation as ModelNew: what a diagnosis
+    script's ``--solutions`` takes on its CPU path."""
+    folder = base / "solutions"
+    folder.mkdir()
+    (folder / "task_1.py").write_text(candidate())
+    return folder
+
+
 def smoke(task_id: int = 1) -> Task:
     return SMOKE.task(task_id)
 

@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
-from perf_helpers import benchmark_module, candidate
+from perf_helpers import benchmark_module, solutions_folder
 
 REPO = Path(__file__).resolve().parents[2]
 SCRIPT = REPO / "benchmarks" / "diag_gpu_clock.py"
@@ -102,9 +102,7 @@ def test_windows_split_into_fast_and_slow_by_the_sides_fastest():
 
 
 def test_the_cpu_path_times_every_phase(tmp_path):
-    solutions = tmp_path / "solutions"
-    solutions.mkdir()
-    (solutions / "task_1.py").write_text(candidate())  # smoke/1's computation as ModelNew
+    solutions = solutions_folder(tmp_path)
     out = tmp_path / "out"
     command = [sys.executable, str(SCRIPT), "--device", "cpu", "--suite", "smoke", "--solutions", str(solutions),
                "--tasks", "1", "--windows", "2", "--window-ms", "5", "--out", str(out)]

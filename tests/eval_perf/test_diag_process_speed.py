@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from perf_helpers import benchmark_module, candidate
+from perf_helpers import benchmark_module, solutions_folder
 
 REPO = Path(__file__).resolve().parents[2]
 SCRIPT = REPO / "benchmarks" / "diag_process_speed.py"
@@ -63,9 +63,7 @@ def test_a_mistake_is_one_line(tmp_path, monkeypatch, capsys, argv, message):
 
 @pytest.mark.slow
 def test_the_cpu_path_times_both_sides_the_self_pair_and_a_variant(tmp_path):
-    solutions = tmp_path / "solutions"
-    solutions.mkdir()
-    (solutions / "task_1.py").write_text(candidate())  # smoke/1's computation as ModelNew
+    solutions = solutions_folder(tmp_path)
     out = tmp_path / "out"
     command = [sys.executable, str(SCRIPT), "--device", "cpu", "--suite", "smoke", "--solutions", str(solutions),
                "--tasks", "1,2:eager", "--rounds", "1", "--block-ms", "5", "--warmup-ms", "2", "--rep-ms", "10",
