@@ -31,7 +31,7 @@ from typing import Any
 
 import click
 
-from pike_harness.api import CATEGORIES, Usage, UserError, check_output_dir
+from pike_harness.api import CATEGORIES, Usage, UserError, check_output_dir, printable
 
 CODE_NAMES = ("code.py", "kernel.py", "solution.py", "model_new.py", "candidate.py")
 METRIC_PATTERNS = ("metrics*.json", "eval*.json", "result*.json", "*metrics*.json")
@@ -347,6 +347,7 @@ def _write_task(store: Any, ref: str, items: list[PikeAttempt], baselines: Itera
                                request_sha256=sha256(item.prompt or ""), response=response))
         code = item.code or ""
         result = verdict(item.metrics)
+        result["reason"] = printable(result["reason"]) if isinstance(result["reason"], str) else result["reason"]
         record = {"request_id": "", "task": ref, "category": result["category"], "reason": result["reason"],
                   "runtime_ms": result["runtime_ms"], "runtime": result["stats"], "protocol": {"name": "pike"},
                   "environment": {}, "schema": 1}

@@ -18,7 +18,15 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from pike_harness.api import PairedSpec, ReportOptions, ReportServices, ReportSummary, UserError, short_text
+from pike_harness.api import (
+    PairedSpec,
+    ReportOptions,
+    ReportServices,
+    ReportSummary,
+    UserError,
+    printable,
+    short_text,
+)
 
 from . import clock_flags, html, outlier_flags, profiles, seed_figures, seed_stats, sol, tables
 from . import figures as fig
@@ -384,7 +392,8 @@ def task_views(data: dict[str, Any]) -> list[dict[str, Any]]:
         code = None
         if row.get("best_dir"):
             try:
-                code = (Path(row["path"]) / row["best_dir"] / "code.py").read_text(encoding="utf-8")
+                # shown as written: a bidi override would reorder what a reviewer reads ("Trojan Source")
+                code = printable((Path(row["path"]) / row["best_dir"] / "code.py").read_text(encoding="utf-8"))
             except OSError:
                 code = None
         entry["runs"].append({

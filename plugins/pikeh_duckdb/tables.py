@@ -20,18 +20,36 @@ def write_csv(path: Path, rows: Sequence[dict[str, Any]], columns: Sequence[str]
     columns = list(columns or (rows[0].keys() if rows else []))
     with path.open("w", newline="", encoding="utf-8") as handle:
         writer = csv.writer(handle)
-        writer.writerow(columns)
+        writer.writerow([_cell(c) for c in columns])
         for row in rows:
             writer.writerow([_cell(row.get(c)) for c in columns])
     return path
+
+
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")  # what a spreadsheet reads as the start of a formula
 
 
 def _cell(value: Any) -> Any:
     if isinstance(value, float):
         return f"{value:.6g}"
     if isinstance(value, list | tuple):
-        return ";".join(str(v) for v in value)
+        value = ";".join(str(v) for v in value)
+    if isinstance(value, str):
+        return _as_text(value)
     return "" if value is None else value
+
+
+def _as_text(text: str) -> str:
+    """A string cell a spreadsheet shows rather than runs: one that starts like a formula (a run name,
+    or a remote worker's stop reason, ``=HYPERLINK(...)``) gets a leading apostrophe. A number written
+    as text ("-1.5") stays as it is."""
+    if not text.startswith(FORMULA_STARTS):
+        return text
+    try:
+        float(text)
+    except ValueError:
+        return "'" + text
+    return text
 
 
 def per_task_matrix(final: Sequence[dict[str, Any]], reference_tasks: Sequence[dict[str, Any]],
@@ -88,7 +106,7 @@ def matrix_notes(final: Sequence[dict[str, Any]], header: Sequence[str],
 def write_matrix_csv(path: Path, header: Sequence[str], body: Sequence[Sequence[Any]]) -> Path:
     with path.open("w", newline="", encoding="utf-8") as handle:
         writer = csv.writer(handle)
-        writer.writerow(header)
+        writer.writerow([_cell(c) for c in header])  # run names head the columns
         for row in body:
             writer.writerow([_cell(v) for v in row])
     return path

@@ -101,6 +101,7 @@ from pike_harness.worker.paired_stats import T_QUANTILES_95, PairedEstimate
 from pike_harness.worker.paired_stats import estimate as paired_estimate
 from pike_harness.worker.python_ast import parse_python
 from pike_harness.worker.supervise.gpu_clocks import drift as clock_drift
+from pike_harness.worker.text_safety import printable
 
 __all__ = [
     "final_timing_row",
@@ -192,6 +193,7 @@ __all__ = [
     "sdk_errors",
     "code_fences",
     "short_text",
+    "printable",
     "failure_reports",
     "idea_lists",
     "prompt_examples",

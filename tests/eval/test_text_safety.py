@@ -44,18 +44,27 @@ def test_printable_shows_controls_and_bidi_marks_and_keeps_lines_and_tabs():
 def test_a_result_is_cleaned_however_it_was_made_or_read():
     """Made by a supervisor, or read from JSON a remote worker (or a candidate, where it can reach the
     queue's files) wrote: every string of it, nested ones included."""
-    record = {"request_id": "r", "task": f"smoke/1{ESC}[8m", "category": "runtime_error", "check": f"exc{BEL}",
+    record = {"task": f"smoke/1{ESC}[8m", "category": "runtime_error", "check": f"exc{BEL}",
               "reason": HOSTILE, "stdout_tail": HOSTILE, "stderr_tail": HOSTILE, "flags": [HOSTILE],
               "environment": {HOSTILE: [HOSTILE, {"k": HOSTILE}]}, "profile": {"kernels": [{"name": HOSTILE}]},
               "outputs": [{"input_set": 0, "index": 0, "ok": False, "dtype": HOSTILE, "problem": HOSTILE}],
               "noise": {"flagged": HOSTILE},
-              "paired": {"speedup": 1.0, "ci_low": 0.9, "ci_high": 1.1, "flagged": HOSTILE, "noise": {"flagged": HOSTILE}}}
+              "paired": {"speedup": 1.0, "ci_low": 0.9, "ci_high": 1.1, "flagged": HOSTILE, "stop": HOSTILE,
+                         "noise": {"flagged": HOSTILE}},
+              "runtime": {"headline_ms": 1.0, "statistic": HOSTILE, "mean_ms": 1.0, "median_ms": 1.0, "min_ms": 1.0,
+                          "max_ms": 1.0, "stdev_ms": 0.0, "cv": 0.0, "iqr_ms": 0.0, "n": 1, "host_wall_ms": 1.0,
+                          HOSTILE: "a field no record has"},
+              "protocol": {"name": HOSTILE}, "stage_seconds": {HOSTILE: 1.0}, "seeds": {"public": [HOSTILE]},
+              "isolation": HOSTILE, "request_id": HOSTILE}
     read = EvalResult.from_json(json.dumps(record))
     made = EvalResult(request_id="r", task="smoke/1", category="runtime_error", reason=HOSTILE, stderr_tail=HOSTILE)
+    # (an unknown field of a remote record, here one of its statistics, is dropped, not an error)
     for result in (read, made):
         assert _raw_controls(json.dumps(result.to_dict(), ensure_ascii=False)) == []
         assert "\\x1b]52" in (result.reason or "") and "\\x1b]52" in result.stderr_tail
     assert read.task == "smoke/1\\x1b[8m" and read.check == "exc\\x07"
+    assert read.runtime is not None and read.runtime.statistic.startswith("[/x] \\x1b]52")
+    assert read.paired is not None and read.paired.stop.startswith("[/x] \\x1b]52") and read.isolation.endswith("31m")
     assert read.paired is not None and read.paired.noise is not None and "\\u202e" in read.paired.noise.flagged
 
 
@@ -79,3 +88,21 @@ def test_a_folder_with_a_hostile_candidate_gives_its_table(cli, tmp_path):
     assert result.exception is None and _raw_controls(result.output) == []
     assert "task_1.py (smoke/1): " in result.output and "[/x] \\x1b]52" in result.output
     assert "1 of 1 candidates evaluated" in result.output
+
+
+def test_errors_that_quote_a_worker_or_an_endpoint_are_shown_not_obeyed(monkeypatch):
+    """An evaluator error may quote a remote worker's message, an LLM error the endpoint's error body:
+    both come out escaped, and the evaluator's with this process's secrets masked (as a result is)."""
+    from pike_harness.cli.llm_cmd import describe
+    from pike_harness.contracts.evaluation import EvaluatorError
+    from pike_harness.contracts.llm import LLMError, LLMResponse, Usage
+
+    secret = "sk-text-safety-0123456789"
+    monkeypatch.setenv("OPENAI_API_KEY", secret)
+    error = EvaluatorError(f"worker said: {HOSTILE} {secret}", attempts=2)
+    assert _raw_controls(str(error)) == [] and secret not in str(error) and "[masked]" in str(error)
+    assert error.attempts == 2 and "\\x1b]52" in str(error)
+    assert _raw_controls(str(LLMError(HOSTILE, status=400))) == []
+    reply = LLMResponse(text=HOSTILE, usage=Usage(prompt_tokens=1, output_tokens=1), latency_s=0.1, provider="p",
+                        model="m")
+    assert _raw_controls(describe(reply, "p:m")) == [] and "\\u202elave" in describe(reply, "p:m")

@@ -61,7 +61,7 @@ def evaluate_set(batch: CandidateSet, values: dict[str, Any], *, as_json: bool, 
     sources = [(candidate, candidate.source()) for candidate in batch.candidates]  # unreadable: one line, now
     err = terminal.console(stderr=True)
     for note in batch.skipped:
-        err.print(f"[dim]skipped {note}[/dim]", highlight=False)
+        err.print(f"[dim]skipped {terminal.literal(note)}[/dim]", highlight=False)
     rows: list[Row] = []
     interrupted = False
     progress = Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
@@ -115,7 +115,7 @@ def _tally(rows: list[Row], total: int) -> str:
     for row in rows:
         counts[row.verdict] = counts.get(row.verdict, 0) + 1
     text = ", ".join(f"{count} {verdict}" for verdict, count in sorted(counts.items()))
-    return f"evaluating {total} candidates" + (f" ({text})" if text else "")
+    return f"evaluating {total} candidates" + (f" ({terminal.literal(text)})" if text else "")
 
 
 def _table(rows: list[Row], *, paired: bool = False) -> None:

@@ -87,7 +87,8 @@ def eval_command(candidate: Path | None, task_ref: str | None, suite_name: str |
     status = terminal.console(stderr=True).status(f"starting the {values.get('evaluator') or 'local'} evaluator",
                                          spinner="dots")
     with status, build_evaluator(values) as evaluator:
-        status.update(f"evaluating {candidate.name} on {task.ref}: load, check against the reference, time "
+        status.update(f"evaluating {terminal.literal(candidate.name)} on {task.ref}: load, check against the "
+                      "reference, time "
                       f"(protocol {values.get('protocol') or 'robust'}, device {values.get('device') or 'auto'})")
         try:
             result = evaluator.evaluate(task.eval_request(source, paired=paired))

@@ -17,6 +17,7 @@ from pike_harness.contracts.llm import (
     LLMResponse,
 )
 from pike_harness.errors import UserError
+from pike_harness.worker import text_safety
 
 DEFAULT_PROMPT = "Reply with one short sentence that names the model you are."
 
@@ -102,7 +103,7 @@ def describe(response: LLMResponse, label: str) -> str:
     ]
     lines += [f"  retry {r.attempt}: {r.error} (waited {r.waited_s:.2f} s)" for r in response.retries]
     lines += ["reply:", response.text.rstrip() or "(empty)"]
-    return "\n".join(lines)
+    return text_safety.printable("\n".join(lines))  # the endpoint's words, shown and never obeyed
 
 
 @llm.command("providers")

@@ -69,10 +69,11 @@ def print_profile(summary: dict[str, Any], title: str, runtime_ms: float | None)
     from rich.table import Table
 
     console = terminal.console()
-    unit = summary.get("unit", "kernel")
-    table = Table(title=f"{title}: {unit}s by total time ({summary.get('calls')} profiled calls)",
+    # The summary is made in the candidate's process: every string of it is shown, never read as markup.
+    unit = str(summary.get("unit", "kernel"))
+    table = Table(title=terminal.literal(f"{title}: {unit}s by total time ({summary.get('calls')} profiled calls)"),
                   title_justify="left")
-    for column in (unit, "origin", "ms/call", "per call", "share"):
+    for column in (terminal.literal(unit), "origin", "ms/call", "per call", "share"):
         table.add_column(column, justify="left" if column in (unit, "origin") else "right")
     for k in summary.get("kernels") or []:
         table.add_row(terminal.literal(k["name"][:90]), terminal.literal(k["origin"]), f"{k['ms_per_call']:.4f}",
@@ -80,8 +81,8 @@ def print_profile(summary: dict[str, Any], title: str, runtime_ms: float | None)
                       f"{(k.get('share') or 0) * 100:.1f}%")
     console.print(table)
     share = ", ".join(f"{origin} {value * 100:.1f}%" for origin, value in (summary.get("share") or {}).items())
-    console.print(f"time by origin: {share or '-'}")
+    console.print(f"time by origin: {share or '-'}", markup=False, highlight=False)
     timed = f"; timed runtime {runtime_ms:.4f} ms" if runtime_ms is not None else ""
     console.print(f"per call: wall {summary['wall_ms_per_call']:.4f} ms under the profiler, {unit}s busy "
                   f"{summary['busy_ms_per_call']:.4f} ms, host-side gaps {summary['gap_ms_per_call']:.4f} ms, "
-                  f"{summary['launches_per_call']:g} {unit} launches{timed}")
+                  f"{summary['launches_per_call']:g} {unit} launches{timed}", markup=False, highlight=False)

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from pike_harness.errors import PikehError, UserError
+from pike_harness.worker import text_safety
 
 # The roles PIKE's agents play; strategies may add their own.
 BRAINSTORM = "brainstorm"
@@ -114,7 +115,7 @@ class LLMError(PikehError):
     """
 
     def __init__(self, message: str, *, status: int | None = None):
-        super().__init__(message)
+        super().__init__(text_safety.printable(message))  # it may quote the endpoint's error body
         self.status = status
         self.retries: list[RetryRecord] = []
 

@@ -214,26 +214,17 @@ class EvalResult:
     schema: int = SCHEMA_VERSION
 
     def __post_init__(self) -> None:
-        """Every string of a result is made safe wherever the result was made or read (a worker's
-        supervisor, or the host receiving a remote worker's result, which a candidate may have
-        written): no value of this process's secret variables stays in it (``redaction``), and no
-        terminal control sequence or bidi mark (``text_safety``)."""
+        """Every string of a result, nested parts included, is made safe wherever the result was made or
+        read (a worker's supervisor, or the host receiving a remote worker's result, which a candidate
+        may have written): no value of this process's secret variables stays in it (``redaction``), and
+        no terminal control sequence or bidi mark (``text_safety``)."""
         found = redaction.secret_values()
 
-        def clean(value: Any) -> Any:
-            return text_safety.map_strings(value, lambda text: text_safety.printable(
-                redaction.mask_secrets(text, found)))
+        def clean(text: str) -> str:
+            return text_safety.printable(redaction.mask_secrets(text, found))
 
-        self.task, self.category, self.check = clean(self.task), clean(self.category), clean(self.check)
-        self.reason, self.stdout_tail, self.stderr_tail = clean(self.reason), clean(self.stdout_tail), \
-            clean(self.stderr_tail)
-        self.flags, self.environment, self.profile = clean(self.flags), clean(self.environment), clean(self.profile)
-        for check in self.outputs:
-            if isinstance(check, OutputCheck):
-                check.problem, check.dtype = clean(check.problem), clean(check.dtype)
-        for timing in (self.noise, self.paired, getattr(self.paired, "noise", None)):
-            if timing is not None:
-                timing.flagged = clean(timing.flagged)
+        for item in dataclasses.fields(self):
+            setattr(self, item.name, text_safety.map_strings(getattr(self, item.name), clean))
 
     @property
     def is_correct(self) -> bool:
@@ -250,8 +241,8 @@ class EvalResult:
         _check_schema(data, "EvalResult")
         data = dict(data)
         if data.get("runtime"):
-            data["runtime"] = RuntimeStats(**data["runtime"])
-        data["outputs"] = [OutputCheck(**o) for o in data.get("outputs", [])]
+            data["runtime"] = RuntimeStats(**_known_fields(RuntimeStats, data["runtime"]))
+        data["outputs"] = [OutputCheck(**_known_fields(OutputCheck, o)) for o in data.get("outputs", [])]
         if data.get("noise"):
             data["noise"] = NoiseReport(**_known_fields(NoiseReport, data["noise"]))
         if data.get("paired"):

@@ -12,6 +12,7 @@ progress bar's updates stay readable, one per line). Standard library only.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from typing import Any
 
@@ -27,9 +28,14 @@ def printable(text: str) -> str:
 
 def map_strings(value: Any, change: Callable[[str], str]) -> Any:
     """``value`` with ``change`` applied to every string inside it (dict keys and values, lists and
-    tuples walked); anything else as it was."""
+    tuples walked; a dataclass instance's fields changed in place, so a record's nested parts are
+    covered, today's and tomorrow's); anything else as it was."""
     if isinstance(value, str):
         return change(value)
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        for item in dataclasses.fields(value):
+            setattr(value, item.name, map_strings(getattr(value, item.name), change))
+        return value
     if isinstance(value, dict):
         return {map_strings(key, change): map_strings(item, change) for key, item in value.items()}
     if isinstance(value, list | tuple):

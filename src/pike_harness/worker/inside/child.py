@@ -12,6 +12,9 @@ a CPU slot for loading and a GPU lock for checking and timing:
   "profile"-> a few calls under torch.profiler (only when the request asks) -> "profiled"
   Both commands carry a fresh nonce that the reply echoes: the candidate runs in this process and can
   write to the channel, but it never sees a command, so a report it forges lacks the nonce.
+  "importing" is sent just before the candidate's code is imported. An "infra_error" (the harness's
+  own failure: no usable device, the task's inputs, the exchange folder) counts only before it, or
+  with the running command's nonce; any other is the candidate's forgery.
   "exit"
 
 Started with ``--prestart DEVICE`` the process first imports torch and the worker's modules and
@@ -114,6 +117,9 @@ class CandidateProcess:
         except Exception as exc:
             self.channel.send({"event": "infra_error", "reason": f"the task's inputs failed: {_summary(exc)}"})
             os._exit(3)
+        # From here on the candidate's code runs in this process and may write to the channel: the
+        # supervisor believes an infra_error without a command's nonce only before this line.
+        self.channel.send({"event": "importing"})
         started = time.monotonic()
         try:
             name = loading.module_name_for(self.request.candidate_source, "pikeh_candidate")
@@ -201,7 +207,8 @@ class CandidateProcess:
             hidden = T.load(inputs_path, weights_only=True, map_location="cpu")
             assert T.is_instance(hidden, list) and all(T.is_instance(values, list) for values in hidden)
         except Exception as exc:
-            self.channel.send({"event": "infra_error", "reason": f"the hidden input sets: {_summary(exc)}"})
+            self.channel.send({"event": "infra_error", "reason": f"the hidden input sets: {_summary(exc)}",
+                               "nonce": nonce})
             os._exit(3)
         pristine.extend(hidden)
         n_sets = len(pristine)
@@ -216,7 +223,7 @@ class CandidateProcess:
         validated: dict[int, list[Any]] = {}
         # Each call's outputs go to the reference process's file as the call returns, from the device
         # through one pinned buffer: no host copy of them is kept here (output_file).
-        writer = self._open_outputs(outputs_path)
+        writer = self._open_outputs(outputs_path, nonce)
         try:
             for call in plan:
                 if call.instance == len(models):
@@ -246,11 +253,11 @@ class CandidateProcess:
         self._report({"event": "checked", "sets": len(plan), "seconds": clock.seconds, "notes": self.notes,
                       "nonce": nonce})
 
-    def _open_outputs(self, path: str) -> Any:
+    def _open_outputs(self, path: str, nonce: str | None) -> Any:
         try:
             return self.output_file.OutputWriter(path)
         except OSError as exc:  # the supervisor's exchange folder: a failure here is the harness's
-            self.channel.send({"event": "infra_error", "reason": f"the outputs file: {_summary(exc)}"})
+            self.channel.send({"event": "infra_error", "reason": f"the outputs file: {_summary(exc)}", "nonce": nonce})
             os._exit(3)
 
     def _hand_over(self, writer: Any, calls: int, step: Any, *args: Any) -> None:

@@ -209,6 +209,7 @@ class Evaluation:
         self.build_paused_s = 0.0
         self.device = request.device
         self.alone = False  # set once the candidate asked to run a stage again alone (RetryAlone)
+        self.candidate_ran = False  # set when the child says it imports the candidate ("importing")
         self.start_key: Any = (0, 0)  # its place among process starts waiting for a slot (set by the engine)
         self._checked: tuple[Comparison, int] | None = None  # the passing comparison, reference bytes
         self.noise: NoiseReport | None = None  # the canary and steal around the timing kept
@@ -590,9 +591,17 @@ class Evaluation:
                     category = REJECTED
                 raise _Concluded(self._conclude(category, str(message.get("check") or stage),
                                                 str(message.get("reason") or "")))
+            if kind == "importing":  # the candidate's code runs in the child from now on
+                self.candidate_ran = True
+                continue
             if kind == "infra_error":
-                self._kill()
-                raise InfrastructureError(str(message.get("reason")))
+                if nonce is not None and message.get("nonce") == nonce or nonce is None and not self.candidate_ran:
+                    self._kill()
+                    raise InfrastructureError(str(message.get("reason"))[:2000])
+                # A candidate's failure passed off as the harness's would be retried, and abort a run.
+                raise _Concluded(self._conclude(REJECTED, "forged_report",
+                                                f"{stage}: an infra_error report the harness's code did not send "
+                                                "reached the supervisor: the candidate wrote to the worker's channel"))
             raise _Concluded(self._conclude(REJECTED, "protocol", f"{stage}: unexpected message {kind!r}"))
 
     def _serve_build(self, spec: Any, deadline: float, stage: str, timeout_s: float) -> dict[str, Any]:
