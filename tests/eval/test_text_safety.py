@@ -106,3 +106,12 @@ def test_errors_that_quote_a_worker_or_an_endpoint_are_shown_not_obeyed(monkeypa
     reply = LLMResponse(text=HOSTILE, usage=Usage(prompt_tokens=1, output_tokens=1), latency_s=0.1, provider="p",
                         model="m")
     assert _raw_controls(describe(reply, "p:m")) == [] and "\\u202elave" in describe(reply, "p:m")
+
+
+def test_bidi_marks_in_a_candidates_source_are_flagged():
+    """Source that shows a reviewer one order of tokens and runs another: a flag, never a verdict."""
+    from pike_harness.worker.supervise.static_checks import scan
+
+    trojan = CANDIDATE.replace("super().__init__()", f"super().__init__()  # {RLO} ;)")
+    assert "bidi_control" in scan(trojan).flags and scan(trojan).check is None
+    assert "bidi_control" not in scan(CANDIDATE).flags

@@ -16,9 +16,10 @@ import dataclasses
 from collections.abc import Callable
 from typing import Any
 
-_BIDI = [0x061C, 0x200E, 0x200F, *range(0x202A, 0x202F), *range(0x2066, 0x206A)]
+# The bidi marks, embeddings, overrides and isolates: what reorders text as it is shown.
+BIDI_MARKS = frozenset(chr(c) for c in (0x061C, 0x200E, 0x200F, *range(0x202A, 0x202F), *range(0x2066, 0x206A)))
 _CONTROLS = [c for c in range(0x20) if c not in (0x09, 0x0A)] + [0x7F, *range(0x80, 0xA0)]
-_VISIBLE = {c: (f"\\x{c:02x}" if c < 0x100 else f"\\u{c:04x}") for c in (*_CONTROLS, *_BIDI)}
+_VISIBLE = {c: (f"\\x{c:02x}" if c < 0x100 else f"\\u{c:04x}") for c in (*_CONTROLS, *map(ord, BIDI_MARKS))}
 
 
 def printable(text: str) -> str:

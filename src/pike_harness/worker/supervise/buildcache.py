@@ -44,6 +44,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pike_harness.worker import text_safety
 from pike_harness.worker.supervise import sandbox, seccomp, trusted_files
 
 KEY_SCHEMA = 1
@@ -375,7 +376,7 @@ class BuildCache:
                 meta = {"schema": KEY_SCHEMA, "key": key, "digest": digest, "library": library_name,
                         "name": spec["name"], "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "toolchain": toolchain}
                 for name, text in (("meta.json", json.dumps(meta, indent=1, sort_keys=True)),
-                                   ("build.log", log_text[-20_000:])):
+                                   ("build.log", text_safety.printable(log_text[-20_000:]))):  # it echoes the source
                     fd = trusted_files.create_exclusive(name, dir_fd=entry_fd, mode=0o444)
                     try:
                         trusted_files.write_all(fd, text.encode())

@@ -13,6 +13,7 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass, field
 
+from pike_harness.worker import text_safety
 from pike_harness.worker.python_ast import parse_python
 
 REFERENCE_CLASS = "Model"
@@ -54,6 +55,8 @@ def scan(source: str) -> StaticReport:
     report.flags.extend(f"technique:{name}" for name in report.techniques)
     if any(_names(tree) & set(INTROSPECTION)):
         report.flags.append("introspection")
+    if any(char in text_safety.BIDI_MARKS for char in source):  # "Trojan Source": a flag for whoever reads it
+        report.flags.append("bidi_control")
     return report
 
 
