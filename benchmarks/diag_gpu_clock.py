@@ -110,8 +110,8 @@ def reasons_field() -> str | None:
 
 
 def start_sampler(index: int, log: Path) -> subprocess.Popen[bytes] | None:
-    """``nvidia-smi`` in loop mode writing to ``log``, line-buffered (``stdbuf``) so that nothing waits in a
-    buffer when it is stopped (with SIGINT, its own Ctrl-C); None where there is no nvidia-smi."""
+    """``nvidia-smi`` in loop mode writing to ``log``, line-buffered (``stdbuf``) so that every sample is in
+    the file when it is stopped; None where there is no nvidia-smi."""
     field = reasons_field()
     if field is None:
         return None
@@ -124,7 +124,8 @@ def start_sampler(index: int, log: Path) -> subprocess.Popen[bytes] | None:
 
 
 def stop_sampler(sampler: subprocess.Popen[bytes]) -> None:
-    sampler.send_signal(signal.SIGINT)
+    """SIGTERM, not SIGINT: a process started from a background job inherits SIGINT ignored."""
+    sampler.send_signal(signal.SIGTERM)
     try:
         sampler.wait(timeout=10)
     except subprocess.TimeoutExpired:
