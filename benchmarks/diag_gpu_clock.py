@@ -123,11 +123,12 @@ def start_sampler(index: int, log: Path) -> subprocess.Popen[bytes] | None:
         return subprocess.Popen(command, stdout=sink, stderr=subprocess.DEVNULL)
 
 
-def stop_sampler(sampler: subprocess.Popen[bytes]) -> None:
-    """SIGTERM, not SIGINT: a process started from a background job inherits SIGINT ignored."""
+def stop_sampler(sampler: subprocess.Popen[bytes], grace_s: float = 10.0) -> None:
+    """SIGTERM, not SIGINT: a process started from a background job inherits SIGINT ignored. Killed if
+    it has not ended after ``grace_s``."""
     sampler.send_signal(signal.SIGTERM)
     try:
-        sampler.wait(timeout=10)
+        sampler.wait(timeout=grace_s)
     except subprocess.TimeoutExpired:
         sampler.kill()
         sampler.wait()

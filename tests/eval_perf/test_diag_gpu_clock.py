@@ -78,7 +78,7 @@ def test_the_sampler_writes_every_line_and_stops(tmp_path, monkeypatch):
         deadline = time.monotonic() + 120  # generous: only the count of lines matters, not the rate
         while len(diag.parse_samples(log.read_text())) < 3 and time.monotonic() < deadline:
             time.sleep(0.05)
-        diag.stop_sampler(sampler)
+        diag.stop_sampler(sampler, grace_s=120)  # a loaded runner may take its time to run the handler
         samples = diag.parse_samples(log.read_text())
     assert sampler.returncode == 0
     assert len(samples) >= 3 and log.read_text().rstrip().endswith("stopped")  # a line cut by the stop may precede it

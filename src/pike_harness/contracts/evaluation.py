@@ -18,7 +18,7 @@ from typing import Any, TypeVar
 
 from pike_harness.contracts.model import EvalRequest, EvalResult
 from pike_harness.errors import PikehError
-from pike_harness.worker import redaction, text_safety
+from pike_harness.worker import redaction
 from pike_harness.worker.supervise.retry import DEFAULT as DEFAULT_RETRY
 from pike_harness.worker.supervise.retry import (
     EvalRetryPolicy as EvalRetryPolicy,  # re-exported: the evaluator interface
@@ -40,8 +40,7 @@ class EvaluatorError(PikehError):
         # Its words may quote a worker's log or a remote worker's message: shown, never obeyed (no
         # terminal control sequence), and no secret of this process in them (as in a result).
         found = redaction.secret_values()
-        super().__init__(*(text_safety.printable(redaction.mask_secrets(a, found)) if isinstance(a, str) else a
-                           for a in args))
+        super().__init__(*(redaction.shown(a, found) if isinstance(a, str) else a for a in args))
         self.attempts = attempts
 
 

@@ -219,12 +219,9 @@ class EvalResult:
         may have written): no value of this process's secret variables stays in it (``redaction``), and
         no terminal control sequence or bidi mark (``text_safety``)."""
         found = redaction.secret_values()
-
-        def clean(text: str) -> str:
-            return text_safety.printable(redaction.mask_secrets(text, found))
-
         for item in dataclasses.fields(self):
-            setattr(self, item.name, text_safety.map_strings(getattr(self, item.name), clean))
+            setattr(self, item.name, text_safety.map_strings(getattr(self, item.name),
+                                                             lambda text: redaction.shown(text, found)))
 
     @property
     def is_correct(self) -> bool:

@@ -54,6 +54,12 @@ def mask_secrets(text: str, secrets: Iterable[str]) -> str:
     return text
 
 
+def shown(text: str, secrets: Iterable[str]) -> str:
+    """Text that came from outside the harness (a candidate, a worker), as a record or an error keeps
+    it: its secrets masked, then its control characters and bidi marks escaped (``text_safety``)."""
+    return text_safety.printable(mask_secrets(text, secrets))
+
+
 def redact(value: Any, secrets: list[str]) -> Any:
     """``value`` with every secret masked in every string inside it (dicts, lists and tuples walked)."""
     if not secrets:
