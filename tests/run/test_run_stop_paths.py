@@ -107,3 +107,31 @@ def test_a_fatal_error_in_one_task_aborts_the_others_evaluations(tmp_path):
     events = read_journal(tmp_path / "r" / "journal.jsonl")
     _assert_every_start_closed(events)
     assert events[-1]["status"] == "failed" and "the worker vanished" in events[-1]["why"]
+
+
+# A run that stops on an error while its own queries still wait leaves at once (``os._exit``); a thread of
+# an earlier run in the same process (a test's, a notebook's) still ending is not this run's, and must not
+# make an ordinary error end the whole process. In a fresh process: without the rule, it ends this one.
+LEFTOVER = r'''
+import sys
+import threading
+
+threading.Thread(target=threading.Event().wait, name="pikeh-attempt-leftover", daemon=True).start()
+from pike_harness.cli import cli
+
+try:
+    cli.main(["run", "--strategy", "best-of-n", "--suite", "smoke", "--tasks", "99", "--llm", "offline:mutate",
+              "--query-budget", "1", "--output-dir", sys.argv[1]])
+except SystemExit as exc:
+    print("returned", exc.code, flush=True)
+'''
+
+
+def test_an_earlier_runs_thread_does_not_end_the_process_on_a_user_error(tmp_path):
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-c", LEFTOVER, str(tmp_path / "runs")], capture_output=True, text=True,
+                          timeout=300, env={**os.environ, "OMP_NUM_THREADS": "1"})
+    assert "has no task 99" in done.stderr, done.stderr[-2000:]
+    assert done.stdout.strip() == "returned 1", (done.returncode, done.stdout, done.stderr[-2000:])

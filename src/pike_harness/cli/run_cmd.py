@@ -230,13 +230,14 @@ def run(ctx: click.Context, **values: Any) -> None:
     from pike_harness.host.seed_group import chosen_seeds, launch_seeds
 
     seeds = chosen_seeds(merged.pop("seeds", None), merged.pop("repeats", None), merged.get("seed") or 0)
+    before = _run_threads()  # a previous run in this process (a test, a notebook) may still be ending its own
     try:
         if seeds is None:
             status = launch_run(get_app(), merged, strategy_values, evaluator_values)
         else:
             status = launch_seeds(get_app(), merged, strategy_values, evaluator_values, seeds)
     except UserError as exc:
-        if _run_threads_left():
+        if _run_threads() - before:
             # The run stopped on an error while queries were still waiting (in a retry's back-off, say):
             # the journal is closed, so do not wait for them at interpreter exit.
             click.echo(f"Error: {exc}", err=True)
@@ -247,10 +248,11 @@ def run(ctx: click.Context, **values: Any) -> None:
     exit_for(status)
 
 
-def _run_threads_left() -> bool:
+def _run_threads() -> set[Any]:
+    """The live threads that run a task or an attempt (a run's own; the names are the run loop's)."""
     import threading
 
-    return any(t.name.startswith(("pikeh-attempt", "pikeh-task")) and t.is_alive() for t in threading.enumerate())
+    return {t for t in threading.enumerate() if t.name.startswith(("pikeh-attempt", "pikeh-task")) and t.is_alive()}
 
 
 def exit_for(status: str) -> None:
