@@ -60,6 +60,20 @@ def bridge_environment() -> dict[str, str]:
             if name.startswith("RAY_") or not is_secret_name(name)}
 
 
+def answer(message: dict[str, Any]) -> EvalResult | EvaluatorError:
+    """What the bridge's ``result`` or ``error`` message means for its evaluation: the verdict, or
+    the cluster's failure. A result record this harness cannot read (a device actor of another
+    version, or a compromised node: an unknown category, a missing field) is the cluster's failure
+    too, never a verdict on the candidate."""
+    if message.get("op") == "result":
+        try:
+            return EvalResult.from_dict(message["result"])
+        except (AttributeError, KeyError, TypeError, ValueError) as exc:
+            return EvaluatorError(f"ray: a device actor sent a result this harness cannot read: {exc}")
+    attempts = message.get("attempts")
+    return EvaluatorError(f"ray: {message.get('reason')}", attempts=attempts if isinstance(attempts, int) else 1)
+
+
 class _Link:
     """One bridge process and the reader thread that resolves futures from its messages."""
 
@@ -158,12 +172,11 @@ class _Link:
                 self.owner.duplicates += 1  # cannot happen by design; if it did, the first answer stands
             if future is None or future.done():
                 return
-            if op == "result":
-                future.set_result(EvalResult.from_dict(message["result"]))
+            outcome = answer(message)
+            if isinstance(outcome, EvalResult):
+                future.set_result(outcome)
             else:
-                attempts = message.get("attempts")
-                future.set_exception(EvaluatorError(f"ray: {message.get('reason')}",
-                                                    attempts=attempts if isinstance(attempts, int) else 1))
+                future.set_exception(outcome)
         elif op == "fatal":
             self.reason, self.fatal = str(message.get("reason")), True
 

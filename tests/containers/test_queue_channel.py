@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 from queue_helpers import CORRECT, request
 
+from pike_harness.contracts.evaluation import EvaluatorError
 from pike_harness.worker import queue_channel as qc
 from pike_harness.worker.queue_client import QueueClient, QueueError
 from pike_harness.worker.records import EvalResult
@@ -336,6 +337,33 @@ def test_stale_forged_and_foreign_results_are_never_taken_for_new_ones(tmp_path)
     finally:
         client.close()
     assert qc.names(qdir.hosts) == [f"{old_session}.json"]
+
+
+def test_a_signed_result_with_an_unknown_category_is_its_workers_failure(tmp_path):
+    """A worker holding the key (another version, or compromised) answers with a category the host does
+    not know: the request fails as an infrastructure error naming the value, escaped, with the tries it
+    had counted; never a verdict, and never left waiting."""
+    key = b"k" * 32
+    qdir = qc.QueueDir(tmp_path / "io").ensure()
+    fake_heartbeat(qdir, "rogue", pid=os.getpid())
+    client = QueueClient(qdir.root, key=key, stale_after_s=60, error_type=EvaluatorError)
+    try:
+        req = request(CORRECT)
+        future = client.submit(req)
+        ticket, _message = _serve_one(qdir, key, worker_id="rogue")
+        answer = _result(ticket, req.request_id, "correct", None)
+        answer["result"]["category"] = "excellent\x1b]52;c;SGVsbG8=\x07[/x]"
+        answer["worker"]["id"] = "rogue"
+        answer["attempt"] = 1
+        qc.write_json(qdir.results, qc.result_name(ticket), qc.sign(answer, key))
+        with pytest.raises(EvaluatorError) as caught:
+            future.result(timeout=30)
+    finally:
+        client.close()
+    message = str(caught.value)
+    assert message.startswith("worker rogue sent a result for test/relu-scale that this harness cannot read: ")
+    assert "unknown category 'excellent\\x1b]52;c;SGVsbG8=\\x07[/x]'" in message and "\x1b" not in message
+    assert caught.value.attempts == 2 and client.stats["errors"] == 1 and client.stats["results"] == 0
 
 
 def test_no_worker_is_a_clear_error_naming_the_folder(tmp_path):

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from pike_harness.worker import text_safety
 from pike_harness.worker.records import EvalResult
 
@@ -115,3 +117,16 @@ def test_bidi_marks_in_a_candidates_source_are_flagged():
     trojan = CANDIDATE.replace("super().__init__()", f"super().__init__()  # {RLO} ;)")
     assert "bidi_control" in scan(trojan).flags and scan(trojan).check is None
     assert "bidi_control" not in scan(CANDIDATE).flags
+
+
+def test_a_result_with_an_unknown_category_is_refused_naming_it():
+    """A remote worker (another version, or compromised) cannot hand the run a verdict it does not know:
+    the record is refused, its category named, escaped like the rest of the record."""
+    good = {"request_id": "r", "task": "smoke/1", "category": "incorrect"}
+    for category in (f"excellent{ESC}[2J{RLO}", "[/x]", "", None, 7, ["correct"]):
+        with pytest.raises(ValueError, match="unknown category") as caught:
+            EvalResult.from_json(json.dumps({**good, "category": category}))
+        assert _raw_controls(str(caught.value)) == [] and "not one of compile_error," in str(caught.value)
+    with pytest.raises(ValueError, match=r"unknown category 'excellent\\x1b\[2J\\u202e'"):
+        EvalResult(request_id="r", task="t", category=f"excellent{ESC}[2J{RLO}")
+    assert EvalResult.from_json(json.dumps(good)).category == "incorrect"

@@ -76,3 +76,26 @@ def test_a_gpu_index_is_refused_with_the_reason(tmp_path):
         assert "Ray assigns whole GPUs" in str(exc)
     else:
         raise AssertionError("cuda:1 was accepted")
+
+
+def test_a_result_record_the_harness_cannot_read_is_the_clusters_failure():
+    """The bridge relays a device actor's record as it came: one with a category this harness does not
+    know (an actor of another version, or a compromised node) or of the wrong shape fails the
+    evaluation with an EvaluatorError naming it, escaped; it is never a verdict, nor a reader thread
+    that dies and leaves its futures waiting."""
+    from pikeh_ray.evaluator import answer
+
+    from pike_harness.contracts.evaluation import EvaluatorError
+    from pike_harness.contracts.model import EvalResult
+
+    record = {"request_id": "r", "task": "smoke/1", "category": "correct", "runtime_ms": 1.0}
+    assert isinstance(answer({"op": "result", "id": "1", "result": record}), EvalResult)
+    for bad in ({**record, "category": "excellent\x1b[2J[/x]"}, {"task": "smoke/1"}, "correct", None):
+        outcome = answer({"op": "result", "id": "1", "result": bad})
+        assert isinstance(outcome, EvaluatorError) and outcome.attempts == 1, bad
+        assert str(outcome).startswith("ray: a device actor sent a result this harness cannot read: ")
+        assert "\x1b" not in str(outcome)
+    unknown = answer({"op": "result", "id": "1", "result": {**record, "category": "excellent\x1b[2J[/x]"}})
+    assert "unknown category 'excellent\\x1b[2J[/x]'" in str(unknown)
+    failed = answer({"op": "error", "id": "1", "attempts": 3, "reason": "3 attempts failed"})
+    assert isinstance(failed, EvaluatorError) and failed.attempts == 3 and str(failed) == "ray: 3 attempts failed"

@@ -226,20 +226,24 @@ class QueueClient:
                 return False
             worker = message.get("worker") or {}
             if message.get("error"):
+                failure = f"could not evaluate {pending.request.task}: {message['error']}"
+            else:
+                try:
+                    result = EvalResult.from_dict(message["result"])
+                    failure = ""
+                except (AttributeError, KeyError, TypeError, ValueError) as exc:
+                    # Signed with this session's key, so its worker's (another version, or compromised):
+                    # the worker failed, and the candidate gets no verdict from it.
+                    failure = f"sent a result for {pending.request.task} that this harness cannot read: {exc}"
+            if failure:
                 del self._pending[ticket]
                 self.stats["errors"] += 1
-                error = self.error_type(f"worker {worker.get('id')} could not evaluate {pending.request.task}: "
-                                        f"{message['error']}")
+                error = self.error_type(f"worker {worker.get('id')} {failure}")
                 # Tries spent on this request: the workers that died on it, and this one.
                 attempt = message.get("attempt")
                 error.attempts = (attempt if isinstance(attempt, int) and attempt >= 0 else 0) + 1  # type: ignore[attr-defined]
                 _settle(pending.future, exception=error)
                 return True
-            try:
-                result = EvalResult.from_dict(message["result"])
-            except (KeyError, TypeError, ValueError) as exc:
-                log.warning("ignored an unreadable result for %s: %s", ticket, exc)
-                return False
             if result.request_id != pending.request.request_id:
                 self.stats["stale"] += 1
                 return False

@@ -217,11 +217,18 @@ class EvalResult:
         """Every string of a result, nested parts included, is made safe wherever the result was made or
         read (a worker's supervisor, or the host receiving a remote worker's result, which a candidate
         may have written): no value of this process's secret variables stays in it (``redaction``), and
-        no terminal control sequence or bidi mark (``text_safety``)."""
+        no terminal control sequence or bidi mark (``text_safety``). A category outside ``CATEGORIES``
+        is a ``ValueError`` naming it (escaped as the rest)."""
         found = redaction.secret_values()
         for item in dataclasses.fields(self):
             setattr(self, item.name, text_safety.map_strings(getattr(self, item.name),
                                                              lambda text: redaction.shown(text, found)))
+        if self.category not in CATEGORIES:
+            # A worker of another version, or a compromised one: no verdict the harness does not know
+            # (it would count as neither a success nor a failure). A transport turns this ValueError
+            # into its infrastructure error (``EvaluatorError``), never into a verdict.
+            shown = text_safety.printable(str(self.category))[:100]
+            raise ValueError(f"a result with the unknown category '{shown}' (not one of {', '.join(CATEGORIES)})")
 
     @property
     def is_correct(self) -> bool:
