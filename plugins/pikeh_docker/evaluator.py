@@ -31,6 +31,7 @@ from pike_harness.api import (
     apply_options,
     check_protocol,
     evaluator_config,
+    printable,
 )
 from pike_harness.worker.api import remove_tree
 
@@ -52,8 +53,10 @@ class _Container:
     command: list[str] | None = None
 
     def log_tail(self, chars: int = 3000) -> str:
+        """The end of the container's log, shown and never obeyed: the worker's output, with whatever
+        a candidate made it print, reaches the user's terminal through errors and warnings."""
         try:
-            return self.log_path.read_text(errors="replace")[-chars:].strip()
+            return printable(self.log_path.read_text(errors="replace")[-chars:].strip())
         except OSError:
             return ""
 

@@ -55,3 +55,18 @@ def test_default_memory_splits_half_the_host_between_containers():
     half_mb = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE") // (2 * 1024 * 1024)
     assert default_memory() == f"{max(2048, half_mb)}m"
     assert default_memory(8) == f"{max(2048, half_mb // 8)}m", "eight per-GPU containers share one half"
+
+
+def test_a_containers_log_tail_is_shown_not_obeyed(tmp_path):
+    """A worker container's log holds what its worker printed, a candidate's doing included; its tail
+    reaches the terminal in errors and warnings (a container that died), as visible characters."""
+    from pikeh_docker.engine import ContainerSpec
+    from pikeh_docker.evaluator import _Container
+
+    log = tmp_path / "pikeh-worker-0.log"
+    log.write_text("$ docker run ...\nTraceback: \x1b]52;c;SGVsbG8=\x07 \x1b[2J\u202elave\r\n[/x] done\n",
+                   encoding="utf-8")
+    tail = _Container(ContainerSpec("pikeh-worker-0", "w0", None, "cpu"), log).log_tail()
+    assert tail.endswith("Traceback: \\x1b]52;c;SGVsbG8=\\x07 \\x1b[2J\\u202elave\n[/x] done")
+    assert not any(ord(c) < 0x20 and c != "\n" or c == "\u202e" for c in tail)
+    assert _Container(ContainerSpec("gone", "w1", None, "cpu"), tmp_path / "missing.log").log_tail() == ""

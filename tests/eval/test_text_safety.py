@@ -1,6 +1,7 @@
 """Text a candidate wrote reaches terminals, reports and prompts only as visible characters: no terminal
 control sequence, no bidi mark, no rich markup read from it. Checked on the result record (every way
-one is made or read) and on ``pikeh eval``'s output for a real hostile candidate, one file and a folder."""
+one is made or read), on ``pikeh eval``'s output for a real hostile candidate, one file and a folder,
+and on a run's progress lines and log.txt when a strategy's error quotes such text."""
 
 from __future__ import annotations
 
@@ -130,3 +131,53 @@ def test_a_result_with_an_unknown_category_is_refused_naming_it():
     with pytest.raises(ValueError, match=r"unknown category 'excellent\\x1b\[2J\\u202e'"):
         EvalResult(request_id="r", task="t", category=f"excellent{ESC}[2J{RLO}")
     assert EvalResult.from_json(json.dumps(good)).category == "incorrect"
+
+
+def test_pikeh_evals_lines_hold_no_markup_of_a_remote_record(capsys):
+    """Every line of ``pikeh eval``'s verdict prints a record's words as text: a remote worker's record
+    may hold anything in its statistic's name (escaped of control characters already)."""
+    from pathlib import Path
+
+    from pike_harness.cli.eval_cmd import _print
+
+    record = {"request_id": "r", "task": "smoke/1", "category": "correct", "runtime_ms": 1.0,
+              "runtime": {"headline_ms": 1.0, "statistic": HOSTILE, "mean_ms": 1.0, "median_ms": 1.0, "min_ms": 1.0,
+                          "max_ms": 1.0, "stdev_ms": 0.0, "cv": 0.0, "iqr_ms": 0.0, "n": 3, "host_wall_ms": 1.0},
+              "outputs": [{"input_set": 0, "index": 0, "ok": True, "max_abs_diff": 0.0, "max_rel_diff": 0.0}]}
+    _print(EvalResult.from_json(json.dumps(record)), Path("hostile.py"))
+    out = capsys.readouterr().out
+    assert _raw_controls(out) == [] and "runtime 1.0000 ms ([/x] \\x1b]52;c;SGVsbG8=\\x07 [bold]" in out
+
+
+def test_a_strategy_error_quoting_an_answer_is_shown_not_obeyed(tmp_path, monkeypatch):
+    """A strategy that chokes on an LLM's answer and quotes it (a real run on the local sandbox): the
+    progress line and log.txt show the answer's text, its secrets masked, and obey none of it."""
+    import types
+
+    from pike_harness.api import Strategy, hookimpl
+    from pike_harness.testing import invoke
+
+    secret = "sk-strategy-0123456789abcdef"
+    monkeypatch.setenv("PIKEH_SOME_BACKEND_API_KEY", secret)
+
+    class QuotesAnswers(Strategy):
+        name = "quotes-answers"
+
+        def run_task(self, ctx):
+            raise ValueError(f"no code block in the answer: {HOSTILE} {secret}")
+
+    @hookimpl
+    def register_strategies(register):
+        register(QuotesAnswers)
+
+    plugin = types.SimpleNamespace(register_strategies=register_strategies)
+    result = invoke("run", "--strategy", "quotes-answers", "--suite", "smoke", "--tasks", "1", "--llm",
+                    "offline:mutate", "--evaluator", "local", "--device", "cpu", "--protocol", "quick", *NO_POOL,
+                    "--query-budget", "1", "--output-dir", str(tmp_path / "runs"), "--run-name", "r",
+                    plugins={"quotes-answers": plugin})
+    assert result.exit_code == 1, result.output  # the task failed: the run says so
+    assert "smoke/1: strategy error (see log.txt): " in result.output
+    log = (tmp_path / "runs" / "r" / "log.txt").read_text(encoding="utf-8")
+    for text in (result.output, log):
+        assert _raw_controls(text) == [] and secret not in text and "[masked]" in text
+    assert "ValueError: no code block in the answer: [/x] \\x1b]52;c;SGVsbG8=\\x07 [bold]" in log

@@ -45,6 +45,17 @@ def test_the_live_table_fits_80_columns_without_cutting_anything():
     assert queries_text(309, 300, short=True) == "300/300 +9"
 
 
+def test_the_live_tables_phase_is_text_whatever_a_strategy_notes():
+    """A strategy's status note may quote an answer or a candidate: shown in the live table, never read
+    as markup (an unmatched ``[/x]`` would end the refresh with a MarkupError) nor obeyed."""
+    out = io.StringIO()
+    console = Console(file=out, width=200)
+    progress = RunProgress("r", ["smoke/1"], 10, live=False, console=console)
+    progress.update("smoke/1", phase="", note="[/x]\x1b[2J")  # the phase column is 12 wide
+    console.print(progress._table())
+    assert " [/x]\\x1b[2J " in out.getvalue() and "\x1b" not in out.getvalue()
+
+
 def test_eval_shows_its_stage_on_a_terminal(tmp_path):
     candidate = tmp_path / "candidate.py"
     candidate.write_text(CANDIDATE)

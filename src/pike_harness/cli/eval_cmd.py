@@ -151,12 +151,12 @@ def _print(result: EvalResult, candidate: Path, *, paired: bool = False) -> None
         r = result.runtime
         console.print(f"runtime {r.headline_ms:.4f} ms ({r.statistic} of {r.n}; median {r.median_ms:.4f}, "
                       f"mean {r.mean_ms:.4f}, min {r.min_ms:.4f}, stdev {r.stdev_ms:.4f}, cv {r.cv:.3f}, "
-                      f"iqr {r.iqr_ms:.4f})")
+                      f"iqr {r.iqr_ms:.4f})", markup=False, highlight=False)
     worst = max((o for o in result.outputs if o.max_abs_diff is not None), key=lambda o: o.max_abs_diff or 0.0,
                 default=None)
     if worst is not None:
         console.print(f"outputs: {len(result.outputs)} checked; largest diff abs {worst.max_abs_diff:.3g}, "
-                      f"rel {worst.max_rel_diff:.3g} (input set {worst.input_set})")
+                      f"rel {worst.max_rel_diff:.3g} (input set {worst.input_set})", markup=False, highlight=False)
     if paired and result.is_correct:
         console.print(f"paired against the eager reference: {paired_text(result)}", markup=False)
     if result.flags:

@@ -19,6 +19,7 @@ from rich.table import Table
 
 from pike_harness.contracts.model import COMPILE_ERROR, CORRECT, INCORRECT, REJECTED, RUNTIME_ERROR, TIMEOUT
 from pike_harness.host import terminal
+from pike_harness.worker import text_safety
 
 # The live table's count columns: (header, categories counted). Narrow, so the table fits 80 columns.
 COUNT_COLUMNS = (("ok", (CORRECT,)), ("wrong", (INCORRECT,)), ("err", (COMPILE_ERROR, RUNTIME_ERROR, TIMEOUT)),
@@ -94,7 +95,9 @@ class RunProgress:
         self._refresh()
 
     def message(self, line: str) -> None:
-        """A log line: above the live table on a terminal, plain on stderr otherwise."""
+        """A log line: above the live table on a terminal, plain on stderr otherwise; never a terminal
+        command (a strategy's line may quote an LLM's answer or a candidate's output)."""
+        line = text_safety.printable(line)
         if self._live is not None:
             self._live.console.print(line, markup=False, highlight=False)
         else:
@@ -125,5 +128,5 @@ class RunProgress:
             phase = "done" if state.done else f"{state.phase} {state.note}".strip()
             queries = queries_text(state.queries_used, state.query_limit, short=True).replace(" +", "+")
             cells = [str(sum(state.counts.get(c, 0) for c in cats) or "") for _, cats in counts]
-            table.add_row(state.ref, phase, queries, best, *spend, *cells)
+            table.add_row(state.ref, terminal.literal(text_safety.printable(phase)), queries, best, *spend, *cells)
         return table

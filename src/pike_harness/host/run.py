@@ -35,6 +35,7 @@ from pike_harness.host.stall_watch import StallWatch
 from pike_harness.host.store import RunStore, now
 from pike_harness.host.task_run import TaskRun
 from pike_harness.kit.short_text import shorten
+from pike_harness.worker import redaction
 
 __all__ = ["Runner"]
 STOP_GRACE_S = 15.0  # how long a stopping run waits for answers already being generated
@@ -230,7 +231,8 @@ class Runner:
         except Exception:
             reason = "error"
             self.failed_tasks.append(ref)
-            message = traceback.format_exc()
+            # A strategy's message may quote an LLM's answer, a candidate's code or a secret: shown, not obeyed.
+            message = redaction.shown(traceback.format_exc(), redaction.secret_values())
             self.store.log(f"{ref}: strategy error\n{message}")
             self.progress.message(f"{ref}: strategy error (see log.txt): {message.strip().splitlines()[-1]}")
         if self._stop.is_set():

@@ -24,6 +24,7 @@ from pike_harness.contracts import journal
 from pike_harness.contracts.journal import Event, safe_name
 from pike_harness.errors import UserError
 from pike_harness.host.journal_reading import TIME_FORMAT, Replay, read_journal, scan_journal
+from pike_harness.worker import text_safety
 
 __all__ = ["JOURNAL", "RUN_FILE", "RunStore", "Replay", "read_journal", "safe_name", "find_runs", "now", "sha256"]
 
@@ -187,8 +188,9 @@ class RunStore:
         self.last_write = time.monotonic()
 
     def log(self, message: str) -> None:
+        """A line of ``log.txt``, written as visible characters: a user reads the file in a terminal."""
         with self._write_lock, (self.path / LOG_FILE).open("a", encoding="utf-8") as handle:
-            handle.write(f"{now()} {message}\n")
+            handle.write(f"{now()} {text_safety.printable(message)}\n")
 
     def task_dir(self, task_ref: str) -> Path:
         return self.path / journal.task_dir(task_ref)
