@@ -12,15 +12,17 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import secrets
+import stat
 import subprocess
 import tempfile
 import threading
 import time
 from concurrent.futures import Future
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from pike_harness.api import (
     EvalRequest,
@@ -33,12 +35,77 @@ from pike_harness.api import (
     evaluator_config,
     printable,
 )
-from pike_harness.worker.api import remove_tree
+from pike_harness.worker.api import remove_tree, tail
 
 from .engine import ContainerSpec, Engine, HostPython, Limits, default_memory, host_gpu_count
 
 log = logging.getLogger("pikeh.docker")
 MAX_FAILED_STARTS = 3  # containers that die before their worker beats once, in a row: a broken setup
+LOG_MAX_BYTES = 16 << 20  # a container's log starts again past this; the one before stays as <log>.1
+_LOG_FLAGS = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+
+
+class ContainerLog:
+    """A worker container's log: what the container prints, copied here from its output pipe.
+
+    A candidate can make its worker print without end, so the file is kept under ``max_bytes``: past
+    that it is renamed to ``<name>.1`` (replacing the one before) and begun again, and the host's disk
+    holds at most twice that. The copying thread never stops reading (a container must never block on
+    a full pipe), whatever happens to the file. Reading the end (``tail``) reads only the end."""
+
+    def __init__(self, path: Path, max_bytes: int = LOG_MAX_BYTES):
+        self.path = Path(path)
+        self.previous = self.path.with_name(self.path.name + ".1")
+        self.max_bytes = max_bytes
+        self._lock = threading.Lock()
+
+    def write(self, data: bytes) -> None:
+        data = data[-self.max_bytes:]
+        with self._lock:
+            fd = os.open(self.path, _LOG_FLAGS, 0o600)
+            try:
+                info = os.fstat(fd)
+                if not stat.S_ISREG(info.st_mode):
+                    return  # not the file this evaluator made: nothing is written into it
+                if info.st_size and info.st_size + len(data) > self.max_bytes:
+                    os.close(fd)
+                    fd = -1
+                    os.replace(self.path, self.previous)
+                    fd = os.open(self.path, _LOG_FLAGS | os.O_TRUNC, 0o600)
+                view = memoryview(data)
+                while view:
+                    view = view[os.write(fd, view):]
+            finally:
+                if fd >= 0:
+                    os.close(fd)
+
+    def attach(self, pipe: IO[bytes], name: str) -> threading.Thread:
+        """Copy ``pipe`` (a container's stdout and stderr) into the log until it closes, on a thread."""
+        thread = threading.Thread(target=self._copy, args=(pipe,), name=f"pikeh-log-{name}", daemon=True)
+        thread.start()
+        return thread
+
+    def _copy(self, pipe: IO[bytes]) -> None:
+        try:
+            while True:
+                data = os.read(pipe.fileno(), 1 << 16)
+                if not data:
+                    return
+                with contextlib.suppress(OSError):
+                    self.write(data)
+        except (OSError, ValueError):
+            pass
+        finally:
+            with contextlib.suppress(OSError):
+                pipe.close()
+
+    def tail(self, chars: int) -> str:
+        """The last ``chars`` characters, from the end of the file only (and of ``<name>.1`` when the
+        file was begun again just now): never the whole of a log a candidate made huge."""
+        text = tail(self.path, chars)
+        if len(text) < chars:
+            text = tail(self.previous, chars - len(text)) + text
+        return text
 
 
 @dataclass
@@ -51,14 +118,15 @@ class _Container:
     given_up: bool = False
     started: float = 0.0  # wall-clock time of the last start
     command: list[str] | None = None
+    log: ContainerLog = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.log = ContainerLog(self.log_path)
 
     def log_tail(self, chars: int = 3000) -> str:
         """The end of the container's log, shown and never obeyed: the worker's output, with whatever
         a candidate made it print, reaches the user's terminal through errors and warnings."""
-        try:
-            return printable(self.log_path.read_text(errors="replace")[-chars:].strip())
-        except OSError:
-            return ""
+        return printable(self.log.tail(chars).strip())
 
 
 def plan_gpus(device: str, count: int) -> list[int] | None:
@@ -149,14 +217,14 @@ class DockerEvaluator(Evaluator):
             worker_args=self._worker_args(container.spec, replace))
         container.command = command
         container.started = time.time()
-        with open(container.log_path, "ab") as log_file:
-            log_file.write(f"$ {' '.join(command)}\n".encode())
-            log_file.flush()
-            # Its own session: a Ctrl-C meant for pikeh must not kill the container before close()
-            # gives its requests back. If pikeh dies, the pipe closes and the worker exits (lifeline).
-            container.popen = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=log_file,
-                                               stderr=subprocess.STDOUT, start_new_session=True)
-        assert container.popen.stdin is not None
+        with contextlib.suppress(OSError):
+            container.log.write(f"$ {' '.join(command)}\n".encode())
+        # Its own session: a Ctrl-C meant for pikeh must not kill the container before close()
+        # gives its requests back. If pikeh dies, the pipe closes and the worker exits (lifeline).
+        container.popen = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                           stderr=subprocess.STDOUT, start_new_session=True)
+        assert container.popen.stdin is not None and container.popen.stdout is not None
+        container.log.attach(container.popen.stdout, container.spec.name)
         try:
             container.popen.stdin.write(self._key + b"\n")
             container.popen.stdin.flush()
@@ -175,37 +243,52 @@ class DockerEvaluator(Evaluator):
         """Whether the container's worker got as far as beating (its heartbeat is from this start)."""
         from pike_harness.worker.api import queue_channel as qc
 
+        # The container's candidate can write this file: whatever it holds is at worst "not served".
         try:
-            beat = qc.read_json(self.client.qdir.workers / f"{container.spec.worker_id}.json")
+            beat = qc.read_json(self.client.qdir.workers, f"{container.spec.worker_id}.json",
+                                max_bytes=qc.HEARTBEAT_BYTES)
         except (ValueError, OSError):
             return False
-        return beat is not None and float(beat.get("started") or 0) >= container.started - 1.0
+        started = beat.get("started") if beat is not None else None
+        return isinstance(started, int | float) and started >= container.started - 1.0
 
     def _watch(self) -> None:
         """Start again a container that died: its candidate may have killed the worker, which is the
         candidate's verdict (worker_lost after three deaths), not a reason to stop evaluating. Only
         containers that keep dying before their worker ever beats (a broken image or setup) are left
-        dead; the client then reports that no worker answers."""
+        dead; the client then reports that no worker answers. Nothing a candidate plants ends this
+        thread: an error is logged and the next round goes on."""
         while not self._closing.wait(0.5):
-            for container in self.containers:
-                popen = container.popen
-                if popen is None or popen.poll() is None or container.given_up or self._closing.is_set():
-                    continue
-                with self._lock:
-                    if self._closing.is_set():
-                        return
-                    container.failed_starts = 0 if self._served(container) else container.failed_starts + 1
-                    if container.failed_starts >= MAX_FAILED_STARTS:
-                        container.given_up = True
-                        log.error("worker container %s died %d times in a row before its worker started; giving "
-                                  "up. Its log (%s) ends: %s", container.spec.name, MAX_FAILED_STARTS,
-                                  container.log_path, container.log_tail(1000))
-                        continue
-                    container.restarts += 1
-                    log.warning("worker container %s exited (status %s); starting it again. Log ends: %s",
-                                container.spec.name, popen.returncode, container.log_tail(500))
-                    self.engine.remove(container.spec.name)
-                    self._start(container, replace=True)
+            self._watch_once()
+
+    def _watch_once(self) -> None:
+        for container in self.containers:
+            if self._closing.is_set():
+                return
+            try:
+                self._restart_if_dead(container)
+            except Exception:  # noqa: BLE001 - the monitor must outlive anything it meets
+                log.exception("the docker monitor failed on %s (going on)", container.spec.name)
+
+    def _restart_if_dead(self, container: _Container) -> None:
+        popen = container.popen
+        if popen is None or popen.poll() is None or container.given_up:
+            return
+        with self._lock:
+            if self._closing.is_set():
+                return
+            container.failed_starts = 0 if self._served(container) else container.failed_starts + 1
+            if container.failed_starts >= MAX_FAILED_STARTS:
+                container.given_up = True
+                log.error("worker container %s died %d times in a row before its worker started; giving "
+                          "up. Its log (%s) ends: %s", container.spec.name, MAX_FAILED_STARTS,
+                          container.log_path, container.log_tail(1000))
+                return
+            container.restarts += 1
+            log.warning("worker container %s exited (status %s); starting it again. Log ends: %s",
+                        container.spec.name, popen.returncode, container.log_tail(500))
+            self.engine.remove(container.spec.name)
+            self._start(container, replace=True)
 
     # -- the evaluator interface ---------------------------------------------------------------------
     def submit(self, request: EvalRequest) -> Future[EvalResult]:

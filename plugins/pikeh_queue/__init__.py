@@ -97,7 +97,7 @@ class QueueEvaluator(Evaluator):
         for name in qc.names(folder):
             if name.endswith(ENGINE_STATS_SUFFIX) and name[:-len(ENGINE_STATS_SUFFIX)] in live:
                 try:
-                    data = qc.read_json(folder / name)
+                    data = qc.read_json(folder, name, max_bytes=qc.HEARTBEAT_BYTES)
                 except (ValueError, OSError):
                     continue
                 if data is not None:

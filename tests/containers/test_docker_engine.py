@@ -70,3 +70,98 @@ def test_a_containers_log_tail_is_shown_not_obeyed(tmp_path):
     assert tail.endswith("Traceback: \\x1b]52;c;SGVsbG8=\\x07 \\x1b[2J\\u202elave\n[/x] done")
     assert not any(ord(c) < 0x20 and c != "\n" or c == "\u202e" for c in tail)
     assert _Container(ContainerSpec("gone", "w1", None, "cpu"), tmp_path / "missing.log").log_tail() == ""
+
+
+def _bytes_read() -> int:
+    """What this process has read so far (``rchar`` of /proc/self/io: every read, whatever the file)."""
+    with open("/proc/self/io") as handle:
+        return next(int(line.split()[1]) for line in handle if line.startswith("rchar:"))
+
+
+def test_a_huge_container_log_is_read_from_its_end_only(tmp_path):
+    """A candidate can make its worker print without end; when the container dies the monitor shows the
+    log's end, and must read only that much, never the whole file into memory."""
+    from pikeh_docker.engine import ContainerSpec
+    from pikeh_docker.evaluator import _Container
+
+    log = tmp_path / "pikeh-worker-0.log"
+    with open(log, "wb") as handle:
+        handle.truncate(256 << 20)  # sparse: no disk used, yet a whole read reads 256 MiB
+        handle.seek(0, os.SEEK_END)
+        handle.write(b"\nthe end of the log\n")
+    container = _Container(ContainerSpec("pikeh-worker-0", "w0", None, "cpu"), log)
+    before = _bytes_read()
+    tail = container.log_tail(1000)
+    assert _bytes_read() - before < 1 << 20
+    assert tail.endswith("the end of the log")
+    os.symlink(log, tmp_path / "link.log")
+    assert _Container(ContainerSpec("x", "w1", None, "cpu"), tmp_path / "link.log").log_tail() == ""
+
+
+def test_a_container_log_is_kept_under_its_cap(tmp_path):
+    """The evaluator copies a container's output into its log and starts the log again past the cap
+    (the one before kept as <log>.1), so a worker made to print without end cannot fill the host's disk.
+    A real process and pipe; the copying thread ends when the process's output closes."""
+    import subprocess
+
+    from pikeh_docker.evaluator import ContainerLog
+
+    log = ContainerLog(tmp_path / "c.log", max_bytes=1 << 20)
+    log.write(b"$ docker run ...\n")
+    printer = ("import sys\nfor i in range(200_000):\n    sys.stdout.write(f'line {i:07d} ' + 'x' * 30 + '\\n')\n"
+               "sys.stdout.write('last line\\n')\n")
+    proc = subprocess.Popen([sys.executable, "-c", printer], stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    assert proc.stdout is not None
+    log.attach(proc.stdout, "c").join(timeout=120)
+    assert proc.wait(timeout=60) == 0
+    assert log.path.stat().st_size <= 1 << 20 and log.previous.stat().st_size <= 1 << 20
+    assert log.tail(100).endswith("line 0199999 " + "x" * 30 + "\nlast line\n")
+
+
+def test_the_docker_monitor_outlives_planted_heartbeats(tmp_path):
+    """The monitor thread reads a dead container's heartbeat to tell a broken image from a candidate that
+    killed its worker; a candidate can write that file. JSON nested 100,000 deep (RecursionError) or a
+    start time that is no number once ended the thread, and with it every later restart: the run then
+    failed with "no worker answers". Real processes stand in for the containers (no Docker needed)."""
+    import threading
+
+    from pikeh_docker.engine import ContainerSpec
+    from pikeh_docker.evaluator import DockerEvaluator, _Container
+
+    from pike_harness.worker.queue_client import QueueClient
+
+    class StandIn:  # the engine's two calls the monitor makes, without Docker
+        def __init__(self) -> None:
+            self.removed: list[str] = []
+
+        def run_command(self, spec, **_options) -> list[str]:
+            return [sys.executable, "-c", "import sys; sys.stdin.readline(); print('worker gone')"]
+
+        def remove(self, name: str) -> None:
+            self.removed.append(name)
+
+    evaluator = DockerEvaluator.__new__(DockerEvaluator)
+    evaluator.engine = StandIn()
+    evaluator.image, evaluator.limits, evaluator.host_python, evaluator.max_active = "img", None, None, None
+    evaluator._key = b"k" * 32
+    evaluator._closing = threading.Event()
+    evaluator._lock = threading.Lock()
+    evaluator.io_dir = tmp_path / "io"
+    evaluator.client = QueueClient(evaluator.io_dir, wait_for_worker_s=60)
+    container = _Container(ContainerSpec("pikeh-c", "docker-c", None, "cpu"), tmp_path / "c.log")
+    evaluator.containers = [container]
+    heartbeat = evaluator.client.qdir.workers / "docker-c.json"
+    try:
+        evaluator._start(container, replace=False)
+        for planted in (b"[" * 100_000, b'{"worker_id": "docker-c", "started": "long ago"}'):
+            heartbeat.write_bytes(planted)
+            assert container.popen is not None
+            container.popen.wait(timeout=60)
+            evaluator._watch_once()
+        assert container.restarts == 2 and container.failed_starts == 2
+        assert evaluator.engine.removed == ["pikeh-c", "pikeh-c"]
+    finally:
+        evaluator._closing.set()
+        evaluator.client.close()
+        if container.popen is not None:
+            container.popen.wait(timeout=60)

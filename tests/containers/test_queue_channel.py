@@ -83,7 +83,7 @@ import json, sys
 from pike_harness.worker import queue_channel as qc
 qdir = qc.QueueDir(sys.argv[1])
 me = sys.argv[2]
-qdir.claim_folder(me).mkdir(exist_ok=True)
+qdir.claim_folder(me).path.mkdir(exist_ok=True)
 got = []
 while True:
     pending = qc.names(qdir.requests)
@@ -115,7 +115,7 @@ def test_a_worker_whose_claim_folder_was_removed_still_claims(tmp_path):
     qdir = qc.QueueDir(tmp_path / "io").ensure()
     name = qc.request_name(qc.new_ticket("abcdef0123", 1), 0)
     qc.write_json(qdir.requests, name, {"n": 1})
-    assert not qdir.claim_folder("back").exists()
+    assert not qdir.claim_folder("back").path.exists()
     assert qc.claim(qdir, name, "back") == qdir.claim_folder("back") / name
     assert qc.names(qdir.requests) == []
     assert qc.claim(qdir, name, "back") is None, "taken already: nothing to claim"
@@ -124,7 +124,7 @@ def test_a_worker_whose_claim_folder_was_removed_still_claims(tmp_path):
 def test_a_dead_workers_requests_come_back_counted_then_fail(tmp_path):
     qdir = qc.QueueDir(tmp_path / "io").ensure()
     ticket = qc.new_ticket("abcdef0123", 1)
-    qdir.claim_folder("gone").mkdir()
+    qdir.claim_folder("gone").path.mkdir()
     qc.write_json(qdir.claimed / "gone", qc.request_name(ticket, 0), {"ticket": ticket})
     beat = fake_heartbeat(qdir, "gone", pid=dead_pid())
     liveness = qc.Liveness(stale_after_s=60)
@@ -137,7 +137,7 @@ def test_a_dead_workers_requests_come_back_counted_then_fail(tmp_path):
 
     # The next worker dies on it too, and the one after: the third death gives it up.
     for attempt, expected in ((1, "requests"), (2, "failed")):
-        qdir.claim_folder("gone").mkdir()
+        qdir.claim_folder("gone").path.mkdir()
         os.rename(qdir.requests / qc.request_name(ticket, attempt), qdir.claimed / "gone" / qc.request_name(ticket, attempt))
         beats = {"gone": fake_heartbeat(qdir, "gone", pid=dead_pid())}
         liveness.update(beats)
@@ -146,7 +146,7 @@ def test_a_dead_workers_requests_come_back_counted_then_fail(tmp_path):
 
     # A claim folder that stays without a heartbeat for the whole window is an orphan; a clean stop
     # gives back without counting.
-    qdir.claim_folder("orphan").mkdir()
+    qdir.claim_folder("orphan").path.mkdir()
     other = qc.new_ticket("abcdef0123", 2)
     qc.write_json(qdir.claimed / "orphan", qc.request_name(other, 0), {"ticket": other})
     now = [0.0]
@@ -154,7 +154,7 @@ def test_a_dead_workers_requests_come_back_counted_then_fail(tmp_path):
     assert qc.recover_dead_workers(qdir, observer, {}, max_attempts=3) == [], "no heartbeat yet: no news"
     now[0] += 61
     assert qc.recover_dead_workers(qdir, observer, {}, max_attempts=3) == [f"requests/{qc.request_name(other, 1)}"]
-    qdir.claim_folder("polite").mkdir()
+    qdir.claim_folder("polite").path.mkdir()
     os.rename(qdir.requests / qc.request_name(other, 1), qdir.claimed / "polite" / qc.request_name(other, 1))
     assert qc.release_claims(qdir, "polite", died=False, max_attempts=3) == [f"requests/{qc.request_name(other, 1)}"]
 
@@ -164,7 +164,7 @@ def test_an_unreadable_heartbeat_does_not_release_a_live_workers_claims(tmp_path
     stay with their worker until its heartbeat has stood still for the whole window."""
     qdir = qc.QueueDir(tmp_path / "io").ensure()
     ticket = qc.new_ticket("abcdef0123", 1)
-    qdir.claim_folder("remote").mkdir()
+    qdir.claim_folder("remote").path.mkdir()
     claim = qdir.claimed / "remote" / qc.request_name(ticket, 0)
     qc.write_json(claim.parent, claim.name, {"ticket": ticket})
     now = [0.0]
@@ -205,7 +205,7 @@ def test_a_live_workers_overdue_requests_are_given_back_counted(tmp_path):
     worker whose main loop is stuck cannot hold a request for ever; its other claims stay."""
     qdir = qc.QueueDir(tmp_path / "io").ensure()
     late, fine = qc.new_ticket("abcdef0123", 1), qc.new_ticket("abcdef0123", 2)
-    qdir.claim_folder("busy").mkdir()
+    qdir.claim_folder("busy").path.mkdir()
     for ticket in (late, fine):
         qc.write_json(qdir.claimed / "busy", qc.request_name(ticket, 2), {"ticket": ticket})
     beats = {"busy": fake_heartbeat(qdir, "busy", pid=os.getpid(), overdue=[qc.request_name(late, 2)])}
@@ -287,7 +287,7 @@ def test_worker_ids_must_be_safe_file_names():
 
 def _serve_one(qdir: qc.QueueDir, key: bytes | None, *, worker_id: str = "hand") -> tuple[str, dict]:
     """Claim the one pending request like a worker would; return its ticket and message."""
-    qdir.claim_folder(worker_id).mkdir(exist_ok=True)
+    qdir.claim_folder(worker_id).path.mkdir(exist_ok=True)
     wait_until(lambda: qc.names(qdir.requests))
     name = qc.names(qdir.requests)[0]
     path = qc.claim(qdir, name, worker_id)
@@ -492,3 +492,125 @@ def test_read_json_refuses_what_is_not_a_plain_message_file(tmp_path):
     for name in ("link.json", "fifo.json", "huge.json"):
         with pytest.raises(ValueError):
             qc.read_json(tmp_path / name)
+
+
+# Files a candidate in a container can write into the queue folder: not one may stop a reader.
+HOSTILE_MESSAGES = {
+    "nested-array.json": b"[" * 100_000,
+    "nested-object.json": b'{"a":' * 50_000,
+    "endless-digits.json": b'{"n": ' + b"9" * 50_000 + b"}",
+    "not-utf8.json": b'{"a": "\xff\xfe"}',
+    "half.json": b'{"protocol": "pikeh-queue/1", "work',
+}
+
+
+def test_read_json_turns_whatever_a_file_holds_into_value_error(tmp_path):
+    """json.loads raises RecursionError on deep nesting (and more than ValueError elsewhere): a planted
+    file must be a bad message for every caller (they catch ValueError), never the reader's crash."""
+    for name, data in HOSTILE_MESSAGES.items():
+        (tmp_path / name).write_bytes(data)
+        with pytest.raises(ValueError):
+            qc.read_json(tmp_path / name)
+        with pytest.raises(ValueError):
+            qc.read_json(tmp_path, name)
+    (tmp_path / "big.json").write_bytes(b'{"a": "' + b"x" * 2000 + b'"}')
+    with pytest.raises(ValueError, match="cap"):
+        qc.read_json(tmp_path, "big.json", max_bytes=1000)
+    assert qc.read_json(tmp_path, "big.json", max_bytes=4000) == {"a": "x" * 2000}
+
+
+def test_planted_heartbeats_and_requests_are_set_aside_not_fatal(tmp_path):
+    """Planted in workers/ and requests/, each hostile file is no news (a heartbeat) or set aside in
+    bad/ (a request), for the host's monitor and for a worker's code that claims requests alike."""
+    qdir = qc.QueueDir(tmp_path / "io").ensure()
+    for name, data in HOSTILE_MESSAGES.items():
+        (qdir.workers / name).write_bytes(data)
+    (qdir.workers / "started.json").write_text('{"worker_id": "started", "started": [1], "seq": {"a": 1}}')
+    beats = qc.read_heartbeats(qdir)
+    assert beats.unreadable == {name[:-5] for name in HOSTILE_MESSAGES}
+    liveness = qc.Liveness(60)
+    liveness.update(beats)
+    assert qc.recover_dead_workers(qdir, liveness, beats, max_attempts=3) == []
+    client = QueueClient(qdir.root, stale_after_s=60, wait_for_worker_s=60)
+    try:
+        client._check_workers()  # the monitor's step, here in the test's thread: it returns
+        assert "started" in client.live_workers()
+    finally:
+        client.close()
+
+
+def _plant_link(folder: Path, outside: Path) -> None:
+    """What a candidate in the container does: rename a folder of the channel away, put a link in its place."""
+    os.rename(folder, folder.with_name(folder.name + ".old"))
+    os.symlink(outside, folder)
+
+
+def test_links_planted_in_place_of_folders_are_never_followed(tmp_path):
+    """A candidate in the container renames requests/, hosts/, results/... away and puts links to a
+    folder of the host's user in their place: the host and the workers refuse them. Nothing is written
+    into that folder, and nothing in it is moved, deleted or read."""
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    gone = qc.new_session()
+    planted = {qc.result_name(qc.new_ticket(gone, 1)): b'{"x": 1}',
+               qc.request_name(qc.new_ticket(gone, 2), 0): b'{"ticket": "x"}',
+               "w.json": b'{"worker_id": "w"}'}
+    for name, data in planted.items():
+        (outside / name).write_bytes(data)
+        os.utime(outside / name, (0, 0))  # old enough to be swept, were it followed
+
+    def untouched() -> None:
+        assert {p.name: p.read_bytes() for p in outside.iterdir()} == planted
+
+    qdir = qc.QueueDir(tmp_path / "io").ensure()
+    client = QueueClient(qdir.root, stale_after_s=60, wait_for_worker_s=60)
+    try:
+        for name in ("requests", "hosts", "results", "failed", "workers", "bad"):
+            _plant_link(qdir.root / name, outside)
+        with pytest.raises(QueueError, match="requests is a link or not a folder"):
+            client.submit(request(CORRECT))
+        with pytest.raises(OSError, match="is a link"):
+            qc.register_host(qdir, client.session, {})
+        with pytest.raises(OSError):
+            qc.write_json(qdir.results, qc.result_name(qc.new_ticket(client.session, 1)), {"a": 1})
+        assert qc.sweep_orphans(qdir, min_age_s=0) == 0
+        assert qc.names(qdir.requests) == [] and qc.names(qdir.results) == []
+        assert qc.read_heartbeats(qdir) == {}
+        assert qc.host_waiting(qdir, gone), "a hosts/ that cannot be looked into is no sign the host has gone"
+        client._collect_results()
+        client._collect_failed()
+        client._check_workers()  # re-registering the host file, which hosts/ no longer holds: refused
+        client._find_lost()
+        untouched()
+        with pytest.raises(qc.ChannelError, match="is a link or not a folder"):
+            qc.QueueDir(qdir.root).ensure()
+    finally:
+        client.close()
+    untouched()
+    assert not any(p.is_symlink() for p in outside.iterdir())
+
+
+def test_claim_folders_replaced_by_links_are_never_followed(tmp_path):
+    """claimed/<worker>/ and claimed/ itself: giving back a dead worker's claims never moves files out
+    of a folder a link names, nor into it."""
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    ticket = qc.new_ticket(qc.new_session(), 1)
+    (outside / qc.request_name(ticket, 0)).write_text("{}")
+    qdir = qc.QueueDir(tmp_path / "io").ensure()
+    os.symlink(outside, qdir.claimed / "dead")
+    assert qc.release_claims(qdir, "dead", died=True, max_attempts=3) == []
+    liveness = qc.Liveness(0.0)
+    beats = qc.Heartbeats({"dead": {"worker_id": "dead", "state": "stopped", "epoch": "e", "seq": 1,
+                                    "overdue": [qc.request_name(ticket, 0)]}})
+    liveness.update(beats)
+    assert qc.recover_dead_workers(qdir, liveness, beats, max_attempts=3) == []
+    qc.write_json(qdir.requests, qc.request_name(ticket, 1), {"ticket": ticket})
+    with pytest.raises(OSError, match="is a link"):
+        qc.claim(qdir, qc.request_name(ticket, 1), "dead")
+    _plant_link(qdir.root / "claimed", outside)
+    assert qc.names(qdir.claimed) == []
+    with pytest.raises(OSError, match="is a link"):
+        qc.claim(qdir, qc.request_name(ticket, 1), "alive")
+    assert os.listdir(outside) == [qc.request_name(ticket, 0)]
+    assert qc.names(qdir.requests) == [qc.request_name(ticket, 1)]

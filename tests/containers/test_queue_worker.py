@@ -147,8 +147,8 @@ def test_a_result_that_cannot_be_written_is_given_back_not_held_forever(tmp_path
         gate.touch()
         future = client.submit(request(gated(CORRECT, gate)))
         wait_until(lambda: qc.names(qdir.claimed / "blocked"), what="the request to be claimed")
-        qdir.results.rmdir()
-        qdir.results.write_text("not a folder")
+        qdir.results.path.rmdir()
+        qdir.results.path.write_text("not a folder")
         gate.unlink()
         result = future.result(timeout=180)
         # The third `given back` line is logged after the rename to failed/ that resolved the future:
@@ -228,7 +228,7 @@ def test_a_restart_waits_out_a_predecessors_unreadable_heartbeat(tmp_path):
     io_dir = tmp_path / "io"
     qdir = qc.QueueDir(io_dir).ensure()
     ticket = qc.new_ticket("abcdef0123", 1)
-    qdir.claim_folder("flaky").mkdir()
+    qdir.claim_folder("flaky").path.mkdir()
     qc.write_json(qdir.claimed / "flaky", qc.request_name(ticket, 0), {"ticket": ticket})
     (qdir.workers / "flaky.json").write_text('{"protocol": "pikeh-queue/1", "worker_id": "fla')
     # A 10 s window (not 2): the "released at once" check below must not lose to a stall of this
@@ -241,3 +241,34 @@ def test_a_restart_waits_out_a_predecessors_unreadable_heartbeat(tmp_path):
                    "the claim to be given back after the window")
     finally:
         worker.stop()
+
+
+def test_a_worker_outlives_planted_files_and_serves_the_next_request(tmp_path):
+    """A candidate in a container can write the queue folder: JSON nested 100,000 deep as a heartbeat
+    and as a validly named request (json.loads raises RecursionError on them) once ended the worker at
+    once, and its restarts too, since the files stayed. The worker reads past the heartbeat, sets the
+    request aside in bad/, and serves the next request."""
+    io_dir = tmp_path / "io"
+    qdir = qc.QueueDir(io_dir).ensure()
+    (qdir.workers / "planted.json").write_bytes(b"[" * 100_000)
+    (qdir.workers / "typed.json").write_text('{"worker_id": "typed", "time": "now", "pid": [], "epoch": {}}')
+    planted = qc.request_name(qc.new_ticket(qc.new_session(), 1), 0)
+    (qdir.requests / planted).write_bytes(b"[" * 100_000)
+    worker = WorkerProcess(io_dir, tmp_path / "worker.log", *NO_POOL, worker_id="sturdy").wait_ready()
+    try:
+        # The worker reads the heartbeats, then claims what is queued, in its first round: by the time the
+        # planted request is in bad/, both were met (or the worker has died on them).
+        wait_until(lambda: worker.popen.poll() is not None
+                   or any(n.startswith(planted) for n in qc.names(qdir.bad)), 120, "the planted request met")
+        assert worker.popen.poll() is None, worker.log()[-3000:]
+        assert qc.names(qdir.requests) == [] and qc.names(qdir.claimed / "sturdy") == []
+        client = QueueClient(io_dir, stale_after_s=30, wait_for_worker_s=120)
+        try:
+            result = client.submit(request(CORRECT)).result(timeout=240)
+        finally:
+            client.close()
+        assert result.category == "correct", (result.check, result.reason)
+        assert worker.popen.poll() is None
+    finally:
+        code = worker.stop()
+    assert code == 0, worker.log()[-3000:]

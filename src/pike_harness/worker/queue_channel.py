@@ -25,6 +25,12 @@ system with the login node can all serve evaluations through them. The rules tha
   counted as an attempt; an observer that sees the list gives it back if the worker does not.
 * With a shared key, requests and results carry an HMAC, so a candidate that can write into the
   folder (inside a container it can) still cannot forge a verdict.
+* Nothing in the folder is trusted to be what it is named. The root is opened once; every sub-folder
+  is reached from that descriptor, each part opened without following a link, anew for each
+  operation, and every file is opened, created, renamed and deleted relative to its folder's
+  descriptor (``Folder``): a sub-folder a candidate replaced by a link is refused (``PlantedEntry``),
+  never followed to a folder of the host. Whatever a file holds, reading it either returns a
+  message or raises ValueError (``read_json``), so a planted file is set aside, never a crash.
 
 Layout of IO_DIR (docs/containers.md has the message formats)::
 
@@ -42,6 +48,7 @@ Standard library only: the worker service and the host's ``queue``/``docker`` ev
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
 import hmac
 import json
@@ -49,10 +56,11 @@ import os
 import re
 import secrets
 import socket
+import stat
 import threading
 import time
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -66,6 +74,9 @@ _TICKET = re.compile(r"^(\d{13}-[0-9a-f]{10}-\d{6})$")
 _REQUEST = re.compile(r"^(\d{13}-[0-9a-f]{10}-\d{6})\.a(\d+)\.json$")
 _RESULT = re.compile(r"^(\d{13}-[0-9a-f]{10}-\d{6})\.json$")
 _WORKER_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
+# Heartbeats and engine figures are small; the host reads them twice a second, so a planted giant is
+# refused at this size rather than parsed over and over.
+HEARTBEAT_BYTES = 1 << 20
 
 
 class ChannelError(Exception):
@@ -127,122 +138,317 @@ def default_worker_id() -> str:
 
 # -- the folder --------------------------------------------------------------------------------------
 
+class PlantedEntry(NotADirectoryError):
+    """A folder of the channel is a link, a file or anything but a real folder: refused, never followed.
+
+    Inside a container a candidate can rename ``/io/requests`` away and put a link in its place; on the
+    host that link would name a folder of the user's. A ``NotADirectoryError`` (so an ``OSError``): every
+    caller's handling of a folder it cannot use applies, and ``names`` lists nothing in it."""
+
+    def __str__(self) -> str:
+        return str(self.strerror)
+
+
+def _open_dir(name: str, dir_fd: int | None, shown: Any) -> int:
+    """A descriptor of the folder ``name`` (relative to ``dir_fd``), its last component never followed."""
+    try:
+        return os.open(name, trusted_files.DIRECTORY_FLAGS, dir_fd=dir_fd)
+    except OSError as exc:
+        if exc.errno in (errno.ELOOP, errno.ENOTDIR):
+            raise PlantedEntry(exc.errno, f"{shown} is a link or not a folder: refused") from None
+        raise
+
+
+class _RootHandle:
+    """The queue folder's descriptor, opened once and shared by the threads of one ``QueueDir``."""
+
+    def __init__(self) -> None:
+        self.fd: int | None = None
+        self.lock = threading.Lock()
+
+    def __del__(self) -> None:
+        if self.fd is not None:
+            with contextlib.suppress(OSError):
+                os.close(self.fd)
+
+
 @dataclass(frozen=True)
 class QueueDir:
-    """The channel's folder and its sub-folders."""
+    """The channel's folder and its sub-folders.
+
+    The root is opened once (``root_fd``): links in the path the user gave are followed then, once,
+    and never again. Every sub-folder is a ``Folder``, reached from that descriptor, each part opened
+    without following a link, anew for every operation: a sub-folder that a candidate replaced by a
+    link is refused, never followed, and nothing is ever opened, renamed or deleted by a path that
+    runs through the folder."""
 
     root: Path
+    _handle: _RootHandle = field(default_factory=_RootHandle, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "root", Path(self.root).absolute())
 
-    @property
-    def requests(self) -> Path:
-        return self.root / "requests"
+    def root_fd(self) -> int:
+        """The root's descriptor (kept open while this object lives); FileNotFoundError while it is missing."""
+        handle = self._handle
+        with handle.lock:
+            if handle.fd is None:
+                handle.fd = _open_dir(os.path.realpath(self.root), None, self.root)
+            return handle.fd
+
+    def folder(self, *parts: str) -> Folder:
+        return Folder(self, tuple(parts))
 
     @property
-    def claimed(self) -> Path:
-        return self.root / "claimed"
+    def requests(self) -> Folder:
+        return self.folder("requests")
 
     @property
-    def results(self) -> Path:
-        return self.root / "results"
+    def claimed(self) -> Folder:
+        return self.folder("claimed")
 
     @property
-    def failed(self) -> Path:
-        return self.root / "failed"
+    def results(self) -> Folder:
+        return self.folder("results")
 
     @property
-    def workers(self) -> Path:
-        return self.root / "workers"
+    def failed(self) -> Folder:
+        return self.folder("failed")
 
     @property
-    def hosts(self) -> Path:
-        return self.root / "hosts"
+    def workers(self) -> Folder:
+        return self.folder("workers")
 
     @property
-    def bad(self) -> Path:
-        return self.root / "bad"
+    def hosts(self) -> Folder:
+        return self.folder("hosts")
+
+    @property
+    def bad(self) -> Folder:
+        return self.folder("bad")
 
     def ensure(self) -> QueueDir:
-        """Create the folders (private to this user where they are new); fail clearly where we cannot."""
+        """Create the folders (private to this user where they are new); fail clearly where we cannot
+        (a sub-folder that is a link or a file included)."""
         try:
             self.root.mkdir(parents=True, exist_ok=True, mode=0o700)
             for name in FOLDERS:
-                (self.root / name).mkdir(exist_ok=True, mode=0o700)
+                with self.folder(name).open(create=True):
+                    pass
+            writable = os.access("requests", os.W_OK | os.X_OK, dir_fd=self.root_fd())
         except OSError as exc:
             raise ChannelError(f"cannot use {self.root} as the queue folder: {exc.strerror or exc}") from None
-        if not os.access(self.root / "requests", os.W_OK | os.X_OK):
+        if not writable:
             raise ChannelError(f"the queue folder {self.root} is not writable by this user")
         return self
 
-    def claim_folder(self, worker_id: str) -> Path:
-        return self.claimed / check_worker_id(worker_id)
+    def claim_folder(self, worker_id: str) -> Folder:
+        return self.folder("claimed", check_worker_id(worker_id))
 
 
-def names(folder: Path) -> list[str]:
-    """Sorted message names in ``folder`` (hidden temporary files left out); [] when it is missing
-    or is not a folder."""
+@dataclass(frozen=True)
+class Folder:
+    """A folder of the channel, named by its parts below the root and reached only through descriptors.
+
+    ``open()`` walks from the root's descriptor, each part opened without following a link (a real
+    folder or a ``PlantedEntry``), so a folder renamed away and replaced by a link is never followed;
+    a descriptor held while a candidate renames the folder keeps naming that folder, which stays
+    inside the queue folder. ``path`` (and ``/``, ``os.fspath``) are for messages and for tests:
+    trusted code never opens anything by them."""
+
+    qdir: QueueDir
+    parts: tuple[str, ...]
+
+    def __post_init__(self) -> None:
+        if not self.parts or any(not p or "/" in p or p in (".", "..") for p in self.parts):
+            raise ValueError(f"bad folder parts {self.parts!r}")
+
+    @property
+    def path(self) -> Path:
+        return self.qdir.root.joinpath(*self.parts)
+
+    @property
+    def name(self) -> str:
+        return self.parts[-1]
+
+    def __fspath__(self) -> str:
+        return str(self.path)
+
+    def __str__(self) -> str:
+        return str(self.path)
+
+    def __truediv__(self, name: str) -> Path:
+        return self.path / name
+
+    def sub(self, name: str) -> Folder:
+        return Folder(self.qdir, (*self.parts, name))
+
+    @contextlib.contextmanager
+    def open(self, *, create: bool = False) -> Iterator[int]:
+        """A descriptor of this folder for the ``dir_fd`` calls (closed on leaving); ``create``: make
+        missing parts (never over something that is there). FileNotFoundError when a part is missing."""
+        current = self.qdir.root_fd()
+        owned = False
+        try:
+            for depth, part in enumerate(self.parts, 1):
+                shown = self.qdir.root.joinpath(*self.parts[:depth])
+                try:
+                    child = _open_dir(part, current, shown)
+                except FileNotFoundError:
+                    if not create:
+                        raise
+                    with contextlib.suppress(FileExistsError):
+                        os.mkdir(part, 0o700, dir_fd=current)
+                    child = _open_dir(part, current, shown)
+                if owned:
+                    os.close(current)
+                current, owned = child, True
+            yield current
+        finally:
+            if owned:
+                os.close(current)
+
+
+Where = Folder | os.PathLike | str
+
+
+@contextlib.contextmanager
+def _opened(where: Where, *, create: bool = False) -> Iterator[int]:
+    """A folder's descriptor: a ``Folder`` through the root's descriptor; a plain path (tests, tools,
+    folders outside a queue) with its own links followed but its last component never."""
+    if isinstance(where, Folder):
+        with where.open(create=create) as fd:
+            yield fd
+        return
+    fd = _open_dir(os.fspath(where), None, where)
     try:
-        return sorted(n for n in os.listdir(folder) if not n.startswith("."))
+        yield fd
+    finally:
+        os.close(fd)
+
+
+def _shown(where: Where) -> Path:
+    return where.path if isinstance(where, Folder) else Path(where)
+
+
+def names(folder: Where) -> list[str]:
+    """Sorted message names in ``folder`` (hidden temporary files left out); [] when it is missing
+    or is not a folder (a link planted in its place is never followed)."""
+    try:
+        with _opened(folder) as fd:
+            return sorted(n for n in os.listdir(fd) if not n.startswith("."))
     except (FileNotFoundError, NotADirectoryError):
         return []
 
 
-def write_atomic(folder: Path, name: str, data: bytes, *, fsync: bool = True) -> Path:
+def write_atomic(folder: Where, name: str, data: bytes, *, fsync: bool = True) -> Path:
     """Write ``data`` to ``folder/name`` so that readers see all of it or nothing.
 
     The flush before the rename is what makes this hold on network file systems too: NFS gives
-    close-to-open consistency, so a reader that opens the renamed file sees the flushed bytes.
+    close-to-open consistency, so a reader that opens the renamed file sees the flushed bytes. The
+    temporary file is new (``O_EXCL``, never a write through a planted link) and everything happens
+    relative to the folder's descriptor. A missing folder is made again; a link in its place is refused.
     """
-    target = folder / name
-    tmp = folder / f".{name}.{secrets.token_hex(4)}.tmp"
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    try:
+    tmp = f".{name}.{secrets.token_hex(4)}.tmp"
+    with _opened(folder, create=True) as dir_fd:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | trusted_files.BASE_FLAGS, 0o600, dir_fd=dir_fd)
         try:
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view):]
-            if fsync:
-                os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.replace(tmp, target)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
-    return target
+            try:
+                trusted_files.write_all(fd, data)
+                if fsync:
+                    os.fsync(fd)
+            finally:
+                os.close(fd)
+            os.replace(tmp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp, dir_fd=dir_fd)
+            raise
+    return _shown(folder) / name
 
 
-def write_json(folder: Path, name: str, message: dict[str, Any], *, fsync: bool = True) -> Path:
+def write_json(folder: Where, name: str, message: dict[str, Any], *, fsync: bool = True) -> Path:
     return write_atomic(folder, name, json.dumps(message, sort_keys=True).encode(), fsync=fsync)
 
 
-def read_json(path: Path) -> dict[str, Any] | None:
-    """The message in ``path``; None if it is gone. Raises ValueError for something that is not one.
+def read_json(where: Where, name: str | None = None, *, max_bytes: int = MAX_MESSAGE_BYTES) -> dict[str, Any] | None:
+    """The message ``name`` in the folder ``where`` (or, without ``name``, the file at the path
+    ``where``); None if it is gone. Raises ValueError, and nothing else, for anything that is not one.
 
     Read as a trusted process reads a file in a folder others may write (in the docker evaluator
     without bubblewrap a candidate can write the queue folder): never through a link, never blocking on
-    a FIFO, at most MAX_MESSAGE_BYTES (a link to /dev/zero would otherwise be read without end)."""
+    a FIFO, at most ``max_bytes`` (a link to /dev/zero would otherwise be read without end). Whatever
+    the file holds (JSON nested 100,000 deep, digits without end, bytes that are no text), reading it
+    fails as a ValueError: a planted file is a bad message, never the crash of the process reading it."""
     try:
-        data = trusted_files.read_regular(path, MAX_MESSAGE_BYTES)
-    except trusted_files.UntrustedFile as exc:
-        if not os.path.lexists(path):
+        data = _read_message(where, name, max_bytes)
+        if data is None:
             return None
-        raise ValueError(str(exc)) from None
-    message = json.loads(data)
+        message = json.loads(data)
+    except Exception as exc:  # noqa: BLE001 - RecursionError, MemoryError... all mean "not a message"
+        raise ValueError(f"{type(exc).__name__}: {str(exc)[:300]}") from None
     if not isinstance(message, dict):
         raise ValueError("not a JSON object")
     return message
 
 
-def quarantine(qdir: QueueDir, path: Path, why: str) -> None:
+def _read_message(where: Where, name: str | None, max_bytes: int) -> bytes | None:
+    try:
+        if name is None:
+            try:
+                return trusted_files.read_regular(where, max_bytes)
+            except trusted_files.UntrustedFile:
+                if not os.path.lexists(where):
+                    return None
+                raise
+        with _opened(where) as dir_fd:
+            try:
+                return trusted_files.read_regular(name, max_bytes, dir_fd=dir_fd)
+            except trusted_files.UntrustedFile:
+                if not _exists(dir_fd, name):
+                    return None
+                raise
+    except FileNotFoundError:  # the folder itself is gone
+        return None
+
+
+def _exists(dir_fd: int, name: str) -> bool:
+    try:
+        os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+    except FileNotFoundError:
+        return False
+    return True
+
+
+def exists(folder: Where, name: str) -> bool:
+    """Whether ``folder/name`` is there (whatever it is: nothing is followed); False when the folder is
+    missing, PlantedEntry when it is a link."""
+    try:
+        with _opened(folder) as fd:
+            return _exists(fd, name)
+    except FileNotFoundError:
+        return False
+
+
+def remove(folder: Where, name: str) -> None:
+    """Delete the file ``folder/name`` (a link itself, never what it names); nothing when it is gone."""
+    with contextlib.suppress(FileNotFoundError), _opened(folder) as fd:
+        os.unlink(name, dir_fd=fd)
+
+
+def move(source: Where, name: str, target: Where, new_name: str, *, create: bool = False) -> None:
+    """Rename ``source/name`` to ``target/new_name`` (a link is moved as a link); FileNotFoundError when
+    it is gone. ``create``: make ``target`` if it is missing."""
+    with _opened(source) as src, _opened(target, create=create) as dst:
+        os.rename(name, new_name, src_dir_fd=src, dst_dir_fd=dst)
+
+
+def quarantine(qdir: QueueDir, folder: Where, name: str, why: str) -> None:
     """Move a message nobody should act on into ``bad/`` with a note, for a human to look at."""
     stamp = f"{int(time.time())}-{secrets.token_hex(3)}"
     with contextlib.suppress(OSError):
-        os.replace(path, qdir.bad / f"{path.name}.{stamp}")
-        write_atomic(qdir.bad, f"{path.name}.{stamp}.why", why.encode(), fsync=False)
+        move(folder, name, qdir.bad, f"{name}.{stamp}", create=True)
+        write_atomic(qdir.bad, f"{name}.{stamp}.why", why.encode(), fsync=False)
 
 
 # -- authentication ----------------------------------------------------------------------------------
@@ -264,7 +470,10 @@ def verified(message: dict[str, Any], key: bytes | None) -> bool:
     if not key:
         return True
     mac = message.get("mac")
-    expected = hmac.new(key, _canonical(message), hashlib.sha256).hexdigest()
+    try:
+        expected = hmac.new(key, _canonical(message), hashlib.sha256).hexdigest()
+    except Exception:  # noqa: BLE001 - a message too deep to serialise again is not signed by us
+        return False
     return isinstance(mac, str) and hmac.compare_digest(mac, expected)
 
 
@@ -283,19 +492,17 @@ def read_key(path: Path) -> bytes:
 # -- requests: take, give back ------------------------------------------------------------------------
 
 def claim(qdir: QueueDir, name: str, worker_id: str) -> Path | None:
-    """Take ``requests/name`` for ``worker_id``; None when another worker was faster.
+    """Take ``requests/name`` for ``worker_id``; None when another worker was faster. The path returned
+    is for messages: the claim is ``qdir.claim_folder(worker_id)`` and ``name``.
 
     A worker that a peer once judged dead (a missed heartbeat) finds its claim folder removed; it
     makes it again, or it would never take work again while still looking alive.
     """
     folder = qdir.claim_folder(worker_id)
     try:
-        os.rename(qdir.requests / name, folder / name)
+        move(qdir.requests, name, folder, name, create=True)
     except FileNotFoundError:
-        if folder.is_dir() or not (qdir.requests / name).exists():
-            return None
-        folder.mkdir(parents=True, exist_ok=True)
-        return claim(qdir, name, worker_id)
+        return None
     return folder / name
 
 
@@ -306,30 +513,44 @@ def release_claims(qdir: QueueDir, worker_id: str, *, died: bool, max_attempts: 
     ``max_attempts`` goes to ``failed/`` (its host reports it) instead of back to the queue. A worker
     that stops cleanly gives its requests back without counting.
     """
-    folder = qdir.claimed / worker_id
-    moved = [release_claim(qdir, folder / name, died=died, max_attempts=max_attempts) for name in names(folder)]
+    if not _WORKER_ID.match(worker_id):
+        return []
+    folder = qdir.claim_folder(worker_id)
+    return _release_all(qdir, folder, names(folder), died=died, max_attempts=max_attempts)
+
+
+def _release_all(qdir: QueueDir, folder: Folder, claims: list[str], *, died: bool, max_attempts: int) -> list[str]:
+    """``release_claim`` for each name; one that cannot be moved (a target folder replaced by a link)
+    stays where it is and does not keep the others."""
+    moved = []
+    for name in claims:
+        with contextlib.suppress(OSError):
+            moved.append(release_claim(qdir, folder, name, died=died, max_attempts=max_attempts))
     return [m for m in moved if m is not None]
 
 
-def release_claim(qdir: QueueDir, claim: Path, *, died: bool, max_attempts: int) -> str | None:
-    """Give back one claimed request (see ``release_claims``); its new name, None if it was gone."""
-    parsed = parse_request_name(claim.name)
+def release_claim(qdir: QueueDir, folder: Folder, name: str, *, died: bool, max_attempts: int) -> str | None:
+    """Give back the request ``name`` claimed in ``folder`` (see ``release_claims``); its new name, None
+    if it was gone."""
+    parsed = parse_request_name(name)
     if parsed is None:
         return None
     ticket, attempt = parsed
     attempt += 1 if died else 0
-    target_dir = qdir.failed if attempt >= max_attempts else qdir.requests
-    target = target_dir / request_name(ticket, attempt)
+    target = qdir.failed if attempt >= max_attempts else qdir.requests
+    new_name = request_name(ticket, attempt)
     try:
-        os.rename(claim, target)
+        move(folder, name, target, new_name)
     except FileNotFoundError:
         return None  # someone else gave it back first
-    return str(target.relative_to(qdir.root))
+    return f"{target.name}/{new_name}"
 
 
 def remove_claim_folder(qdir: QueueDir, worker_id: str) -> None:
-    with contextlib.suppress(OSError):
-        os.rmdir(qdir.claimed / worker_id)
+    if not _WORKER_ID.match(worker_id):
+        return
+    with contextlib.suppress(OSError), qdir.claimed.open() as fd:
+        os.rmdir(worker_id, dir_fd=fd)
 
 
 # -- hosts --------------------------------------------------------------------------------------------
@@ -339,13 +560,17 @@ def register_host(qdir: QueueDir, session: str, info: dict[str, Any]) -> None:
 
 
 def unregister_host(qdir: QueueDir, session: str) -> None:
-    with contextlib.suppress(FileNotFoundError):
-        os.unlink(qdir.hosts / f"{session}.json")
+    remove(qdir.hosts, f"{session}.json")
 
 
 def host_waiting(qdir: QueueDir, session: str) -> bool:
-    """Whether the host session that sent a request still wants its result (it deletes its file on close)."""
-    return (qdir.hosts / f"{session}.json").exists()
+    """Whether the host session that sent a request still wants its result (it deletes its file on
+    close). True when ``hosts/`` cannot be looked into (a link planted in its place): that is no sign
+    the host has gone, and its requests must not be dropped for it."""
+    try:
+        return exists(qdir.hosts, f"{session}.json")
+    except PlantedEntry:
+        return True
 
 
 def sweep_orphans(qdir: QueueDir, min_age_s: float = 60.0) -> int:
@@ -361,9 +586,10 @@ def sweep_orphans(qdir: QueueDir, min_age_s: float = 60.0) -> int:
             ticket = parse_result_name(name) or (parse_request_name(name) or (None, 0))[0]
             if ticket is None or host_waiting(qdir, ticket_session(ticket)):
                 continue
-            with contextlib.suppress(OSError):
-                if now - (folder / name).stat().st_mtime >= min_age_s:
-                    os.unlink(folder / name)
+            with contextlib.suppress(OSError), folder.open() as fd:
+                info = os.stat(name, dir_fd=fd, follow_symlinks=False)
+                if now - info.st_mtime >= min_age_s and not stat.S_ISDIR(info.st_mode):
+                    os.unlink(name, dir_fd=fd)
                     removed += 1
     return removed
 
@@ -414,20 +640,25 @@ class Heartbeat:
         self.started = time.time()
 
     @property
+    def name(self) -> str:
+        return f"{self.worker_id}.json"
+
+    @property
     def path(self) -> Path:
-        return self.qdir.workers / f"{self.worker_id}.json"
+        """For messages and tests."""
+        return self.qdir.workers / self.name
 
     def beat(self, **status: Any) -> None:
         with self._lock:
             self.seq += 1
-            write_json(self.qdir.workers, f"{self.worker_id}.json", {
+            write_json(self.qdir.workers, self.name, {
                 "protocol": PROTOCOL, "worker_id": self.worker_id, "epoch": self.epoch, "seq": self.seq,
                 "time": time.time(), "started": self.started, "state": "running", **self.info, **status,
             }, fsync=False)
 
     def remove(self) -> None:
-        with self._lock, contextlib.suppress(FileNotFoundError):
-            os.unlink(self.path)
+        with self._lock:
+            remove(self.qdir.workers, self.name)
 
 
 class Heartbeats(dict):
@@ -446,8 +677,10 @@ def read_heartbeats(qdir: QueueDir) -> Heartbeats:
         if not name.endswith(".json"):
             continue
         worker_id = name[:-5]
+        if not _WORKER_ID.match(worker_id):
+            continue  # no worker writes that name: nothing to judge, no claim folder it could name
         try:
-            beat = read_json(qdir.workers / name)
+            beat = read_json(qdir.workers, name, max_bytes=HEARTBEAT_BYTES)
         except (ValueError, OSError):
             beats.unreadable.add(worker_id)
             continue
@@ -458,14 +691,14 @@ def read_heartbeats(qdir: QueueDir) -> Heartbeats:
 
 def remove_heartbeat(qdir: QueueDir, worker_id: str, epoch: Any) -> None:
     """Delete a dead worker's heartbeat, unless it was rewritten meanwhile by a new incarnation."""
-    path = qdir.workers / f"{worker_id}.json"
+    name = f"{worker_id}.json"
     try:
-        current = read_json(path)
+        current = read_json(qdir.workers, name, max_bytes=HEARTBEAT_BYTES)
     except (ValueError, OSError):
         return
     if current is not None and current.get("epoch") == epoch:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(path)
+        with contextlib.suppress(OSError):
+            remove(qdir.workers, name)
 
 
 class Liveness:
@@ -565,12 +798,10 @@ def release_overdue(qdir: QueueDir, worker_id: str, beat: dict[str, Any], *, max
     """Give back the requests a live worker's heartbeat lists as past their deadline (``overdue``):
     the worker does so itself, this is for a worker whose main loop is stuck while it still beats."""
     overdue = beat.get("overdue")
-    if not isinstance(overdue, list):
+    if not isinstance(overdue, list) or not _WORKER_ID.match(worker_id):
         return []
-    folder = qdir.claimed / worker_id
-    moved = [release_claim(qdir, folder / name, died=True, max_attempts=max_attempts)
-             for name in overdue if isinstance(name, str) and parse_request_name(name) is not None]
-    return [m for m in moved if m is not None]
+    claims = [name for name in overdue if isinstance(name, str) and parse_request_name(name) is not None]
+    return _release_all(qdir, qdir.claim_folder(worker_id), claims, died=True, max_attempts=max_attempts)
 
 
 # -- polling -------------------------------------------------------------------------------------------

@@ -108,7 +108,7 @@ class QueueClient:
             withdrawn = ticket not in self._pending
         if withdrawn:  # _fail_all ran between registering and writing: take back what it could not see
             with contextlib.suppress(OSError):
-                os.unlink(self.qdir.requests / qc.request_name(ticket, 0))
+                qc.remove(self.qdir.requests, qc.request_name(ticket, 0))
         self._wake.set()
         return future
 
@@ -141,7 +141,8 @@ class QueueClient:
         self._closed.set()
         self._wake.set()
         self._thread.join(timeout=10)
-        qc.unregister_host(self.qdir, self.session)
+        with contextlib.suppress(OSError):  # hosts/ replaced by a link: refused, and the rest still runs
+            qc.unregister_host(self.qdir, self.session)
         with self._lock:
             pending = list(self._pending.values())
             self._pending.clear()
@@ -153,7 +154,7 @@ class QueueClient:
             for name in qc.names(folder):
                 if marker in name:
                     with contextlib.suppress(OSError):
-                        os.unlink(folder / name)
+                        qc.remove(folder, name)
 
     def describe(self) -> dict[str, Any]:
         return {"io_dir": str(self.qdir.root), "session": self.session, "signed": bool(self.key),
@@ -175,7 +176,7 @@ class QueueClient:
             self._backoff.wait(self._wake, progressed)
             self._wake.clear()
 
-    def _mine(self, folder: Path) -> list[str]:
+    def _mine(self, folder: qc.Folder) -> list[str]:
         marker = f"-{self.session}-"
         return [name for name in qc.names(folder) if marker in name]
 
@@ -186,18 +187,20 @@ class QueueClient:
             if ticket is None:
                 continue
             # Take the file away first, so a worker's later (re)write lands as a new file, never lost.
-            taken = self.qdir.results / f".taken-{name}-{secrets.token_hex(3)}"
+            # By descriptor, as everything here: a link planted in place of results/ is never followed.
+            folder = self.qdir.results
+            taken = f".taken-{name}-{secrets.token_hex(3)}"
             try:
-                os.rename(self.qdir.results / name, taken)
+                qc.move(folder, name, folder, taken)
             except FileNotFoundError:
                 continue
             try:
-                message = qc.read_json(taken)
-            except (ValueError, OSError) as exc:
-                qc.quarantine(self.qdir, taken, f"unreadable result: {exc}")
+                message = qc.read_json(folder, taken)
+            except ValueError as exc:
+                qc.quarantine(self.qdir, folder, taken, f"unreadable result: {exc}")
                 continue
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(taken)
+            with contextlib.suppress(OSError):
+                qc.remove(folder, taken)
             if message is not None and self._accept(ticket, message):
                 count += 1
         return count
@@ -259,8 +262,8 @@ class QueueClient:
             if parsed is None:
                 continue
             ticket, attempts = parsed
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(self.qdir.failed / name)
+            with contextlib.suppress(OSError):
+                qc.remove(self.qdir.failed, name)
             with self._lock:
                 pending = self._pending.pop(ticket, None)
             if pending is None:
@@ -319,7 +322,7 @@ class QueueClient:
         for name in qc.names(self.qdir.requests):
             seen.add(name.split(".")[0])
         for worker_id in qc.names(self.qdir.claimed):
-            seen.update(name.split(".")[0] for name in qc.names(self.qdir.claimed / worker_id))
+            seen.update(name.split(".")[0] for name in qc.names(self.qdir.claimed.sub(worker_id)))
         for folder in (self.qdir.results, self.qdir.failed):
             seen.update(name.split(".")[0] for name in qc.names(folder))
         rewrite: list[Any] = []
@@ -362,7 +365,7 @@ class QueueClient:
         for name in qc.names(self.qdir.requests):
             if marker in name:
                 with contextlib.suppress(OSError):
-                    os.unlink(self.qdir.requests / name)
+                    qc.remove(self.qdir.requests, name)
         self._no_worker_since = None
         for item in pending:
             _settle(item.future, exception=self.error_type(message))

@@ -81,7 +81,7 @@ class _Job:
     ticket: str
     session: str
     attempt: int
-    claim: Path
+    claim: str  # its name in this worker's claim folder
     request: EvalRequest
     timer: HoldTimer
     future: Any = None
@@ -145,6 +145,7 @@ class WorkerService:
             self.max_active = config.max_active or resolve(config.engine, self.devices).capacity
         except EngineError as exc:
             raise ServiceError(str(exc)) from None
+        self.claims = self.qdir.claim_folder(self.worker_id)  # this worker's claim folder
         self.heartbeat = qc.Heartbeat(self.qdir, self.worker_id, {
             "devices": self.devices, "max_active": self.max_active, "version": _version()})
         self.liveness = qc.Liveness(config.stale_after_s)
@@ -169,7 +170,7 @@ class WorkerService:
             self.engine = Engine(engine_config)
         except EngineError as exc:
             raise ServiceError(str(exc)) from None
-        self.stats_path = self.qdir.workers / f"{self.worker_id}{ENGINE_STATS_SUFFIX}"
+        self.stats_name = f"{self.worker_id}{ENGINE_STATS_SUFFIX}"
         self.engine_settings = self.engine.describe()["scheduling"]
 
     # -- life cycle --------------------------------------------------------------------------------
@@ -187,7 +188,8 @@ class WorkerService:
             return 0
         self._prepare()
         self.heartbeat.beat(active=0, done=0)
-        self.qdir.claim_folder(self.worker_id).mkdir(exist_ok=True, mode=0o700)
+        with self.claims.open(create=True):
+            pass
         beater = threading.Thread(target=self._beat_loop, name="pikeh-heartbeat", daemon=True)
         beater.start()
         log.info("worker %s serves %s on %s, %d at a time", self.worker_id, self.qdir.root,
@@ -207,6 +209,8 @@ class WorkerService:
                     took = self._fill_slots()
                 except OSError as exc:  # a shared file system's hiccup must not end the worker
                     log.warning("queue folder error (retrying): %s", exc)
+                except Exception:  # noqa: BLE001 - nor may anything planted in the folder: log, go on
+                    log.exception("error while serving the queue folder (going on)")
                 with self._lock:
                     busy = bool(self.active)
                 if took or busy:
@@ -232,7 +236,7 @@ class WorkerService:
         while not self.config.replace:
             beats = self._own_heartbeat()
             beat = beats.get(self.worker_id)
-            held = qc.names(self.qdir.claim_folder(self.worker_id))
+            held = qc.names(self.claims)
             if beat is None and not beats.unreadable and (not waited or not held):
                 break  # no heartbeat and nothing held (or a clean stop deleted it): nothing to wait for
             if beat is not None:
@@ -264,7 +268,7 @@ class WorkerService:
     def _own_heartbeat(self) -> qc.Heartbeats:
         """The heartbeat under this worker's id, as an observer reads it (unreadable noted)."""
         try:
-            beat = qc.read_json(self.heartbeat.path)
+            beat = qc.read_json(self.qdir.workers, self.heartbeat.name, max_bytes=qc.HEARTBEAT_BYTES)
         except (ValueError, OSError):
             return qc.Heartbeats(unreadable={self.worker_id})
         return qc.Heartbeats({self.worker_id: beat} if beat is not None else {})
@@ -273,7 +277,7 @@ class WorkerService:
         while not self._stop.wait(self.config.heartbeat_s):
             with self._lock:
                 active, done = len(self.active), self.done
-                overdue = [job.claim.name for job in self.active.values() if not job.overran and job.timer.overdue()]
+                overdue = [job.claim for job in self.active.values() if not job.overran and job.timer.overdue()]
             with contextlib.suppress(OSError):
                 # Overdue requests are listed, so an observer gives them back should this worker's main
                 # loop be stuck while this thread still beats (queue_channel.release_overdue).
@@ -288,7 +292,10 @@ class WorkerService:
             for job in late:
                 job.overran = True
         for job in late:
-            moved = qc.release_claim(self.qdir, job.claim, died=True, max_attempts=self.config.max_attempts)
+            moved: str | None = None
+            with contextlib.suppress(OSError):  # the evaluation is aborted below all the same
+                moved = qc.release_claim(self.qdir, self.claims, job.claim, died=True,
+                                         max_attempts=self.config.max_attempts)
             log.warning("%s (%s) ran past its deadline of %.0f s here: given back as %s", job.ticket,
                         job.request.task, job.timer.deadline_s, moved)
             if job.future is not None:
@@ -303,12 +310,13 @@ class WorkerService:
         if self.engine is not None:
             self.engine.abort(futures)  # killed at their next policing step; their requests go back below
             self.engine.close()
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(self.stats_path)  # a stopped worker leaves nothing in workers/
+            with contextlib.suppress(OSError):
+                qc.remove(self.qdir.workers, self.stats_name)  # a stopped worker leaves nothing in workers/
         moved = qc.release_claims(self.qdir, self.worker_id, died=False, max_attempts=self.config.max_attempts)
         if moved:
             log.info("gave back %d unfinished request(s)", len(moved))
-        self.heartbeat.remove()
+        with contextlib.suppress(OSError):
+            self.heartbeat.remove()
         qc.remove_claim_folder(self.qdir, self.worker_id)
         if self._own_workdir:
             assert self.workdir is not None  # made by _prepare, which ran before the serving this ends
@@ -335,22 +343,35 @@ class WorkerService:
                 break
             if qc.parse_request_name(name) is None:
                 continue
-            path = qc.claim(self.qdir, name, self.worker_id)
-            if path is not None and self._start(path):
+            if qc.claim(self.qdir, name, self.worker_id) is not None and self._start_guarded(name):
                 took += 1
         return took
 
-    def _start(self, path: Path) -> bool:
-        ticket, attempt = qc.parse_request_name(path.name) or ("", 0)
+    def _start_guarded(self, name: str) -> bool:
+        """``_start``, where nothing a request file holds may end the worker: a request that fails in an
+        unforeseen way is set aside in ``bad/`` (a folder error gives it back, counted as an attempt)."""
         try:
-            message = qc.read_json(path)
-        except (ValueError, OSError) as exc:
-            qc.quarantine(self.qdir, path, f"unreadable request: {exc}")
+            return self._start(name)
+        except OSError as exc:
+            log.warning("could not start %s (%s): given back", name, exc)
+            with contextlib.suppress(OSError):
+                qc.release_claim(self.qdir, self.claims, name, died=True, max_attempts=self.config.max_attempts)
+        except Exception as exc:  # noqa: BLE001 - see above
+            log.exception("could not start %s: set aside in bad/", name)
+            qc.quarantine(self.qdir, self.claims, name, f"the worker failed on it: {type(exc).__name__}: {exc}")
+        return False
+
+    def _start(self, name: str) -> bool:
+        ticket, attempt = qc.parse_request_name(name) or ("", 0)
+        try:
+            message = qc.read_json(self.claims, name)
+        except ValueError as exc:
+            qc.quarantine(self.qdir, self.claims, name, f"unreadable request: {exc}")
             return False
         if message is None:
             return False
         if not qc.verified(message, self.config.key) or message.get("ticket") != ticket:
-            qc.quarantine(self.qdir, path, "the request is not signed with this worker's key")
+            qc.quarantine(self.qdir, self.claims, name, "the request is not signed with this worker's key")
             if qc.is_ticket(ticket) and qc.host_waiting(self.qdir, qc.ticket_session(ticket)):
                 # Unsigned on purpose: a host with another key could not check a signature. A refusal
                 # can only fail a request, never give it a verdict.
@@ -363,27 +384,30 @@ class WorkerService:
         session = qc.ticket_session(ticket)
         if not qc.host_waiting(self.qdir, session):
             log.info("dropped %s: its host has gone", ticket)
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(path)
+            qc.remove(self.claims, name)
             return False
         try:
             request = EvalRequest.from_dict(message["request"])
         except (KeyError, TypeError, ValueError) as exc:
             self._write(ticket, attempt, None, error=f"unreadable request: {exc}")
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(path)
+            qc.remove(self.claims, name)
             return False
         cap = self.memory_cap_mb
         if cap is not None and (request.limits.memory_mb is None or request.limits.memory_mb > cap):
             request = dataclasses.replace(request, limits=dataclasses.replace(request.limits, memory_mb=cap))
-        job = _Job(ticket, session, attempt, path, request,
+        job = _Job(ticket, session, attempt, name, request,
                    HoldTimer(hold_deadline_s(request.limits, self.config.hold_grace_s)))
         job.timer.waiting()  # until its candidate starts: queued behind other requests for a CPU slot
         with self._lock:
             self.active[ticket] = job
         log.info("took %s (%s, attempt %d)", ticket, request.task, attempt + 1)
         # The engine picks the device (the least busy one), as it does for ``local``.
-        job.future = self.engine.submit(request, fixed_device=False, on_event=job.timer.on_event)
+        try:
+            job.future = self.engine.submit(request, fixed_device=False, on_event=job.timer.on_event)
+        except BaseException:
+            with self._lock:
+                self.active.pop(ticket, None)  # its slot is free again; the caller sets the request aside
+            raise
         job.future.add_done_callback(lambda future: self._evaluated(job, future))
         return True
 
@@ -412,7 +436,7 @@ class WorkerService:
     def _write_stats(self) -> None:
         """The engine's figures for hosts and benchmarks (``QueueEvaluator.stats()`` reads them)."""
         with self._stats_lock, contextlib.suppress(OSError, TypeError, ValueError):
-            qc.write_json(self.qdir.workers, self.stats_path.name,
+            qc.write_json(self.qdir.workers, self.stats_name,
                           {"worker_id": self.worker_id, "engine": self.engine_settings,
                            "stats": self.engine.stats()}, fsync=False)
 
@@ -432,12 +456,14 @@ class WorkerService:
                 log.info("done %s: %s (%.1f s)", job.ticket, outcome, time.monotonic() - job.started)
             else:
                 log.info("done %s, but its host has gone: result dropped", job.ticket)
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(job.claim)
+            qc.remove(self.claims, job.claim)
         except OSError as exc:
             # Undelivered, the request must not stay claimed by a live worker (its host would wait
             # forever): give it back, counted as an attempt, so another try (or the give-up) follows.
-            moved = qc.release_claim(self.qdir, job.claim, died=True, max_attempts=self.config.max_attempts)
+            moved: str | None = None
+            with contextlib.suppress(OSError):
+                moved = qc.release_claim(self.qdir, self.claims, job.claim, died=True,
+                                         max_attempts=self.config.max_attempts)
             log.error("could not write the result of %s: %s; request given back as %s", job.ticket, exc, moved)
         finally:
             with self._lock:
