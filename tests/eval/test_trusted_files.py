@@ -14,6 +14,7 @@ import json
 import os
 import socket
 import stat
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -218,6 +219,106 @@ def test_a_squatted_jit_entry_is_removed_and_never_followed(tmp_path):
         again, _ = jit_caches.prepare(root, scratch, source, None)
         assert (again / "triton" / "kernel.bin").read_bytes() == b"k"
     assert (outside / "keep").read_text() == "keep"
+
+
+def _tree_bytes(folder: Path) -> tuple[int, int]:
+    """What the files below ``folder`` really hold: apparent bytes and bytes allocated on disk."""
+    apparent = allocated = 0
+    for path in folder.rglob("*"):
+        info = path.lstat()
+        apparent += info.st_size
+        allocated += info.st_blocks * 512
+    return apparent, allocated
+
+
+def _jit_folder(tmp_path: Path, root: Path, source: str, files: dict[str, int]) -> Path:
+    """A candidate's JIT folder (from ``prepare``) holding ``files`` (path under it: bytes, written)."""
+    scratch = Path(tempfile.mkdtemp(prefix="scratch-", dir=tmp_path))
+    folder, _ = jit_caches.prepare(root, scratch, source, None)
+    for name, size in files.items():
+        (folder / name).parent.mkdir(parents=True, exist_ok=True)
+        (folder / name).write_bytes(b"k" * size)
+    return folder
+
+
+def test_a_sparse_file_in_a_jit_folder_is_counted_in_full_and_never_fills_the_shared_cache(tmp_path):
+    """A 1 GiB sparse file costs its candidate a few kB of disk; copied, it would be 1 GiB in the
+    persistent cache, for every source that carries one: it is over the entry's cap, not shared."""
+    root = tmp_path / "jit"
+    folder = _jit_folder(tmp_path, root, "sparse source", {"triton/kernel.cubin": 10})
+    (folder / "inductor").mkdir()
+    with open(folder / "inductor" / "graph", "wb") as sparse:
+        sparse.truncate(1 << 30)
+    assert _tree_bytes(folder)[1] < 1 << 20  # what the candidate's disk pays
+    assert jit_caches.MAX_BYTES < 1 << 30
+    note = jit_caches.publish(root, folder, "sparse source", None)
+    assert note is not None and "cap" in note
+    assert not (root / jit_cache_key("sparse source", None)).exists()
+    apparent, allocated = _tree_bytes(root)
+    assert apparent <= jit_caches.MAX_BYTES and allocated <= jit_caches.MAX_BYTES
+    assert [p.name for p in root.iterdir()] == []  # the staging folder is gone too
+
+
+def test_only_the_triton_and_inductor_folders_are_shared(tmp_path):
+    root = tmp_path / "jit"
+    folder = _jit_folder(tmp_path, root, "source", {"triton/a.cubin": 3, "inductor/fxgraph/b": 4, "other/c": 5,
+                                                     "top.bin": 6})
+    assert jit_caches.publish(root, folder, "source", None) is None
+    entry = root / jit_cache_key("source", None)
+    assert sorted(p.name for p in entry.iterdir()) == [".charge", "inductor", "triton"]
+    again = _jit_folder(tmp_path, root, "source", {})
+    assert sorted(str(p.relative_to(again)) for p in again.rglob("*") if p.is_file()) == [
+        "inductor/fxgraph/b", "triton/a.cubin"]
+
+
+def test_the_shared_jit_cache_evicts_the_least_recently_used_entries_past_its_total(tmp_path, monkeypatch):
+    """Every correct candidate with a new source adds an entry; past the total the entries used
+    longest ago go (whole, renamed out of the way first), the one just published stays."""
+    root = tmp_path / "jit"
+    entry_charge = 1000 + 3 * jit_caches.BLOCK  # 1,000 bytes in one file, a folder, the entry itself
+    monkeypatch.setattr(jit_caches, "MAX_TOTAL_BYTES", 2 * entry_charge + 10)
+    entries = {}
+    for when, source in enumerate(("a", "b")):
+        assert jit_caches.publish(root, _jit_folder(tmp_path, root, source, {"triton/k.cubin": 1000}),
+                                  source, None) is None
+        entries[source] = root / jit_cache_key(source, None)
+        os.utime(entries[source], (1_000 + when, 1_000 + when))  # published long ago, "a" first
+    assert (entries["a"] / ".charge").read_text() == str(entry_charge)
+    _jit_folder(tmp_path, root, "a", {})  # "a" is used again: "b" is now the least recently used
+    assert jit_caches.publish(root, _jit_folder(tmp_path, root, "c", {"triton/k.cubin": 1000}), "c", None) is None
+    assert sorted(p.name for p in root.iterdir()) == sorted(
+        [entries["a"].name, jit_cache_key("c", None)])
+    assert (entries["a"] / "triton" / "k.cubin").read_bytes() == b"k" * 1000
+    apparent, _ = _tree_bytes(root)
+    assert apparent <= jit_caches.MAX_TOTAL_BYTES
+
+
+def test_eviction_measures_old_entries_keeps_their_age_and_never_follows_a_link(tmp_path, monkeypatch):
+    """An entry an older version published (no recorded charge) is measured without following the
+    link it may hold, keeps its age, and goes first; a removal a crash left behind is finished."""
+    root, outside = tmp_path / "jit", tmp_path / "outside"
+    outside.mkdir()
+    (outside / "keep").write_bytes(b"x" * 5000)
+    old = root / jit_cache_key("old", None)
+    (old / "triton").mkdir(parents=True)
+    (old / "triton" / "k.cubin").write_bytes(b"k" * 1000)
+    (old / "triton" / "escape").symlink_to(outside)
+    os.utime(old, (1_000, 1_000))
+    (root / ".evicted-0123").mkdir()
+    (root / ".evicted-0123" / "left").symlink_to(outside / "keep")
+    monkeypatch.setattr(jit_caches, "MAX_TOTAL_BYTES", 10 ** 9)
+    root_fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        jit_caches.evict(root, root_fd)
+        # 1,000 bytes, a block each for the folder, the file, the link and the entry: nothing behind the link
+        assert int((old / ".charge").read_text()) == 1000 + 4 * jit_caches.BLOCK
+        assert old.stat().st_mtime == 1_000
+        monkeypatch.setattr(jit_caches, "MAX_TOTAL_BYTES", 0)
+        jit_caches.evict(root, root_fd)
+    finally:
+        os.close(root_fd)
+    assert list(root.iterdir()) == []
+    assert (outside / "keep").read_bytes() == b"x" * 5000
 
 
 @pytest.mark.timeout(120)

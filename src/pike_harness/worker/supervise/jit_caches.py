@@ -13,21 +13,51 @@ in later runs too, would crash) or put its kernels into another source's cache. 
   entry yet, through the no-follow, size-capped ``trusted_files.copy_tree`` into a staging folder
   that is then renamed into place: what is shared is only ever read back by the same source.
 
-Anything in ``ROOT`` that is not a folder (left by an older version, or by hand) is removed, never
-followed. Standard library only.
+Only the two folders Triton and Inductor write (``SUBFOLDERS``) travel, both ways. Sizes are apparent
+sizes (``st_size``): a sparse file, which costs its candidate almost nothing on disk, is copied in
+full, so it counts in full. One entry holds at most ``MAX_BYTES``; all entries together at most
+``MAX_TOTAL_BYTES``, kept by removing the least recently used entries after each publication (an
+entry's folder's modification time is set when it is published and each time ``prepare`` uses it).
+An entry is removed by renaming it out of the way, then through ``trusted_files.discard``, which
+never follows a link.
+
+Anything in ``ROOT`` that is not a folder where a source's entry goes (left by an older version, or
+by hand) is removed, never followed. Standard library only.
 """
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import os
+import secrets
+import stat
+import time
+from collections.abc import Iterator
 from pathlib import Path
 
 from pike_harness.worker.supervise import trusted_files
 from pike_harness.worker.supervise.buildcache import jit_cache_key
 
 MAX_FILES = 20_000
-MAX_BYTES = 2 << 30
-SUBFOLDERS = ("triton", "inductor")
+# One source's entry, in apparent bytes. Measured on an H200 (torch 2.11, Triton 3.6, 2026-11-30):
+# one cache that had compiled a 4-block fp16 transformer with Inductor twice (default, then
+# max-autotune) and two convolutions with max-autotune held 200 MB in 4,244 files (Inductor's
+# FX-graph entries up to 41 MB; about 120 kB per Triton kernel in .llir, .cubin, .ptx, .source,
+# .ttgir, .ttir and .json). 512 MiB is 2.5 times that; a larger folder is not shared (it was 2 GiB,
+# and a 1 GiB sparse file, 12 kB on the candidate's disk, became 1 GiB here).
+MAX_BYTES = 512 << 20
+# All entries together (``_charge``: bytes, plus a block for each file and folder). Past it, the least
+# recently used entries are removed. 8 GiB: 16 of the heaviest entries measured, thousands of the
+# usual ones (a few Triton kernels: under 1 MB).
+MAX_TOTAL_BYTES = 8 << 30
+MAX_DEPTH = 16  # folder levels (trusted_files.copy_tree's default)
+BLOCK = 4096  # what a file or folder may take on disk beyond its bytes
+SUBFOLDERS = ("triton", "inductor")  # TRITON_CACHE_DIR and TORCHINDUCTOR_CACHE_DIR: all that is shared
+CHARGE_FILE = ".charge"  # in an entry, beside SUBFOLDERS: its charge against MAX_TOTAL_BYTES, in decimal
+STAGING = ".staging-"  # a publication in progress (a crash can leave one: removed once STALE_S old)
+EVICTED = ".evicted-"  # an entry being removed (a crash can leave one: removed at the next eviction)
+STALE_S = 24 * 3600
 
 
 def prepare(root: Path, scratch: Path, source: str, baseline_mode: str | None) -> tuple[Path, dict[str, str]]:
@@ -43,7 +73,9 @@ def prepare(root: Path, scratch: Path, source: str, baseline_mode: str | None) -
         entry = _open_entry(root, key)
         if entry is not None:
             try:
-                trusted_files.copy_tree(entry, folder_fd, max_files=MAX_FILES, max_bytes=MAX_BYTES)
+                with contextlib.suppress(OSError):
+                    os.utime(entry)  # used now: the last to go when the cache is full
+                _copy_subfolders(entry, folder_fd)
             except (OSError, trusted_files.UntrustedFile):
                 pass  # an incomplete copy is only a colder cache
             finally:
@@ -68,24 +100,138 @@ def publish(root: Path, folder: Path, source: str, baseline_mode: str | None) ->
     try:
         if _exists(root_fd, key):
             return None  # the first correct evaluation of a source publishes; later ones reuse it
-        staging, staging_fd = trusted_files.make_private_folder(root_fd, ".staging-")
+        staging, staging_fd = trusted_files.make_private_folder(root_fd, STAGING)
         try:
             source_fd = trusted_files.open_directory(folder)
             try:
-                trusted_files.copy_tree(source_fd, staging_fd, max_files=MAX_FILES, max_bytes=MAX_BYTES)
+                charge = _copy_subfolders(source_fd, staging_fd)
             finally:
                 os.close(source_fd)
+            _write_charge(staging_fd, charge)
             os.rename(staging, key, src_dir_fd=root_fd, dst_dir_fd=root_fd)
-            return None
         except (OSError, trusted_files.UntrustedFile) as exc:
             trusted_files.remove_tree(root / staging)
             return f"the JIT cache was not shared: {exc}"
         finally:
             os.close(staging_fd)
+        evict(root, root_fd, keep=key)
+        return None
     except (OSError, trusted_files.UntrustedFile) as exc:
         return f"the JIT cache was not shared: {exc}"
     finally:
         os.close(root_fd)
+
+
+def _copy_subfolders(source_fd: int, target_fd: int) -> int:
+    """Copy ``SUBFOLDERS`` (those that are folders) from one JIT folder into another, together within
+    ``MAX_FILES`` and ``MAX_BYTES``; their charge (``_charge``). Anything else there is left behind."""
+    files = size = 0
+    for name in SUBFOLDERS:
+        try:
+            source = trusted_files.open_directory(name, dir_fd=source_fd)
+        except trusted_files.UntrustedFile:
+            continue  # missing, or a link or a file: nothing Triton or Inductor made
+        try:
+            os.mkdir(name, 0o700, dir_fd=target_fd)
+            target = trusted_files.open_directory(name, dir_fd=target_fd)
+            try:
+                copied_files, copied = trusted_files.copy_tree(source, target, max_files=MAX_FILES - files,
+                                                               max_bytes=MAX_BYTES - size)
+            finally:
+                os.close(target)
+        finally:
+            os.close(source)
+        files, size = files + copied_files + 1, size + copied
+    return _charge(files, size)
+
+
+def _charge(entries: int, size: int) -> int:
+    """What an entry counts against ``MAX_TOTAL_BYTES``: its bytes, and a block for each file and
+    folder (20,000 one-byte files take 80 MB of disk)."""
+    return size + (entries + 1) * BLOCK
+
+
+def _write_charge(entry_fd: int, charge: int) -> None:
+    fd = trusted_files.create_exclusive(CHARGE_FILE, dir_fd=entry_fd)
+    try:
+        trusted_files.write_all(fd, str(charge).encode())
+    finally:
+        os.close(fd)
+
+
+def evict(root: Path, root_fd: int, *, keep: str | None = None) -> None:
+    """Remove the least recently used entries of ``root`` until the rest are within ``MAX_TOTAL_BYTES``
+    (never ``keep``), what a crash left of removals, and publications abandoned ``STALE_S`` ago.
+
+    One eviction at a time (a lock on the root folder, across threads and harness processes).
+    Never raises: a fuller cache is not an evaluation's failure.
+    """
+    with contextlib.suppress(OSError, trusted_files.UntrustedFile), _locked(root_fd):
+        entries: list[tuple[int, str, int]] = []
+        stale = time.time_ns() - STALE_S * 10**9
+        with os.scandir(root_fd) as listing:
+            names = [entry.name for entry in listing]
+        for name in names:
+            try:
+                info = os.stat(name, dir_fd=root_fd, follow_symlinks=False)
+            except OSError:
+                continue
+            if not stat.S_ISDIR(info.st_mode):
+                continue  # a squat where an entry goes is removed when that source is next prepared
+            if name.startswith(EVICTED) or (name.startswith(STAGING) and info.st_mtime_ns < stale):
+                trusted_files.discard(root / name)
+            elif _is_key(name) and name != keep:
+                entries.append((info.st_mtime_ns, name, _entry_charge(root_fd, name, info)))
+        total = sum(charge for _, _, charge in entries) + (_entry_charge(root_fd, keep, None) if keep else 0)
+        for _, name, charge in sorted(entries):
+            if total <= MAX_TOTAL_BYTES:
+                break
+            doomed = f"{EVICTED}{secrets.token_hex(8)}"
+            try:  # out of the way first: a source looking its entry up finds it whole or not at all
+                os.rename(name, doomed, src_dir_fd=root_fd, dst_dir_fd=root_fd)
+            except OSError:
+                continue
+            trusted_files.discard(root / doomed)
+            total -= charge
+
+
+@contextlib.contextmanager
+def _locked(fd: int):
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+    except OSError:  # a file system without flock on folders: evictions may overlap, each one is safe
+        yield
+        return
+    try:
+        yield
+    finally:
+        fcntl.flock(fd, fcntl.LOCK_UN)
+
+
+def _is_key(name: str) -> bool:
+    return len(name) == 32 and all(c in "0123456789abcdef" for c in name)
+
+
+def _entry_charge(root_fd: int, name: str, info: os.stat_result | None) -> int:
+    """An entry's recorded charge; for one an older version published (none recorded), measured once
+    and recorded, its modification time (its last use) kept."""
+    try:
+        entry = trusted_files.open_directory(name, dir_fd=root_fd)
+    except trusted_files.UntrustedFile:
+        return 0
+    try:
+        try:
+            return int(trusted_files.read_regular(CHARGE_FILE, 32, dir_fd=entry))
+        except (OSError, ValueError, trusted_files.UntrustedFile):
+            pass
+        charge = _measure(entry)
+        with contextlib.suppress(OSError, trusted_files.UntrustedFile):
+            _write_charge(entry, charge)
+            if info is not None:
+                os.utime(entry, ns=(info.st_atime_ns, info.st_mtime_ns))
+        return charge
+    finally:
+        os.close(entry)
 
 
 def _open_root(root: Path) -> int:
@@ -115,3 +261,37 @@ def _open_entry(root: Path, key: str) -> int | None:
         return None
     finally:
         os.close(root_fd)
+
+
+def _measure(entry_fd: int) -> int:
+    """The charge of the tree below ``entry_fd``, walked without following a link (each folder
+    opened no-follow relative to its parent), at most ``MAX_DEPTH`` levels, one descriptor a level."""
+    entries = size = 0
+    stack: list[tuple[int, Iterator[os.DirEntry]]] = []
+    fd: int | None = os.dup(entry_fd)
+    try:
+        while fd is not None or stack:
+            if fd is not None:  # a folder just opened: listed now, walked next
+                stack.append((fd, iter(())))
+                with os.scandir(fd) as listing:
+                    stack[-1] = (fd, iter(list(listing)))
+                fd = None
+                continue
+            item = next(stack[-1][1], None)
+            if item is None:
+                os.close(stack.pop()[0])
+                continue
+            entries += 1
+            try:
+                info = item.stat(follow_symlinks=False)
+            except OSError:
+                continue
+            if stat.S_ISREG(info.st_mode):
+                size += info.st_size
+            elif stat.S_ISDIR(info.st_mode) and len(stack) <= MAX_DEPTH:
+                with contextlib.suppress(trusted_files.UntrustedFile):
+                    fd = trusted_files.open_directory(item.name, dir_fd=stack[-1][0])
+    finally:
+        for opened, _ in stack:
+            os.close(opened)
+    return _charge(entries, size)

@@ -396,12 +396,16 @@ def _reopen_parent(child: _Level, parent: _Level, problems: list[str]) -> int | 
     return fd
 
 
-def copy_tree(source_fd: int, target_fd: int, *, max_files: int, max_bytes: int, max_depth: int = 16) -> None:
-    """Copy the folders and regular files below ``source_fd`` into the (empty) folder ``target_fd``.
+def copy_tree(
+    source_fd: int, target_fd: int, *, max_files: int, max_bytes: int, max_depth: int = 16
+) -> tuple[int, int]:
+    """Copy the folders and regular files below ``source_fd`` into the (empty) folder ``target_fd``;
+    returns the entries (folders and files) and bytes copied.
 
     Links, FIFOs, sockets and devices are skipped, never followed or opened; every file is created
     with ``O_EXCL``. More than ``max_files`` entries, ``max_bytes`` bytes or ``max_depth`` levels
-    raise ``UntrustedFile`` (what was copied so far stays: the caller discards the target).
+    raise ``UntrustedFile`` (what was copied so far stays: the caller discards the target). Bytes are
+    apparent sizes (``st_size``): a sparse file counts (and is copied) in full, holes included.
     Iterative; at most ``2 * max_depth`` descriptors open.
     """
     files = total = 0
@@ -443,6 +447,7 @@ def copy_tree(source_fd: int, target_fd: int, *, max_files: int, max_bytes: int,
                         os.close(target)
                 finally:
                     os.close(source)
+        return files, total
     finally:
         for src, dst, _, _ in stack[1:]:
             os.close(src)
