@@ -5,12 +5,13 @@ from __future__ import annotations
 import ctypes
 import os
 import stat
+import sys
 import time
 from pathlib import Path
 
 import pytest
 
-from pike_harness.worker.supervise.buildcache import BuildCache, cache_key, canonical_spec
+from pike_harness.worker.supervise.buildcache import BuildCache, cache_key, canonical_spec, probe_toolchain
 
 # A library that needs neither torch's headers nor nvcc: the builder's real path in about a second.
 SOURCE = 'extern "C" int pikeh_answer() { return %d; }'
@@ -69,7 +70,7 @@ def cache(tmp_path_factory):
 def scratch(tmp_path: Path, name: str) -> Path:
     """A candidate's scratch folder: it exists before anything is handed out into it."""
     folder = tmp_path / name
-    folder.mkdir()
+    folder.mkdir(parents=True)
     return folder
 
 
@@ -121,3 +122,48 @@ def test_a_compile_error_is_reported_with_the_log_and_remembered(cache, tmp_path
 def test_unshareable_calls_fall_back_to_a_private_build(cache, tmp_path):
     reply = cache.serve(spec(extra_include_paths=["/tmp"]), "cpu", tmp_path, deadline=time.monotonic() + 60)
     assert reply == {"fallback": True}
+
+
+def test_the_toolchain_probe_runs_nothing_planted_in_the_callers_working_folder(tmp_path, monkeypatch):
+    """The docker evaluator's worker runs in /scratch, which candidates can write: a package named like
+    ours or a torch.py planted there must not run in the probe, whose answer keys every build and sets
+    the builders' TORCH_CUDA_ARCH_LIST."""
+    planted, canary = tmp_path / "scratch", tmp_path / "canary"
+    plant = f"open({str(canary)!r}, 'a').write('ran\\n')\n"
+    (planted / "pike_harness").mkdir(parents=True)
+    (planted / "pike_harness" / "__init__.py").write_text(plant)
+    (planted / "torch.py").write_text(plant)
+    monkeypatch.chdir(planted)
+    try:
+        found = BuildCache(tmp_path / "cache").toolchain("cpu")  # it runs in a folder of its own
+        assert found["torch"] and found["python"]  # the real probe answered
+        # and, were it run there, python -s -P puts no working folder on sys.path
+        assert probe_toolchain("cpu", sys.executable, os.environ, cwd=planted)["torch"]
+    finally:
+        assert not canary.exists(), canary.read_text()
+
+
+class _RecordingIsolation:
+    """An active isolation that records what it was asked to hide and runs the builder as it is."""
+
+    active = True
+
+    def __init__(self) -> None:
+        self.hidden: list[list[Path]] = []
+
+    def wrap(self, argv, *, cwd, hide=(), writable=(), seccomp_fd=None):
+        self.hidden.append([Path(p) for p in hide])
+        return list(argv)
+
+
+def test_a_builder_sees_neither_the_jit_caches_nor_any_candidates_scratch_folder(tmp_path):
+    """What a candidate's sandbox hides (spawn.sandboxed: the build and JIT caches, the scratch root),
+    a builder, which compiles a candidate's sources and flags, does not see either: an #include of a
+    path under a visible folder cannot read another source's JIT cache or another candidate's files."""
+    isolation = _RecordingIsolation()
+    cache = BuildCache(tmp_path / "cache" / "build", isolation=isolation)
+    reply = cache.serve(spec(43), "cpu", scratch(tmp_path / "scratch-root", "eval-a"),
+                        deadline=time.monotonic() + 300)
+    assert reply["ok"], reply
+    assert len(isolation.hidden) == 1
+    assert {cache.root, tmp_path / "cache" / "jit", tmp_path / "scratch-root"} <= set(isolation.hidden[0])

@@ -61,6 +61,14 @@ TRANSIENT_FAILURES = ("Killed signal", "out of memory", "Cannot allocate memory"
 MAX_LIBRARY_BYTES = 2 << 30  # a built extension larger than this is refused (a real one is a few MB)
 MAX_META_BYTES = 1 << 20
 ARCH_LIST = re.compile(r"^[0-9A-Za-z.;+ ]{0,200}$")  # "9.0", "9.0a", "8.0;9.0+PTX", "Hopper"
+# How the trusted subprocesses (probe, builder) start Python, as the reference process does: -P puts
+# no working folder on sys.path and -s no user site folder (under HOME), so a pike_harness/, torch.py
+# or .pth file planted where a candidate can write (the docker evaluator's /scratch) never runs here.
+TRUSTED_PYTHON = ("-s", "-P")
+# Folders of the evaluator's layout (engine/core.py) beside the build cache's root: CACHE/build's
+# sibling CACHE/jit holds the shared JIT caches, which builders must not see (spawn.sandboxed hides
+# them from candidates).
+SIBLINGS_HIDDEN = ("jit",)
 
 
 class HandOutRefused(Exception):
@@ -105,10 +113,16 @@ class BuildCache:
     cpus: set[int] | None = None  # cores builders may run on (schedulers keep timing cores free)
     registry: Any = None  # optional: .add(pid, marker, scope) -> token / .remove(token) (quiet timing)
     isolation: Any = None  # optional isolation.Isolation: builders compile candidate code in the sandbox
+    # Folders builders never see besides the cache root, the candidate's scratch root and
+    # ``isolation.hidden`` (the work folder): those a candidate's sandbox hides too. None: the JIT
+    # cache beside the cache root (SIBLINGS_HIDDEN).
+    hidden: tuple[Path, ...] | None = None
     stats: BuildStats = field(default_factory=BuildStats)
 
     def __post_init__(self) -> None:
         self.root = Path(self.root)
+        if self.hidden is None:
+            self.hidden = tuple(self.root.parent / name for name in SIBLINGS_HIDDEN)
         for sub in ("ext", "staging", "locks"):
             (self.root / sub).mkdir(parents=True, exist_ok=True, mode=0o700)
         self._mutex = threading.Lock()
@@ -128,7 +142,7 @@ class BuildCache:
             known = self._toolchains.get(kind)
             if known is None:
                 try:
-                    known = probe_toolchain(kind, self.python, self._base_environ())
+                    known = probe_toolchain(kind, self.python, self._base_environ(), cwd=self.root)
                 except ToolchainError as exc:
                     known = {"error": str(exc)}  # remembered: no build waits for a failing probe again
                 self._toolchains[kind] = known
@@ -175,7 +189,7 @@ class BuildCache:
                 if path is not None:
                     self._count("hits")
                     return {"ok": True, "path": str(path), "hit": True, "key": key}
-            ok, log, paused = self._build(key, canonical, toolchain, deadline, tick)
+            ok, log, paused = self._build(key, canonical, toolchain, deadline, tick, Path(scratch).parent)
             seconds = time.monotonic() - began
             self._count("build_seconds", seconds)
             if not ok:
@@ -288,8 +302,9 @@ class BuildCache:
 
     # -- building --------------------------------------------------------------------------------
     def _build(self, key: str, spec: dict[str, Any], toolchain: dict[str, Any], deadline: float,
-               tick: Callable[[], None]) -> tuple[bool, str, float]:
-        """Build in a fresh process: (ok, log, seconds the builder spent paused by quiet timing)."""
+               tick: Callable[[], None], scratch_root: Path) -> tuple[bool, str, float]:
+        """Build in a fresh process: (ok, log, seconds the builder spent paused by quiet timing).
+        ``scratch_root``: the folder of the candidates' scratch folders, hidden from the builder."""
         staging = self.root / "staging" / f"{key[:16]}-{secrets.token_hex(6)}"
         staging.mkdir(mode=0o700)
         (staging / "tmp").mkdir()
@@ -310,11 +325,14 @@ class BuildCache:
         try:
             from pike_harness.worker.supervise.spawn import thread_affinity
 
-            argv = [self.python, "-m", "pike_harness.worker.supervise.buildcache", "build", str(staging / "build")]
+            argv = [self.python, *TRUSTED_PYTHON, "-m", "pike_harness.worker.supervise.buildcache", "build",
+                    str(staging / "build")]
             with thread_affinity(self.cpus), seccomp.program_fd() as filter_fd:
                 if self.isolation is not None and self.isolation.active:
-                    # writes only to its staging folder; sees no other build (entries, logs, other stagings)
-                    argv = self.isolation.wrap(argv, cwd=staging, hide=[self.root], writable=[staging],
+                    # writes only to its staging folder; sees no other build (entries, logs, other stagings),
+                    # no JIT cache and no candidate's scratch folder: what a candidate's sandbox hides
+                    hide = [self.root, *(self.hidden or ()), scratch_root]
+                    argv = self.isolation.wrap(argv, cwd=staging, hide=hide, writable=[staging],
                                                seccomp_fd=filter_fd)
                 popen = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=log, stderr=subprocess.STDOUT,
                                          cwd=str(staging), env=env, start_new_session=True,
@@ -470,15 +488,18 @@ def jit_cache_key(candidate_source: str, baseline_mode: str | None) -> str:
     return hashlib.sha256(blob.encode()).hexdigest()[:32]
 
 
-def probe_toolchain(kind: str, python: str, environ: Mapping[str, str]) -> dict[str, Any]:
-    """Run ``python -m pike_harness.worker.supervise.buildcache probe`` for ``cpu`` or ``cuda[:N]``."""
+def probe_toolchain(kind: str, python: str, environ: Mapping[str, str], *, cwd: Path) -> dict[str, Any]:
+    """Run ``python -m pike_harness.worker.supervise.buildcache probe`` for ``cpu`` or ``cuda[:N]``, in
+    ``cwd`` (a folder of the harness's own, never the caller's: docker's is /scratch, candidates'),
+    with ``TRUSTED_PYTHON``: what it prints keys every build and sets the builders' architecture."""
     from pike_harness.worker.supervise.spawn import visible_devices
 
     env = sandbox.scrubbed_environment(environ, {"CUDA_VISIBLE_DEVICES": visible_devices(kind, environ),
                                                  "PYTHONDONTWRITEBYTECODE": "1"})
     try:
-        done = subprocess.run([python, "-m", "pike_harness.worker.supervise.buildcache", "probe", kind], env=env,
-                              capture_output=True, text=True, timeout=180, start_new_session=True)
+        done = subprocess.run([python, *TRUSTED_PYTHON, "-m", "pike_harness.worker.supervise.buildcache", "probe",
+                               kind], env=env, cwd=cwd, capture_output=True, text=True, timeout=180,
+                              start_new_session=True)
         found = json.loads(done.stdout.strip().splitlines()[-1])
     except (OSError, subprocess.SubprocessError, ValueError, IndexError) as exc:
         raise ToolchainError(f"the toolchain probe failed: {exc}") from None
