@@ -82,8 +82,8 @@ class Channel:
                 line, self._buffer = self._buffer[:newline], self._buffer[newline + 1:]
                 try:
                     message = json.loads(line)
-                except ValueError as exc:
-                    raise ProtocolViolation(f"unreadable message: {line[:200]!r}") from exc
+                except Exception as exc:  # not JSON, not UTF-8, nested past the recursion limit ([[[[...)
+                    raise ProtocolViolation(f"unreadable message ({type(exc).__name__}): {line[:200]!r}") from None
                 if not isinstance(message, dict):
                     raise ProtocolViolation(f"message is not an object: {line[:200]!r}")
                 return message

@@ -19,6 +19,7 @@ import ctypes
 import json
 import math
 import os
+import re
 import struct
 from collections.abc import Sequence
 from typing import Any
@@ -34,6 +35,11 @@ STAGE_CPU = False  # CPU tensors go straight to and from the file; True stages t
 MAX_INDEX_BYTES = 16 * 1024 * 1024
 MAX_TENSORS = 100_000
 MAX_DIM = 1 << 48  # no real output has a longer dimension; bigger values are an index lying
+# A shape whose elements (a 0 counted as 1), times the item size, reach this is refused before torch sees
+# it: torch computes strides and storage sizes in 64-bit integers and raises (an empty tensor of shape
+# [0, 2**47, 2**47] has strides past 2**63) instead of allocating nothing.
+MAX_SPAN_BYTES = 1 << 62
+MAX_INDEX_DEPTH = 4  # the index's lists: calls, a call's tensors, an entry, its shape
 
 
 # The dtypes outputs can have and be compared in, by name: the reader accepts nothing else (no
@@ -51,6 +57,20 @@ _FOOTER = struct.Struct("<Q8s")
 
 class MalformedOutputs(Exception):
     """The outputs file is missing, a link, unreadable or not one list of tensors per checked call."""
+
+
+# What an error of the reader's own process or device says (out of memory, a failed CUDA call): no content
+# of the file causes one (its messages quote none of it), so it propagates as the reader's failure.
+_READER_FAULT_MARKS = ("CUDA error", "out of memory", "not enough memory", "allocate memory")
+
+
+def reader_fault(exc: BaseException) -> bool:
+    """Whether ``exc``, raised while reading or comparing a candidate's outputs, is the reading process's
+    or its device's failure (out of memory, a CUDA error) rather than anything the file holds."""
+    accelerator = getattr(torch, "AcceleratorError", None)
+    return isinstance(exc, torch.OutOfMemoryError | MemoryError) \
+        or (accelerator is not None and isinstance(exc, accelerator)) \
+        or any(mark in str(exc) for mark in _READER_FAULT_MARKS)
 
 
 class UnsupportedOutput(ValueError):
@@ -180,9 +200,13 @@ def read_outputs(path: str | os.PathLike, expected_calls: int, device: torch.dev
         target = torch.device(device)
         staging = _Staging() if target.type != "cpu" or STAGE_CPU else None
         return [[_read_tensor(fd, entry, data_end, target, staging) for entry in row] for row in index]
-    except (OSError, ValueError, OverflowError) as exc:  # the file's fault
+    except MalformedOutputs:
+        raise
+    except Exception as exc:  # whatever else the file's content makes fail is the file's fault, too
+        if reader_fault(exc):  # out of memory while others' models are resident: not the file's
+            raise
         raise MalformedOutputs(f"unreadable outputs: {type(exc).__name__}: {exc}"[:500]) from None
-    finally:  # a device error (out of memory while others' models are resident) propagates: not the file's
+    finally:
         _close(fd)
 
 
@@ -200,8 +224,11 @@ def _read_index(fd: int, size: int) -> tuple[list[list[list[Any]]], int]:
     if magic != MAGIC or length > min(MAX_INDEX_BYTES, size - _FOOTER.size):
         raise MalformedOutputs("the outputs file has no valid index")
     data_end = size - _FOOTER.size - length
+    text = _read_exact(fd, data_end, length)
+    if not nests_within(text, MAX_INDEX_DEPTH):  # json.loads recurses once per level: [[[[... is a RecursionError
+        raise MalformedOutputs(f"the outputs file's index nests deeper than {MAX_INDEX_DEPTH} lists")
     try:
-        index = json.loads(_read_exact(fd, data_end, length))
+        index = json.loads(text)
     except ValueError:
         raise MalformedOutputs("the outputs file's index is not JSON") from None
     if type(index) is not list or not all(type(row) is list for row in index) \
@@ -236,9 +263,28 @@ def _entry(entry: Any, data_end: int) -> tuple[torch.dtype, list[int], int, int]
         raise MalformedOutputs(f"the outputs file has a malformed entry: {str(entry)[:200]}")
     shape, offset, nbytes = entry[1], entry[2], entry[3]
     itemsize = torch.empty((), dtype=dtype).element_size()
+    if math.prod(max(v, 1) for v in shape) * itemsize >= MAX_SPAN_BYTES:
+        raise MalformedOutputs(f"the outputs file has an entry whose shape no tensor can have: {str(entry)[:200]}")
     if nbytes != math.prod(shape) * itemsize or offset < 0 or offset % ALIGN or offset + nbytes > data_end:
         raise MalformedOutputs(f"the outputs file has an entry that does not fit it: {str(entry)[:200]}")
     return dtype, shape, offset, nbytes
+
+
+_JSON_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
+_BRACKETS = bytes.maketrans(b"{}", b"[]")  # objects count as lists: only the depth matters here
+_NOT_BRACKETS = bytes(set(range(256)) - set(b"[]{}"))
+
+
+def nests_within(text: bytes, depth: int) -> bool:
+    """Whether the JSON ``text``'s lists and objects nest at most ``depth`` deep, found without recursing
+    and in time linear in its length: strings dropped, every bracket kept, then each pass deletes the
+    innermost pairs. Text nested deeper (or not balanced, which is no JSON either) keeps some."""
+    brackets = _JSON_STRING.sub(b"", text).translate(_BRACKETS, _NOT_BRACKETS)
+    for _ in range(depth):
+        if not brackets:
+            break
+        brackets = brackets.replace(b"[]", b"")
+    return not brackets
 
 
 def _fill(fd: int, view: memoryview, offset: int) -> None:

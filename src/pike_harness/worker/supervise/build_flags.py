@@ -84,8 +84,8 @@ def _inside(path: str, roots: Iterable[str]) -> bool:
 
 def flag_problem(flag: Any, roots: Iterable[str]) -> str | None:
     """Why one flag may not be passed to a build (its own words for the verdict), or None."""
-    if not isinstance(flag, str):
-        return f"{flag!r} is not a string"
+    if not isinstance(flag, str):  # by its type: its text could be huge, or nested past repr's recursion limit
+        return f"a {type(flag).__name__} is not a string"
     shown = flag if len(flag) <= 80 else flag[:77] + "..."
     if not flag or len(flag) > MAX_FLAG_CHARS or not SAFE_CHARS.match(flag):
         return f"{shown!r} is empty, too long or holds a character with shell meaning (space, quote, $, ;, |, &, ...)"
@@ -110,6 +110,11 @@ def _option_value_problem(value: Any, roots: list[str]) -> str | None:
     return flag_problem(value, roots)
 
 
+def _takes_value(value: Any) -> bool:
+    """Whether ``value`` is a flag that takes the next one as its value (a list there is no flag: unhashable)."""
+    return isinstance(value, str) and value in TAKES_VALUE
+
+
 def spec_problem(spec: Any, scratch: str | None = None) -> str | None:
     """The first flag or include path of a ``load_inline`` call that may not be built, with why; None if all pass."""
     if not isinstance(spec, dict):
@@ -132,14 +137,15 @@ def spec_problem(spec: Any, scratch: str | None = None) -> str | None:
                     and value.startswith("/")
                     and _inside(value, roots)
                 )
-                problem = None if ok else f"{value!r} is not a plain absolute path inside the allowed folders"
+                shown = repr(value[:80]) if isinstance(value, str) else f"a {type(value).__name__}"
+                problem = None if ok else f"{shown} is not a plain absolute path inside the allowed folders"
             elif expects_value:
                 problem = _option_value_problem(value, roots)
             else:
-                problem = flag_problem(value, roots) if value not in TAKES_VALUE else None
+                problem = None if _takes_value(value) else flag_problem(value, roots)
             if problem:
                 return f"{arg}: {problem}"
-            expects_value = value in TAKES_VALUE and not expects_value
+            expects_value = _takes_value(value) and not expects_value
         if expects_value:
             return f"{arg}: {values[-1]!r} needs a value after it"
     return None

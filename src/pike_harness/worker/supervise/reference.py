@@ -41,7 +41,7 @@ from typing import Any
 
 from pike_harness.worker.channel import Channel, ChannelClosed, ChannelTimeout, ProtocolViolation
 from pike_harness.worker.check_plan import PlannedCall
-from pike_harness.worker.output_file import MalformedOutputs, read_outputs
+from pike_harness.worker.output_file import MalformedOutputs, read_outputs, reader_fault
 from pike_harness.worker.records import EvalRequest
 from pike_harness.worker.supervise import trusted_files
 from pike_harness.worker.supervise.errors import InfrastructureError
@@ -179,7 +179,7 @@ class ReferenceOracle:
         The reference replays the plan (``check_plan``): per instance, a fresh copy of the model called
         with the same sequence of input sets, so a stateful reference matches call for call; the
         verdict names the observed pattern (``checked_calls.judge``). The reply: ``malformed`` (a reason)
-        when the file is not one list of tensors per planned call, else ``comparison``
+        when the file is not one list of tensors per planned call or they could not be compared, else ``comparison``
         (``compare.Comparison.to_dict()``), ``reference_bytes`` (the first call's output bytes),
         ``computed`` (whether any reference output was computed now rather than reused) and
         ``seconds`` (``reference``, ``compare``).
@@ -362,6 +362,11 @@ class _Server:
             torch.cuda.synchronize()
         reference_s = time.monotonic() - began
         began = time.monotonic()
+        # From here on the candidate's outputs are read and judged: a failure is its verdict (the reply's
+        # "malformed"), never this request's failure, which the supervisor takes for the harness's (an
+        # infrastructure error: retried, and it stops a run). Only the reader's own faults (out of
+        # device memory beside others' models, a CUDA error) stay failures. The reference's outputs are
+        # made above, by the task's code alone: a failure there is the task's, an infrastructure error.
         try:
             candidate = read_outputs(message["outputs"], len(plan), device,
                                      max_total_bytes=OUTPUTS_CAP_FACTOR * tensor_bytes(reference) + OUTPUTS_CAP_SLACK)
@@ -370,6 +375,11 @@ class _Server:
         try:
             comparison = checked_calls.judge(candidate, reference, plan, message["labels"], atol=message["atol"],
                                              rtol=message["rtol"], warmed=bool(message.get("warmed")))
+        except Exception as exc:
+            if reader_fault(exc):
+                raise
+            traceback.print_exc()  # the log says where, should it ever be the comparison's own bug
+            return {"ok": True, "malformed": f"the outputs could not be compared: {type(exc).__name__}: {exc}"[:500]}
         finally:
             del candidate
             if device.type == "cuda":  # what the candidate's outputs took goes back to the candidates

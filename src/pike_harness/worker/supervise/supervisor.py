@@ -24,6 +24,7 @@ reference outputs and the comparison never come near the candidate's process. to
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
 import secrets
 import subprocess
@@ -132,6 +133,68 @@ class WorkerSettings:
 
 
 CHECK_PARTS = ("inputs", "construct", "calls", "outputs")  # how the child splits the correctness stage
+
+# What the supervisor reads of each of the child's messages, by event: every field it reads, when present
+# and not null (null counts as absent), is a ``str``, a ``dict`` (an object, kept as it is), a ``float``
+# (a finite number >= 0, an int too, never a bool), a list of one kind (``[kind]``) or an object whose
+# named fields are checked alike (``{name: kind}``). The candidate shares the child's process and can
+# write any of these messages, a command's nonce included (it can read it from the child's frames): a
+# field of another kind is its ``rejected/protocol``, never an exception of the supervisor's.
+REPORT_FIELDS: dict[str, dict[str, Any]] = {
+    "loaded": {"seconds": float, "environment": dict},
+    "warmed": {"seconds": float},
+    "checked": {"notes": [str], "seconds": {part: float for part in CHECK_PARTS}},
+    "timed": {"notes": [str], "canary_ms": [float], "threads": dict, "backend_flags": dict, "pin": dict,
+              "run": {"samples_ms": [float], "host_ms": [float], "span_ms": [float], "host_wall_ms": float,
+                      "warmup": float, "reps": float, "estimate_ms": float}},
+    "profiled": {"profile": dict},
+    "failed": {"category": str, "check": str, "reason": str},
+    "retry_alone": {"reason": str},
+    "infra_error": {"reason": str},
+    "build": {"spec": dict},
+}
+_FINITE = 1 << 63  # an int field past this is no count or duration, and no float holds it exactly
+
+
+def report_problem(message: dict[str, Any]) -> str | None:
+    """Which field of one of the child's messages is not of its kind (``REPORT_FIELDS``), or None."""
+    kind = message.get("event")
+    fields = REPORT_FIELDS.get(kind) if isinstance(kind, str) else None
+    problem = _kind_problem(message, fields, "") if fields else None
+    return f"the {kind!r} message's field {problem}" if problem else None
+
+
+def _kind_problem(value: Any, kind: Any, path: str) -> str | None:
+    """``PATH: what it holds, expected what`` for the first value in ``value`` not of ``kind``, or None."""
+    if kind is dict:
+        kind = {}  # an object, none of its fields read
+    if isinstance(kind, dict):
+        if type(value) is not dict:
+            return f"{path}: {_shown(value)}, expected an object"
+        for name, inner in kind.items():
+            if value.get(name) is not None:
+                problem = _kind_problem(value[name], inner, f"{path}.{name}" if path else name)
+                if problem:
+                    return problem
+        return None
+    if isinstance(kind, list):
+        if type(value) is not list:
+            return f"{path}: {_shown(value)}, expected a list"
+        return next((problem for index, item in enumerate(value)
+                     if (problem := _kind_problem(item, kind[0], f"{path}[{index}]"))), None)
+    if kind is float:
+        number = (type(value) is int and 0 <= value < _FINITE) or \
+            (type(value) is float and math.isfinite(value) and value >= 0)
+        return None if number else f"{path}: {_shown(value)}, expected a finite number >= 0"
+    assert kind is str
+    return None if type(value) is str else f"{path}: {_shown(value)}, expected a string"
+
+
+def _shown(value: Any) -> str:
+    """A value in a reason: a short number as it is, anything else by its type (the candidate wrote it)."""
+    if type(value) in (bool, float) or (type(value) is int and abs(value) < 10**15):
+        return repr(value)
+    return f"type {type(value).__name__}"
 
 
 class _Concluded(Exception):
@@ -246,8 +309,9 @@ class Evaluation:
             self._spawn()
             began = time.monotonic()
             loaded = self._await("loaded", self.request.limits.compile_timeout_s, "compile")
-            self.stages.add("compile", float(loaded.get("seconds", 0.0)))
-            self.stages.add("startup", max(0.0, time.monotonic() - began - float(loaded.get("seconds", 0.0))))
+            seconds = float(loaded.get("seconds") or 0.0)  # fields checked by _await (REPORT_FIELDS)
+            self.stages.add("compile", seconds)
+            self.stages.add("startup", max(0.0, time.monotonic() - began - seconds))
             self.environment.update(loaded.get("environment") or {})
             return None
         except _Concluded as done:
@@ -297,7 +361,7 @@ class Evaluation:
             self._send({"cmd": "warm"}, "warmup")
             warmed = self._await("warmed", self.request.limits.run_timeout_s, "warmup")
             self.stages.add("warmup", time.monotonic() - began)
-            self.stages.add("warmup_call", float(warmed.get("seconds", 0.0)))
+            self.stages.add("warmup_call", float(warmed.get("seconds") or 0.0))
             return None
         except _Concluded as done:
             return done.result
@@ -339,7 +403,7 @@ class Evaluation:
             self.stages.add("correctness", time.monotonic() - began)
         self._note(checked.get("notes"))
         for part, seconds in (checked.get("seconds") or {}).items():  # the child's own split: informational
-            if part in CHECK_PARTS and isinstance(seconds, int | float):
+            if part in CHECK_PARTS and seconds is not None:
                 self.stages.add(f"correctness_{part}", float(seconds))
 
         began = time.monotonic()
@@ -441,8 +505,8 @@ class Evaluation:
         self.stages.add("timing", wall_ms / 1000.0)
         self._note(timed.get("notes"))
         run = timed.get("run") or {}
-        samples = [float(x) for x in run.get("samples_ms", [])]
-        host = [float(x) for x in run.get("host_ms", [])]
+        samples = [float(x) for x in run.get("samples_ms") or []]  # fields checked by _await (REPORT_FIELDS)
+        host = [float(x) for x in run.get("host_ms") or []]
         if not samples or len(samples) != len(host):
             raise _Concluded(self._conclude(REJECTED, "protocol", "the timing report is malformed",
                                             outputs=comparison.checks))
@@ -451,8 +515,8 @@ class Evaluation:
                                cuda=request.device.startswith("cuda"))
         if problem:
             raise _Concluded(self._conclude(REJECTED, "timer_cross_check", problem, outputs=comparison.checks))
-        canary = [float(x) for x in timed.get("canary_ms") or [] if isinstance(x, int | float) and x > 0]
-        return TimedBlock(stats=protocol.summarize(samples, float(run.get("host_wall_ms", 0.0))), reply=timed,
+        canary = [float(x) for x in timed.get("canary_ms") or [] if x > 0]
+        return TimedBlock(stats=protocol.summarize(samples, float(run.get("host_wall_ms") or 0.0)), reply=timed,
                           start_ns=start_ns, end_ns=end_ns, steal=steal,
                           canary_pair=(canary[0], canary[1]) if len(canary) == 2 else (None, None))
 
@@ -543,6 +607,8 @@ class Evaluation:
         except ChannelStalled as exc:
             raise _Concluded(self._conclude(REJECTED, "protocol", f"{stage}: the candidate's process stopped "
                                             f"reading the worker's channel ({exc})")) from None
+        except BrokenPipeError:  # its reading end is closed: the process ended (or closed it) between stages
+            raise _Concluded(self._died(stage)) from None
 
     def _await(self, event: str, timeout_s: float, stage: str, *, nonce: str | None = None) -> dict[str, Any]:
         """The child's ``event``; with ``nonce``, only a reply that echoes it (anything else claiming to
@@ -575,6 +641,9 @@ class Evaluation:
                 raise _Concluded(self._conclude(REJECTED, "forged_report",
                                                 f"{stage}: a {event!r} report without this evaluation's nonce "
                                                 "reached the supervisor: the candidate wrote to the worker's channel"))
+            problem = report_problem(message)
+            if problem:
+                raise _Concluded(self._conclude(REJECTED, "protocol", f"{stage}: {problem}"))
             if kind == event:
                 return message
             if kind == "retry_alone" and nonce is not None and message.get("nonce") == nonce and not self.alone:
