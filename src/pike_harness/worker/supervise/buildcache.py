@@ -61,10 +61,6 @@ TRANSIENT_FAILURES = ("Killed signal", "out of memory", "Cannot allocate memory"
 MAX_LIBRARY_BYTES = 2 << 30  # a built extension larger than this is refused (a real one is a few MB)
 MAX_META_BYTES = 1 << 20
 ARCH_LIST = re.compile(r"^[0-9A-Za-z.;+ ]{0,200}$")  # "9.0", "9.0a", "8.0;9.0+PTX", "Hopper"
-# How the trusted subprocesses (probe, builder) start Python, as the reference process does: -P puts
-# no working folder on sys.path and -s no user site folder (under HOME), so a pike_harness/, torch.py
-# or .pth file planted where a candidate can write (the docker evaluator's /scratch) never runs here.
-TRUSTED_PYTHON = ("-s", "-P")
 # Folders of the evaluator's layout (engine/core.py) beside the build cache's root: CACHE/build's
 # sibling CACHE/jit holds the shared JIT caches, which builders must not see (spawn.sandboxed hides
 # them from candidates).
@@ -325,7 +321,7 @@ class BuildCache:
         try:
             from pike_harness.worker.supervise.spawn import thread_affinity
 
-            argv = [self.python, *TRUSTED_PYTHON, "-m", "pike_harness.worker.supervise.buildcache", "build",
+            argv = [self.python, *sandbox.TRUSTED_PYTHON, "-m", "pike_harness.worker.supervise.buildcache", "build",
                     str(staging / "build")]
             with thread_affinity(self.cpus), seccomp.program_fd() as filter_fd:
                 if self.isolation is not None and self.isolation.active:
@@ -491,13 +487,13 @@ def jit_cache_key(candidate_source: str, baseline_mode: str | None) -> str:
 def probe_toolchain(kind: str, python: str, environ: Mapping[str, str], *, cwd: Path) -> dict[str, Any]:
     """Run ``python -m pike_harness.worker.supervise.buildcache probe`` for ``cpu`` or ``cuda[:N]``, in
     ``cwd`` (a folder of the harness's own, never the caller's: docker's is /scratch, candidates'),
-    with ``TRUSTED_PYTHON``: what it prints keys every build and sets the builders' architecture."""
+    with ``sandbox.TRUSTED_PYTHON``: what it prints keys every build and sets the builders' architecture."""
     from pike_harness.worker.supervise.spawn import visible_devices
 
     env = sandbox.scrubbed_environment(environ, {"CUDA_VISIBLE_DEVICES": visible_devices(kind, environ),
                                                  "PYTHONDONTWRITEBYTECODE": "1"})
     try:
-        done = subprocess.run([python, *TRUSTED_PYTHON, "-m", "pike_harness.worker.supervise.buildcache", "probe",
+        done = subprocess.run([python, *sandbox.TRUSTED_PYTHON, "-m", "pike_harness.worker.supervise.buildcache", "probe",
                                kind], env=env, cwd=cwd, capture_output=True, text=True, timeout=180,
                               start_new_session=True)
         found = json.loads(done.stdout.strip().splitlines()[-1])

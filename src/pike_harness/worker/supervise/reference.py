@@ -46,7 +46,7 @@ from pike_harness.worker.records import EvalRequest
 from pike_harness.worker.supervise import trusted_files
 from pike_harness.worker.supervise.errors import InfrastructureError
 from pike_harness.worker.supervise.refcache import ByteLRU, tensor_bytes
-from pike_harness.worker.supervise.sandbox import marker_environment, scrubbed_environment
+from pike_harness.worker.supervise.sandbox import TRUSTED_PYTHON, marker_environment, scrubbed_environment
 from pike_harness.worker.supervise.spawn import visible_devices
 
 MODELS_KEPT = 4
@@ -130,12 +130,10 @@ class ReferenceOracle:
         env = scrubbed_environment(self.environ, {"CUDA_VISIBLE_DEVICES": visible, "PYTHONUNBUFFERED": "1",
                                                   "HOME": str(self.workdir),
                                                   **marker_environment(secrets.token_hex(12))})
-        # -P: its working folder is not put on sys.path, and -s: no user site folder (under HOME, the
-        # work folder). In the docker evaluator without bubblewrap a candidate can write the work
-        # folder: a planted pike_harness/ or torch.py there, or a .pth file under .local, would
-        # otherwise run in this trusted process, which holds the hidden inputs and the reference outputs.
+        # TRUSTED_PYTHON: in the docker evaluator without bubblewrap a candidate can write the work
+        # folder (its HOME), so nothing there may be imported by this process.
         with open(self.log_path, "ab") as log:
-            self._popen = subprocess.Popen([self.python, "-s", "-P", "-m", "pike_harness.worker.supervise.reference",
+            self._popen = subprocess.Popen([self.python, *TRUSTED_PYTHON, "-m", "pike_harness.worker.supervise.reference",
                                             str(self.cache_mb)],
                                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log,
                                            cwd=self.workdir, env=env, start_new_session=True)

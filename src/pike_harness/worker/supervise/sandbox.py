@@ -23,6 +23,12 @@ from pathlib import Path
 
 from pike_harness.worker.redaction import is_secret_name
 
+# How every trusted Python subprocess starts (the reference process, the toolchain probe, builders):
+# -P puts no working folder on sys.path and -s no user site folder (under HOME), so a pike_harness/,
+# torch.py or .pth file planted where a candidate can write (the docker evaluator's /scratch without
+# bubblewrap) never runs in a process that holds hidden inputs, reference outputs or cache keys.
+TRUSTED_PYTHON = ("-s", "-P")
+
 # Names that pass into a candidate's environment (exact, then prefixes). An allow-list: anything the
 # harness's user exported (API keys, cloud credentials, tokens) stays out unless it is named here.
 ALLOWED_NAMES = frozenset({
