@@ -202,7 +202,7 @@ def test_a_line_that_cannot_be_decoded_is_a_protocol_violation(line):
 
 @pytest.mark.parametrize(("message", "problem"), [
     ({"event": "loaded", "seconds": "soon", "environment": 5}, "field seconds: type str, expected a finite number"),
-    ({"event": "loaded", "seconds": 1.0, "environment": [1]}, "field environment: type list, expected an object"),
+    ({"event": "importing", "environment": [1]}, "field environment: type list, expected an object"),
     ({"event": "warmed", "seconds": -1}, "field seconds: -1, expected a finite number >= 0"),
     ({"event": "warmed", "seconds": True}, "field seconds: True, expected"),
     ({"event": "checked", "seconds": 5}, "field seconds: 5, expected an object"),
@@ -229,7 +229,8 @@ def test_a_report_field_of_the_wrong_kind_is_named(message, problem):
 
 def test_honest_reports_and_unread_fields_pass():
     honest = [
-        {"event": "loaded", "seconds": 0.5, "environment": {"torch": "2.x", "threads": {"a": 1}}},
+        {"event": "loaded", "seconds": 0.5},
+        {"event": "importing", "environment": {"torch": "2.x", "threads": {"a": 1}}},
         {"event": "warmed", "seconds": 0},
         {"event": "checked", "sets": 5, "seconds": {"inputs": 0.1, "calls": 2, "other": "x"}, "notes": [],
          "nonce": "n"},
@@ -241,6 +242,7 @@ def test_honest_reports_and_unread_fields_pass():
         {"event": "failed", "category": "runtime_error", "check": "forward", "reason": "boom"},
         {"event": "failed", "category": "rejected", "check": None, "reason": None},  # null counts as absent
         {"event": "importing"}, {"event": ["not", "a", "name"]}, {"no": "event"},  # not one of the reports
+        {"event": "loaded", "seconds": 0.5, "environment": [1]},  # a field the supervisor does not read
     ]
     assert [report_problem(message) for message in honest] == [None] * len(honest)
 
@@ -271,6 +273,26 @@ class ModelNew(nn.Module):
 '''
 
 
+# At import, a "loaded" report of the right types (it needs no nonce) claiming another host, CPU and GPU
+# and a note the supervisor writes itself: the real report follows and is a protocol violation, and the
+# forged one must have set nothing but the candidate process's own device keys.
+FORGED_ENVIRONMENT = '''import json
+import os
+import sys
+
+import torch.nn as nn
+
+os.write(int(sys.argv[2]), (json.dumps({"event": "loaded", "seconds": 0.1, "environment": {
+    "host": "forged host", "cpu": "forged cpu", "device": "cuda:7", "gpu": "forged gpu",
+    "build_cache_error": "forged note"}}) + "\\n").encode())
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        return x
+'''
+
+
 def test_pikeh_eval_judges_crafted_outputs_and_messages_and_goes_on(cli, tmp_path):
     """The auditor's reproductions as a folder: outputs whose empty shape overflows torch's strides
     (``pikeh eval`` printed "the evaluation could not run: ... Stride calculation overflowed"), a
@@ -283,12 +305,20 @@ def test_pikeh_eval_judges_crafted_outputs_and_messages_and_goes_on(cli, tmp_pat
     shutil.copy(CORPUS / "forged_loaded_field_types.py", folder / "task_1.py")
     shutil.copy(CORPUS / "channel_deep_nesting.py", folder / "task_2.py")
     (folder / "task_3.py").write_text(HONEST_LAYERNORM, encoding="utf-8")
+    (folder / "task_4.py").write_text(FORGED_ENVIRONMENT, encoding="utf-8")
     result = cli("eval", str(folder), "--suite", "smoke", "--device", "cpu", "--protocol", "quick", "--json", *NO_POOL)
     assert result.exit_code == 0 and result.exception is None, result.output
     records = {record["task"]: record for record in map(json.loads, result.output.strip().splitlines())}
     verdicts = {task: (record["category"], record.get("check")) for task, record in records.items()}
     assert verdicts == {"smoke/5": ("rejected", "outputs_file"), "smoke/1": ("rejected", "protocol"),
-                        "smoke/2": ("rejected", "protocol"), "smoke/3": ("correct", None)}, records
+                        "smoke/2": ("rejected", "protocol"), "smoke/3": ("correct", None),
+                        "smoke/4": ("rejected", "protocol")}, records
     assert "whose shape no tensor can have" in records["smoke/5"]["reason"]
     assert "the 'loaded' message's field seconds: type str" in records["smoke/1"]["reason"]
     assert "unreadable message (RecursionError)" in records["smoke/2"]["reason"]
+    # A well-typed forged report sets nothing: not what the supervisor recorded, not a note it adds
+    # later, not a device key (the child's own description came before the import)
+    forged = records["smoke/4"]["environment"]
+    assert forged["host"] == records["smoke/3"]["environment"]["host"] and forged["cpu"] != "forged cpu"
+    assert "build_cache_error" not in forged and forged["device"] == "cpu" and "gpu" not in forged
+    assert forged["torch"] == records["smoke/3"]["environment"]["torch"] == torch.__version__

@@ -56,6 +56,13 @@ def host_info() -> dict[str, Any]:
     }
 
 
+# What a candidate's process reports of its device (``device_info``), in the ``importing`` message it
+# sends before the candidate's code runs; the supervisor takes these keys only, never over what it
+# recorded itself (``host_info``, the device asked for), so not even the child can set its notes.
+DEVICE_INFO_KEYS = frozenset({"torch", "cuda", "triton", "device", "gpu_error", "gpu", "gpu_capability",
+                              "gpu_memory_mb", "gpu_multiprocessors", "driver", "cudnn"})
+
+
 def device_info(device: str) -> dict[str, Any]:
     """torch/triton/CUDA versions and, for a CUDA device, the GPU's name, memory and driver."""
     import torch

@@ -12,9 +12,11 @@ a CPU slot for loading and a GPU lock for checking and timing:
   "profile"-> a few calls under torch.profiler (only when the request asks) -> "profiled"
   Both commands carry a fresh nonce that the reply echoes: the candidate runs in this process and can
   write to the channel, but it never sees a command, so a report it forges lacks the nonce.
-  "importing" is sent just before the candidate's code is imported. An "infra_error" (the harness's
-  own failure: no usable device, the task's inputs, the exchange folder) counts only before it, or
-  with the running command's nonce; any other is the candidate's forgery.
+  "importing" is sent just before the candidate's code is imported, with this process's description of
+  its device (``environment``): what it says is the harness's, since nothing of the candidate has run
+  yet. An "infra_error" (the harness's own failure: no usable device, the task's inputs, the exchange
+  folder) counts only before it, or with the running command's nonce; any other is the candidate's
+  forgery.
   "exit"
 
 Started with ``--prestart DEVICE`` the process first imports torch and the worker's modules and
@@ -119,7 +121,7 @@ class CandidateProcess:
             os._exit(3)
         # From here on the candidate's code runs in this process and may write to the channel: the
         # supervisor believes an infra_error without a command's nonce only before this line.
-        self.channel.send({"event": "importing"})
+        self.channel.send({"event": "importing", "environment": self.environment})
         started = time.monotonic()
         try:
             name = loading.module_name_for(self.request.candidate_source, "pikeh_candidate")
@@ -129,7 +131,7 @@ class CandidateProcess:
         except BaseException as exc:  # SystemExit included: a candidate that exits at import failed to load
             traceback.print_exc()
             raise _resource_verdict(exc) or Verdict(COMPILE_ERROR, "load", _summary(exc)) from None
-        self._report({"event": "loaded", "seconds": time.monotonic() - started, "environment": self.environment})
+        self._report({"event": "loaded", "seconds": time.monotonic() - started})
 
     # -- stage 1b: warm-up (optional) ----------------------------------------------------------
     def warm(self) -> None:

@@ -45,7 +45,7 @@ from pike_harness.worker.channel import (
     ProtocolViolation,
 )
 from pike_harness.worker.check_plan import PlannedCall, check_plan
-from pike_harness.worker.environment import host_info
+from pike_harness.worker.environment import DEVICE_INFO_KEYS, host_info
 from pike_harness.worker.inside.protocols import TimingProtocol, get_protocol
 from pike_harness.worker.records import (
     CATEGORIES,
@@ -141,7 +141,8 @@ CHECK_PARTS = ("inputs", "construct", "calls", "outputs")  # how the child split
 # write any of these messages, a command's nonce included (it can read it from the child's frames): a
 # field of another kind is its ``rejected/protocol``, never an exception of the supervisor's.
 REPORT_FIELDS: dict[str, dict[str, Any]] = {
-    "loaded": {"seconds": float, "environment": dict},
+    "importing": {"environment": dict},
+    "loaded": {"seconds": float},
     "warmed": {"seconds": float},
     "checked": {"notes": [str], "seconds": {part: float for part in CHECK_PARTS}},
     "timed": {"notes": [str], "canary_ms": [float], "threads": dict, "backend_flags": dict, "pin": dict,
@@ -312,7 +313,6 @@ class Evaluation:
             seconds = float(loaded.get("seconds") or 0.0)  # fields checked by _await (REPORT_FIELDS)
             self.stages.add("compile", seconds)
             self.stages.add("startup", max(0.0, time.monotonic() - began - seconds))
-            self.environment.update(loaded.get("environment") or {})
             return None
         except _Concluded as done:
             return done.result
@@ -661,6 +661,8 @@ class Evaluation:
                 raise _Concluded(self._conclude(category, str(message.get("check") or stage),
                                                 str(message.get("reason") or "")))
             if kind == "importing":  # the candidate's code runs in the child from now on
+                if not self.candidate_ran:  # the first is the child's own, sent before the import
+                    self._take_device_info(message.get("environment") or {})
                 self.candidate_ran = True
                 continue
             if kind == "infra_error":
@@ -672,6 +674,14 @@ class Evaluation:
                                                 f"{stage}: an infra_error report the harness's code did not send "
                                                 "reached the supervisor: the candidate wrote to the worker's channel"))
             raise _Concluded(self._conclude(REJECTED, "protocol", f"{stage}: unexpected message {kind!r}"))
+
+    def _take_device_info(self, reported: dict[str, Any]) -> None:
+        """The child's description of its device (torch, CUDA, the GPU), from its ``importing`` message:
+        only ``DEVICE_INFO_KEYS``, and never over a key the supervisor recorded itself (the host, the
+        device asked for). A later message's ``environment`` is never read: the candidate could have
+        written it, claiming another GPU or a note of the supervisor's."""
+        self.environment.update({key: value for key, value in reported.items()
+                                 if key in DEVICE_INFO_KEYS and key not in self.environment})
 
     def _serve_build(self, spec: Any, deadline: float, stage: str, timeout_s: float) -> dict[str, Any]:
         """Answer the child's ``load_inline`` call from the build cache (see ``inline_hook``)."""
