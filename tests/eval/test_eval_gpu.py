@@ -11,7 +11,7 @@ from corpus_cases import GPU_CORPUS, cases, load_case, sandbox_leftovers
 
 pytestmark = pytest.mark.gpu
 
-SOLO = ("gpu_memory_hog",)  # fills the device: evaluated alone so it cannot starve a neighbour
+SOLO = ("gpu_memory_hog", "gpu_memory_holder")  # fill the device: evaluated alone so they cannot starve a neighbour
 GPU_CASES = [case for case in cases(GPU_CORPUS) if case.name not in SOLO]
 ALL_CASES = GPU_CASES + cases()
 
@@ -69,6 +69,33 @@ def test_gpu_memory_hog_is_stopped_and_the_gpu_is_usable_after(gpu_results, gpu_
     ok = next(case for case in cases() if case.name == "ok_plain")
     after = gpu_evaluator.evaluate(ok.request())
     assert after.category == "correct", after.reason
+
+
+def test_a_candidate_holding_the_memory_its_reference_needs_gets_the_verdict(gpu_results, gpu_evaluator):
+    """A candidate whose second process takes the device memory the reference needs: its checked calls
+    succeed and the reference runs out of memory, alone too. It used to be an infrastructure error,
+    retried until the run stopped; now its processes are ended, the reference runs, and the verdict
+    is the candidate's. The holding process is gone and the device serves the next candidate."""
+    from pathlib import Path
+
+    holder = load_case(GPU_CORPUS / "gpu_memory_holder.py")
+    result = gpu_evaluator.evaluate(holder.request())
+    assert (result.category, result.check) == ("runtime_error", "memory_limit"), result.reason
+    assert "ran once that process had ended" in (result.reason or ""), result.reason
+    assert "out of memory" in result.environment["reference_starved"]
+    left = [entry.name for entry in Path("/proc").iterdir() if entry.name.isdigit()
+            and b"pikeh-corpus-device-memory-holder" in _cmdline(entry)]
+    assert left == [], "the holding process outlived the evaluation"
+    ok = next(case for case in cases() if case.name == "ok_plain")
+    after = gpu_evaluator.evaluate(ok.request())
+    assert after.category == "correct", after.reason
+
+
+def _cmdline(entry) -> bytes:
+    try:
+        return (entry / "cmdline").read_bytes()
+    except OSError:
+        return b""
 
 
 def test_healthy_after_illegal_memory_access(gpu_results, gpu_evaluator):

@@ -193,3 +193,83 @@ def test_a_reference_out_of_memory_among_checking_candidates_runs_the_check_agai
     assert result.category == "correct", result.reason
     assert result.environment["ran_alone"].startswith("reference: ")
     assert (alone - alone_before, checks - checks_before) == (1, 1)
+
+
+def _holding_reference(token: str) -> str:
+    """smoke/1's reference, whose forward runs out of "device memory" while any live process has
+    ``token`` in its command line: device memory held by other processes, freed when they exit
+    (a zombie's command line is empty)."""
+    return SMOKE_ONE.replace("    def forward(self, x):\n", f'''    def forward(self, x):
+        for entry in os.listdir("/proc"):
+            try:
+                with open(f"/proc/{{entry}}/cmdline", "rb") as handle:
+                    held = {token!r}.encode() in handle.read()
+            except OSError:
+                continue
+            if held:
+                raise torch.cuda.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
+''').replace("import torch\n", "import os\nimport torch\n", 1)
+
+
+def _holder(token: str) -> str:
+    """PLAIN, whose constructor starts a process carrying ``token`` that lives as long as the candidate."""
+    return PLAIN.replace("import torch\n", f'''import subprocess
+import sys
+import torch
+
+_HOLDER = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)", {token!r}])
+''', 1)
+
+
+def _holders(token: str) -> list[int]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            if token.encode() in (entry / "cmdline").read_bytes():
+                found.append(int(entry.name))
+        except (OSError, ValueError):
+            continue
+    return found
+
+
+def test_a_candidate_holding_the_memory_its_reference_needs_gets_the_verdict_not_the_harness(checking_engine):
+    """A candidate whose processes hold the device memory its reference needs made the reference fail
+    alone too: an infrastructure error, retried until the run stopped. Now the candidate's processes
+    are ended and the comparison tried again: it runs, so the candidate gets ``memory_limit``, the
+    engine goes on, and its processes are gone."""
+    import dataclasses
+    import uuid
+
+    token = f"pikeh-holds-device-memory-{uuid.uuid4().hex}"
+    engine = checking_engine
+    alone_before, checks_before = _check_counts(engine)
+    result = engine.submit(dataclasses.replace(request(_holder(token)),
+                                               reference_source=_holding_reference(token))).result(240)
+    alone, checks = _check_counts(engine)
+    assert (result.category, result.check) == ("runtime_error", "memory_limit"), result.reason
+    assert "ran once that process had ended" in result.reason and "Tried to allocate 2.00 GiB" in result.reason
+    assert result.environment["ran_alone"].startswith("reference: ")
+    assert result.environment["reference_starved"].startswith("the task's reference Model failed")
+    assert (alone - alone_before, checks - checks_before) == (1, 1), "checked beside others, then alone"
+    assert _holders(token) == [], "the candidate's processes were ended"
+    after = engine.submit(request(PLAIN)).result(240)
+    assert after.category == "correct", after.reason
+
+
+def test_memory_held_outside_the_evaluation_stays_the_infrastructures_error(checking_engine):
+    """The same reference while a process that is not the candidate's holds the memory: ending the
+    candidate does not help, so no verdict blames it; the error is the infrastructure's (retried by
+    the run loop)."""
+    import dataclasses
+    import subprocess
+    import uuid
+
+    token = f"pikeh-holds-device-memory-{uuid.uuid4().hex}"
+    outsider = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)", token])
+    try:
+        future = checking_engine.submit(dataclasses.replace(request(PLAIN), reference_source=_holding_reference(token)))
+        with pytest.raises(InfrastructureError, match="held outside this evaluation"):
+            future.result(240)
+    finally:
+        outsider.kill()
+        outsider.wait()

@@ -91,6 +91,9 @@ PEAK_BANDWIDTH = {"H200": 4.8e12, "H100": 3.35e12, "A100": 2.04e12, "B200": 8.0e
 DISK_POLICE_S = 2.0  # how often the candidate's folders are measured (a walk, dearer than a /proc scan)
 DISK_MAX_ENTRIES = 200_000
 TIMER_FLOOR_MS = 0.001  # below a microsecond per call no real forward has ever been timed
+# Before each comparison tried again once a candidate whose reference ran out of device memory has
+# been ended: its memory returns as the driver tears its context down, within a second in practice.
+STARVED_RETRY_PAUSES_S = (0.0, 1.0, 3.0)
 
 
 class DeviceLock(Protocol):
@@ -410,19 +413,31 @@ class Evaluation:
         seeds = list(request.input_seeds) + self.hidden_seeds
         labels = [f"seed {s}" for s in request.input_seeds] + ["hidden seed"] * len(self.hidden_seeds)
         try:
-            reply = self.oracle.compare(request, seeds, outputs, labels, self._plan(),
-                                        warmed="warmup" in self.stages.seconds,
-                                        timeout_s=request.limits.run_timeout_s)
-        except InfrastructureError as exc:
-            # The reference ran out of device memory while candidates' models held theirs: check again alone.
-            if not (shared and not self.alone and any(mark in str(exc) for mark in DEVICE_OOM_MARKS)):
-                raise
-            self.alone = True
-            self.environment["ran_alone"] = f"reference: {str(exc)[:300]}"
-            raise RetryAlone("reference") from None
+            try:
+                reply = self._compare(seeds, outputs, labels)
+            except InfrastructureError as exc:
+                if not any(mark in str(exc) for mark in DEVICE_OOM_MARKS):
+                    raise
+                if shared and not self.alone:
+                    # The reference ran out of device memory while candidates' models held theirs: check again alone.
+                    self.alone = True
+                    self.environment["ran_alone"] = f"reference: {str(exc)[:300]}"
+                    raise RetryAlone("reference") from None
+                verdict = self._reference_starved(exc, seeds, outputs, labels, began)
+                trusted_files.discard(inputs)
+                return verdict
         finally:
             trusted_files.discard(outputs)  # whatever the candidate left there: a link itself, never its target
         trusted_files.discard(inputs)  # kept until now: a check run again alone reads them again
+        return self._judge(reply, began)
+
+    def _compare(self, seeds: list[int], outputs: Path, labels: list[str]) -> dict[str, Any]:
+        """The reference process's judgement of the outputs file (``reference.Oracle.compare``)."""
+        return self.oracle.compare(self.request, seeds, outputs, labels, self._plan(),
+                                   warmed="warmup" in self.stages.seconds, timeout_s=self.request.limits.run_timeout_s)
+
+    def _judge(self, reply: dict[str, Any], began: float) -> EvalResult | None:
+        """The verdict the comparison reached, or None when the outputs passed (kept for ``time()``)."""
         if reply.get("malformed"):
             return self._conclude(REJECTED, "outputs_file", str(reply["malformed"]))
         seconds = reply.get("seconds") or {}
@@ -438,6 +453,39 @@ class Evaluation:
                                   outputs=comparison.checks)
         self._checked = (comparison, int(reply.get("reference_bytes") or 0))
         return None
+
+    def _reference_starved(self, exc: InfrastructureError, seeds: list[int], outputs: Path, labels: list[str],
+                           began: float) -> EvalResult:
+        """The reference ran out of device memory with no other candidate's checked model resident.
+
+        The candidate's processes are ended (the device memory they held goes back when they exit)
+        and the same outputs are compared again. If the reference runs now, what it lacked was held
+        by the candidate, whose verdict that is: ``runtime_error/memory_limit``, as when the
+        candidate's own allocation fails (PIKE runs the reference and the candidate in one process,
+        where they share the device's memory the same way). If it still fails, the memory is held
+        elsewhere and the error stays the infrastructure's (retried, never blamed on the code). Without
+        this, a candidate holding the device's memory made every retry fail and stopped the run."""
+        self._kill()
+        self.environment["reference_starved"] = str(exc)[:300]
+        for pause_s in STARVED_RETRY_PAUSES_S:
+            time.sleep(pause_s)  # a killed process's device memory is freed as the driver tears its context down
+            try:
+                reply = self._compare(seeds, outputs, labels)
+                break
+            except InfrastructureError as again:
+                if not any(mark in str(again) for mark in DEVICE_OOM_MARKS):
+                    raise
+        else:
+            raise InfrastructureError(f"{exc} (and again after the candidate's processes ended: the device's "
+                                      "memory is held outside this evaluation)") from None
+        verdict = self._judge(reply, began)
+        if verdict is not None:  # its outputs fail on their own: that verdict says more
+            return verdict
+        first = str(exc).replace("the task's reference Model failed: ", "").splitlines()[0][:300]
+        return self._conclude(RUNTIME_ERROR, "memory_limit",
+                              "the task's reference ran out of device memory beside the candidate's process and "
+                              f"ran once that process had ended: the candidate holds the device memory a check "
+                              f"needs ({first})")
 
     def _time(self, shared: bool) -> EvalResult:
         """The ordinary timing between noise-canary readings, redone (``NoiseLimits.redo`` times at most)
