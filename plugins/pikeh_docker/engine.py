@@ -174,6 +174,11 @@ class Engine:
                    "-w", "/scratch"]
         if self.rootless:
             command += ["--userns", "keep-id"]
+        if self.name == "docker":
+            # The evaluator copies what the container prints from the attached pipe into a log it keeps
+            # bounded (``ContainerLog``); Docker's own json-file copy under /var/lib/docker would grow
+            # without end with whatever a candidate makes its worker print. Attaching works without it.
+            command += ["--log-driver", "none"]
         if limits.runtime:
             command += ["--runtime", limits.runtime]
         for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):

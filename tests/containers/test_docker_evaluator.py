@@ -216,6 +216,8 @@ def test_containers_run_locked_down(docker_evaluator):
     assert "no-new-privileges" in host["SecurityOpt"] and host["PidsLimit"] == 2048
     assert host["Memory"] == 6 * 1024**3 and host["MemorySwap"] == 6 * 1024**3
     assert set(host["Tmpfs"]) == {"/scratch", "/tmp"} and host["Init"] is True
+    assert host["LogConfig"]["Type"] == "none", "no unbounded copy of the output under Docker's data root"
+    assert " serves " in docker_evaluator.containers[0].log.tail(100_000), "the output still reaches our own log"
     assert inspect["Config"]["User"] == f"{os.getuid()}:{os.getgid()}"
     writable = [m for m in inspect["Mounts"] if m["RW"]]
     assert [m["Destination"] for m in writable] == ["/io"], "the queue folder is the only writable host path"
