@@ -366,6 +366,71 @@ def test_a_signed_result_with_an_unknown_category_is_its_workers_failure(tmp_pat
     assert caught.value.attempts == 2 and client.stats["errors"] == 1 and client.stats["results"] == 0
 
 
+@pytest.mark.parametrize(("change", "said"), [
+    ({"runtime_ms": "fast"}, "runtime_ms: type str, expected a number >= 0 or null"),
+    ({"stage_seconds": {"total": "\x1b[2J"}}, "stage_seconds['total']: type str, expected a number >= 0"),
+    ({"outputs": [{"input_set": "zero", "index": 0}]}, "outputs[0].input_set: type str, expected a whole number"),
+    ({"flags": "notalist"}, "flags: type str, expected a list"),
+])
+def test_a_signed_result_with_a_field_of_the_wrong_kind_is_its_workers_failure(tmp_path, change, said):
+    """As with an unknown category: a well-formed message whose result holds a string where a number
+    belongs (or a list, an object of the wrong elements) fails the request as the worker's infrastructure
+    error naming the field, with its tries counted; the caller never gets the record to trip over."""
+    key = b"k" * 32
+    qdir = qc.QueueDir(tmp_path / "io").ensure()
+    fake_heartbeat(qdir, "rogue", pid=os.getpid())
+    client = QueueClient(qdir.root, key=key, stale_after_s=60, error_type=EvaluatorError)
+    try:
+        req = request(CORRECT)
+        future = client.submit(req)
+        ticket, _message = _serve_one(qdir, key, worker_id="rogue")
+        answer = _result(ticket, req.request_id, "correct", None)
+        answer["result"].update(change)
+        answer["worker"]["id"] = "rogue"
+        qc.write_json(qdir.results, qc.result_name(ticket), qc.sign(answer, key))
+        with pytest.raises(EvaluatorError) as caught:
+            future.result(timeout=30)
+    finally:
+        client.close()
+    message = str(caught.value)
+    assert message.startswith("worker rogue sent a result for test/relu-scale that this harness cannot read: "
+                              "a result with a field of the wrong kind: "), message
+    assert said in message and "\x1b" not in message
+    assert caught.value.attempts == 1 and client.stats["errors"] == 1 and client.stats["results"] == 0
+
+
+def test_pikeh_eval_reports_a_wrong_kind_of_result_from_a_queue_worker_in_one_line(cli, tmp_path):
+    """`pikeh eval --evaluator queue` against a worker (hand-driven here, on a real queue folder) whose
+    result has a string for a runtime statistic: one line naming the worker and the field, exit status 1,
+    no traceback (the record used to reach the runtime line's number formatting)."""
+    qdir = qc.QueueDir(tmp_path / "io").ensure()
+    fake_heartbeat(qdir, "rogue", pid=os.getpid())
+    served: list[str] = []
+
+    def rogue() -> None:
+        ticket, message = _serve_one(qdir, None, worker_id="rogue")
+        answer = _result(ticket, message["request"]["request_id"], "correct", None)
+        answer["worker"]["id"] = "rogue"
+        answer["result"].update(task="smoke/1", runtime_ms=0.5, runtime={
+            "headline_ms": "fast", "statistic": "median", "mean_ms": 0.5, "median_ms": 0.5, "min_ms": 0.5,
+            "max_ms": 0.5, "stdev_ms": 0.0, "cv": 0.0, "iqr_ms": 0.0, "n": 1, "host_wall_ms": 0.5})
+        qc.write_json(qdir.results, qc.result_name(ticket), answer)
+        served.append(ticket)
+
+    thread = threading.Thread(target=rogue, daemon=True)
+    thread.start()
+    candidate = Path(__file__).resolve().parents[1] / "eval" / "corpus" / "ok_plain.py"
+    result = cli("eval", str(candidate), "--task", "smoke/1", "--evaluator", "queue", "--io-dir", str(qdir.root),
+                 "--queue-wait", "30")
+    thread.join(timeout=30)
+    assert served, "the hand-driven worker never saw the request"
+    assert result.exit_code == 1 and isinstance(result.exception, SystemExit), result.output
+    assert "Traceback" not in result.output
+    assert ("the evaluation could not run: worker rogue sent a result for smoke/1 that this harness cannot read: "
+            "a result with a field of the wrong kind: runtime.headline_ms: type str, expected a number >= 0"
+            in " ".join(result.output.split())), result.output
+
+
 def test_no_worker_is_a_clear_error_naming_the_folder(tmp_path):
     io_dir = tmp_path / "io"
     client = QueueClient(io_dir, wait_for_worker_s=0.3)

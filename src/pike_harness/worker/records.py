@@ -11,9 +11,9 @@ import dataclasses
 import json
 import uuid
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NoReturn
 
-from pike_harness.worker import redaction, text_safety
+from pike_harness.worker import kinds, redaction, text_safety
 
 SCHEMA_VERSION = 1
 
@@ -227,8 +227,7 @@ class EvalResult:
             # A worker of another version, or a compromised one: no verdict the harness does not know
             # (it would count as neither a success nor a failure). A transport turns this ValueError
             # into its infrastructure error (``EvaluatorError``), never into a verdict.
-            shown = text_safety.printable(str(self.category))[:100]
-            raise ValueError(f"a result with the unknown category '{shown}' (not one of {', '.join(CATEGORIES)})")
+            _refuse_category(self.category)
 
     @property
     def is_correct(self) -> bool:
@@ -242,7 +241,24 @@ class EvalResult:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> EvalResult:
+        """The result ``data`` holds. A remote worker's record (which a candidate may have written) is
+        read here, so every field, nested parts included, must be of the kind its annotation says
+        (``kinds.of_record``: no string or bool where a number belongs, no NaN or negative number, no
+        null where none is allowed, no required field missing): else a ``ValueError`` naming the field,
+        escaped as the unknown category is, which the transports turn into their infrastructure error.
+        Fields this version does not know are dropped."""
         _check_schema(data, "EvalResult")
+        if "category" in data and data["category"] not in CATEGORIES:
+            # Named as the unknown category it is, whatever its kind, before any other field is read.
+            _refuse_category(redaction.redact(data["category"], redaction.secret_values()))
+        problem = kinds.problem(data, kinds.of_record(cls), "")
+        if problem:
+            shown = redaction.shown(problem, redaction.secret_values())[:300]
+            raise ValueError(f"a result with a field of the wrong kind: {shown}")
+        for index, output in enumerate(data.get("outputs", [])):
+            if (output.get("max_abs_diff") is None) != (output.get("max_rel_diff") is None):
+                # The supervisor measures both at once; what shows one shows the other.
+                raise ValueError(f"a result with outputs[{index}] giving only one of max_abs_diff and max_rel_diff")
         data = dict(data)
         if data.get("runtime"):
             data["runtime"] = RuntimeStats(**_known_fields(RuntimeStats, data["runtime"]))
@@ -261,9 +277,17 @@ class EvalResult:
         return cls.from_dict(json.loads(text))
 
 
+def _refuse_category(category: Any) -> NoReturn:
+    """The ``ValueError`` of a category outside ``CATEGORIES``, naming it escaped (the caller masked secrets)."""
+    shown = text_safety.printable(str(category))[:100]
+    raise ValueError(f"a result with the unknown category '{shown}' (not one of {', '.join(CATEGORIES)})")
+
+
 def _check_schema(data: dict[str, Any], what: str) -> None:
+    if type(data) is not dict:
+        raise ValueError(f"{what} is {kinds.shown(data)}, not an object")
     schema = data.get("schema", SCHEMA_VERSION)
-    if schema > SCHEMA_VERSION:
+    if type(schema) is int and schema > SCHEMA_VERSION:
         raise ValueError(f"{what} has schema {schema}, newer than this worker's {SCHEMA_VERSION}: upgrade it")
 
 

@@ -24,7 +24,6 @@ reference outputs and the comparison never come near the candidate's process. to
 from __future__ import annotations
 
 import dataclasses
-import math
 import os
 import secrets
 import subprocess
@@ -36,7 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from pike_harness.worker import redaction
+from pike_harness.worker import kinds, redaction
 from pike_harness.worker.channel import (
     Channel,
     ChannelClosed,
@@ -142,7 +141,8 @@ CHECK_PARTS = ("inputs", "construct", "calls", "outputs")  # how the child split
 # (a finite number >= 0, an int too, never a bool), a list of one kind (``[kind]``) or an object whose
 # named fields are checked alike (``{name: kind}``). The candidate shares the child's process and can
 # write any of these messages, a command's nonce included (it can read it from the child's frames): a
-# field of another kind is its ``rejected/protocol``, never an exception of the supervisor's.
+# field of another kind is its ``rejected/protocol``, never an exception of the supervisor's. The
+# checker (``kinds.problem``) is shared with ``records``, which reads a remote worker's result.
 REPORT_FIELDS: dict[str, dict[str, Any]] = {
     "importing": {"environment": dict},
     "loaded": {"seconds": float},
@@ -157,48 +157,14 @@ REPORT_FIELDS: dict[str, dict[str, Any]] = {
     "infra_error": {"reason": str},
     "build": {"spec": dict},
 }
-_FINITE = 1 << 63  # an int field past this is no count or duration, and no float holds it exactly
 
 
 def report_problem(message: dict[str, Any]) -> str | None:
     """Which field of one of the child's messages is not of its kind (``REPORT_FIELDS``), or None."""
     kind = message.get("event")
     fields = REPORT_FIELDS.get(kind) if isinstance(kind, str) else None
-    problem = _kind_problem(message, fields, "") if fields else None
+    problem = kinds.problem(message, fields, "") if fields else None
     return f"the {kind!r} message's field {problem}" if problem else None
-
-
-def _kind_problem(value: Any, kind: Any, path: str) -> str | None:
-    """``PATH: what it holds, expected what`` for the first value in ``value`` not of ``kind``, or None."""
-    if kind is dict:
-        kind = {}  # an object, none of its fields read
-    if isinstance(kind, dict):
-        if type(value) is not dict:
-            return f"{path}: {_shown(value)}, expected an object"
-        for name, inner in kind.items():
-            if value.get(name) is not None:
-                problem = _kind_problem(value[name], inner, f"{path}.{name}" if path else name)
-                if problem:
-                    return problem
-        return None
-    if isinstance(kind, list):
-        if type(value) is not list:
-            return f"{path}: {_shown(value)}, expected a list"
-        return next((problem for index, item in enumerate(value)
-                     if (problem := _kind_problem(item, kind[0], f"{path}[{index}]"))), None)
-    if kind is float:
-        number = (type(value) is int and 0 <= value < _FINITE) or \
-            (type(value) is float and math.isfinite(value) and value >= 0)
-        return None if number else f"{path}: {_shown(value)}, expected a finite number >= 0"
-    assert kind is str
-    return None if type(value) is str else f"{path}: {_shown(value)}, expected a string"
-
-
-def _shown(value: Any) -> str:
-    """A value in a reason: a short number as it is, anything else by its type (the candidate wrote it)."""
-    if type(value) in (bool, float) or (type(value) is int and abs(value) < 10**15):
-        return repr(value)
-    return f"type {type(value).__name__}"
 
 
 class _Concluded(Exception):
