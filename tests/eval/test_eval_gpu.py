@@ -80,7 +80,7 @@ def test_a_candidate_holding_the_memory_its_reference_needs_gets_the_verdict(gpu
 
     holder = load_case(GPU_CORPUS / "gpu_memory_holder.py")
     result = gpu_evaluator.evaluate(holder.request())
-    assert (result.category, result.check) == ("runtime_error", "memory_limit"), result.reason
+    assert (result.category, result.check) == ("runtime_error", "memory_limit"), (result.reason, result.stderr_tail)
     assert "ran once that process had ended" in (result.reason or ""), result.reason
     assert "out of memory" in result.environment["reference_starved"]
     left = [entry.name for entry in Path("/proc").iterdir() if entry.name.isdigit()
