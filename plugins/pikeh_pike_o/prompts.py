@@ -12,7 +12,7 @@ PIKE pack's problem statement and worked example (``pike_harness.kit.prompt_temp
   and last the current program itself.
 - **error fixing** (``efa_messages``): PIKE-O's own generic prompt, not PIKE-B's two EFA prompts: the
   program failed to compile, failed the correctness check or timed out; here are its raw evaluation
-  artifacts, whole; fix it.
+  artifacts, whole (within caps no real evaluation reaches, ``artifact_values``); fix it.
 
 Unlike every prompt in ``pike_harness.kit.prompt_templates``, the crossover prompt shows runtimes and fitness
 (1 / runtime), as OpenEvolve's does; the mutation template shows none, so the ``mut`` ablation also
@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
-from pike_harness.api import EvalResult, Task, code_fences, prompt_pack, prompt_templates
+from pike_harness.api import EvalResult, Task, code_fences, failure_reports, prompt_pack, prompt_templates
 
 from .features import FEATURES
 
@@ -122,24 +122,34 @@ def crossover_messages(task: Task, current: Shown, tops: Sequence[Shown], inspir
 def efa_messages(task: Task, code: str, result: EvalResult, *, tail_chars: int,
                  pack: prompt_pack.PromptPack | None = None) -> Messages:
     """PIKE-O's error-fixing prompt: the failing program and its raw evaluation artifacts, whole (PIKE's
-    fork prints the artifacts dictionary uncut; ``tail_chars`` > 0 keeps the end of each, ours)."""
+    fork prints the artifacts dictionary uncut; ``tail_chars`` > 0 keeps the end of each, ours). "Whole"
+    within ``artifact_values``' caps, which no real evaluation reaches."""
     return _render(pack, "efa", task, code=code_fences.fence(code),
-                   artifacts=code_fences.fence(json.dumps(artifact_values(result), indent=2)
+                   artifacts=code_fences.fence(json.dumps(artifact_values(result), indent=2, default=str)
                                                if tail_chars <= 0 else raw_artifacts(result, tail_chars), "text"))
 
 
 def artifact_values(result: EvalResult | None) -> dict[str, object]:
-    """The evaluation's artifacts as PIKE's evaluator reported them: verdict fields and both logs."""
+    """The evaluation's artifacts as PIKE's evaluator reported them: verdict fields and both logs.
+
+    Each text is capped (``failure_reports.PROMPT_*_CHARS``: a reason to its first 20,000 characters, an
+    output's problem to 2,000, a check to 200, a log to its last 40,000, each marked where cut). PIKE's fork shows
+    its artifacts uncut, but no real evaluation comes near a cap: they only bound what a forged result
+    (a hostile candidate's) can put into a prompt."""
     if result is None:
         return {}
-    values: dict[str, object] = {"category": result.category, "check": result.check, "reason": result.reason,
+    caps = failure_reports
+    values: dict[str, object] = {"category": result.category,
+                                 "check": caps.head_capped(result.check, caps.PROMPT_CHECK_CHARS),
+                                 "reason": caps.head_capped(result.reason, caps.PROMPT_REASON_CHARS),
                                  "runtime_ms": result.runtime_ms, "timed_out": result.category == "timeout"}
     for check in result.outputs:
         if check.max_abs_diff is not None or check.problem:
             name = f"output{check.index}_input_set{check.input_set}"
-            values[name] = check.problem or f"max_abs_diff={check.max_abs_diff:.6g}"
-    values["stdout"] = result.stdout_tail
-    values["stderr"] = result.stderr_tail
+            values[name] = (caps.head_capped(check.problem, caps.PROMPT_PROBLEM_CHARS) if check.problem
+                            else f"max_abs_diff={check.max_abs_diff:.6g}")
+    values["stdout"] = caps.tail_capped(result.stdout_tail, caps.PROMPT_LOG_CHARS)
+    values["stderr"] = caps.tail_capped(result.stderr_tail, caps.PROMPT_LOG_CHARS)
     return {k: v for k, v in values.items() if v is not None and v != ""}
 
 

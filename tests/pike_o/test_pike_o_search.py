@@ -16,7 +16,8 @@ import pytest
 from pikeh_pike_o import PikeO, PikeOConfig, prompts
 from pikeh_pike_o.prompts import crossover_sections, format_fitness, is_crossover
 
-from pike_harness.api import code_fences, prompt_kinds, prompt_templates
+from pike_harness.api import code_fences, failure_reports, prompt_kinds, prompt_templates
+from pike_harness.contracts.model import OutputCheck
 from pike_harness.testing.context import (
     REFERENCE_SOURCE,
     ScriptedContext,
@@ -170,6 +171,27 @@ def test_fixes_count_toward_the_budget_and_the_fixed_program_enters_the_database
     parents = {q.parent for q in later}
     assert parents and not parents & {"it0001", "it0002", "it0001/fix1", "it0002/fix1"}
     assert "it0001/fix2" in {k for q in later for k in [q.parent, *q.meta["top"]]}
+
+
+def test_a_result_with_a_3_mb_reason_gives_a_fix_prompt_within_the_caps(tmp_path):
+    # PIKE's fork shows the artifacts whole (efa_tail_chars 0, the default); a hostile candidate's forged
+    # result of megabytes would exceed the model's context window and stop the task for good.
+    huge = 3_000_000
+    forged = failure("rejected", reason="REASON-HEAD " + "r" * huge, check="c" * huge,
+                     stdout_tail="o" * huge, stderr_tail="e" * huge + "STDERR-END",
+                     outputs=[OutputCheck(input_set=0, index=0, problem="p" * huge)])
+    ctx = run(tmp_path, limit=6, config=small(num_islands=1, parallel_evaluations=1, max_fix_attempts=1),
+              outcomes={"it0001": forged}, outcome=all_correct)
+    prompt = ctx.by_key("it0001/fix1").prompt
+    caps = failure_reports
+    bound = (caps.PROMPT_REASON_CHARS + caps.PROMPT_CHECK_CHARS + caps.PROMPT_PROBLEM_CHARS
+             + 2 * caps.PROMPT_LOG_CHARS + 5_000)
+    assert len(prompt) < bound
+    assert "REASON-HEAD" in prompt and "[cut: the first 20,000 of 3,000,012 characters]" in prompt
+    assert "STDERR-END" in prompt and "[cut: the last 40,000 of 3,000,010 characters]" in prompt
+    # The crossover prompt's artifacts too, whatever --log-tail-chars says.
+    shown = prompts.raw_artifacts(forged, 10**9, head=True)
+    assert len(shown) < bound and "STDERR-END" in shown
 
 
 def test_without_error_fixing_failures_enter_the_database_as_they_are(tmp_path):

@@ -10,7 +10,7 @@ import pytest
 from pikeh_pike_b import PikeB, PikeBConfig
 from pikeh_pike_b.selection import Parent, Solution, rank_parents, split_evenly
 
-from pike_harness.api import UserError, idea_lists, prompt_kinds, prompt_templates
+from pike_harness.api import UserError, failure_reports, idea_lists, prompt_kinds, prompt_templates
 from pike_harness.testing.context import (
     REFERENCE_SOURCE,
     ScriptedContext,
@@ -251,6 +251,22 @@ def test_log_tail_length_is_a_parameter(tmp_path):
               config=PikeBConfig(log_tail_chars=100))
     prompt = ctx.by_key("p000/s00/fix1").prompt
     assert "a" * 90 + "LAST-WORDS" in prompt and "a" * 91 + "LAST-WORDS" not in prompt
+
+
+@pytest.mark.parametrize("efa_context", ["pike", "rich"])
+def test_a_result_with_a_3_mb_reason_gives_a_fix_prompt_within_the_caps(tmp_path, efa_context):
+    # A hostile candidate's forged result: a fix prompt of megabytes would exceed the model's context
+    # window, and the provider's HTTP 400 would stop the task for good (its resume sends it again).
+    huge = 3_000_000
+    forged = failure("rejected", reason="REASON-HEAD " + "r" * huge, check="c" * huge,
+                     stdout_tail="o" * huge, stderr_tail="e" * huge + "STDERR-END")
+    ctx = run(tmp_path, limit=11, outcomes={"p000/s00": forged}, default_outcome=all_correct,
+              config=PikeBConfig(efa_context=efa_context, log_tail_chars=10**9))
+    prompt = ctx.by_key("p000/s00/fix1").prompt
+    caps = failure_reports
+    assert len(prompt) < caps.PROMPT_REASON_CHARS + caps.PROMPT_CHECK_CHARS + 2 * caps.PROMPT_LOG_CHARS + 5_000
+    assert "REASON-HEAD" in prompt and "[cut: the first 20,000 of 3,000,012 characters]" in prompt
+    assert "STDERR-END" in prompt
 
 
 def test_a_query_that_produced_no_program_is_not_fixed(tmp_path):

@@ -1,12 +1,38 @@
-"""How a failed evaluation is described to the error-fixing agent: failure facts and log tails, never a runtime."""
+"""How a failed evaluation is described to the error-fixing agent: failure facts and log tails, never a runtime.
+
+What one result contributes to any prompt is capped per field (``PROMPT_*_CHARS``), whatever the
+strategy's options say: a result's text comes from a candidate's process, which may be hostile, and a
+multi-megabyte reason would push the prompt past the model's context window (the provider's HTTP 400
+stops the task for good, and its resume sends the same prompt again). The caps lie far above anything
+a real evaluation writes, so an ordinary result's prompt is PIKE's, unchanged.
+"""
 
 from __future__ import annotations
+
+from typing import Any
 
 from pike_harness.contracts.model import INCORRECT, REJECTED, TIMEOUT, EvalResult
 from pike_harness.kit.code_fences import fence
 
 # PIKE shows the error-fixing agent the last 10,000 characters of each log stream.
 LOG_TAIL_CHARS = 10_000
+
+# The caps on what one result contributes to a prompt, per field (a text cut to one is marked as cut).
+# Every string of a result is escaped (worker/text_safety.py: a control character becomes "\x1b", 4
+# characters; a bidi mark "\u202e", 6), so a real text may grow that much past what the evaluator cut.
+# A reason: the evaluator's are an exception summary of at most 2,000 characters behind a short prefix
+# (worker/inside/child.py) or the supervisor's own sentences (its infrastructure errors cut at 2,000):
+# about 2,100 characters, 12,600 if every one were escaped as a bidi mark. PIKE's evaluator wrote none.
+PROMPT_REASON_CHARS = 20_000
+# A check: a machine name ("load", "calls_reference_model"), never longer than a few dozen characters.
+PROMPT_CHECK_CHARS = 200
+# An output's problem: the supervisor's comparison writes it (worker/supervise/compare.py: "shape [..],
+# expected [..]", a dtype, the differences), a few hundred characters even for a tensor of 64 dimensions.
+PROMPT_PROBLEM_CHARS = 2_000
+# A log tail: the supervisor keeps the last 10,000 characters of each stream (its ``tail_chars``), 40,000
+# once escaped if every one were a control character (colour codes are the ones real logs carry). PIKE-B
+# shows the last 10,000 (``LOG_TAIL_CHARS``), unchanged; PIKE-O's fork shows its artifacts whole.
+PROMPT_LOG_CHARS = 40_000
 
 
 def failure_report(result: EvalResult, *, tail_chars: int = LOG_TAIL_CHARS) -> str:
@@ -17,9 +43,9 @@ def failure_report(result: EvalResult, *, tail_chars: int = LOG_TAIL_CHARS) -> s
     """
     lines = [f"Evaluation result: {_CATEGORY_WORDS.get(result.category, result.category)}."]
     if result.reason:
-        lines.append(f"Reason: {result.reason}")
+        lines.append(f"Reason: {head_capped(result.reason, PROMPT_REASON_CHARS)}")
     if result.category == REJECTED and result.check:
-        lines.append(f"Failed check: {result.check}")
+        lines.append(f"Failed check: {head_capped(result.check, PROMPT_CHECK_CHARS)}")
     lines.append(f"Timed out: {'yes' if result.category == TIMEOUT else 'no'}")
     if result.category == INCORRECT or any(o.max_abs_diff is not None or o.problem for o in result.outputs):
         lines.extend(_output_differences(result))
@@ -28,10 +54,12 @@ def failure_report(result: EvalResult, *, tail_chars: int = LOG_TAIL_CHARS) -> s
 
 
 def log_tails(result: EvalResult, tail_chars: int) -> list[str]:
-    """The last ``tail_chars`` characters of stdout and of stderr, each in a fenced block."""
+    """The last ``tail_chars`` characters of stdout and of stderr (at most ``PROMPT_LOG_CHARS``), each in a
+    fenced block."""
     lines = []
-    for name, text in (("stdout", result.stdout_tail), ("stderr", result.stderr_tail)):
-        tail = text[-tail_chars:] if tail_chars > 0 else ""
+    for name, value in (("stdout", result.stdout_tail), ("stderr", result.stderr_tail)):
+        text = as_text(value)
+        tail = log_tail(text, tail_chars)
         if not tail.strip():
             lines.append(f"{name}: (empty)" if not text.strip() else f"{name}: (not shown)")
         elif len(tail) < len(text):
@@ -58,7 +86,7 @@ def _output_differences(result: EvalResult) -> list[str]:
         if check.max_abs_diff is not None:
             worst[check.index] = max(worst.get(check.index, check.max_abs_diff), check.max_abs_diff)
         if check.problem and check.index not in problems:
-            problems[check.index] = check.problem
+            problems[check.index] = head_capped(check.problem, PROMPT_PROBLEM_CHARS)
     if not worst and not problems:
         return ["Per-output differences: not available."]
     lines = ["Maximum absolute difference from the reference, per output:"]
@@ -87,5 +115,31 @@ def first_set_differences(result: EvalResult) -> str:
 
 
 def log_tail(text: str, tail_chars: int) -> str:
-    """The last ``tail_chars`` characters of a log stream (PIKE keeps the ending of each)."""
-    return text[-tail_chars:] if tail_chars > 0 else ""
+    """The last ``tail_chars`` characters of a log stream (PIKE keeps the ending of each), at most
+    ``PROMPT_LOG_CHARS``. Unmarked, as PIKE's: the fix prompt's words say it is the end of the stream."""
+    keep = min(tail_chars, PROMPT_LOG_CHARS)
+    return as_text(text)[-keep:] if keep > 0 else ""
+
+
+def as_text(value: Any) -> str:
+    """A result's text field as a string: a wrongly typed value (a forged result) is shown as its
+    ``str``, None as nothing."""
+    return "" if value is None else value if isinstance(value, str) else str(value)
+
+
+def head_capped(value: Any, limit: int) -> str:
+    """``value`` as text, whole when at most ``limit`` characters, else its first ``limit`` and a note
+    of the cut."""
+    text = as_text(value)
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]} ... [cut: the first {limit:,} of {len(text):,} characters]"
+
+
+def tail_capped(value: Any, limit: int) -> str:
+    """``value`` as text, whole when at most ``limit`` characters, else a note of the cut and its last
+    ``limit``."""
+    text = as_text(value)
+    if len(text) <= limit:
+        return text
+    return f"[cut: the last {limit:,} of {len(text):,} characters] ... {text[-limit:]}"

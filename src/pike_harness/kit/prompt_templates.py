@@ -20,7 +20,14 @@ from pathlib import Path
 
 from pike_harness.contracts.model import INCORRECT, REJECTED, TIMEOUT, EvalResult, Task
 from pike_harness.kit.code_fences import fence
-from pike_harness.kit.failure_reports import LOG_TAIL_CHARS, failure_report, first_set_differences, log_tail
+from pike_harness.kit.failure_reports import (
+    LOG_TAIL_CHARS,
+    PROMPT_REASON_CHARS,
+    failure_report,
+    first_set_differences,
+    head_capped,
+    log_tail,
+)
 from pike_harness.kit.prompt_pack import PromptPack, load_pack, pack_folders
 
 # Marker lines of the default pack, one per prompt kind: text that fakes and offline backends match on.
@@ -148,7 +155,8 @@ def fix_messages(task: Task, code: str, result: EvalResult, *, tail_chars: int =
     ``tail_chars`` characters of stdout and of stderr and whether it timed out (and, for a program our
     evaluator rejected, the rule it broke: PIKE's evaluator had no such verdict). ``context="rich"``
     (ours) shows every failure the same way: ``failure_report`` (category, reason, per-output
-    differences and both log tails).
+    differences and both log tails). Either way a reason and each log tail are capped
+    (``failure_reports.PROMPT_*_CHARS``) far above any real evaluation's, against a forged result.
     """
     if context not in EFA_CONTEXTS:
         raise ValueError(f"unknown error-fixing context {context!r}")
@@ -157,7 +165,8 @@ def fix_messages(task: Task, code: str, result: EvalResult, *, tail_chars: int =
         return _render(pack, "fix_rich", task, code=failing, report=failure_report(result, tail_chars=tail_chars))
     if result.category == INCORRECT:
         return _render(pack, "fix_incorrect", task, code=failing, max_differences=first_set_differences(result))
-    rejected = f"Our evaluator rejected it: {result.reason}" if result.category == REJECTED and result.reason else ""
+    rejected = (f"Our evaluator rejected it: {head_capped(result.reason, PROMPT_REASON_CHARS)}"
+                if result.category == REJECTED and result.reason else "")
     return _render(pack, "fix_error", task, code=failing, rejected=rejected,
                    stdout=fence(log_tail(result.stdout_tail, tail_chars), "text"),
                    stderr=fence(log_tail(result.stderr_tail, tail_chars), "text"),
