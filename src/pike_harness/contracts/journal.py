@@ -18,8 +18,16 @@ from typing import Any, ClassVar
 
 
 def safe_name(text: str, limit: int = 80) -> str:
-    """A file-system-safe rendering of a key or run name."""
-    return re.sub(r"[^A-Za-z0-9._-]+", "_", text).strip("_")[:limit] or "_"
+    """A file-system-safe rendering of a key or run name: one path component, never ``.`` or ``..``.
+
+    Task refs and keys can come from a foreign journal or `pikeh import pike --suite`, so "../.." must not
+    name a folder outside the run. A name of dots alone gets a leading ``_`` ("_.", "_.."): no other text
+    maps to a name that starts with ``_`` (the ``strip``), so every folder an earlier run made keeps its name.
+    Distinct texts can still share a name ("a/b", "a b" and "a_b"; keys cut at ``limit``): changing that
+    would rename existing runs' folders, which a resume finds by this mapping.
+    """
+    name = re.sub(r"[^A-Za-z0-9._-]+", "_", text).strip("_")[:limit] or "_"
+    return name if name.strip(".") else ("_" + name)[:max(1, limit)]
 
 
 def task_dir(task_ref: str) -> PurePosixPath:
