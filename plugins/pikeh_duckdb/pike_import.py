@@ -16,18 +16,27 @@ runs with no special case anywhere downstream. What the importer reads (docs/rep
 Attempts are numbered 1, 2, ... per task in (iteration, attempt) order; that number is the query index
 that budgets truncate by. A fix is recognised from a ``role``/``agent``/``type`` field or a folder name
 containing "fix"; PIKE's trees do not record lineage, so fixes have a parent only when a field names it.
+
+A downloaded tree is someone else's files: no link in it is followed. A file or folder that is a symbolic
+link, or lies behind one that leads out of the tree, is skipped with a warning line (a ``code.py`` linked to
+``~/.ssh/id_rsa`` would otherwise be copied into the run, its best.py and the report), and files are opened
+without following a link. Its texts are escaped and cut before they reach the journal.
 """
 
 from __future__ import annotations
 
 import json
+import math
+import os
 import re
 import shutil
+import stat
+import sys
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeGuard
 
 import click
 
@@ -37,6 +46,8 @@ CODE_NAMES = ("code.py", "kernel.py", "solution.py", "model_new.py", "candidate.
 METRIC_PATTERNS = ("metrics*.json", "eval*.json", "result*.json", "*metrics*.json")
 TASK_FILE = re.compile(r"^(\d+)_([A-Za-z0-9_.\-]+?)(?:\.py)?$")
 NUMBER = re.compile(r"(\d+)")
+REASON_LIMIT = 2000  # characters of a reason kept, as the evaluator keeps them
+FIELD_LIMIT = 200  # characters of a one-line field (role, parent, hardware)
 
 # Token-count keys of the APIs PIKE used: prompt, output, thinking (billed as output), cached prompt.
 USAGE_KEYS = {
@@ -70,46 +81,84 @@ def _number(path: Path) -> int:
     return int(found[-1]) if found else 0
 
 
+def warn(message: str) -> None:
+    print(f"pikeh: warning: {message}", file=sys.stderr)
+
+
+class Tree:
+    """The imported tree, read without following a link: what it lists are its own files and folders."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root.resolve()
+        self.skipped: set[Path] = set()
+
+    def own(self, path: Path) -> bool:
+        """Whether ``path`` is the tree's own: not a symbolic link, and not reached through one leading out
+        of the tree (warned about once, then skipped)."""
+        try:
+            inside = not path.is_symlink() and path.resolve().is_relative_to(self.root)
+        except (OSError, RuntimeError):  # RuntimeError: a link loop
+            inside = False
+        if not inside and path not in self.skipped:
+            self.skipped.add(path)
+            warn(f"{printable(str(path))}: skipped: a symbolic link, or behind one leading out of {self.root} "
+                 "(an imported tree's links are not followed)")
+        return inside
+
+    def entries(self, folder: Path, pattern: str, *, folders: bool = False) -> list[Path]:
+        """``folder``'s own files (or folders) matching ``pattern``, sorted by name."""
+        if not self.own(folder) or not folder.is_dir():
+            return []
+        return sorted(p for p in folder.glob(pattern) if self.own(p) and (p.is_dir() if folders else p.is_file()))
+
+    def first(self, folder: Path, names: Iterable[str]) -> Path | None:
+        for pattern in names:
+            found = self.entries(folder, pattern)
+            if found:
+                return found[0]
+        return None
+
+
 def _read(path: Path | None) -> str | None:
+    """A regular file's text, opened without following a link (None if it is not one, or unreadable)."""
     if path is None:
         return None
     try:
-        return path.read_text(encoding="utf-8", errors="replace")
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
+    except OSError:
+        return None
+    try:
+        with open(fd, encoding="utf-8", errors="replace") as handle:
+            return handle.read() if stat.S_ISREG(os.fstat(fd).st_mode) else None
     except OSError:
         return None
 
 
-def _first(folder: Path, names: Iterable[str]) -> Path | None:
-    for pattern in names:
-        found = sorted(p for p in folder.glob(pattern) if p.is_file())
-        if found:
-            return found[0]
-    return None
-
-
-def read_attempt(folder: Path, iteration: int) -> PikeAttempt:
+def read_attempt(folder: Path, iteration: int, tree: Tree | None = None) -> PikeAttempt:
+    tree = tree or Tree(folder)
     attempt = PikeAttempt(iteration, _number(folder), folder)
-    attempt.code = _read(_first(folder, CODE_NAMES) or _first(folder, ("*.py",)))
-    attempt.prompt = _read(_first(folder, ("prompt.*", "*prompt*")))
-    attempt.raw_file = _first(folder, ("raw_response.*", "raw*"))
-    attempt.response = _read(_first(folder, ("response.*",))) or _read(attempt.raw_file)
-    metrics_file = _first(folder, METRIC_PATTERNS)
+    attempt.code = _read(tree.first(folder, CODE_NAMES) or tree.first(folder, ("*.py",)))
+    attempt.prompt = _read(tree.first(folder, ("prompt.*", "*prompt*")))
+    attempt.raw_file = tree.first(folder, ("raw_response.*", "raw*"))
+    attempt.response = _read(tree.first(folder, ("response.*",))) or _read(attempt.raw_file)
+    metrics_file = tree.first(folder, METRIC_PATTERNS)
     if metrics_file is not None:
         try:
-            data = json.loads(metrics_file.read_text(encoding="utf-8"))
+            data = json.loads(_read(metrics_file) or "")
             attempt.metrics = data if isinstance(data, dict) else {}
-        except (OSError, json.JSONDecodeError):
+        except (ValueError, RecursionError):  # JSONDecodeError, an int of 4,300+ digits, nested too deep
             attempt.metrics = {"metadata": {"runtime_error": f"unreadable metrics file {metrics_file.name}"}}
     return attempt
 
 
-def task_attempts(task_dir: Path) -> list[PikeAttempt]:
+def task_attempts(task_dir: Path, tree: Tree | None = None) -> list[PikeAttempt]:
     """Every attempt of one task, in (iteration, attempt) order (numeric: attempt_10 after attempt_2)."""
-    iterations = sorted((p for p in (task_dir / "output" / "iter_output").glob("iter_*") if p.is_dir()), key=_number)
+    tree = tree or Tree(task_dir)
+    iterations = sorted(tree.entries(task_dir / "output" / "iter_output", "iter_*", folders=True), key=_number)
     out = []
     for iteration in iterations:
-        folders = sorted((p for p in (iteration / "attempts").glob("attempt_*") if p.is_dir()), key=_number)
-        out += [read_attempt(folder, _number(iteration)) for folder in folders]
+        folders = sorted(tree.entries(iteration / "attempts", "attempt_*", folders=True), key=_number)
+        out += [read_attempt(folder, _number(iteration), tree) for folder in folders]
     return out
 
 
@@ -119,12 +168,46 @@ def _truthy_text(value: Any) -> str | None:
     return value if isinstance(value, str) else json.dumps(value, default=str)
 
 
+def _finite(value: Any) -> TypeGuard[float]:
+    """Whether ``value`` is a finite number that fits a float (not a bool, a string, NaN or infinity)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return False
+    try:
+        return math.isfinite(value)
+    except OverflowError:  # an integer of hundreds of digits
+        return False
+
+
+def _positive(value: Any) -> TypeGuard[float]:
+    """Whether ``value`` is a runtime: a finite number above 0."""
+    return _finite(value) and value > 0
+
+
+def _number_or_none(value: Any) -> float | int | None:
+    return value if _finite(value) else None
+
+
+def _field(value: Any, limit: int = FIELD_LIMIT) -> str | None:
+    """A one-line text field of the tree, escaped and cut (None when it is not a non-empty string)."""
+    return printable(value).replace("\n", " ")[:limit] if isinstance(value, str) and value else None
+
+
 def verdict(metrics: dict[str, Any]) -> dict[str, Any]:
-    """Category, runtime and reason from a metrics record (KernelBench-style, or ours)."""
+    """Category, runtime and reason from a metrics record (KernelBench-style, or ours). A record that says
+    correct without a usable runtime is a runtime_error whose ``warning`` says why."""
     if metrics.get("category") in CATEGORIES:
-        runtime = metrics.get("runtime_ms")
-        return {"category": metrics["category"], "runtime_ms": runtime if metrics["category"] == "correct" else None,
-                "reason": metrics.get("reason"), "stats": metrics.get("runtime")}
+        reason = _truthy_text(metrics.get("reason"))
+        result = {"category": metrics["category"], "runtime_ms": None,
+                  "reason": reason[:REASON_LIMIT] if reason else None, "stats": _object(metrics.get("runtime")) or None}
+        if result["category"] == "correct":
+            runtime = metrics.get("runtime_ms")
+            if _positive(runtime):
+                result["runtime_ms"] = float(runtime)
+            else:
+                bad = f"runtime_ms {printable(json.dumps(runtime, default=str))[:80]} is not a positive number"
+                result.update(category="runtime_error", reason=f"correct but not timed: {bad}", stats=None,
+                              warning=bad)
+        return result
     meta = _object(metrics.get("metadata"))
     merged = {**metrics, **meta}
     # Only a flag or a message says it timed out; a number under such a key is a setting (timeout_s: 600).
@@ -150,7 +233,7 @@ def verdict(metrics: dict[str, Any]) -> dict[str, Any]:
     if merged.get("correctness") is True or merged.get("correct") is True:
         stats = _object(metrics.get("runtime_stats"))
         runtime = stats.get("mean", metrics.get("runtime"))
-        if isinstance(runtime, int | float) and runtime > 0:
+        if _positive(runtime):
             return {"category": "correct", "runtime_ms": float(runtime), "reason": None, "stats": _stats(stats, runtime)}
         return {"category": "runtime_error", "runtime_ms": None, "reason": "correct but not timed", "stats": None}
     return {"category": "runtime_error", "runtime_ms": None, "reason": "no evaluation recorded", "stats": None}
@@ -163,12 +246,14 @@ def _object(value: Any) -> dict[str, Any]:
 
 def _stats(stats: dict[str, Any], headline: float) -> dict[str, Any]:
     """PIKE's runtime statistics in our RuntimeStats shape (PIKE's headline statistic is the mean)."""
-    mean = stats.get("mean", headline)
-    std = stats.get("std")
-    return {"headline_ms": headline, "statistic": "mean", "mean_ms": mean, "median_ms": stats.get("median"),
-            "min_ms": stats.get("min"), "max_ms": stats.get("max"), "stdev_ms": std,
-            "cv": (std / mean) if isinstance(std, int | float) and mean else None, "iqr_ms": None,
-            "n": stats.get("num_trials"), "host_wall_ms": None}
+    mean = _number_or_none(stats.get("mean", headline))
+    std = _number_or_none(stats.get("std"))
+    trials = stats.get("num_trials")
+    return {"headline_ms": headline, "statistic": "mean", "mean_ms": mean,
+            "median_ms": _number_or_none(stats.get("median")), "min_ms": _number_or_none(stats.get("min")),
+            "max_ms": _number_or_none(stats.get("max")), "stdev_ms": std,
+            "cv": (std / mean) if std is not None and mean else None, "iqr_ms": None,
+            "n": trials if isinstance(trials, int) and not isinstance(trials, bool) else None, "host_wall_ms": None}
 
 
 def find_usage(*records: Any) -> Usage | None:
@@ -219,15 +304,16 @@ def read_baselines(files: Iterable[Path]) -> dict[str, dict[int, dict[str, Any]]
     for path in files:
         try:
             data = json.loads(Path(path).read_text(encoding="utf-8"))
-        except (OSError, json.JSONDecodeError) as exc:
+            entries = list(_timing_entries(data))
+        except (OSError, ValueError, RecursionError) as exc:  # ValueError: JSONDecodeError, bad UTF-8
             raise UserError(f"baseline file {path} cannot be read: {exc}") from None
         mode = baseline_mode(Path(path).name)
-        for key, stats in _timing_entries(data):
+        for key, stats in entries:
             match = TASK_FILE.match(key)
-            if match and isinstance(stats.get("mean"), int | float):
+            if match and _positive(stats.get("mean")):
                 out.setdefault(mode, {}).setdefault(int(match.group(1)), {
                     "name": f"{match.group(1)}_{match.group(2)}", "stats": stats,
-                    "hardware": stats.get("hardware"), "source": str(path)})
+                    "hardware": _field(stats.get("hardware")), "source": str(path)})
     return out
 
 
@@ -249,14 +335,15 @@ def import_pike(source: Path, *, output_dir: Path, name: str | None, suite: str,
     from pike_harness import __version__
     from pike_harness.api import PriceTable, RunEnd, RunStart, RunStore
 
+    tree = Tree(source)
     tasks_root = source / "tasks"
-    task_dirs = sorted((p for p in tasks_root.glob("task*") if p.is_dir() and _number(p)), key=_number) \
-        if tasks_root.is_dir() else []
+    task_dirs = sorted((p for p in tree.entries(tasks_root, "task*", folders=True) if _number(p)), key=_number)
     if not task_dirs:
         raise UserError(f"{source} is not a PIKE output tree: expected {tasks_root}/task<N>/output/iter_output/...")
-    files = list(baseline_files) or sorted(p for p in source.rglob("*baseline*.json") if p.is_file())
+    # rglob descends into no linked folder; a linked file is skipped like any other
+    files = list(baseline_files) or sorted(p for p in source.rglob("*baseline*.json") if tree.own(p) and p.is_file())
     baselines = read_baselines(files)
-    attempts = {_number(d): task_attempts(d) for d in task_dirs}
+    attempts = {_number(d): task_attempts(d, tree) for d in task_dirs}
     provider, _, model = llm.partition(":")
     price = PriceTable.load().price(provider, model)
     budget = query_budget or max((len(a) for a in attempts.values()), default=1) or 1
@@ -319,9 +406,12 @@ def _write_task(store: Any, ref: str, items: list[PikeAttempt], baselines: Itera
         if raw_text:
             try:
                 raw_json = json.loads(raw_text)
-            except json.JSONDecodeError:
+            except (ValueError, RecursionError):
                 raw_json = None
-        usage = find_usage(raw_json, item.metrics)
+        try:
+            usage = find_usage(raw_json, item.metrics)
+        except RecursionError:  # nested deeper than the search goes: no token counts
+            usage = None
         cost = price.cost(usage) if (price is not None and usage is not None) else None
         folder = store.attempt_dir(ref, item.key, index)
         files = {"prompt.md": item.prompt or "", "response.md": item.response or ""}
@@ -346,8 +436,15 @@ def _write_task(store: Any, ref: str, items: list[PikeAttempt], baselines: Itera
         store.append(LLMAnswer(task=ref, key=item.key, role=role, index=index, counted=True,
                                request_sha256=sha256(item.prompt or ""), response=response))
         code = item.code or ""
-        result = verdict(item.metrics)
-        result["reason"] = printable(result["reason"]) if isinstance(result["reason"], str) else result["reason"]
+        try:
+            result = verdict(item.metrics)
+        except RecursionError:  # a metrics file nested almost as deep as json reads
+            result = {"category": "runtime_error", "runtime_ms": None, "reason": "unreadable metrics file",
+                      "stats": None, "warning": "its metrics file is nested too deeply to read"}
+        if result.get("warning"):
+            warn(f"{printable(str(item.folder))}: {result['warning']}; imported as runtime_error")
+        if isinstance(result["reason"], str):
+            result["reason"] = printable(result["reason"])[:REASON_LIMIT]
         record = {"request_id": "", "task": ref, "category": result["category"], "reason": result["reason"],
                   "runtime_ms": result["runtime_ms"], "runtime": result["stats"], "protocol": {"name": "pike"},
                   "environment": {}, "schema": 1}
@@ -373,16 +470,16 @@ def _usage_dict(usage: Usage | None) -> dict[str, Any]:
 
 def _role(item: PikeAttempt) -> str:
     for key in ("role", "agent", "type", "kind"):
-        value = item.metrics.get(key)
-        if isinstance(value, str) and value:
+        value = _field(item.metrics.get(key))
+        if value:
             return "fix" if "fix" in value.lower() else ("optimize" if "opt" in value.lower() else value)
     return "fix" if "fix" in item.folder.name.lower() else "optimize"
 
 
 def _parent(item: PikeAttempt) -> str | None:
     for key in ("parent", "parent_attempt", "parent_key"):
-        value = item.metrics.get(key)
-        if isinstance(value, str) and value:
+        value = _field(item.metrics.get(key))
+        if value:
             return value
     return None
 

@@ -142,3 +142,105 @@ def test_verdicts_and_baseline_modes():
     assert baseline_mode("baseline_time_torch_compile_inductor_default.json") == "compile"
     assert baseline_mode("baseline_time_torch_compile_inductor_max-autotune.json") == "compile-max-autotune"
     assert baseline_mode("baseline_time_tensorrt.json") == "tensorrt"
+
+
+SECRET = "TOP-SECRET-deploy-key-0c6f"
+
+
+def test_links_in_the_tree_are_skipped_and_nothing_outside_it_is_copied(cli, pike_tree, tmp_path):
+    """A downloaded tree whose files and folders link to the importer's own files: each link is skipped
+    with a warning line, and the secret reaches neither the run nor its report."""
+    secret = tmp_path / "secret.txt"
+    secret.write_text(SECRET + "\n")
+    (tmp_path / "secret.json").write_text(json.dumps(
+        {"l": {"1_MLP.py": {"mean": 1.0, "hardware": SECRET}, "3_Secret.py": {"mean": 1.0, "hardware": SECRET}}}))
+    outside = tmp_path / "elsewhere"  # a PIKE-shaped folder outside the tree, every file the secret
+    folder = outside / "output" / "iter_output" / "iter_0" / "attempts" / "attempt_0"
+    folder.mkdir(parents=True)
+    for name in ("code.py", "response.txt", "metrics.json"):
+        (folder / name).symlink_to(secret)
+    attempts = pike_tree / "tasks" / "task1" / "output" / "iter_output" / "iter_0" / "attempts"
+    linked = attempts / "attempt_1"
+    for name in ("code.py", "response.txt", "prompt.txt"):
+        (linked / name).unlink()
+        (linked / name).symlink_to(secret)
+    (linked / "kernel.py").symlink_to(secret)  # the next code name tried
+    (attempts / "attempt_5").symlink_to(folder, target_is_directory=True)
+    (pike_tree / "tasks" / "task3").symlink_to(outside, target_is_directory=True)
+    (pike_tree / "tasks" / "task9" / "output" / "iter_output" / "iter_7").symlink_to(
+        folder.parent.parent, target_is_directory=True)
+    (pike_tree / "results" / "secret_baseline.json").symlink_to(tmp_path / "secret.json")
+
+    runs = tmp_path / "runs"
+    result = cli("import", "pike", str(pike_tree), "--output-dir", str(runs), "--name", "linked")
+    assert result.exit_code == 0, result.output
+    warnings = [line for line in result.output.splitlines() if line.startswith("pikeh: warning: ")]
+    for name in ("attempt_1/code.py", "attempt_1/response.txt", "attempt_1/kernel.py", "attempt_5",
+                 "tasks/task3", "iter_7", "secret_baseline.json"):
+        assert sum(name in line and "symbolic link" in line for line in warnings) == 1, (name, warnings)
+    run = runs / "linked"
+    meta = json.loads((run / "run.json").read_text())
+    assert [t["ref"] for t in meta["tasks"]] == ["level3-pike/1", "level3-pike/9"]
+    # attempt_1 still counts (its raw reply is its own file); its code is empty, its prompt unread
+    folder = run / "tasks" / "level3-pike" / "1" / "attempts" / "0002_iter000_attempt001"
+    assert (folder / "code.py").read_text() == "" and (folder / "prompt.md").read_text() == ""
+    assert "class ModelNew" in (folder / "response.md").read_text()
+
+    report = tmp_path / "report"
+    shown = cli("report", "--input", str(runs), "--output", str(report), "--format", "html,csv")
+    assert shown.exit_code == 0, shown.output
+    for path in [*run.rglob("*"), *report.rglob("*")]:
+        if path.is_file():
+            assert SECRET not in path.read_text(errors="replace"), path
+    assert SECRET not in result.output + shown.output
+
+
+def our_record(root: Path, number: int, record: dict) -> None:
+    attempt(root, 4, 0, number, None)
+    folder = root / "tasks" / "task4" / "output" / "iter_output" / "iter_0" / "attempts" / f"attempt_{number}"
+    (folder / "metrics.json").write_text(json.dumps(record))
+
+
+def test_our_own_records_are_escaped_cut_and_checked(cli, tmp_path):
+    """pike-harness result records in a tree: the reason is cut to 2000 characters, role and parent are
+    escaped and cut, and a runtime that is not a number is one warning line, not a traceback."""
+    root = tmp_path / "tree"
+    long_role = "\x1b[2J\x1b]8;;http://x\x07critic\nagent" + "r" * 500
+    our_record(root, 0, {"category": "incorrect", "reason": "mismatch " + "R" * 5000, "role": long_role,
+                         "parent": "\u202eiter000_attempt000\r\n" + "p" * 500})
+    our_record(root, 1, {"category": "correct", "runtime_ms": "fast"})
+    our_record(root, 2, {"category": "correct", "runtime_ms": 0.5, "reason": ["a", "list"]})
+    our_record(root, 3, {"category": "correct", "runtime_ms": True})
+    our_record(root, 4, {"category": "correct", "runtime_ms": 0.25})
+    runs = tmp_path / "runs"
+    result = cli("import", "pike", str(root), "--output-dir", str(runs), "--name", "ours")
+    assert result.exit_code == 0, result.output
+    assert result.exception is None
+    warnings = [line for line in result.output.splitlines() if line.startswith("pikeh: warning: ")]
+    assert len(warnings) == 2 and all("attempt_" in w and "imported as runtime_error" in w for w in warnings)
+    assert 'runtime_ms "fast" is not a positive number' in warnings[0] and "runtime_ms true" in warnings[1]
+    events = [json.loads(line) for line in (runs / "ours" / "journal.jsonl").read_text().splitlines()]
+    done = {e["index"]: e for e in events if e["type"] == "attempt"}
+    assert [done[i]["category"] for i in (1, 2, 3, 4, 5)] == \
+        ["incorrect", "runtime_error", "correct", "runtime_error", "correct"]
+    assert done[1]["reason"].startswith("mismatch RRR") and len(done[1]["reason"]) == 2000
+    assert 'correct but not timed: runtime_ms "fast"' in done[2]["reason"] and done[2]["runtime_ms"] is None
+    assert done[3]["reason"] == '["a", "list"]' and done[3]["runtime_ms"] == 0.5
+    role, parent = done[1]["role"], done[1]["parent"]
+    assert len(role) == 200 and len(parent) == 200
+    for text in (role, parent):
+        assert not any(ch in text for ch in "\x1b\x07\n\r\u202e"), text
+    assert role.startswith("\\x1b[2J") and parent.startswith("\\u202eiter000_attempt000")
+    [end] = [e for e in events if e["type"] == "task_end"]
+    assert end["best_runtime_ms"] == 0.25
+
+
+def test_a_suite_of_dots_names_a_folder_inside_the_run(cli, pike_tree, tmp_path):
+    """`--suite ..` made the task folders tasks/../1, beside the run's own files."""
+    runs = tmp_path / "runs"
+    result = cli("import", "pike", str(pike_tree), "--output-dir", str(runs), "--name", "dots", "--suite", "..")
+    assert result.exit_code == 0, result.output
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["pike-level3", "runs"]
+    assert [p.name for p in runs.iterdir()] == ["dots"]
+    assert {p.name for p in (runs / "dots").iterdir()} <= {"journal.jsonl", "run.json", "run.lock", "tasks"}
+    assert (runs / "dots" / "tasks" / "_.." / "1" / "best.py").is_file()
