@@ -241,8 +241,19 @@ def _retimes(con: Any, output: Path, config: DuckDBConfig, services: ReportServi
     retiming.insert(con, retiming.load(path))
 
 
+WHY_LIMIT = 300  # a final re-timing's ``why`` as shown: a run writes at most about 240 (final_timing.py)
+
+
 def collect(con: Any) -> dict[str, Any]:
     """Everything the outputs need, read from the metric views."""
+    data = _collect(con)
+    for row in data["final"]:  # a foreign journal's ``why`` is not cut nor escaped; the HTML, CSV and table show it
+        why = row.get("paired_why")
+        row["paired_why"] = _short(printable(why), WHY_LIMIT) if isinstance(why, str) else why
+    return data
+
+
+def _collect(con: Any) -> dict[str, Any]:
     return {
         "summary": rows(con, "FROM run_summary"),
         "runs": rows(con, "FROM runs ORDER BY run"),

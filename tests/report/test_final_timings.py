@@ -119,3 +119,18 @@ def test_the_report_option_include_jit_trace(tmp_path):
         return json.loads(result.output[result.output.index("["):])[0]["score"]
 
     assert score() == pytest.approx(2.0) and score("--include-jit-trace") == pytest.approx(4.0)
+
+
+def test_a_foreign_journal_s_long_why_is_escaped_and_cut_in_the_report(tmp_path):
+    """A run directory from elsewhere can say anything in a final timing's ``why``: the CSV and the page show
+    it on one screen line, its control characters escaped."""
+    run = HandRun(tmp_path / "runs", "F").task(2, "2_Beta")
+    run.baseline(2, 4.0).attempt(2, 3, "correct", 2.0)
+    run.final_timing(2, 3, None, why="cannot pair \x1b[2J\x1b]0;owned\x07 " + "W" * 20_000)
+    out = tmp_path / "report"
+    result = invoke("report", "--input", str(run.write()), "--output", str(out), "--format", "csv,html")
+    assert result.exit_code == 0, result.output[-3000:]
+    for path in (out / "per_task_long.csv", out / "index.html"):
+        text = path.read_text()
+        assert "cannot pair \\x1b[2J" in text and "W" * 301 not in text and "\x1b" not in text, path
+    assert "W" * 301 not in result.output

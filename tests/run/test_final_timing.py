@@ -52,8 +52,8 @@ def server():
         yield fake
 
 
-def pikeh_run(server: FakeLLMServer, out: Path, *extra: str, noisy=None, pairs: bool = True):
-    plugin = fake_evaluator_plugin(timed_verdict, noisy=noisy, pairs=pairs)
+def pikeh_run(server: FakeLLMServer, out: Path, *extra: str, noisy=None, pairs: bool = True, verdict=timed_verdict):
+    plugin = fake_evaluator_plugin(verdict, noisy=noisy, pairs=pairs)
     result = invoke("run", "--strategy", "best-of-n", "--suite", "smoke", "--tasks", "4", "--llm", "openai:fake",
                     "--llm-base-url", server.openai_base_url, "--query-budget", "3", "--parallel", "3",
                     "--evaluator", "fake", "--output-dir", str(out), "--run-name", "r", *extra,
@@ -143,6 +143,28 @@ def test_an_evaluator_that_cannot_pair_is_journaled_with_its_reason(server, tmp_
     [timing] = events(tmp_path, "final_timing")
     assert timing["result"]["paired"] is None and "no paired timing" in timing["why"]
     assert "the report uses the search-time number" in (tmp_path / "r" / "log.txt").read_text()
+
+
+def test_a_failed_re_evaluation_s_long_reason_is_cut_in_why(server, tmp_path):
+    """The candidate writes most of a failed evaluation's reason: its first line, as long as it likes,
+    reaches the journal's ``why``, the log, the terminal and the report only cut to 200 characters."""
+    long_line = "output mismatch " + "A" * 20_000
+
+    def failing_the_retime(request: EvalRequest) -> EvalResult:
+        result = timed_verdict(request)
+        if request.paired is not None:
+            result = EvalResult(request_id=request.request_id, task=request.task, category="incorrect",
+                                reason=long_line + "\nsecond line")
+        return result
+
+    result, _ = pikeh_run(server, tmp_path, verdict=failing_the_retime)
+    assert result.exit_code == 0, result.output[-3000:]
+    [timing] = events(tmp_path, "final_timing")
+    assert timing["why"].startswith("the re-evaluation ended incorrect: output mismatch AAA")
+    assert timing["why"].endswith("\u2026") and len(timing["why"]) <= len("the re-evaluation ended incorrect: ") + 200
+    assert "second line" not in timing["why"]
+    for text in (result.output, (tmp_path / "r" / "log.txt").read_text()):
+        assert "A" * 201 not in text
 
 
 def test_a_ctrl_c_during_the_final_retiming_loses_nothing_and_the_resume_times_it(server, tmp_path, monkeypatch):

@@ -24,6 +24,7 @@ from pike_harness.contracts.model import EvalResult, PairedSpec, PairedTiming
 from pike_harness.host.final_best import Contender, contender
 from pike_harness.host.run_signals import RunInterrupted
 from pike_harness.host.store import sha256
+from pike_harness.kit.short_text import shorten
 
 if TYPE_CHECKING:
     from pike_harness.host.run_services import RunServices
@@ -105,11 +106,15 @@ def describe_paired(paired: PairedTiming) -> str:
             f"{len(paired.pairs)} pairs, {paired.stop}{flag})")
 
 
+WHY_LIMIT = 200  # characters of the re-evaluation's reason kept in ``why`` (the report's paired_why)
+
+
 def unpaired_reason(result: EvalResult) -> str:
-    """Why a final re-timing has no paired timing, in one line."""
+    """Why a final re-timing has no paired timing, in one line: the first line of a failed re-evaluation's
+    reason cut to WHY_LIMIT characters (the candidate writes much of it; it reaches the HTML, CSV and terminal)."""
     if not result.is_correct:
         first = (result.reason or "").strip().splitlines()[:1]
-        return f"the re-evaluation ended {result.category}" + (f": {first[0]}" if first else "")
+        return f"the re-evaluation ended {result.category}" + (f": {shorten(first[0], WHY_LIMIT)}" if first else "")
     return "the evaluator returned no paired timing (it cannot pair on this backend)"
 
 
