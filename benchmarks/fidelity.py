@@ -49,6 +49,7 @@ from perf_common import (  # noqa: E402
     arguments,
     default_device,
     environment_of,
+    md_cell,
     request,
     workdir,
     write,
@@ -215,7 +216,8 @@ def markdown(rows: list[dict], summary: dict, setup: dict) -> str:
     for row in rows:
         ratio = f"{row['ratio']:.3f}" if row["ratio"] is not None else "-"
         mark = "" if row["agree"] else " **(differs)**"
-        lines.append(f"| {row['file']} | {row['task']} | {row['local']} | {row['queue']}{mark} | {ms(row['local_ms'])} | "
+        lines.append(f"| {md_cell(row['file'])} | {md_cell(row['task'])} | {md_cell(row['local'])} | "
+                     f"{md_cell(row['queue'])}{mark} | {ms(row['local_ms'])} | "
                      f"{ms(row['queue_ms'])} | {ratio} |")
     median = summary["median_ratio"]
     lines += ["", f"Verdicts agree on {summary['verdicts_agree']} of {summary['solutions']}. "

@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from perf_common import REPO, Budget, JsonlState, request
+from perf_common import REPO, Budget, JsonlState, md_cell, request
 
 from pike_harness.contracts.evaluation import EvaluatorError, EvaluatorOptions
 
@@ -531,7 +531,8 @@ def markdown(comparisons: list[dict[str, Any]], setup: dict[str, Any]) -> str:
                   "|---|---|---|---|---|---|---|---|---|---|---|---|"]
         for row in comparison["rows"]:
             differs = "" if _agree(row) or not _both(row) else " **(differs)**"
-            lines.append(f"| {row['task']} {row['name'].split('_', 1)[-1]} | {row['harness']}{differs} | {row['plain']} | "
+            lines.append(f"| {row['task']} {row['name'].split('_', 1)[-1]} | {md_cell(row['harness'])}{differs} | "
+                         f"{md_cell(row['plain'])} | "
                          f"{cell(row['eager_harness'], stat)} | {cell(row['eager_plain'], stat)} | "
                          f"{ratio(row['eager_ratio'], s['tolerance'])} | {cell(row['solution_harness'], stat)} | "
                          f"{cell(row['solution_plain'], stat)} | {ratio(row['solution_ratio'], s['tolerance'])} | "
@@ -597,7 +598,7 @@ def baselines_markdown(work: list[tuple[Any, Path]], state: State, modes: list[s
                 if speedup:
                     raw[mode].append(speedup)
             cells.append(f"{ms(timing['mean_ms'])} ({eager['mean_ms'] / timing['mean_ms']:.2f}x)" if timing and eager
-                         else (ms(timing["mean_ms"]) if timing else verdict(row)))
+                         else (ms(timing["mean_ms"]) if timing else md_cell(verdict(row))))
         lines.append(f"| {task.id} {task.name.split('_', 1)[-1]} | {ms(eager['mean_ms']) if eager else '-'} | "
                      f"{ms(plain['mean_ms']) if plain else '-'} | " + " | ".join(cells) + " |")
     lines += ["", "| mode | geomean over eager, raw (correct in both) | PIKE-clamped (max(1, s); 1.0 if not correct) "

@@ -37,6 +37,8 @@ for path in (REPO / "src", REPO / "plugins"):
 from pike_harness.contracts.model import Limits, Task  # noqa: E402
 from pike_harness.contracts.suite import Suite  # noqa: E402
 from pike_harness.host.tasks import load_suite  # noqa: E402
+from pike_harness.kit.short_text import shorten  # noqa: E402
+from pike_harness.worker.text_safety import printable  # noqa: E402
 
 CONFIGS: dict[str, dict[str, Any]] = {
     "ours": {},
@@ -318,6 +320,18 @@ def write(out: Path, name: str, payload: dict[str, Any], markdown: str) -> None:
     (out / f"{name}.md").write_text(markdown.rstrip() + "\n")
     print(markdown)
     print(f"[{name}] wrote {out / (name + '.json')} and {out / (name + '.md')}", flush=True)
+
+
+CELL_LIMIT = 120  # characters of free text in one markdown table cell
+
+
+def md_cell(value: Any, limit: int = CELL_LIMIT) -> str:
+    """``value`` as one markdown table cell: on one line, its ``|`` escaped, cut to ``limit`` characters.
+
+    A verdict's check name and a file name come from candidates and the tree they were read from: a ``|``
+    or a newline in one would split the row or end the table in the report a reader trusts."""
+    text = " ".join(printable(str(value)).split())
+    return shorten(text, limit).replace("\\", "\\\\").replace("|", "\\|")
 
 
 def fmt(value: Any, digits: int = 3) -> str:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -300,3 +301,50 @@ def test_a_runtime_outside_the_tolerance_is_named_with_what_the_measurement_show
     assert runs._bracket_reason({**bracket, "plain_drift": 0.01, "harness_cv": 0.05}) == \
         "neither: not explained by this measurement"
     assert runs._bracket_reason({**bracket, "ratio_mean": 1.02}) == ""
+
+
+CELL = r"(?<!\\)\|"  # a cell boundary: a pipe that is not escaped
+HOSTILE_CHECK = "shape|ok | fake | row |\n\n## heading\n" + "c" * 500  # what a candidate's report can name
+
+
+def _table_rows(text: str, header_start: str) -> list[list[str]]:
+    """The rows of the markdown table whose header line starts with ``header_start``, split into cells."""
+    lines = text.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith(header_start))
+    table = []
+    for line in lines[start:]:
+        if not line.startswith("|"):
+            break
+        table.append(re.split(CELL, line)[1:-1])
+    return table
+
+
+def test_a_candidate_s_check_name_stays_in_its_table_cell(tmp_path):
+    """Both fidelity reports put the verdict's check name in a table: a pipe or a newline in it would end
+    the row or the table, so it is escaped, put on one line and cut."""
+    with benchmark_module("fidelity") as fidelity:
+        pass
+    local = {"task_1.py": {"task": "smoke/1", "category": "incorrect", "check": HOSTILE_CHECK, "runtime_ms": None}}
+    queue = {"task_1.py": {"task": "smoke/1", "category": "incorrect", "check": "values", "runtime_ms": None}}
+    rows, summary = fidelity.compare(local, queue)
+    setup = {"suite": "smoke", "device": "cpu", "protocol": "robust", "gpu": None, "cpu": "a CPU", "solutions": "s",
+             "date": "today", "isolation": {"local": "x", "queue": "y"}}
+    table = _table_rows(fidelity.markdown(rows, summary, setup), "| file |")
+    assert [len(row) for row in table] == [7, 7, 7]
+    cell = table[2][2].strip()
+    assert cell.startswith("incorrect/shape\\|ok \\| fake \\| row \\| ## heading") and cell.endswith("…")
+    assert len(cell) < 140 and table[2][3].strip() == "incorrect/values **(differs)**"
+
+    with benchmark_module("fidelity_runs") as runs:
+        pass
+    state = runs.State(tmp_path / "state")
+    state.add({"key": "harness|pike|one|task_1.py", "kind": "harness", "task": 1, "category": "incorrect",
+               "check": HOSTILE_CHECK})
+    state.add({"key": "plain|1", "kind": "plain", "task": 1, "verdict": "wrong|\nanswer"})
+    task = type("Task", (), {"id": 1, "name": "1_Linear"})()
+    comparison = runs.compare([(task, Path("task_1.py"))], state, "pike", "one")
+    setup = {"gpu": "none", "date": "today", "tasks": 1, "solutions": "s", "suite": "smoke", "torch": "2",
+             "triton": "3", "device": "cpu", "warmup_ms": 5, "rep_ms": 20, "repeats": 1}
+    table = _table_rows(runs.markdown([comparison], setup), "| task |")
+    assert [len(row) for row in table] == [12, 12, 12]
+    assert table[2][1].strip().startswith("incorrect/shape\\|ok \\| fake") and table[2][2].strip() == "wrong\\| answer"
