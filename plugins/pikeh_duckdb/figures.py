@@ -7,6 +7,7 @@ computes a metric itself.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -181,7 +182,7 @@ def outcomes(outcome_rows: Sequence[dict[str, Any]], efa_rows: Sequence[dict[str
                         sort=categories, legend=alt.Legend(orient="right")),
         order=alt.Order("order:Q"),
         tooltip=tooltips("run:N", "category:N", "n:Q"),
-    ).transform_calculate(order=f"indexof({categories!r}, datum.category)").properties(
+    ).transform_calculate(order=f"indexof({json.dumps(categories)}, datum.category)").properties(
         width=420, height=alt.Step(22), title="attempt outcomes")
     efa = [{"run": r["run"], "measure": m, "n": int(r[k] or 0)} for r in efa_rows
            for m, k in (("failed lineages", "failed"), ("repaired by EFA", "repaired"))]

@@ -1,7 +1,10 @@
 """The figures' axes and subtitles describe what is drawn: fast_p's symlog axis is labelled between 0 and
-20, and the final-score subtitle names the dotted money tick only when one is drawn."""
+20, the final-score subtitle names the dotted money tick only when one is drawn, and the outcome bars'
+order is a Vega expression holding the categories as a JSON literal."""
 
 from __future__ import annotations
+
+import json
 
 from pikeh_duckdb import figures
 
@@ -30,3 +33,13 @@ def test_the_final_score_subtitle_mentions_only_ticks_that_are_drawn():
     assert subtitle(_summary(None, None)) == "bars: full query budget"  # an offline run: no money tick
     assert subtitle(_summary(1.5, 0.4, unknown=2)) == "bars: full query budget"  # cost unknown: no tick
     assert subtitle(_summary(1.5, 0.4)) == "bars: full query budget; dotted tick: money budget"
+
+
+def test_the_outcome_order_is_a_javascript_literal_of_the_categories():
+    """The bar order is a Vega expression: the category list in it is JSON, whatever a category holds."""
+    odd = ["it's", 'say "hi"', "back\\slash", "\U0001f600", "</script>"]
+    rows = [{"run": "r", "category": c, "n": 1} for c in ["correct", *odd]]
+    chart = figures.outcomes(rows, [{"run": "r", "failed": 1, "repaired": 0}]).to_dict()
+    [calculate] = [t["calculate"] for t in chart["vconcat"][0]["transform"] if "calculate" in t]
+    assert calculate.startswith("indexof(") and calculate.endswith(", datum.category)")
+    assert json.loads(calculate[len("indexof("):-len(", datum.category)")]) == ["correct", *sorted(odd)]
