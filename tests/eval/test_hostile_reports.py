@@ -217,6 +217,10 @@ def test_a_line_that_cannot_be_decoded_is_a_protocol_violation(line):
     ({"event": "timed", "canary_ms": 3}, "field canary_ms: 3, expected a list"),
     ({"event": "timed", "pin": "held"}, "field pin: type str, expected an object"),
     ({"event": "profiled", "profile": [1]}, "field profile: type list"),
+    # a forged profile the report formats ("{:g}") and reloads from profiles.jsonl for every later report
+    ({"event": "profiled", "profile": {"launches_per_call": "x"}}, "field profile.launches_per_call: type str"),
+    ({"event": "profiled", "profile": {"kernels": ["str"]}}, "field profile.kernels[0]: type str, expected an obj"),
+    ({"event": "profiled", "profile": {"share": {"custom": "all"}}}, "field profile.share"),
     ({"event": "failed", "category": ["correct"]}, "field category: type list, expected a string"),
     ({"event": "infra_error", "reason": {"a": 1}}, "field reason: type dict"),
     ({"event": "retry_alone", "reason": 7}, "field reason: 7"),
@@ -225,6 +229,16 @@ def test_a_line_that_cannot_be_decoded_is_a_protocol_violation(line):
 def test_a_report_field_of_the_wrong_kind_is_named(message, problem):
     found = report_problem(message)
     assert found is not None and problem in found and found.startswith(f"the {message['event']!r} message's"), found
+
+
+def _real_profile() -> dict:
+    """What the child's profiler sends for a small model on the CPU (``worker/inside/profiling.py``)."""
+    from pike_harness.worker.inside.profiling import profile
+
+    model = torch.nn.Sequential(torch.nn.Linear(16, 16), torch.nn.ReLU())
+    made = profile(model, [[torch.randn(4, 16)]], torch.device("cpu"), calls=3)
+    assert made["kernels"] and made["share"], made
+    return json.loads(json.dumps(made))
 
 
 def test_honest_reports_and_unread_fields_pass():
@@ -239,6 +253,7 @@ def test_honest_reports_and_unread_fields_pass():
          "run": {"samples_ms": [0.1] * 5, "host_ms": [0.1] * 5, "span_ms": [], "host_wall_ms": 0.5, "warmup": 1,
                  "reps": 5, "estimate_ms": 0.1, "mismatches": [0]}},
         {"event": "profiled", "profile": {"error": "none"}, "nonce": "n"},
+        {"event": "profiled", "profile": _real_profile(), "nonce": "n"},
         {"event": "failed", "category": "runtime_error", "check": "forward", "reason": "boom"},
         {"event": "failed", "category": "rejected", "check": None, "reason": None},  # null counts as absent
         {"event": "importing"}, {"event": ["not", "a", "name"]}, {"no": "event"},  # not one of the reports

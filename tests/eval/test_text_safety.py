@@ -71,6 +71,28 @@ def test_a_result_is_cleaned_however_it_was_made_or_read():
     assert read.paired is not None and read.paired.noise is not None and "\\u202e" in read.paired.noise.flagged
 
 
+def test_no_string_of_a_result_outgrows_its_bound_and_no_secret_is_cut_in_two(monkeypatch):
+    """A candidate can make its reason megabytes long (corpus ``forged_failed_huge_reason``); a result
+    keeps ``MAX_TEXT_CHARS`` of each string, says how long it was, and a secret that straddled the cut
+    is masked whole, not shown in part. Control characters that escaping lengthens are bounded too."""
+    from pike_harness.worker.records import MAX_TEXT_CHARS
+
+    secret = "sk-pikeh-test-0123456789abcdef"
+    monkeypatch.setenv("PIKEH_TEST_API_KEY", secret)
+    straddling = "A" * (MAX_TEXT_CHARS - 10) + secret + "B" * 3_000_000
+    record = {"request_id": "r", "task": "smoke/1", "category": "runtime_error", "reason": straddling,
+              "stderr_tail": "\x01" * 1_000_000, "flags": ["C" * 50_000], "environment": {"k": "D" * 50_000}}
+    for result in (EvalResult.from_json(json.dumps(record)), EvalResult(**record)):
+        for text in (result.reason, result.stderr_tail, result.flags[0], result.environment["k"]):
+            assert text is not None and len(text) <= MAX_TEXT_CHARS + 40, len(text or "")
+            assert text.endswith(" characters]")
+        assert secret[:6] not in (result.reason or ""), "no part of the secret"
+        assert (result.reason or "").endswith("… [cut: 3,020,020 characters]")
+        assert result.stderr_tail.startswith("\\x01\\x01")
+    short = EvalResult(request_id="r", task="smoke/1", category="runtime_error", reason="boom")
+    assert short.reason == "boom", "a string within the bound is kept as it is"
+
+
 def test_pikeh_eval_prints_a_hostile_candidates_text_as_text(cli, tmp_path):
     candidate = tmp_path / "hostile.py"
     candidate.write_text(CANDIDATE, encoding="utf-8")

@@ -28,6 +28,11 @@ CATEGORIES = (COMPILE_ERROR, RUNTIME_ERROR, TIMEOUT, INCORRECT, REJECTED, CORREC
 # What a device (not host) out-of-memory error says: torch's caching allocator, or a CUDA call made directly
 DEVICE_OOM_MARKS = ("OutOfMemoryError", "CUDA out of memory", "cudaErrorMemoryAllocation")
 ERROR_CATEGORIES = (COMPILE_ERROR, RUNTIME_ERROR, TIMEOUT)
+# The longest any one string of a result may be: twice the 10,000-character output tails, the longest
+# text the supervisor keeps on purpose. A candidate can make a reason, a check or a note megabytes
+# long; each copy went into the journal (three of them), DuckDB (whose JSON reader stops at 16 MB a
+# record, so one report failed for every run in it) and the next LLM prompt.
+MAX_TEXT_CHARS = 20_000
 
 
 @dataclass
@@ -217,12 +222,13 @@ class EvalResult:
         """Every string of a result, nested parts included, is made safe wherever the result was made or
         read (a worker's supervisor, or the host receiving a remote worker's result, which a candidate
         may have written): no value of this process's secret variables stays in it (``redaction``), and
-        no terminal control sequence or bidi mark (``text_safety``). A category outside ``CATEGORIES``
-        is a ``ValueError`` naming it (escaped as the rest)."""
+        no terminal control sequence or bidi mark (``text_safety``), and none longer than
+        ``MAX_TEXT_CHARS``. A category outside ``CATEGORIES`` is a ``ValueError`` naming it (escaped as
+        the rest)."""
         found = redaction.secret_values()
         for item in dataclasses.fields(self):
-            setattr(self, item.name, text_safety.map_strings(getattr(self, item.name),
-                                                             lambda text: redaction.shown(text, found)))
+            setattr(self, item.name, text_safety.map_strings(
+                getattr(self, item.name), lambda text: redaction.shown(text, found, MAX_TEXT_CHARS)))
         if self.category not in CATEGORIES:
             # A worker of another version, or a compromised one: no verdict the harness does not know
             # (it would count as neither a success nor a failure). A transport turns this ValueError

@@ -54,10 +54,22 @@ def mask_secrets(text: str, secrets: Iterable[str]) -> str:
     return text
 
 
-def shown(text: str, secrets: Iterable[str]) -> str:
+def shown(text: str, secrets: Iterable[str], limit: int | None = None) -> str:
     """Text that came from outside the harness (a candidate, a worker), as a record or an error keeps
-    it: its secrets masked, then its control characters and bidi marks escaped (``text_safety``)."""
-    return text_safety.printable(mask_secrets(text, secrets))
+    it: its secrets masked, then its control characters and bidi marks escaped (``text_safety``).
+
+    With ``limit``, at most that many characters of it, then a note of the length it had: a candidate
+    can make any text of its result megabytes long, and each copy of it goes into the journal, the run's
+    database and the next prompt. The cut comes first, a secret's length before the limit, so that no
+    secret cut in two escapes its mask; escaping may lengthen what is left, so it is cut again."""
+    secrets = list(secrets)
+    length = len(text)
+    if limit is not None and length > limit:
+        text = text[:max(0, limit - max(map(len, secrets), default=0))]
+    text = text_safety.printable(mask_secrets(text, secrets))
+    if limit is not None and (length > limit or len(text) > limit):
+        text = f"{text[:limit]}… [cut: {length:,} characters]"
+    return text
 
 
 def redact(value: Any, secrets: list[str]) -> Any:

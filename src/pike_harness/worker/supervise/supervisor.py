@@ -135,6 +135,11 @@ class WorkerSettings:
 
 
 CHECK_PARTS = ("inputs", "construct", "calls", "outputs")  # how the child splits the correctness stage
+# The child's notes are flags from a fixed vocabulary (a few per report); a report with more, or with a
+# longer one, was written by the candidate. Unbounded, 10**6 notes took hours to merge while the
+# candidate held the device (a list scan per note).
+MAX_NOTES, MAX_NOTE_CHARS = 64, 200
+MAX_CHECK_CHARS = 100  # a check is a machine name ("memory_limit"); the child's own are under 40
 
 # What the supervisor reads of each of the child's messages, by event: every field it reads, when present
 # and not null (null counts as absent), is a ``str``, a ``dict`` (an object, kept as it is), a ``float``
@@ -151,7 +156,11 @@ REPORT_FIELDS: dict[str, dict[str, Any]] = {
     "timed": {"notes": [str], "canary_ms": [float], "threads": dict, "backend_flags": dict, "pin": dict,
               "run": {"samples_ms": [float], "host_ms": [float], "span_ms": [float], "host_wall_ms": float,
                       "warmup": float, "reps": float, "estimate_ms": float}},
-    "profiled": {"profile": dict},
+    "profiled": {"profile": {"error": str, "device": str, "unit": str, "calls": float, "wall_ms_per_call": float,
+                             "busy_ms_per_call": float, "gap_ms_per_call": float, "share": kinds.Each(float),
+                             "n_kernels": float, "launches_per_call": float,
+                             "kernels": [{"name": str, "origin": str, "total_ms": float, "ms_per_call": float,
+                                          "per_call": float, "share": float}]}},
     "failed": {"category": str, "check": str, "reason": str},
     "retry_alone": {"reason": str},
     "infra_error": {"reason": str},
@@ -672,7 +681,7 @@ class Evaluation:
                 category = message.get("category")
                 if category not in CATEGORIES or category == CORRECT:
                     category = REJECTED
-                raise _Concluded(self._conclude(category, str(message.get("check") or stage),
+                raise _Concluded(self._conclude(category, str(message.get("check") or stage)[:MAX_CHECK_CHARS],
                                                 str(message.get("reason") or "")))
             if kind == "importing":  # the candidate's code runs in the child from now on
                 if not self.candidate_ran:  # the first is the child's own, sent before the import
@@ -687,7 +696,8 @@ class Evaluation:
                 raise _Concluded(self._conclude(REJECTED, "forged_report",
                                                 f"{stage}: an infra_error report the harness's code did not send "
                                                 "reached the supervisor: the candidate wrote to the worker's channel"))
-            raise _Concluded(self._conclude(REJECTED, "protocol", f"{stage}: unexpected message {kind!r}"))
+            shown = repr(kind[:MAX_CHECK_CHARS]) if isinstance(kind, str) else kinds.shown(kind)
+            raise _Concluded(self._conclude(REJECTED, "protocol", f"{stage}: unexpected message {shown}"))
 
     def _take_device_info(self, reported: dict[str, Any]) -> None:
         """The child's description of its device (torch, CUDA, the GPU), from its ``importing`` message:
@@ -814,8 +824,14 @@ class Evaluation:
 
     # -- the verdict ---------------------------------------------------------------------------
     def _note(self, notes: Any) -> None:
-        for note in notes or []:
-            if isinstance(note, str) and note not in self.flags:
+        notes = list(notes or [])
+        if len(notes) > MAX_NOTES or any(len(note) > MAX_NOTE_CHARS for note in notes):
+            raise _Concluded(self._conclude(REJECTED, "protocol",
+                                            f"a report with {len(notes):,} notes, the longest "
+                                            f"{max(map(len, notes)):,} characters (at most {MAX_NOTES} of "
+                                            f"{MAX_NOTE_CHARS}): not the harness's child"))
+        for note in notes:
+            if note not in self.flags:
                 self.flags.append(note)
 
     def _plausibility(self, headline_ms: float, written: int) -> None:
