@@ -132,7 +132,7 @@ def efa_messages(task: Task, code: str, result: EvalResult, *, tail_chars: int,
 def artifact_values(result: EvalResult | None) -> dict[str, object]:
     """The evaluation's artifacts as PIKE's evaluator reported them: verdict fields and both logs.
 
-    Each text is capped (``failure_reports.PROMPT_*_CHARS``: a reason to its first 20,000 characters, an
+    Each text is capped (``failure_reports.PROMPT_*_CHARS``: a reason to its first 24,000 characters, an
     output's problem to 2,000, a check to 200, a log to its last 40,000, each marked where cut). PIKE's fork shows
     its artifacts uncut, but no real evaluation comes near a cap: they only bound what a forged result
     (a hostile candidate's) can put into a prompt."""

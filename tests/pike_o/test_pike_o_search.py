@@ -176,10 +176,13 @@ def test_fixes_count_toward_the_budget_and_the_fixed_program_enters_the_database
 def test_a_result_with_a_3_mb_reason_gives_a_fix_prompt_within_the_caps(tmp_path):
     # PIKE's fork shows the artifacts whole (efa_tail_chars 0, the default); a hostile candidate's forged
     # result of megabytes would exceed the model's context window and stop the task for good.
+    # Set past the cut every result makes of its strings (worker/records.py), as a result made by other
+    # code could carry them: the prompt's own caps must hold whatever a result says.
     huge = 3_000_000
-    forged = failure("rejected", reason="REASON-HEAD " + "r" * huge, check="c" * huge,
-                     stdout_tail="o" * huge, stderr_tail="e" * huge + "STDERR-END",
-                     outputs=[OutputCheck(input_set=0, index=0, problem="p" * huge)])
+    forged = failure("rejected")
+    forged.reason, forged.check = "REASON-HEAD " + "r" * huge, "c" * huge
+    forged.stdout_tail, forged.stderr_tail = "o" * huge, "e" * huge + "STDERR-END"
+    forged.outputs = [OutputCheck(input_set=0, index=0, problem="p" * huge)]
     ctx = run(tmp_path, limit=6, config=small(num_islands=1, parallel_evaluations=1, max_fix_attempts=1),
               outcomes={"it0001": forged}, outcome=all_correct)
     prompt = ctx.by_key("it0001/fix1").prompt
@@ -187,7 +190,7 @@ def test_a_result_with_a_3_mb_reason_gives_a_fix_prompt_within_the_caps(tmp_path
     bound = (caps.PROMPT_REASON_CHARS + caps.PROMPT_CHECK_CHARS + caps.PROMPT_PROBLEM_CHARS
              + 2 * caps.PROMPT_LOG_CHARS + 5_000)
     assert len(prompt) < bound
-    assert "REASON-HEAD" in prompt and "[cut: the first 20,000 of 3,000,012 characters]" in prompt
+    assert "REASON-HEAD" in prompt and "[cut: the first 24,000 of 3,000,012 characters]" in prompt
     assert "STDERR-END" in prompt and "[cut: the last 40,000 of 3,000,010 characters]" in prompt
     # The crossover prompt's artifacts too, whatever --log-tail-chars says.
     shown = prompts.raw_artifacts(forged, 10**9, head=True)

@@ -257,15 +257,18 @@ def test_log_tail_length_is_a_parameter(tmp_path):
 def test_a_result_with_a_3_mb_reason_gives_a_fix_prompt_within_the_caps(tmp_path, efa_context):
     # A hostile candidate's forged result: a fix prompt of megabytes would exceed the model's context
     # window, and the provider's HTTP 400 would stop the task for good (its resume sends it again).
+    # Set past the cut every result makes of its strings (worker/records.py), as a result made by other
+    # code could carry them: the prompt's own caps must hold whatever a result says.
     huge = 3_000_000
-    forged = failure("rejected", reason="REASON-HEAD " + "r" * huge, check="c" * huge,
-                     stdout_tail="o" * huge, stderr_tail="e" * huge + "STDERR-END")
+    forged = failure("rejected")
+    forged.reason, forged.check = "REASON-HEAD " + "r" * huge, "c" * huge
+    forged.stdout_tail, forged.stderr_tail = "o" * huge, "e" * huge + "STDERR-END"
     ctx = run(tmp_path, limit=11, outcomes={"p000/s00": forged}, default_outcome=all_correct,
               config=PikeBConfig(efa_context=efa_context, log_tail_chars=10**9))
     prompt = ctx.by_key("p000/s00/fix1").prompt
     caps = failure_reports
     assert len(prompt) < caps.PROMPT_REASON_CHARS + caps.PROMPT_CHECK_CHARS + 2 * caps.PROMPT_LOG_CHARS + 5_000
-    assert "REASON-HEAD" in prompt and "[cut: the first 20,000 of 3,000,012 characters]" in prompt
+    assert "REASON-HEAD" in prompt and "[cut: the first 24,000 of 3,000,012 characters]" in prompt
     assert "STDERR-END" in prompt
 
 

@@ -228,30 +228,40 @@ RESULT_BOUND = (failure_reports.PROMPT_REASON_CHARS + failure_reports.PROMPT_CHE
 HUGE = 3_000_000
 
 
+def uncut(category: str, **texts: object) -> EvalResult:
+    """A result carrying ``texts`` as they are: set after it was made, past the cut every result makes of
+    its strings (worker/records.py), as a result made by other code could carry them. The prompts' own
+    caps must hold whatever a result says."""
+    result = failure(category)
+    for name, value in texts.items():
+        setattr(result, name, value)
+    return result
+
+
 @pytest.mark.parametrize("context", prompt_templates.EFA_CONTEXTS)
 @pytest.mark.parametrize("category", ["rejected", "runtime_error"])
 def test_a_result_with_megabytes_of_text_gives_a_bounded_fix_prompt(task, context, category):
-    forged = failure(category, reason="REASON-HEAD " + "r" * HUGE, check="CHECK-HEAD " + "c" * HUGE,
-                     stdout_tail="o" * HUGE + " STDOUT-END", stderr_tail="e" * HUGE + " STDERR-END",
-                     outputs=[OutputCheck(input_set=0, index=0, problem="PROBLEM-HEAD " + "p" * HUGE)])
+    forged = uncut(category, reason="REASON-HEAD " + "r" * HUGE, check="CHECK-HEAD " + "c" * HUGE,
+                   stdout_tail="o" * HUGE + " STDOUT-END", stderr_tail="e" * HUGE + " STDERR-END",
+                   outputs=[OutputCheck(input_set=0, index=0, problem="PROBLEM-HEAD " + "p" * HUGE)])
     user = prompt_templates.fix_messages(task, "x = 1\n", forged, context=context, tail_chars=10**9)[1]["content"]
     assert len(user) < RESULT_BOUND
     assert "STDOUT-END" in user and "STDERR-END" in user
     if category == "rejected" or context == "rich":
-        assert "REASON-HEAD" in user and f"[cut: the first 20,000 of {HUGE + 12:,} characters]" in user
+        assert "REASON-HEAD" in user and f"[cut: the first 24,000 of {HUGE + 12:,} characters]" in user
 
 
 def test_an_ordinary_result_is_never_cut_and_a_wrongly_typed_one_is_shown_as_text(task):
     # The longest real reason (a 2,000-character exception summary behind a prefix) and a log tail as the
     # supervisor keeps it (10,000 characters), both of control characters, which the result escapes to 4
-    # characters each: shown whole.
+    # characters each (and cuts to 20,000 and a note): shown whole, the result's own note included.
     ordinary = failure("rejected", reason="forward: RuntimeError: " + "\x1b" * 2_000, check="calls_reference_model",
                        stderr_tail="\x1b" * 10_000)
-    assert len(ordinary.reason) > 8_000 and len(ordinary.stderr_tail) == 40_000
+    assert len(ordinary.reason) > 8_000 and len(ordinary.stderr_tail) > 20_000
     assert ordinary.reason in prompt_templates.fix_messages(task, "x\n", ordinary, tail_chars=10**9)[1]["content"]
     report = failure_reports.failure_report(ordinary, tail_chars=10**9)
-    assert ordinary.reason in report and ordinary.stderr_tail in report and "[cut:" not in report
-    odd = failure("rejected", reason={"not": "text"}, check=["neither"], stdout_tail=None)
+    assert ordinary.reason in report and ordinary.stderr_tail in report and "[cut: the" not in report
+    odd = uncut("rejected", reason={"not": "text"}, check=["neither"], stdout_tail=None)
     report = failure_reports.failure_report(odd)
     assert "Reason: {'not': 'text'}" in report and "Failed check: ['neither']" in report
     assert "stdout: (empty)" in report

@@ -19,11 +19,14 @@ LOG_TAIL_CHARS = 10_000
 
 # The caps on what one result contributes to a prompt, per field (a text cut to one is marked as cut).
 # Every string of a result is escaped (worker/text_safety.py: a control character becomes "\x1b", 4
-# characters; a bidi mark "\u202e", 6), so a real text may grow that much past what the evaluator cut.
+# characters; a bidi mark "\u202e", 6), so a real text may grow that much past what the evaluator cut,
+# and then cut to 20,000 characters and a note of its length (worker/records.py, MAX_TEXT_CHARS). The
+# reason and log caps lie above that cut, so a result cut there keeps its own note; they bind only on a
+# result that escaped it (built by other code) and are the prompt's own bound whatever the result says.
 # A reason: the evaluator's are an exception summary of at most 2,000 characters behind a short prefix
 # (worker/inside/child.py) or the supervisor's own sentences (its infrastructure errors cut at 2,000):
 # about 2,100 characters, 12,600 if every one were escaped as a bidi mark. PIKE's evaluator wrote none.
-PROMPT_REASON_CHARS = 20_000
+PROMPT_REASON_CHARS = 24_000
 # A check: a machine name ("load", "calls_reference_model"), never longer than a few dozen characters.
 PROMPT_CHECK_CHARS = 200
 # An output's problem: the supervisor's comparison writes it (worker/supervise/compare.py: "shape [..],
