@@ -16,6 +16,7 @@ Scenario A (tests/report/handmade.py), budget 4, clamped speedups per task by qu
 
 from __future__ import annotations
 
+import csv
 import math
 from pathlib import Path
 
@@ -25,6 +26,7 @@ from pikeh_duckdb.metrics import VIEWS, MetricParams, create_metrics, materializ
 from pikeh_duckdb.reporter import price_rows
 
 from pike_harness.contracts.llm import Usage
+from pike_harness.host import store_db
 from pike_harness.host.pricing import PriceTable
 from pike_harness.host.store_db import materialize
 
@@ -196,6 +198,48 @@ def test_run_in_progress_with_a_torn_journal(tmp_path):
     assert summary["status"] == "running" and summary["budget"] == 10 and summary["queries_done"] == 2
     assert summary["score"] == pytest.approx(math.sqrt(3.0 * 1.0))
     assert max(curve_of(con, "live")) == 2
+
+
+def test_one_oversized_record_is_cut_and_every_run_still_loads(tmp_path, cli):
+    # A forged result's reason past DuckDB's 16 MB line limit (read_json's maximum_object_size) made the
+    # whole load fail: run.duckdb was not written, and every report holding the run failed.
+    huge = 17_000_000
+    forged = HandRun(tmp_path, "forged").task(1, "1_One")
+    forged.baseline(1, 6.0).attempt(1, 1, "rejected").attempt(1, 2, "correct", 3.0)
+    attempt = next(e for e in forged.events if e["type"] == "attempt" and e["key"] == "q001")
+    attempt["reason"] = "REASON-HEAD " + "r" * huge
+    attempt["check"] = {"forged": ["not", "text"]}
+    evaluation = next(e for e in forged.events if e["type"] == "eval" and e["key"] == "q001")
+    evaluation["result"]["environment"]["gpu_clocks"] = {"note": "c" * huge}
+    forged.call(1, "q003", role="optimize", index=3, ok=False)
+    forged.events[-1]["error"] = "e" * huge
+    # A row of 36 MB in texts each under the cut, which no cut shortens: the reader is told its size.
+    correct_attempt = next(e for e in forged.events if e["type"] == "attempt" and e["key"] == "q002")
+    correct_attempt["meta"]["forged"] = ["m" * 90_000] * 400
+    ordinary = HandRun(tmp_path, "ordinary").task(1, "1_One")
+    ordinary.baseline(1, 6.0).attempt(1, 1, "correct", 2.0)
+    paths = [forged.write(), ordinary.write()]
+
+    target = store_db.write_run_database(paths[0])
+    con = duckdb.connect(str(target), read_only=True)
+    reason, check, clocks = con.execute(
+        "SELECT reason, check_name, clocks->>'$.note' FROM attempts WHERE key = 'q001'").fetchone()
+    cut = f" ... [cut: the first {store_db.TEXT_CELL_CHARS:,} of {huge + 12:,} characters]"
+    assert reason == ("REASON-HEAD " + "r" * huge)[:store_db.TEXT_CELL_CHARS] + cut
+    assert check == '{"forged": ["not", "text"]}'
+    assert len(clocks) < store_db.TEXT_CELL_CHARS + 100 and clocks.endswith(f"of {huge:,} characters]")
+    error = con.execute("SELECT error FROM llm_calls WHERE key = 'q003'").fetchone()[0]
+    assert len(error) < store_db.TEXT_CELL_CHARS + 100
+    assert con.execute("SELECT json_array_length(meta->'$.forged') FROM attempts WHERE key = 'q002'").fetchone()[0] == 400
+    con.close()
+
+    con = database(paths)  # a report's tables and metrics, of both runs
+    summary = {r["run"]: r for r in rows(con, "FROM run_summary")}
+    assert summary["forged"]["score"] == pytest.approx(2.0) and summary["ordinary"]["score"] == pytest.approx(3.0)
+    result = cli("report", "--input", str(tmp_path), "--output", str(tmp_path / "report"), "--format", "csv")
+    assert result.exit_code == 0, result.output
+    with (tmp_path / "report" / "summary.csv").open() as handle:
+        assert {r["run"] for r in csv.DictReader(handle)} == {"forged", "ordinary"}
 
 
 def curve_of(con: duckdb.DuckDBPyConnection, run: str) -> dict[int, float]:

@@ -6,6 +6,12 @@ loaded through newline-delimited JSON with declared column types, which is fast 
 schema in one readable place below. A ``JSON`` column holds the object itself (rows carry dicts, never
 text already encoded), so SQL reads it directly: ``SELECT config->>'$.strategy' FROM runs``.
 
+No one record can stop a load: a text cell (a ``VARCHAR`` column, or a string inside a ``JSON`` one)
+longer than ``TEXT_CELL_CHARS`` keeps its first characters and a note of the cut (the journal keeps
+it whole), and DuckDB's reader is told the longest line it will meet (its ``maximum_object_size``,
+16 MB by default, would otherwise fail the whole load: one forged reason of 64 MB made every report
+holding its run fail).
+
 Besides run directories, reporters load *baseline sets*: folders written by ``pikeh baselines`` that
 hold ``baselines.jsonl`` (lines shaped like the journal's ``baseline`` events) and ``meta.json``. Their
 rows go to the same ``baselines`` table with ``run`` NULL and ``baseline_set`` naming the folder, so
@@ -39,6 +45,18 @@ from pike_harness.host.baseline_sets import entries, read_meta
 from pike_harness.host.final_best import uses_jit_trace
 from pike_harness.host.journal_reading import latest_attempts, scan_journal
 from pike_harness.host.store import JOURNAL, RUN_FILE
+
+# The longest text one cell keeps, in every VARCHAR column and for every string inside a JSON column.
+# The real texts are far shorter: names, keys, hashes, times and categories a few dozen characters; a
+# reason (attempts.reason) an exception summary of at most 2,000 characters behind a prefix, up to
+# 12,600 once control characters are escaped (kit/failure_reports.py), and a result cuts each of its
+# strings to 20,000 characters and a note (worker/records.py); an LLM error or a task's end reason a
+# sentence or a provider's message. Only a journal written before that cut or by other code (a forged
+# result, a runaway error body) holds longer ones: they keep their first TEXT_CELL_CHARS characters
+# and a note of the cut.
+TEXT_CELL_CHARS = 100_000
+# DuckDB's read_json default for the longest line (one row); materialize passes the longest it wrote.
+DUCKDB_MAX_OBJECT_BYTES = 16 * 1024 * 1024
 
 TABLES: dict[str, dict[str, str]] = {
     "runs": {
@@ -346,18 +364,43 @@ def materialize(run_dirs: Iterable[Path], con: Any, baseline_dirs: Iterable[Path
     with tempfile.TemporaryDirectory(prefix="pikeh-db-") as tmp:
         for name, columns in TABLES.items():
             path = Path(tmp) / f"{name}.jsonl"
+            longest = 0
             with path.open("w", encoding="utf-8") as handle:
                 for row in collected[name]:
-                    handle.write(json.dumps({c: row.get(c) for c in columns}, default=str) + "\n")
+                    # ASCII (json.dumps escapes the rest), so its length is its size in bytes.
+                    line = json.dumps({c: cell(row.get(c), t) for c, t in columns.items()}, default=str)
+                    longest = max(longest, len(line) + 1)
+                    handle.write(line + "\n")
             spec = "{" + ", ".join(f"'{c}': '{t}'" for c, t in columns.items()) + "}"
             con.execute(f"DROP TABLE IF EXISTS {name}")
             if collected[name]:
                 con.execute(f"CREATE TABLE {name} AS SELECT * FROM read_json('{path}', "
-                            f"format='newline_delimited', columns={spec})")
+                            f"format='newline_delimited', columns={spec}, "
+                            f"maximum_object_size={max(DUCKDB_MAX_OBJECT_BYTES, longest)})")
             else:
                 ddl = ", ".join(f"{c} {t}" for c, t in columns.items())
                 con.execute(f"CREATE TABLE {name} ({ddl})")
     return count
+
+
+def cell(value: Any, column_type: str) -> Any:
+    """A row's value as its column stores it: every string cut to ``TEXT_CELL_CHARS`` (inside a JSON
+    value too), and an object or list in a VARCHAR column (a forged record's) as its JSON text, cut."""
+    if column_type == "VARCHAR" and isinstance(value, dict | list):
+        value = json.dumps(value, default=str)
+    return _cut_strings(value)
+
+
+def _cut_strings(value: Any) -> Any:
+    if isinstance(value, str):
+        if len(value) <= TEXT_CELL_CHARS:
+            return value
+        return f"{value[:TEXT_CELL_CHARS]} ... [cut: the first {TEXT_CELL_CHARS:,} of {len(value):,} characters]"
+    if isinstance(value, dict):
+        return {_cut_strings(key): _cut_strings(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [_cut_strings(item) for item in value]
+    return value
 
 
 def write_run_database(run_dir: Path) -> Path:
