@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from pike_harness.api import sha256
 from pike_harness.cli import App
 from pike_harness.testing import default_verdict, fake_evaluator_plugin, invoke
 from pike_harness.worker.inside.profiling import classify
@@ -114,3 +115,34 @@ def test_report_profiles_the_best_candidate(tmp_path):
     again = invoke("report", "--input", str(path), "--output", str(out), "--format", "html")
     assert again.exit_code == 0 and 'id="profiles"' in (out / "index.html").read_text()
     assert len((out / "profiles.jsonl").read_text().splitlines()) == 1
+
+
+def test_malformed_profile_records_are_shown_as_such_and_the_report_is_written(tmp_path):
+    """profiles.jsonl stays in the report folder, and a forged profile (the candidate's process writes it)
+    stayed there too: formatting it raised, and every later report in that folder failed."""
+    run = HandRun(tmp_path / "runs", "smoke-run", suite="smoke").task(5, "5_GELU").baseline(5, 1.0)
+    for index in range(1, 6):
+        run.attempt(5, index, "correct", 0.5 + index)
+    path = run.write()
+    sha = {key: sha256(code) for (_, key, _), code in run.codes.items()}
+
+    def record(key: str, profile: object, **fields: object) -> dict:
+        return {"run": "smoke-run", "task": "smoke/5", "key": key, "code_sha256": sha[key], "runtime_ms": 1.0,
+                "device": "cpu", "profile": profile, "time": "2026-01-01T00:00:00+0000", **fields}
+
+    out = tmp_path / "report"
+    out.mkdir()
+    lines = [record("q001", {"launches_per_call": "x"}), record("q002", {"kernels": ["str"]}),
+             record("q003", "<script>alert(1)</script>", runtime_ms="fast"),
+             record("q004", {"error": "<b>bold</b>\x1b[2J"}), record("q005", dict(CPU_GELU_PROFILE)),
+             {**record("q005", {}), "run": ["not", "text"]}]
+    (out / "profiles.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines) + "[1, 2]\n")
+    result = invoke("report", "--input", str(path), "--output", str(out), "--format", "html")
+    assert result.exit_code == 0, result.output
+    assert "1 profile record(s) without a run, task and code hash; left out" in result.output
+    section = (out / "index.html").read_text().split('id="profiles"')[1].split("</table>")[0]
+    rows = {row.split("</td>")[2].split(">")[-1]: row for row in section.split("<tr")[2:]}  # by attempt key
+    assert sorted(rows) == ["q001", "q002", "q003", "q004", "q005"]
+    assert all("malformed profile" in rows[key] for key in ("q001", "q002", "q003"))
+    assert "<script>" not in section and "failed: &lt;b&gt;bold&lt;/b&gt;\\x1b[2J" in rows["q004"]
+    assert "aten::gelu [pytorch]" in rows["q005"] and "malformed" not in rows["q005"]
