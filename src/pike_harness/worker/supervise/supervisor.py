@@ -93,6 +93,9 @@ TIMER_FLOOR_MS = 0.001  # below a microsecond per call no real forward has ever 
 # Before each comparison tried again once a candidate whose reference ran out of device memory has
 # been ended: its memory returns as the driver tears its context down, within a second in practice.
 STARVED_RETRY_PAUSES_S = (0.0, 1.0, 3.0)
+# What the candidate left where an exchange file goes, as a folder, is renamed to this prefix while it
+# may still run (``_set_aside``): removed with the exchange folder, after its processes are ended.
+SET_ASIDE_PREFIX = ".set-aside-"
 
 
 class DeviceLock(Protocol):
@@ -399,11 +402,11 @@ class Evaluation:
                     self.environment["ran_alone"] = f"reference: {str(exc)[:300]}"
                     raise RetryAlone("reference") from None
                 verdict = self._reference_starved(exc, seeds, outputs, labels, began)
-                trusted_files.discard(inputs)
+                _set_aside(inputs)
                 return verdict
         finally:
-            trusted_files.discard(outputs)  # whatever the candidate left there: a link itself, never its target
-        trusted_files.discard(inputs)  # kept until now: a check run again alone reads them again
+            _set_aside(outputs)  # whatever the candidate left there: a link itself, never its target
+        _set_aside(inputs)  # kept until now: a check run again alone reads them again
         return self._judge(reply, began)
 
     def _compare(self, seeds: list[int], outputs: Path, labels: list[str]) -> dict[str, Any]:
@@ -905,6 +908,40 @@ class Evaluation:
         """Idempotent: kill whatever is left and delete the scratch directory."""
         self._kill()
         self._cleanup()
+
+
+def _set_aside(path: Path) -> str | None:
+    """Clear ``path``, a file of the exchange folder, while the candidate may still run; the problem in
+    words, or None. Never raises, and never looks inside what is there: a non-folder (a link itself
+    included) is unlinked; a folder (which the candidate may keep extending, a level at a time, deeper
+    than any removal goes) is renamed aside, by the exchange folder's descriptor, to an unguessable
+    name beside it, and left for ``_cleanup``, which removes the whole exchange folder once the
+    candidate's processes are ended (``close()``, after the device is released). Disk policing
+    measures it meanwhile."""
+    try:
+        folder = trusted_files.open_directory(path.parent)
+    except trusted_files.UntrustedFile as exc:
+        return str(exc)
+    try:
+        try:
+            os.unlink(path.name, dir_fd=folder)
+            return None
+        except FileNotFoundError:
+            return None
+        except (IsADirectoryError, PermissionError):  # a folder (EISDIR; EPERM by POSIX), or a locked one
+            pass
+        except OSError as exc:
+            return f"{path.name}: {exc.strerror}"
+        try:
+            os.rename(path.name, f"{SET_ASIDE_PREFIX}{path.name}-{secrets.token_hex(8)}",
+                      src_dir_fd=folder, dst_dir_fd=folder)
+        except FileNotFoundError:
+            pass
+        except OSError as exc:
+            return f"{path.name}: cannot be set aside: {exc.strerror}"
+        return None
+    finally:
+        os.close(folder)
 
 
 def _isolation_label(isolation: Any) -> str:
