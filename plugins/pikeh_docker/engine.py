@@ -21,6 +21,11 @@ from pike_harness.api import EvaluatorError
 SIZE = re.compile(r"^\d+(\.\d+)?[bkmgBKMG]?$")
 CONTAINER_IO = "/io"
 CONTAINER_PACKAGE = "/opt/pikeh/pike_harness"
+# How the worker starts: -s (no user site-packages: $HOME is the writable /scratch) and -P (no working
+# folder on sys.path), so nothing a candidate plants becomes a module the worker, which holds the queue's
+# key, imports later; in the read-only root ("/"), where no candidate can write.
+WORKER_MODULE = ("-s", "-P", "-m", "pike_harness.worker.supervise.service")
+WORKER_CWD = "/"
 
 
 @dataclass
@@ -153,6 +158,7 @@ class Engine:
         """``docker run`` for one worker: no network, no capabilities, read-only root, tmpfs scratch,
         no privilege gain, this user's uid, memory and process limits. The queue folder is the only
         writable host path; with ``host_python`` the interpreter, venv and package come in read-only.
+        The worker runs as ``python3 -s -P -m ...service`` in ``/`` (``WORKER_MODULE``, ``WORKER_CWD``).
         """
         for size in (limits.memory, limits.scratch, limits.tmp):
             if not SIZE.match(size):
@@ -171,7 +177,7 @@ class Engine:
                    "-v", f"{io}:{CONTAINER_IO}:rw",
                    "-e", "HOME=/scratch", "-e", "TMPDIR=/tmp", "-e", "USER=pikeh",
                    "-e", "PYTHONDONTWRITEBYTECODE=1", "-e", "PYTHONUNBUFFERED=1",
-                   "-w", "/scratch"]
+                   "-w", WORKER_CWD]
         if self.rootless:
             command += ["--userns", "keep-id"]
         if self.name == "docker":
@@ -192,14 +198,16 @@ class Engine:
                     command += ["--device", f"nvidia.com/gpu={index}"]
             else:
                 command += ["--gpus", f'"device={",".join(str(i) for i in spec.gpus)}"']
-        tail = [image]
+        # The interpreter is named here, not left to the image's entrypoint, so an image built before
+        # the entrypoint had -s -P (or one of the user's) starts the worker the same way.
+        python = "python3"
         if host_python is not None:
             for path in host_python.mounts:
                 command += ["-v", f"{path}:{path}:ro"]
-            command += ["-v", f"{host_python.package}:{CONTAINER_PACKAGE}:ro", "-e", "PYTHONPATH=/opt/pikeh",
-                        "--entrypoint", host_python.executable]
-            tail += ["-m", "pike_harness.worker.supervise.service"]
-        return command + tail + worker_args
+            command += ["-v", f"{host_python.package}:{CONTAINER_PACKAGE}:ro", "-e", "PYTHONPATH=/opt/pikeh"]
+            python = host_python.executable
+        command += ["--entrypoint", python]
+        return [*command, image, *WORKER_MODULE, *worker_args]
 
     def remove(self, name: str) -> None:
         """Stop and delete a container at once (it may already be gone)."""

@@ -49,6 +49,25 @@ def test_host_python_mounts_its_own_prefixes_only(monkeypatch):
         HostPython.detect()
 
 
+def test_the_worker_starts_with_s_and_P_in_a_folder_candidates_cannot_write(tmp_path):
+    """Candidates run as the worker's uid and can write /scratch ($HOME) and /tmp: the worker, which holds
+    the queue's key, starts as ``python3 -s -P -m ...`` (no user site-packages, no working folder on
+    sys.path) in the read-only root, whether the image's Python or this host's runs it."""
+    from pikeh_docker.engine import ContainerSpec, Limits
+
+    engine = Engine.__new__(Engine)  # the command line only: no docker needed
+    engine.name, engine.exe, engine.rootless = "docker", "/usr/bin/docker", False
+    spec = ContainerSpec("pikeh-x-cpu", "docker-x-cpu", None, "cpu")
+    host = HostPython(executable="/opt/py/bin/python3", mounts=["/opt/py"], package="/opt/pkg/pike_harness")
+    for host_python, python in ((None, "python3"), (host, "/opt/py/bin/python3")):
+        command = engine.run_command(spec, image="pikeh-worker:cpu", io_dir=tmp_path, limits=Limits(),
+                                     host_python=host_python, labels={}, worker_args=["--io-dir", "/io"])
+        assert command[command.index("--entrypoint") + 1] == python
+        at = command.index("pikeh-worker:cpu")
+        assert command[at + 1:] == ["-s", "-P", "-m", "pike_harness.worker.supervise.service", "--io-dir", "/io"]
+        assert command[command.index("-w") + 1] == "/"
+
+
 def test_default_memory_splits_half_the_host_between_containers():
     from pikeh_docker.engine import default_memory
 

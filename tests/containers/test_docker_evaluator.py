@@ -206,6 +206,14 @@ def test_correct_incorrect_and_hostile_candidates(docker_evaluator, tmp_path):
     assert report["forged"], "the candidate did find its request and wrote a forged result"
     assert docker_evaluator.client.stats["forged"] >= 1, "the forged result was seen and refused"
     assert {r.environment["worker"]["id"] for r in results.values()} == {docker_evaluator.containers[0].spec.worker_id}
+    if results["correct"].isolation.startswith("container ("):  # no bubblewrap inside: nothing shared
+        from pike_harness.worker.api import ENGINE_STATS_SUFFIX
+        from pike_harness.worker.api import queue_channel as qc
+
+        worker = docker_evaluator.containers[0].spec.worker_id
+        engine = qc.read_json(docker_evaluator.client.qdir.workers, worker + ENGINE_STATS_SUFFIX)["engine"]
+        assert engine["build_cache"] is None and engine["jit_cache"] == "private", engine
+        assert "without the sandbox" in engine["cache_note"]
 
 
 def test_containers_run_locked_down(docker_evaluator):
@@ -219,6 +227,9 @@ def test_containers_run_locked_down(docker_evaluator):
     assert host["LogConfig"]["Type"] == "none", "no unbounded copy of the output under Docker's data root"
     assert " serves " in docker_evaluator.containers[0].log.tail(100_000), "the output still reaches our own log"
     assert inspect["Config"]["User"] == f"{os.getuid()}:{os.getgid()}"
+    # the worker: python -s -P (nothing planted in $HOME=/scratch or its working folder is imported), in /
+    assert inspect["Args"][:4] == ["-s", "-P", "-m", "pike_harness.worker.supervise.service"], inspect["Args"]
+    assert inspect["Config"]["WorkingDir"] == "/"
     writable = [m for m in inspect["Mounts"] if m["RW"]]
     assert [m["Destination"] for m in writable] == ["/io"], "the queue folder is the only writable host path"
     assert all(word not in json.dumps(inspect["Config"]["Env"]) for word in ("KEY", "TOKEN", "mac")), \

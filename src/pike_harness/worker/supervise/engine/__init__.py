@@ -84,6 +84,7 @@ from pike_harness.worker.supervise.engine.options import (
     default_cache_root,
     default_check_slots,
     default_cpu_slots,
+    for_isolation,
     resolve,
 )
 
@@ -108,5 +109,6 @@ __all__ = [
     "default_cache_root",
     "default_check_slots",
     "default_cpu_slots",
+    "for_isolation",
     "resolve",
 ]

@@ -35,6 +35,7 @@ from pike_harness.worker.supervise.engine.options import (
     EngineConfig,
     EngineError,
     Plan,
+    for_isolation,
     make_private_folder,
     resolve,
 )
@@ -122,12 +123,17 @@ class Engine:
         from pike_harness.worker.supervise.spawn import set_affinity
         from pike_harness.worker.supervise.supervisor import WorkerSettings
 
-        plan, config = self.plan, self.config
+        config = self.config
+        isolation = _isolation(config)
+        # Shared caches only where the sandbox hides them from candidates (a refused setting creates nothing).
+        self.plan = plan = for_isolation(self.plan, isolation)
+        self.cache_root, self.jit_mode = plan.cache_root, plan.jit_mode
+        if plan.cache_note:
+            log.info("%s", plan.cache_note)
         make_private_folder(self.workdir, "the work folder")
         if plan.cache_root is not None:
             make_private_folder(plan.cache_root, "the build cache folder")
         # Candidates and builders never see the work folder (reference outputs, others' scratch).
-        isolation = _isolation(config)
         self.isolation = replace(isolation, hidden=(*isolation.hidden, str(self.workdir)))
         swept = sweep_orphans()
         if swept:
@@ -317,7 +323,7 @@ class Engine:
                                "check_slots": {d: gate.check_slots for d, gate in self.gates.items()},
                                "timing_cpus": sorted(self.timing_cpus) if self.timing_cpus else None,
                                "build_cache": str(self.cache_root / "build") if self.build_cache and self.cache_root else None,
-                               "jit_cache": self.jit_mode},
+                               "jit_cache": self.jit_mode, "cache_note": self.plan.cache_note},
                 "noise": {"canary_tolerance": self.plan.noise.canary_tolerance,
                           "max_steal": self.plan.noise.max_steal, "redo": self.plan.noise.redo},
                 "isolation": self.isolation.label,
@@ -352,6 +358,8 @@ class Engine:
             out["quiet"] = {"pauses": self.quiet.pauses, "paused_s": self.quiet.paused_s}
         if self.build_cache is not None:
             out["build_cache"] = self.build_cache.stats.to_dict()
+        if self.plan.cache_note:
+            out["cache_note"] = self.plan.cache_note
         if self.prestart is not None:
             out["prestart"] = {"served": self.prestart.served, "missed": self.prestart.missed}
         starts = self.settings.start_slots

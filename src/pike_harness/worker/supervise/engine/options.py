@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -53,11 +53,13 @@ class EngineOptions:
                           "serves one candidate). Default 2; 0 turns it off."})
     build_cache: str | None = field(default=None, metadata={
         "metavar": "DIR|off", "help": f"Content-addressed load_inline build cache and shared JIT caches. Default: "
-                                      f"${CACHE_ENV} or ~/.cache/pike-harness; 'off' builds every candidate "
-                                      "from scratch."})
+                                      f"${CACHE_ENV} or ~/.cache/pike-harness, off where candidates run without "
+                                      "the sandbox (naming a folder there needs --unsafe-no-sandbox); 'off' "
+                                      "builds every candidate from scratch."})
     jit_cache: str | None = field(default=None, metadata={
         "choices": JIT_CACHE_MODES, "help": "Triton/Inductor caches: shared between identical candidate "
-                                            "sources (default) or private to each evaluation."})
+                                            "sources (default; private without the sandbox) or private to each "
+                                            "evaluation."})
     prewarm: str | None = field(default=None, metadata={
         "choices": PREWARM_CHOICES, "help": "One call while loading, so JIT compiles run outside the device "
                                             "lock: jit (candidates using Triton or torch.compile; default), "
@@ -171,6 +173,10 @@ class Plan:
     config: EngineConfig  # what it was resolved from (workdir, environment, isolation inputs)
     noise: NoiseLimits = field(default_factory=NoiseLimits)  # when a timing is noisy, how often it is redone
     paired_cores: str = "rotate"  # where a paired re-timing's blocks run (engine.paired)
+    # The setting that asked for shared caches by name (``cache_request``), None where they are the
+    # default; and why the caches are as they are, where the isolation changed them (``for_isolation``).
+    cache_asked: str | None = None
+    cache_note: str | None = None
 
     @property
     def capacity(self) -> int:
@@ -240,7 +246,46 @@ def resolve(config: EngineConfig, devices: list[str], share: HostShare | None = 
                 load_cpus=frozenset(load_cpus) if load_cpus else None,
                 timing_cpus=frozenset(timing_cpus) if timing_cpus else None,
                 cache_root=root, jit_mode=jit_mode if root is not None else "private", config=config,
-                paired_cores=paired_cores)
+                paired_cores=paired_cores, cache_asked=cache_request(config) if root is not None else None)
+
+
+def cache_request(config: EngineOptions) -> str | None:
+    """The setting that asks for shared caches by name, in the user's words (``--build-cache DIR``,
+    ``$PIKEH_CACHE_DIR``, ``--jit-cache shared``), or None where they would only be the default."""
+    if config.build_cache is not None and str(config.build_cache).strip().lower() not in OFF_WORDS:
+        return f"--build-cache {config.build_cache}"
+    if config.build_cache is None and os.environ.get(CACHE_ENV):
+        return f"${CACHE_ENV}"
+    if config.jit_cache == "shared":
+        return "--jit-cache shared"
+    return None
+
+
+def for_isolation(plan: Plan, isolation: Any) -> Plan:
+    """``plan`` with the caches candidates isolated as ``isolation`` (``isolation.Isolation``) may share.
+
+    The shared build cache and JIT caches are safe only where candidates cannot reach them: the
+    bubblewrap sandbox hides them (``isolation.active``). Without it (a container without user
+    namespaces, ``--unsafe-no-sandbox``) a candidate runs as the supervisor's user and could plant a
+    folder where a build's lock goes (later builds fail), a built library with its ``meta.json`` (later
+    candidates load it) or another source's Triton/Inductor entry (its kernels and FX graphs are loaded
+    by later evaluations): there they are off by default (``cache_note`` says why); a setting that
+    asks for them by name is an ``EngineError``, unless ``--unsafe-no-sandbox`` says the candidates
+    are trusted. Pure: reads nothing, creates nothing."""
+    if plan.cache_root is None or isolation.active:
+        return plan
+    label = isolation.label
+    if plan.cache_asked is None:
+        return replace(plan, cache_root=None, jit_mode="private",
+                       cache_note=f"no shared build or JIT cache: candidates run without the sandbox ({label}), "
+                                  "so one could plant builds or JIT caches that later candidates load")
+    if not plan.config.unsafe_no_sandbox:
+        raise EngineError(f"{plan.cache_asked} asks for a shared build/JIT cache, but candidates run without the "
+                          f"sandbox here ({label}) and could plant builds or JIT caches that later candidates "
+                          "load: drop it (or use --build-cache off), or pass --unsafe-no-sandbox if you trust "
+                          "the candidates")
+    return replace(plan, cache_note=f"shared build and JIT caches with unsandboxed candidates ({plan.cache_asked}, "
+                                    "--unsafe-no-sandbox): a candidate can plant what later ones load")
 
 
 def noise_limits(config: EngineOptions) -> NoiseLimits:
