@@ -11,6 +11,9 @@ not only the verdict.
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
+import threading
 from pathlib import Path
 
 import pytest
@@ -133,3 +136,97 @@ def test_a_file_where_an_exchange_file_goes_is_unlinked_and_a_link_never_followe
     assert exchange is not None and sorted(os.listdir(exchange)) == []
     assert (target / "kept").read_bytes() == b"k"
     evaluation.close()
+
+
+class _Lock:
+    """The device's lock as ``wait_for`` takes it: not free the first time, free the next."""
+
+    def __init__(self) -> None:
+        self.asked = 0
+
+    def acquire(self, blocking: bool = True, timeout: float = -1) -> bool:
+        self.asked += 1
+        return self.asked > 1
+
+    def release(self) -> None:
+        pass
+
+
+def _candidate(code: str, scratch: Path) -> subprocess.Popen:
+    """A stand-in for the candidate's process (its own session, as the sandbox's is), once it is ready."""
+    process = subprocess.Popen([sys.executable, "-c", code, str(scratch)], stdout=subprocess.PIPE, text=True,
+                               start_new_session=True)
+    assert process.stdout is not None and process.stdout.readline().strip() == "ready"
+    return process
+
+
+HOLDS_A_DELETED_FILE = """
+import os, sys, time
+path = os.path.join(sys.argv[1], "held")
+fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+os.unlink(path)
+os.write(fd, os.urandom(3 << 20))
+print("ready", flush=True)
+time.sleep(600)
+"""
+
+FILLS_ITS_SCRATCH = """
+import os, sys, time
+with open(os.path.join(sys.argv[1], "big"), "wb") as handle:
+    handle.write(os.urandom(3 << 20))
+print("ready", flush=True)
+time.sleep(600)
+"""
+
+
+def test_a_file_deleted_but_held_open_counts_against_the_disk_limit(tmp_path):
+    """The candidate writes 3 MB into a file it unlinked (no folder lists it; unlinking the supervisor's
+    .stdout does the same for whatever it prints): over a 1 MB disk limit, it is judged and killed."""
+    evaluation = _evaluation(tmp_path, _Oracle(), disk_mb=1)
+    assert evaluation.scratch is not None
+    process = _candidate(HOLDS_A_DELETED_FILE, evaluation.scratch)
+    evaluation.popen = process
+    try:
+        assert os.listdir(evaluation.scratch) == []
+        result = evaluation.wait_for(_Lock())
+        assert result is not None and (result.category, result.check) == ("runtime_error", "disk_limit")
+        assert "deleted but held open" in (result.reason or ""), result.reason
+        assert process.poll() is not None, "the candidate's process was killed"
+    finally:
+        process.kill()
+        process.wait()
+        evaluation.close()
+
+
+def test_the_candidate_is_policed_while_it_waits_for_the_reference_process(tmp_path):
+    """Writing the hidden inputs waits for the reference process, which other candidates' comparisons
+    and timings hold for minutes; nothing was policed meanwhile. Here it is held throughout: the
+    candidate, over its disk limit, is judged and killed during that wait, and nothing was sent to the
+    reference process (it never started, no inputs were written)."""
+    from pike_harness.worker.supervise.reference import ReferenceOracle
+
+    oracle = ReferenceOracle("cpu", tmp_path / "reference")
+    evaluation = _evaluation(tmp_path, oracle, disk_mb=1)
+    assert evaluation.scratch is not None and evaluation.spawned_exchange is not None
+    process = _candidate(FILLS_ITS_SCRATCH, evaluation.scratch)
+    evaluation.popen = process
+    held = oracle._lock.hold(urgent=False)
+    held.__enter__()  # another candidate's timing holds the reference process
+    results: list = []
+    waiting = threading.Thread(target=lambda: results.append(evaluation.wait_for(_Lock())), daemon=True)
+    try:
+        waiting.start()
+        waiting.join(120)
+        assert not waiting.is_alive(), "the wait for the reference process never policed the candidate"
+        (result,) = results
+        assert result is not None and (result.category, result.check) == ("runtime_error", "disk_limit")
+        assert process.poll() is not None, "the candidate's process was killed"
+        assert oracle.pid is None and not (evaluation.spawned_exchange / "inputs.pt").exists()
+        assert oracle._lock._urgent == 0 and oracle._lock._held  # still the other holder's, and only its
+    finally:
+        held.__exit__(None, None, None)
+        waiting.join(600)
+        process.kill()
+        process.wait()
+        oracle.close()
+        evaluation.close()

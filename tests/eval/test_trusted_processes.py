@@ -13,6 +13,7 @@ import secrets
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -320,29 +321,32 @@ def test_the_sandbox_is_its_whole_process_tree_whatever_sessions_it_made():
     assert sorted(member.pid for member in tree_members(10, table)) == [10, 11, 12, 13, 14]
 
 
-def test_the_disk_walk_lists_no_folder_reached_through_a_swapped_component(tmp_path):
+def test_the_disk_walk_enters_no_folder_swapped_for_a_link_after_its_parent_was_listed(tmp_path, monkeypatch):
     """The candidate runs while its folders are measured: ``scratch/a`` listed as a folder can be a link
-    to a host folder by the time the walk opens ``scratch/a/b``. The walk lists a folder only if it is
-    still the one its parent's listing saw."""
+    to a host folder by the time the walk opens it. Each folder is opened relative to its parent's
+    descriptor without following a link: what is behind the link is never listed or counted."""
     from pike_harness.worker.supervise import scratch_usage
 
     outside = tmp_path / "outside"
     (outside / "b").mkdir(parents=True)
-    (outside / "b" / "host-file").write_bytes(b"x" * 8192)
+    (outside / "b" / "host-file").write_bytes(os.urandom(1 << 20))
     scratch = tmp_path / "scratch"
     (scratch / "a" / "b").mkdir(parents=True)
-    seen = os.lstat(scratch / "a" / "b")
-    identity = (seen.st_dev, seen.st_ino)
-    fd = scratch_usage._open_folder(str(scratch / "a" / "b"), identity)
-    assert fd is not None
-    os.close(fd)
-    (scratch / "a" / "b").rmdir()
-    (scratch / "a").rmdir()
-    (scratch / "a").symlink_to(outside, target_is_directory=True)  # the swap, after the listing
-    assert scratch_usage._open_folder(str(scratch / "a" / "b"), identity) is None
-    assert scratch_usage._open_folder(str(scratch / "a"), None) is None  # a link itself is never opened
+    real_list = scratch_usage._list
+    swapped = []
+
+    def list_then_swap(level, *args):
+        real_list(level, *args)
+        if "a" in level.pending and not swapped:  # listed as a folder; swapped before the walk opens it
+            (scratch / "a" / "b").rmdir()
+            (scratch / "a").rmdir()
+            (scratch / "a").symlink_to(outside, target_is_directory=True)
+            swapped.append(True)
+
+    monkeypatch.setattr(scratch_usage, "_list", list_then_swap)
     usage = scratch_usage.measure([scratch], max_entries=100)
-    assert usage.entries == 1  # the link, counted as an entry; nothing behind it
+    assert swapped and usage.entries == 1 and usage.uncounted is None  # "a", as listed; nothing behind it
+    assert usage.bytes < (1 << 20)  # the host's megabyte was not counted
 
 
 def test_the_disk_walk_survives_deep_trees_and_never_follows_links(tmp_path):
@@ -371,3 +375,137 @@ def test_the_disk_walk_survives_deep_trees_and_never_follows_links(tmp_path):
             if deep.exists():
                 deep.rmdir()
             deep = deep.parent
+
+
+# What the walk is given to measure is made by a helper process that runs as a user the permission bits
+# bind: this one without its capabilities when it is root (as CI is), as the candidate is never root.
+_AS_OWNER = """
+import ctypes, json, os, sys
+if os.geteuid() == 0:  # keep the uid (and so the ownership) but drop CAP_DAC_OVERRIDE and the rest
+    libc = ctypes.CDLL(None, use_errno=True)
+    class Header(ctypes.Structure):
+        _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
+    class Data(ctypes.Structure):
+        _fields_ = [("effective", ctypes.c_uint32), ("permitted", ctypes.c_uint32), ("inheritable", ctypes.c_uint32)]
+    header, data = Header(0x20080522, 0), (Data * 2)()
+    assert libc.capget(ctypes.byref(header), data) == 0
+    for part in data:
+        part.effective = 0
+    assert libc.capset(ctypes.byref(header), data) == 0, ctypes.get_errno()
+from pike_harness.worker.supervise import scratch_usage
+scratch = sys.argv[1]
+os.makedirs(os.path.join(scratch, "open"))
+with open(os.path.join(scratch, "open", "visible"), "wb") as handle:
+    handle.write(os.urandom(1 << 20))
+for name, mode in (("wx", 0o300), ("rw", 0o600), ("none", 0o000)):
+    os.makedirs(os.path.join(scratch, name, "inner"))
+    with open(os.path.join(scratch, name, "inner", "hidden"), "wb") as handle:
+        handle.write(os.urandom(4 << 20))
+    os.chmod(os.path.join(scratch, name), mode)
+try:
+    os.listdir(os.path.join(scratch, "wx"))
+    print(json.dumps({"privileged": True}))
+    sys.exit(0)
+except PermissionError:
+    pass
+if sys.argv[2] == "no_chmod":  # the candidate locks each folder again right after it is opened up
+    os.chmod = lambda *args, **kwargs: None
+usage = scratch_usage.measure([scratch], max_entries=1000)
+modes = {name: oct(os.stat(os.path.join(scratch, name)).st_mode & 0o777) for name in ("wx", "rw", "none")}
+print(json.dumps({"bytes": usage.bytes, "uncounted": usage.uncounted, "modes": modes}))
+"""
+
+
+@pytest.mark.parametrize("how", ["opened_up", "no_chmod"])
+def test_a_folder_the_candidate_locked_is_opened_up_and_counted_or_is_the_verdict(tmp_path, how):
+    """Folders of mode 0o300 (its owner may still create files there; nobody may list it), 0o600 (listed,
+    but no entry can be looked at) and 0o000, each holding 4 MB: the walk skipped them as "nothing to
+    count" (50 MB went unseen). They are opened up by descriptor and counted; one that cannot be opened
+    up leaves the walk ``uncounted``, which the supervisor judges ``disk_limit``."""
+    scratch = tmp_path / "scratch"
+    done = subprocess.run([sys.executable, "-c", _AS_OWNER, str(scratch), how], capture_output=True, text=True,
+                          timeout=120)
+    try:
+        assert done.returncode == 0, done.stderr
+        report = json.loads(done.stdout)
+        if report.get("privileged"):
+            pytest.skip("the permission bits do not bind a helper process here")
+        if how == "opened_up":
+            assert report["uncounted"] is None
+            assert report["bytes"] >= (1 << 20) + 3 * (4 << 20), report  # the three locked folders' 12 MB too
+            assert set(report["modes"].values()) == {"0o700"}, report
+        else:
+            assert report["uncounted"] and "unreadable" in report["uncounted"], report
+    finally:
+        from pike_harness.worker.supervise import trusted_files
+
+        assert trusted_files.remove_tree(scratch) == []
+
+
+def test_the_disk_walk_counts_a_tree_nested_past_path_max(tmp_path):
+    """17 levels of 250-character names: every full path past the 4,096-character limit opened by its
+    string fails (ENAMETOOLONG), and the walk skipped the whole tree. By descriptors it is counted."""
+    from pike_harness.worker.supervise import scratch_usage, trusted_files
+
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    name = "n" * 250
+    fd = os.open(scratch, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        for _ in range(17):
+            os.mkdir(name, dir_fd=fd)
+            deeper = os.open(name, os.O_RDONLY | os.O_DIRECTORY, dir_fd=fd)
+            os.close(fd)
+            fd = deeper
+        leaf = os.open("leaf", os.O_WRONLY | os.O_CREAT, 0o600, dir_fd=fd)
+        os.write(leaf, os.urandom(2 << 20))
+        os.close(leaf)
+    finally:
+        os.close(fd)
+    try:
+        usage = scratch_usage.measure([scratch], max_entries=1000)
+        assert usage.entries == 18 and usage.uncounted is None
+        assert usage.bytes >= 2 << 20
+    finally:
+        assert trusted_files.remove_tree(scratch) == []
+
+
+_HOLDER = """
+import os, sys, time
+path = os.path.join(sys.argv[1], "held")
+fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+os.unlink(path)
+os.write(fd, os.urandom(3 << 20))
+print("ready", flush=True)
+time.sleep(600)
+"""
+
+
+def test_files_deleted_but_held_open_count_once_and_only_on_the_measured_file_systems(tmp_path):
+    """Create, open, unlink, write: no folder lists the file, its blocks stay taken as long as it is
+    open. The walk counts regular files with no link left that the given processes hold open (a stat
+    on /proc/<pid>/fd/<n>), each inode once (a second descriptor of it adds nothing)."""
+    from pike_harness.worker.supervise import sandbox, scratch_usage
+
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    holder = subprocess.Popen([sys.executable, "-c", _HOLDER, str(scratch)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "ready"
+        start = sandbox.process_start(holder.pid)
+        assert os.listdir(scratch) == []
+        without = scratch_usage.measure([scratch], max_entries=100)
+        assert without.bytes < (1 << 20)
+        usage = scratch_usage.measure([scratch], max_entries=100, pids=[(holder.pid, start), (holder.pid, start)])
+        assert usage.held_bytes >= 3 << 20 and usage.bytes - without.bytes == usage.held_bytes < 4 << 20, usage
+        reused = scratch_usage.measure([scratch], max_entries=100, pids=[(holder.pid, start + 1)])
+        assert reused.held_bytes == 0  # the pid's start time differs: another process, not looked at
+        if os.path.isdir("/dev/shm") and os.stat("/dev/shm").st_dev != os.stat(scratch).st_dev:
+            other = Path(tempfile.mkdtemp(dir="/dev/shm"))
+            try:  # the measured folder is on another file system than the file held
+                assert scratch_usage.measure([other], max_entries=100, pids=[(holder.pid, start)]).held_bytes == 0
+            finally:
+                other.rmdir()
+    finally:
+        holder.kill()
+        holder.wait()

@@ -35,7 +35,7 @@ import threading
 import time
 import traceback
 from collections import OrderedDict
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -56,6 +56,9 @@ REFERENCE_CACHE_MB = 8192  # reference outputs kept per device (and as much agai
 # comparison), plus slack for small outputs. More is no output of this task: the file is refused.
 OUTPUTS_CAP_FACTOR = 4
 OUTPUTS_CAP_SLACK = 64 * 1024 * 1024
+# How often a request waiting for the reference process (held by other candidates' comparisons, input
+# writes and timings, for minutes) calls its ``tick``: the supervisor polices its idle candidate there.
+TICK_S = 0.25
 
 
 def draw_seeds(count: int, exclude: set[int]) -> list[int]:
@@ -82,12 +85,23 @@ class _PriorityLock:
         self._urgent = 0
 
     @contextlib.contextmanager
-    def hold(self, urgent: bool) -> Any:
+    def hold(self, urgent: bool, tick: Callable[[], None] | None = None) -> Any:
+        """Hold the lock for the block; ``tick`` is called every ``TICK_S`` while waiting for it, outside
+        the lock's own guard (whatever it raises ends the wait, the lock not taken)."""
         with self._cond:
             self._urgent += urgent
             try:
-                while self._held or (not urgent and self._urgent):
-                    self._cond.wait()
+                while self._blocked(urgent):
+                    self._cond.wait(None if tick is None else TICK_S)
+                    if tick is not None and self._blocked(urgent):
+                        self._cond.release()
+                        try:
+                            tick()
+                        finally:
+                            self._cond.acquire()
+            except BaseException:
+                self._cond.notify_all()  # an ordinary waiter held back by this urgent one may go
+                raise
             finally:
                 self._urgent -= urgent
             self._held = True
@@ -97,6 +111,9 @@ class _PriorityLock:
             with self._cond:
                 self._held = False
                 self._cond.notify_all()
+
+    def _blocked(self, urgent: bool) -> bool:
+        return self._held or (not urgent and self._urgent > 0)
 
 
 def _task_key(request: EvalRequest) -> str:
@@ -161,13 +178,17 @@ class ReferenceOracle:
                 self._pools[key] = draw_seeds(request.hidden_input_sets, exclude=set(request.input_seeds))
             return list(self._pools[key])
 
-    def write_inputs(self, request: EvalRequest, seeds: list[int], path: Path, timeout_s: float) -> str | None:
+    def write_inputs(self, request: EvalRequest, seeds: list[int], path: Path, timeout_s: float,
+                     tick: Callable[[], None] | None = None) -> str | None:
         """The task's input sets for ``seeds`` (CPU tensors, ``torch.save``) into a new file ``path``.
 
         None when written; else why not, in words: the candidate planted something at ``path`` (a
         link, a FIFO, a file) before the reference could create it there, which is its verdict.
+        ``tick`` is called every ``TICK_S`` while the request waits for the process (never once it is
+        sent: a request is never left without its reply); what it raises ends the wait, nothing sent.
         """
-        reply = self._call(request, {"op": "inputs", "seeds": seeds, "out": str(path)}, timeout_s, urgent=False)
+        reply = self._call(request, {"op": "inputs", "seeds": seeds, "out": str(path)}, timeout_s, urgent=False,
+                           tick=tick)
         return str(reply["planted"]) if reply.get("planted") else None
 
     def compare(self, request: EvalRequest, seeds: list[int], outputs: Path, labels: list[str],
@@ -205,14 +226,16 @@ class ReferenceOracle:
         return self._send({"op": "stats"}, timeout_s, urgent=False)
 
     def _call(self, request: EvalRequest, message: dict[str, Any], timeout_s: float, *,
-              urgent: bool) -> dict[str, Any]:
+              urgent: bool, tick: Callable[[], None] | None = None) -> dict[str, Any]:
         device = "cuda" if self.device.startswith("cuda") else "cpu"
         return self._send({**message, "source": request.reference_source, "weight_seed": request.weight_seed,
-                           "precision": request.precision, "device": device}, timeout_s, urgent=urgent)
+                           "precision": request.precision, "device": device}, timeout_s, urgent=urgent, tick=tick)
 
-    def _send(self, message: dict[str, Any], timeout_s: float, *, urgent: bool) -> dict[str, Any]:
-        """One request and its reply; ``urgent`` for requests made while holding the device gate."""
-        with self._lock.hold(urgent):
+    def _send(self, message: dict[str, Any], timeout_s: float, *, urgent: bool,
+              tick: Callable[[], None] | None = None) -> dict[str, Any]:
+        """One request and its reply; ``urgent`` for requests made while holding the device gate; ``tick``
+        called while waiting for the process (``_PriorityLock.hold``)."""
+        with self._lock.hold(urgent, tick):
             if self._popen is None or self._popen.poll() is not None:
                 self._start()
             assert self._channel is not None

@@ -323,8 +323,10 @@ class Evaluation:
         self.exchange = self.spawned_exchange or exchange.make(self.settings.exchange_root, self.scratch)
         self.environment["exchange"] = "shared_memory" if exchange.on_tmpfs(self.exchange) else "disk"
         began = time.monotonic()
+        # Waiting for the reference process (other candidates' comparisons and timings hold it, for
+        # minutes): the idle candidate is policed meanwhile, as while it waits for the device.
         planted = self.oracle.write_inputs(self.request, self.hidden_seeds, self.exchange / "inputs.pt",
-                                           timeout_s=self.request.limits.run_timeout_s)
+                                           timeout_s=self.request.limits.run_timeout_s, tick=self._police)
         self.stages.add("inputs", time.monotonic() - began)
         if planted:
             raise _Concluded(self._conclude(REJECTED, "exchange_file", planted))
@@ -780,18 +782,26 @@ class Evaluation:
                                                 f"{memory_mb} MB limit"))
         if now - self._disk_policed >= DISK_POLICE_S:
             self._disk_policed = now
-            self._police_disk()
+            self._police_disk(members)
 
-    def _police_disk(self) -> None:
-        """Scratch and exchange folders together under ``disk_mb`` and ``DISK_MAX_ENTRIES`` entries."""
-        folders = [folder for folder in (self.scratch, self.spawned_exchange) if folder is not None]
-        usage = scratch_usage.measure(folders, DISK_MAX_ENTRIES)
+    def _police_disk(self, members: list[sandbox.ProcessInfo]) -> None:
+        """Scratch and exchange folders together, with the files deleted there that the sandbox's
+        processes (``members``) still hold open, under ``disk_mb`` and ``DISK_MAX_ENTRIES`` entries; a
+        folder the walk could not count (``scratch_usage.Usage.uncounted``) is over it too."""
+        folders = list(dict.fromkeys(f for f in (self.scratch, self.spawned_exchange, self.exchange) if f is not None))
+        usage = scratch_usage.measure(folders, DISK_MAX_ENTRIES, pids=[(m.pid, m.start) for m in members])
         limit_mb = self.request.limits.disk_mb
-        if usage.over_entries or usage.bytes > limit_mb * 1024 * 1024:
-            written = f"more than {DISK_MAX_ENTRIES} files" if usage.over_entries else \
-                f"{usage.bytes / 2**20:.0f} MB"
+        if usage.over_entries or usage.uncounted or usage.bytes > limit_mb * 1024 * 1024:
+            if usage.over_entries:
+                written = f"held more than {DISK_MAX_ENTRIES} files"
+            elif usage.uncounted:
+                written = f"could not all be measured: {usage.uncounted}"
+            else:
+                held = f" ({usage.held_bytes / 2**20:.0f} MB of it in files deleted but held open)" \
+                    if usage.held_bytes else ""
+                written = f"held {usage.bytes / 2**20:.0f} MB{held}"
             raise _Concluded(self._conclude(RUNTIME_ERROR, "disk_limit",
-                                            f"the candidate's folders held {written}, over the {limit_mb} MB "
+                                            f"the candidate's folders {written}, over the {limit_mb} MB "
                                             f"and {DISK_MAX_ENTRIES}-file disk limit"))
 
     def _died(self, stage: str) -> EvalResult:
