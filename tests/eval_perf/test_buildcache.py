@@ -167,3 +167,120 @@ def test_a_builder_sees_neither_the_jit_caches_nor_any_candidates_scratch_folder
     assert reply["ok"], reply
     assert len(isolation.hidden) == 1
     assert {cache.root, tmp_path / "cache" / "jit", tmp_path / "scratch-root"} <= set(isolation.hidden[0])
+
+
+# -- bounds on a build, and on the cache -------------------------------------------------------------
+
+def _padded(value: int, pad_bytes: int) -> dict:
+    """A library whose object and library hold ``pad_bytes`` of zeros: a top-level asm directive, which
+    passes every flag check and takes the assembler no time (300 MB in 0.24 s)."""
+    padding = f'asm(".section .data.pikeh_pad,\\"aw\\"\\n.space {pad_bytes}\\n.previous");\n'
+    return spec(cpp_sources=[padding + SOURCE % value])
+
+
+def _nothing_left_behind(cache: BuildCache) -> None:
+    assert list((cache.root / "staging").iterdir()) == []  # the builder's folder is gone
+    assert list((cache.root / "ext").iterdir()) == []  # and nothing was published
+
+
+def test_a_build_that_writes_past_the_file_size_bound_is_the_candidates_failure(tmp_path):
+    """RLIMIT_FSIZE in the builder's process tree: the assembler dies writing the padded object. The
+    candidate's build fails with ``build_limit`` (remembered: not the machine's transient failure),
+    its staging folder is removed and nothing is published."""
+    cache = BuildCache(tmp_path / "cache", max_file_bytes=1 << 20)
+    far = time.monotonic() + 300
+    first = cache.serve(_padded(44, 8 << 20), "cpu", scratch(tmp_path, "a"), deadline=far)
+    assert not first["ok"] and first["check"] == "build_limit", first
+    assert "1 MiB file-size limit" in first["reason"] and first["log"].startswith(first["reason"])
+    _nothing_left_behind(cache)
+    again = cache.serve(_padded(44, 8 << 20), "cpu", scratch(tmp_path, "b"), deadline=far)
+    assert again["hit"] and again["check"] == "build_limit"
+    assert cache.stats.limited == 1
+
+
+def test_a_build_whose_folder_outgrows_its_disk_bound_is_the_candidates_failure(tmp_path):
+    """The staging folder is measured while the builder runs and once more as it ends: a 4 MiB
+    object and library against a 1 MB bound (the request's disk_mb, under the cache's own)."""
+    cache = BuildCache(tmp_path / "cache")
+    reply = cache.serve(_padded(45, 4 << 20), "cpu", scratch(tmp_path, "a"), deadline=time.monotonic() + 300,
+                        disk_mb=1)
+    assert not reply["ok"] and reply["check"] == "build_limit", reply
+    assert "over the 1 MB disk limit" in reply["reason"]
+    _nothing_left_behind(cache)
+
+
+def test_a_builder_over_its_memory_bound_is_stopped(tmp_path):
+    """The builder's processes are polled like a candidate's: over the request's memory_mb (1 MB here,
+    which the builder's Python passes as it starts), the build is killed and is the candidate's failure."""
+    cache = BuildCache(tmp_path / "cache")
+    reply = cache.serve(spec(46), "cpu", scratch(tmp_path, "a"), deadline=time.monotonic() + 300, memory_mb=1)
+    assert not reply["ok"] and reply["check"] == "build_limit", reply
+    assert "over the 1 MB memory limit" in reply["reason"]
+    _nothing_left_behind(cache)
+
+
+def test_a_library_over_the_library_bound_is_not_published(tmp_path, monkeypatch):
+    """The bound is 256 MiB (a torch extension is a few MB; it was 2 GiB, and a 1.9 GB library of
+    zeros was published and kept). Here it is lowered to 1 MiB for a 2 MiB library."""
+    from pike_harness.worker.supervise import buildcache
+
+    assert buildcache.MAX_LIBRARY_BYTES <= 256 << 20
+    monkeypatch.setattr(buildcache, "MAX_LIBRARY_BYTES", 1 << 20)
+    cache = BuildCache(tmp_path / "cache")
+    reply = cache.serve(_padded(47, 2 << 20), "cpu", scratch(tmp_path, "a"), deadline=time.monotonic() + 300)
+    assert not reply["ok"] and reply["check"] == "build_limit", reply
+    assert "library" in reply["reason"]
+    _nothing_left_behind(cache)
+
+
+def _charge(entry: Path) -> int:
+    return int((entry / ".charge").read_text())
+
+
+def test_the_build_cache_evicts_the_least_recently_used_entries_past_its_total(tmp_path):
+    """Each publication keeps the entries within the total: the entry used longest ago goes first (a
+    hand-out counts as a use), the one just published stays."""
+    cache = BuildCache(tmp_path / "cache")
+    far = time.monotonic() + 300
+    entries = {}
+    for when, value in enumerate((61, 62)):
+        reply = cache.serve(spec(value), "cpu", scratch(tmp_path, f"built-{value}"), deadline=far)
+        assert reply["ok"], reply
+        entries[value] = cache.root / "ext" / reply["key"]
+        os.utime(entries[value], (1_000 + when, 1_000 + when))  # published long ago, 61 first
+    assert cache.serve(spec(61), "cpu", scratch(tmp_path, "again-61"), deadline=far)["hit"]  # 62 is now the oldest
+    smaller = min(_charge(entries[61]), _charge(entries[62]))
+    cache.max_total_bytes = _charge(entries[61]) + _charge(entries[62]) + smaller // 2  # room for two
+    third = cache.serve(spec(63), "cpu", scratch(tmp_path, "built-63"), deadline=far)
+    assert third["ok"], third
+    assert sorted(p.name for p in (cache.root / "ext").iterdir()) == sorted([entries[61].name, third["key"]])
+    assert cache.stats.evicted == 1
+    total = sum(_charge(entry) for entry in (cache.root / "ext").iterdir())
+    assert total <= cache.max_total_bytes
+    evicted = cache.serve(spec(62), "cpu", scratch(tmp_path, "again-62"), deadline=far)  # built again
+    assert evicted["ok"] and not evicted["hit"] and _load(evicted["path"]) == 62
+
+
+def test_eviction_never_removes_an_entry_in_use_nor_follows_a_link(tmp_path):
+    """An entry whose key's lock is held (a build or hand-out of it, in any harness process) stays, and
+    the next least recently used goes instead; an entry is charged its apparent bytes, links not followed."""
+    import fcntl
+
+    cache = BuildCache(tmp_path / "cache")
+    ext, outside = cache.root / "ext", tmp_path / "outside"
+    outside.mkdir()
+    (outside / "keep").write_bytes(b"x" * 5000)
+    names = [f"{n:064x}" for n in range(1, 5)]
+    for when, name in enumerate(names):  # names[0] used longest ago
+        (ext / name).mkdir()
+        (ext / name / "lib.so").write_bytes(b"k" * 1000)
+        (ext / name / "escape").symlink_to(outside)
+        os.utime(ext / name, (1_000 + when, 1_000 + when))
+    charge = 1000 + 3 * 4096  # the file's bytes, a block each for it, the link and the folder
+    cache.max_total_bytes = 2 * charge + 10  # room for two
+    with open(cache.root / "locks" / f"{names[0]}.lock", "a+") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)  # names[0] is being handed out
+        cache._evict(keep=names[3])
+    assert sorted(p.name for p in ext.iterdir()) == [names[0], names[3]]
+    assert int((ext / names[0] / ".charge").read_text()) == charge
+    assert (outside / "keep").read_bytes() == b"x" * 5000

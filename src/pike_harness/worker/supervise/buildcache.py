@@ -20,6 +20,14 @@ between untrusted candidates is only safe if no candidate can decide what anothe
   scratch directory while being hashed; a digest that differs from the recorded one means the entry
   was tampered with: it is discarded, counted (``tampered``) and rebuilt. The candidate loads the
   verified copy, so changing the cache after the check changes nothing it loads.
+* **A build is bounded** like a candidate: no file it writes grows past ``MAX_FILE_BYTES``
+  (``RLIMIT_FSIZE``, set by the builder on itself before torch's build starts, so ninja, the compilers,
+  the assembler and the linker inherit it), its processes together hold at most the request's
+  ``memory_mb`` and its staging folder at most ``disk_mb`` (capped by the cache's own bounds), polled
+  while it runs; a library over ``MAX_LIBRARY_BYTES`` is not published. A build stopped for a limit
+  is the candidate's failure to build (``build_limit``), remembered, never retried as the machine's.
+* **Entries are evicted**: past ``MAX_TOTAL_BYTES`` in all, the least recently used go
+  (``cache_eviction``), never one that a build or hand-out holds (its key's lock).
 
 What this cannot stop, and the container evaluator adds, is written in docs/evaluator.md ("Build
 cache"). Standard library here; the builder and the probe import torch.
@@ -34,6 +42,7 @@ import json
 import os
 import re
 import secrets
+import signal
 import stat
 import subprocess
 import sys
@@ -45,7 +54,7 @@ from pathlib import Path
 from typing import Any
 
 from pike_harness.worker import text_safety
-from pike_harness.worker.supervise import sandbox, seccomp, trusted_files
+from pike_harness.worker.supervise import cache_eviction, sandbox, scratch_usage, seccomp, trusted_files
 
 KEY_SCHEMA = 1
 # Flags that make a compiler run other programs or read a file of more flags. Builds that use them
@@ -58,7 +67,33 @@ BUILD_FAILED_EXIT = 2
 # A failed build is remembered (the same source fails the same way) unless its log says the machine,
 # not the source, was the problem.
 TRANSIENT_FAILURES = ("Killed signal", "out of memory", "Cannot allocate memory", "No space left", "[the builder exited")
-MAX_LIBRARY_BYTES = 2 << 30  # a built extension larger than this is refused (a real one is a few MB)
+# What one build may take. Measured on this repository's CPU host (g++ 12, torch 2.13, 2026-11-30), a
+# one-function torch extension (torch/extension.h, a GELU loop): main.o 2.8 MB, the library 1.6 MB,
+# 5 MB in the build folder, the compiler at 1.45 GB resident (1.56 GB of address space), 20 s; with
+# -g, main.o 12 MB and the library 8 MB. A CUDA build adds an object with one cubin (or PTX) per
+# architecture: a few MB more for one kernel. A top-level asm(".space N") needs no time to write N
+# bytes (300 MB in 0.24 s), so each bound is a hard limit, not a timeout.
+# Any one file a builder writes (objects, the library, nvcc's temporaries, the log): 40 times the
+# largest measured (12 MB); a write past it kills the writer with SIGXFSZ.
+MAX_FILE_BYTES = 512 << 20
+# A built library larger than this is not published: 30 times the largest measured (8 MB with -g).
+# It was 2 GiB: a 1.9 GB library of zeros was published, kept across runs, and one comment's
+# difference in the source made another.
+MAX_LIBRARY_BYTES = 256 << 20
+# The staging folder (sources, objects, library, temporaries, log) at most, in MB, whatever disk a
+# request allows its candidate's own folders: 100 times the 21 MB measured with -g.
+BUILD_DISK_MB = 2048
+BUILD_MAX_ENTRIES = 10_000  # files and folders in a staging folder (a build makes a dozen)
+DISK_POLICE_S = 0.5  # how often the staging folder is measured while the builder runs
+# All published entries together (``cache_eviction.charge``: apparent bytes plus a block per file),
+# kept by least-recently-used eviction after each publication. 8 GiB, as for the JIT caches: thousands
+# of the usual libraries (a few MB), 32 of the largest allowed.
+MAX_TOTAL_BYTES = 8 << 30
+BUILD_LIMIT_CHECK = "build_limit"
+# How a toolchain reports a process killed for writing past RLIMIT_FSIZE: gcc ("File size limit
+# exceeded signal terminated program as"), collect2 ("ld terminated with signal 25 [File size limit
+# exceeded]"), Python's subprocess ("died with <Signals.SIGXFSZ: 25>").
+FILE_SIZE_SIGNS = re.compile(rf"File size limit exceeded|signal {int(signal.SIGXFSZ)}\b|SIGXFSZ")
 MAX_META_BYTES = 1 << 20
 ARCH_LIST = re.compile(r"^[0-9A-Za-z.;+ ]{0,200}$")  # "9.0", "9.0a", "8.0;9.0+PTX", "Hopper"
 # Folders of the evaluator's layout (engine/core.py) beside the build cache's root: CACHE/build's
@@ -85,6 +120,8 @@ class BuildStats:
     misses: int = 0
     failures: int = 0  # builds that failed to compile (cached in memory: the same source fails fast)
     tampered: int = 0  # entries whose library no longer matched its recorded digest
+    limited: int = 0  # builds stopped for a limit (file size, memory, disk, library size): the candidate's
+    evicted: int = 0  # entries removed to keep the cache within its total
     fallbacks: int = 0  # calls not cached (unusual arguments): built privately by the candidate
     build_seconds: float = 0.0
 
@@ -113,6 +150,13 @@ class BuildCache:
     # ``isolation.hidden`` (the work folder): those a candidate's sandbox hides too. None: the JIT
     # cache beside the cache root (SIBLINGS_HIDDEN).
     hidden: tuple[Path, ...] | None = None
+    # Bounds of one build (a request's own memory_mb and disk_mb, given to ``serve``, can only lower the
+    # last two): the largest file, the builder's processes' memory in MB (None: what a candidate gets
+    # by default, half the host's memory) and the staging folder's disk in MB.
+    max_file_bytes: int = MAX_FILE_BYTES
+    memory_mb: int | None = None
+    disk_mb: int = BUILD_DISK_MB
+    max_total_bytes: int = MAX_TOTAL_BYTES  # all entries together (least recently used evicted past it)
     stats: BuildStats = field(default_factory=BuildStats)
 
     def __post_init__(self) -> None:
@@ -124,7 +168,7 @@ class BuildCache:
         self._mutex = threading.Lock()
         self._key_locks: dict[str, threading.Lock] = {}
         self._entries: dict[str, _Entry] = {}  # published or verified by this process
-        self._failed: dict[str, str] = {}  # key -> compiler log
+        self._failed: dict[str, dict[str, str]] = {}  # key -> the failure's log (and check, reason)
         self._toolchains: dict[str, dict[str, Any]] = {}
         self._probe_locks: dict[str, threading.Lock] = {}
 
@@ -161,11 +205,14 @@ class BuildCache:
 
     # -- serving one load_inline call ------------------------------------------------------------
     def serve(self, spec: Any, device: str, scratch: Path, *, deadline: float,
-              tick: Callable[[], None] = lambda: None) -> dict[str, Any]:
+              tick: Callable[[], None] = lambda: None, memory_mb: int | None = None,
+              disk_mb: int | None = None) -> dict[str, Any]:
         """The answer to one ``load_inline`` call of a candidate (see ``inline_hook``).
 
         ``tick`` is called while waiting (the supervisor polices the candidate there and may raise);
-        BuildTimeout when ``deadline`` (monotonic) passes first.
+        BuildTimeout when ``deadline`` (monotonic) passes first. ``memory_mb``, ``disk_mb``: the
+        request's limits, which bound a build too (within the cache's own). A build stopped for a
+        limit fails with ``check`` (``BUILD_LIMIT_CHECK``) and ``reason`` besides its ``log``.
         """
         canonical = canonical_spec(spec)
         if canonical is None:
@@ -178,21 +225,27 @@ class BuildCache:
             failed = self._failed.get(key)
             if failed is not None:
                 self._count("hits")
-                return {"ok": False, "log": failed, "hit": True, "key": key}
+                return {"ok": False, **failed, "hit": True, "key": key}
             entry = self._find(key)
             if entry is not None:
                 path = self._hand_out(key, entry, scratch)
                 if path is not None:
                     self._count("hits")
                     return {"ok": True, "path": str(path), "hit": True, "key": key}
-            ok, log, paused = self._build(key, canonical, toolchain, deadline, tick, Path(scratch).parent)
+            bounds = self._bounds(memory_mb, disk_mb)
+            ok, log, paused, limit = self._build(key, canonical, toolchain, deadline, tick, Path(scratch).parent,
+                                                 bounds)
             seconds = time.monotonic() - began
             self._count("build_seconds", seconds)
             if not ok:
                 self._count("failures")
-                if not any(sign in log for sign in TRANSIENT_FAILURES):
-                    self._failed[key] = log
-                return {"ok": False, "log": log, "hit": False, "key": key, "seconds": seconds, "paused_s": paused}
+                failure = {"log": log}
+                if limit is not None:  # the candidate's doing: remembered, whatever its log says
+                    self._count("limited")
+                    failure.update(check=BUILD_LIMIT_CHECK, reason=limit)
+                if limit is not None or not any(sign in log for sign in TRANSIENT_FAILURES):
+                    self._failed[key] = failure
+                return {"ok": False, **failure, "hit": False, "key": key, "seconds": seconds, "paused_s": paused}
             self._count("misses")
             entry = self._entries[key]
             path = self._hand_out(key, entry, scratch)
@@ -228,6 +281,17 @@ class BuildCache:
         finally:
             lock.release()
 
+    def _bounds(self, memory_mb: int | None, disk_mb: int | None) -> _Bounds:
+        """One build's bounds: the cache's own, lowered by the request's where it gives lower ones."""
+        own_memory = self.memory_mb
+        if own_memory is None:
+            from pike_harness.worker.supervise.supervisor import default_memory_mb
+
+            own_memory = default_memory_mb()
+        return _Bounds(file_bytes=self.max_file_bytes,
+                       memory_mb=min(own_memory, memory_mb) if memory_mb else own_memory,
+                       disk_mb=min(self.disk_mb, disk_mb) if disk_mb else self.disk_mb)
+
     def _find(self, key: str) -> _Entry | None:
         """An entry published by this process, or one another process published (meta.json's digest)."""
         entry = self._entries.get(key)
@@ -245,17 +309,31 @@ class BuildCache:
 
     def _hand_out(self, key: str, entry: _Entry, scratch: Path) -> Path | None:
         """Copy the library into a fresh folder of the candidate's scratch while hashing it; None (and
-        the entry discarded) when the bytes are not the ones recorded at publication.
+        the entry discarded) when the bytes are not the ones recorded at publication, None too when
+        the entry is gone (evicted). The entry's folder time is set: its last use, for eviction.
 
         The folder is made here with an unguessable name and written through its descriptor, the
         file created with ``O_EXCL``: a scratch folder full of links planted by the candidate (it
         learns earlier hand-outs' paths) can never turn the copy into a write anywhere else.
         """
+        entry_path = self.root / "ext" / key
         try:
-            source = trusted_files.open_regular(self.root / "ext" / key / entry.library, max_bytes=MAX_LIBRARY_BYTES)
+            entry_fd = trusted_files.open_directory(entry_path)
+        except trusted_files.UntrustedFile:
+            if os.path.lexists(entry_path):  # a file or a link where the entry was
+                self._tampered(key)
+            else:  # evicted (by this process or another sharing the cache): built again
+                self._entries.pop(key, None)
+            return None
+        try:
+            source = trusted_files.open_regular(entry.library, dir_fd=entry_fd, max_bytes=MAX_LIBRARY_BYTES)
+            with contextlib.suppress(OSError):
+                os.utime(entry_fd)  # used now: the last to be evicted
         except trusted_files.UntrustedFile:
             self._tampered(key)
             return None
+        finally:
+            os.close(entry_fd)
         try:
             scratch_fd = trusted_files.open_directory(scratch)
             try:
@@ -298,9 +376,10 @@ class BuildCache:
 
     # -- building --------------------------------------------------------------------------------
     def _build(self, key: str, spec: dict[str, Any], toolchain: dict[str, Any], deadline: float,
-               tick: Callable[[], None], scratch_root: Path) -> tuple[bool, str, float]:
-        """Build in a fresh process: (ok, log, seconds the builder spent paused by quiet timing).
-        ``scratch_root``: the folder of the candidates' scratch folders, hidden from the builder."""
+               tick: Callable[[], None], scratch_root: Path, bounds: _Bounds) -> tuple[bool, str, float, str | None]:
+        """Build in a fresh process: (ok, log, seconds the builder spent paused by quiet timing, the
+        limit it was stopped for in words or None). ``scratch_root``: the folder of the candidates'
+        scratch folders, hidden from the builder. The staging folder is removed whatever happens."""
         staging = self.root / "staging" / f"{key[:16]}-{secrets.token_hex(6)}"
         staging.mkdir(mode=0o700)
         (staging / "tmp").mkdir()
@@ -322,7 +401,7 @@ class BuildCache:
             from pike_harness.worker.supervise.spawn import thread_affinity
 
             argv = [self.python, *sandbox.TRUSTED_PYTHON, "-m", "pike_harness.worker.supervise.buildcache", "build",
-                    str(staging / "build")]
+                    str(staging / "build"), str(bounds.file_bytes)]
             with thread_affinity(self.cpus), seccomp.program_fd() as filter_fd:
                 if self.isolation is not None and self.isolation.active:
                     # writes only to its staging folder; sees no other build (entries, logs, other stagings),
@@ -341,12 +420,20 @@ class BuildCache:
                 popen.stdin.close()
             except BrokenPipeError:
                 pass
+            limit = None
+            disk_measured = 0.0
             try:
                 while popen.poll() is None:
                     tick()
                     paused = self.registry.paused_seconds(token) if token is not None else 0.0
                     if time.monotonic() > deadline + paused:  # time paused for a timing is not the build's
                         raise BuildTimeout()
+                    limit = _over_memory(popen.pid, bounds)
+                    if limit is None and time.monotonic() - disk_measured >= DISK_POLICE_S:
+                        disk_measured = time.monotonic()
+                        limit = _over_disk(staging, bounds)
+                    if limit is not None:
+                        break
                     with contextlib.suppress(subprocess.TimeoutExpired):
                         popen.wait(timeout=0.1)
             finally:
@@ -354,20 +441,33 @@ class BuildCache:
                     paused = self.registry.paused_seconds(token)
                     self.registry.remove(token)
                 sandbox.kill_all(popen, marker)
+            if limit is None:  # once more as it ended: a build may end between two measurements
+                limit = _over_disk(staging, bounds)
             log_text = trusted_files.tail_fd(log, 20_000)  # the descriptor: a swapped build.log is not read
+            if limit is None and popen.returncode != 0 and (popen.returncode == -signal.SIGXFSZ
+                                                             or FILE_SIZE_SIGNS.search(log_text)):
+                limit = f"a file it wrote grew past the {bounds.file_bytes >> 20} MiB file-size limit"
+            if limit is not None:
+                return False, _limited(spec, limit, log_text), paused, _reason(spec, limit)
             if popen.returncode != 0:
                 if popen.returncode != BUILD_FAILED_EXIT:
                     log_text += f"\n[the builder exited with {sandbox.signal_name(popen.returncode)}]"
-                return False, log_text, paused
+                return False, log_text, paused, None
             try:
                 library = _built_library(staging_fd, f"{spec['name']}.so")
             except trusted_files.UntrustedFile as exc:
-                return False, f"{log_text}\n[the build left no usable library: {exc}]", paused
+                return False, f"{log_text}\n[the build left no usable library: {exc}]", paused, None
             try:
+                size = os.fstat(library).st_size
+                if size > MAX_LIBRARY_BYTES:
+                    limit = (f"its library holds {size >> 20} MiB, over the {MAX_LIBRARY_BYTES >> 20} MiB "
+                             "limit on a built library")
+                    return False, _limited(spec, limit, log_text), paused, _reason(spec, limit)
                 self._publish(key, library, f"{spec['name']}.so", spec, toolchain, log_text)
             finally:
                 os.close(library)
-            return True, log_text, paused
+            self._evict(keep=key)
+            return True, log_text, paused, None
         finally:
             os.close(log)
             os.close(staging_fd)
@@ -385,17 +485,21 @@ class BuildCache:
                 target = trusted_files.create_exclusive(library_name, dir_fd=entry_fd, mode=0o444)
                 try:
                     digest = trusted_files.copy_regular(library, target, MAX_LIBRARY_BYTES)
+                    size = os.fstat(target).st_size
                 finally:
                     os.close(target)
                 meta = {"schema": KEY_SCHEMA, "key": key, "digest": digest, "library": library_name,
                         "name": spec["name"], "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "toolchain": toolchain}
                 for name, text in (("meta.json", json.dumps(meta, indent=1, sort_keys=True)),
                                    ("build.log", text_safety.printable(log_text[-20_000:]))):  # it echoes the source
+                    data = text.encode()
+                    size += len(data)
                     fd = trusted_files.create_exclusive(name, dir_fd=entry_fd, mode=0o444)
                     try:
-                        trusted_files.write_all(fd, text.encode())
+                        trusted_files.write_all(fd, data)
                     finally:
                         os.close(fd)
+                cache_eviction.write_charge(entry_fd, cache_eviction.charge(4, size))  # 3 files and .charge
                 os.fchmod(entry_fd, 0o555)
             finally:
                 os.close(entry_fd)
@@ -406,13 +510,99 @@ class BuildCache:
         os.rename(self.root / "staging" / entry_name, self.root / "ext" / key)
         self._entries[key] = _Entry(digest=digest, library=library_name)
 
+    def _evict(self, *, keep: str) -> None:
+        """Keep the entries within ``max_total_bytes``, least recently used first (never ``keep`` or an
+        entry whose key's lock is held: a build or hand-out in progress), and remove staging folders
+        a crash left a day ago. Never raises."""
+        try:
+            ext = trusted_files.open_directory(self.root / "ext")
+        except trusted_files.UntrustedFile:
+            return
+        try:
+            removed = cache_eviction.evict(self.root / "ext", ext, max_total_bytes=self.max_total_bytes,
+                                           is_entry=_is_key, keep=keep, claim=self._unused)
+        finally:
+            os.close(ext)
+        for name in removed:
+            self._entries.pop(name, None)
+        self._count("evicted", len(removed))
+        stale = time.time() - cache_eviction.STALE_S
+        with contextlib.suppress(OSError), os.scandir(self.root / "staging") as listing:
+            for item in list(listing):
+                with contextlib.suppress(OSError):
+                    if item.stat(follow_symlinks=False).st_mtime < stale:
+                        trusted_files.discard(item.path)
+
+    @contextlib.contextmanager
+    def _unused(self, key: str):
+        """Whether no build or hand-out holds ``key`` (in this process or another); held while True."""
+        try:
+            handle = open(self.root / "locks" / f"{key}.lock", "a+")  # noqa: SIM115 - closed below
+        except OSError:
+            yield False
+            return
+        try:
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                yield False
+                return
+            try:
+                yield True
+            finally:
+                fcntl.flock(handle, fcntl.LOCK_UN)
+        finally:
+            handle.close()
+
+
+@dataclass(frozen=True)
+class _Bounds:
+    file_bytes: int
+    memory_mb: int
+    disk_mb: int
+
+
+def _over_memory(root: int, bounds: _Bounds) -> str | None:
+    """The builder's processes' memory (as a candidate's is judged: ``sandbox.memory_bytes``) in words
+    when over its bound, else None."""
+    limit = bounds.memory_mb << 20
+    used = sandbox.memory_bytes(sandbox.sandbox_members(root), limit)
+    if used <= limit:
+        return None
+    return f"its processes used {used >> 20} MB, over the {bounds.memory_mb} MB memory limit"
+
+
+def _over_disk(staging: Path, bounds: _Bounds) -> str | None:
+    """The staging folder's size (allocated bytes, ``scratch_usage.measure``) in words when over its bound."""
+    usage = scratch_usage.measure([staging], BUILD_MAX_ENTRIES)
+    if usage.over_entries:
+        return f"its folder held more than {BUILD_MAX_ENTRIES} files"
+    if usage.bytes > bounds.disk_mb << 20:
+        return f"its folder held {usage.bytes >> 20} MB, over the {bounds.disk_mb} MB disk limit"
+    return None
+
+
+def _reason(spec: dict[str, Any], limit: str) -> str:
+    return f"[{BUILD_LIMIT_CHECK}] the build of {spec['name']!r} was stopped: {limit}"
+
+
+def _limited(spec: dict[str, Any], limit: str, log_text: str) -> str:
+    """The log of a build stopped for a limit: the reason first, where the candidate's exception (which
+    keeps the log's last 4,000 characters, and its verdict their first 2,000) shows it."""
+    return f"{_reason(spec, limit)}\n{log_text[-1500:]}"
+
+
+def _is_key(name: str) -> bool:
+    return len(name) == 64 and all(c in "0123456789abcdef" for c in name)
+
 
 def _built_library(staging_fd: int, name: str) -> int:
     """The built library in the builder's folder, opened without following anything it could have
-    planted (``build`` or the library swapped for a link, a FIFO, a device): a descriptor."""
+    planted (``build`` or the library swapped for a link, a FIFO, a device): a descriptor. Its size is
+    the caller's to judge (one over ``MAX_LIBRARY_BYTES`` is the candidate's ``build_limit``)."""
     build = trusted_files.open_directory("build", dir_fd=staging_fd)
     try:
-        return trusted_files.open_regular(name, dir_fd=build, max_bytes=MAX_LIBRARY_BYTES)
+        return trusted_files.open_regular(name, dir_fd=build)
     finally:
         os.close(build)
 
@@ -549,11 +739,24 @@ def _probe(kind: str) -> dict[str, Any]:
     return info
 
 
-def _build(build_dir: Path) -> int:
+def _limit_files(max_file_bytes: int) -> None:
+    """No file this process or any it starts (ninja, compilers, assembler, linker) writes grows past
+    ``max_file_bytes`` (the writer dies of SIGXFSZ), and no core dump: set before the build starts."""
+    import resource
+
+    for kind, value in ((resource.RLIMIT_FSIZE, max_file_bytes), (resource.RLIMIT_CORE, 0)):
+        _, hard = resource.getrlimit(kind)
+        if hard != resource.RLIM_INFINITY:
+            value = min(value, hard)
+        resource.setrlimit(kind, (value, value))
+
+
+def _build(build_dir: Path, max_file_bytes: int = MAX_FILE_BYTES) -> int:
     """Build one extension with torch's ``load_inline`` minus its final import: no candidate code runs."""
     import inspect
     import traceback
 
+    _limit_files(max_file_bytes)
     import torch.utils.cpp_extension as cpp_extension
 
     spec = json.loads(sys.stdin.read())
@@ -575,9 +778,10 @@ def _build(build_dir: Path) -> int:
 if __name__ == "__main__":
     if len(sys.argv) >= 3 and sys.argv[1] == "build":
         sys.stdout.flush()
-        sys.exit(_build(Path(sys.argv[2])))
+        sys.exit(_build(Path(sys.argv[2]), int(sys.argv[3]) if len(sys.argv) >= 4 else MAX_FILE_BYTES))
     if len(sys.argv) >= 3 and sys.argv[1] == "probe":
         print(json.dumps(_probe(sys.argv[2]), sort_keys=True))
         sys.exit(0)
-    print("usage: python -m pike_harness.worker.supervise.buildcache {build DIR | probe cpu|cuda}", file=sys.stderr)
+    print("usage: python -m pike_harness.worker.supervise.buildcache {build DIR [MAX_FILE_BYTES] | probe cpu|cuda}",
+          file=sys.stderr)
     sys.exit(64)

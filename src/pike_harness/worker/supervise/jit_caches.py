@@ -28,15 +28,10 @@ by hand) is removed, never followed. Standard library only.
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import os
-import secrets
-import stat
-import time
-from collections.abc import Iterator
 from pathlib import Path
 
-from pike_harness.worker.supervise import trusted_files
+from pike_harness.worker.supervise import cache_eviction, trusted_files
 from pike_harness.worker.supervise.buildcache import jit_cache_key
 
 MAX_FILES = 20_000
@@ -47,17 +42,12 @@ MAX_FILES = 20_000
 # .ttgir, .ttir and .json). 512 MiB is 2.5 times that; a larger folder is not shared (it was 2 GiB,
 # and a 1 GiB sparse file, 12 kB on the candidate's disk, became 1 GiB here).
 MAX_BYTES = 512 << 20
-# All entries together (``_charge``: bytes, plus a block for each file and folder). Past it, the least
-# recently used entries are removed. 8 GiB: 16 of the heaviest entries measured, thousands of the
-# usual ones (a few Triton kernels: under 1 MB).
+# All entries together (``cache_eviction.charge``: bytes, plus a block for each file and folder). Past
+# it, the least recently used entries are removed (``cache_eviction.evict``). 8 GiB: 16 of the
+# heaviest entries measured, thousands of the usual ones (a few Triton kernels: under 1 MB).
 MAX_TOTAL_BYTES = 8 << 30
-MAX_DEPTH = 16  # folder levels (trusted_files.copy_tree's default)
-BLOCK = 4096  # what a file or folder may take on disk beyond its bytes
+BLOCK = cache_eviction.BLOCK  # what a file or folder is charged beyond its bytes
 SUBFOLDERS = ("triton", "inductor")  # TRITON_CACHE_DIR and TORCHINDUCTOR_CACHE_DIR: all that is shared
-CHARGE_FILE = ".charge"  # in an entry, beside SUBFOLDERS: its charge against MAX_TOTAL_BYTES, in decimal
-STAGING = ".staging-"  # a publication in progress (a crash can leave one: removed once STALE_S old)
-EVICTED = ".evicted-"  # an entry being removed (a crash can leave one: removed at the next eviction)
-STALE_S = 24 * 3600
 
 
 def prepare(root: Path, scratch: Path, source: str, baseline_mode: str | None) -> tuple[Path, dict[str, str]]:
@@ -100,14 +90,14 @@ def publish(root: Path, folder: Path, source: str, baseline_mode: str | None) ->
     try:
         if _exists(root_fd, key):
             return None  # the first correct evaluation of a source publishes; later ones reuse it
-        staging, staging_fd = trusted_files.make_private_folder(root_fd, STAGING)
+        staging, staging_fd = trusted_files.make_private_folder(root_fd, cache_eviction.STAGING)
         try:
             source_fd = trusted_files.open_directory(folder)
             try:
                 charge = _copy_subfolders(source_fd, staging_fd)
             finally:
                 os.close(source_fd)
-            _write_charge(staging_fd, charge)
+            cache_eviction.write_charge(staging_fd, charge)
             os.rename(staging, key, src_dir_fd=root_fd, dst_dir_fd=root_fd)
         except (OSError, trusted_files.UntrustedFile) as exc:
             trusted_files.remove_tree(root / staging)
@@ -124,7 +114,8 @@ def publish(root: Path, folder: Path, source: str, baseline_mode: str | None) ->
 
 def _copy_subfolders(source_fd: int, target_fd: int) -> int:
     """Copy ``SUBFOLDERS`` (those that are folders) from one JIT folder into another, together within
-    ``MAX_FILES`` and ``MAX_BYTES``; their charge (``_charge``). Anything else there is left behind."""
+    ``MAX_FILES`` and ``MAX_BYTES``; their charge (``cache_eviction.charge``). Anything else there is
+    left behind."""
     files = size = 0
     for name in SUBFOLDERS:
         try:
@@ -142,96 +133,18 @@ def _copy_subfolders(source_fd: int, target_fd: int) -> int:
         finally:
             os.close(source)
         files, size = files + copied_files + 1, size + copied
-    return _charge(files, size)
-
-
-def _charge(entries: int, size: int) -> int:
-    """What an entry counts against ``MAX_TOTAL_BYTES``: its bytes, and a block for each file and
-    folder (20,000 one-byte files take 80 MB of disk)."""
-    return size + (entries + 1) * BLOCK
-
-
-def _write_charge(entry_fd: int, charge: int) -> None:
-    fd = trusted_files.create_exclusive(CHARGE_FILE, dir_fd=entry_fd)
-    try:
-        trusted_files.write_all(fd, str(charge).encode())
-    finally:
-        os.close(fd)
+    return cache_eviction.charge(files, size)
 
 
 def evict(root: Path, root_fd: int, *, keep: str | None = None) -> None:
     """Remove the least recently used entries of ``root`` until the rest are within ``MAX_TOTAL_BYTES``
-    (never ``keep``), what a crash left of removals, and publications abandoned ``STALE_S`` ago.
-
-    One eviction at a time (a lock on the root folder, across threads and harness processes).
-    Never raises: a fuller cache is not an evaluation's failure.
-    """
-    with contextlib.suppress(OSError, trusted_files.UntrustedFile), _locked(root_fd):
-        entries: list[tuple[int, str, int]] = []
-        stale = time.time_ns() - STALE_S * 10**9
-        with os.scandir(root_fd) as listing:
-            names = [entry.name for entry in listing]
-        for name in names:
-            try:
-                info = os.stat(name, dir_fd=root_fd, follow_symlinks=False)
-            except OSError:
-                continue
-            if not stat.S_ISDIR(info.st_mode):
-                continue  # a squat where an entry goes is removed when that source is next prepared
-            if name.startswith(EVICTED) or (name.startswith(STAGING) and info.st_mtime_ns < stale):
-                trusted_files.discard(root / name)
-            elif _is_key(name) and name != keep:
-                entries.append((info.st_mtime_ns, name, _entry_charge(root_fd, name, info)))
-        total = sum(charge for _, _, charge in entries) + (_entry_charge(root_fd, keep, None) if keep else 0)
-        for _, name, charge in sorted(entries):
-            if total <= MAX_TOTAL_BYTES:
-                break
-            doomed = f"{EVICTED}{secrets.token_hex(8)}"
-            try:  # out of the way first: a source looking its entry up finds it whole or not at all
-                os.rename(name, doomed, src_dir_fd=root_fd, dst_dir_fd=root_fd)
-            except OSError:
-                continue
-            trusted_files.discard(root / doomed)
-            total -= charge
-
-
-@contextlib.contextmanager
-def _locked(fd: int):
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-    except OSError:  # a file system without flock on folders: evictions may overlap, each one is safe
-        yield
-        return
-    try:
-        yield
-    finally:
-        fcntl.flock(fd, fcntl.LOCK_UN)
+    (never ``keep``), what a crash left of removals, and publications abandoned a day ago
+    (``cache_eviction.evict``). Never raises."""
+    cache_eviction.evict(root, root_fd, max_total_bytes=MAX_TOTAL_BYTES, is_entry=_is_key, keep=keep)
 
 
 def _is_key(name: str) -> bool:
     return len(name) == 32 and all(c in "0123456789abcdef" for c in name)
-
-
-def _entry_charge(root_fd: int, name: str, info: os.stat_result | None) -> int:
-    """An entry's recorded charge; for one an older version published (none recorded), measured once
-    and recorded, its modification time (its last use) kept."""
-    try:
-        entry = trusted_files.open_directory(name, dir_fd=root_fd)
-    except trusted_files.UntrustedFile:
-        return 0
-    try:
-        try:
-            return int(trusted_files.read_regular(CHARGE_FILE, 32, dir_fd=entry))
-        except (OSError, ValueError, trusted_files.UntrustedFile):
-            pass
-        charge = _measure(entry)
-        with contextlib.suppress(OSError, trusted_files.UntrustedFile):
-            _write_charge(entry, charge)
-            if info is not None:
-                os.utime(entry, ns=(info.st_atime_ns, info.st_mtime_ns))
-        return charge
-    finally:
-        os.close(entry)
 
 
 def _open_root(root: Path) -> int:
@@ -261,37 +174,3 @@ def _open_entry(root: Path, key: str) -> int | None:
         return None
     finally:
         os.close(root_fd)
-
-
-def _measure(entry_fd: int) -> int:
-    """The charge of the tree below ``entry_fd``, walked without following a link (each folder
-    opened no-follow relative to its parent), at most ``MAX_DEPTH`` levels, one descriptor a level."""
-    entries = size = 0
-    stack: list[tuple[int, Iterator[os.DirEntry]]] = []
-    fd: int | None = os.dup(entry_fd)
-    try:
-        while fd is not None or stack:
-            if fd is not None:  # a folder just opened: listed now, walked next
-                stack.append((fd, iter(())))
-                with os.scandir(fd) as listing:
-                    stack[-1] = (fd, iter(list(listing)))
-                fd = None
-                continue
-            item = next(stack[-1][1], None)
-            if item is None:
-                os.close(stack.pop()[0])
-                continue
-            entries += 1
-            try:
-                info = item.stat(follow_symlinks=False)
-            except OSError:
-                continue
-            if stat.S_ISREG(info.st_mode):
-                size += info.st_size
-            elif stat.S_ISDIR(info.st_mode) and len(stack) <= MAX_DEPTH:
-                with contextlib.suppress(trusted_files.UntrustedFile):
-                    fd = trusted_files.open_directory(item.name, dir_fd=stack[-1][0])
-    finally:
-        for opened, _ in stack:
-            os.close(opened)
-    return _charge(entries, size)
