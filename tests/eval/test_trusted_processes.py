@@ -204,6 +204,10 @@ def test_home_is_invisible_except_python_folders(tmp_path, monkeypatch):
         ("extra_include_paths", ["/usr/include;id"]),
         ("extra_include_paths", ["relative/include"]),
         ("extra_include_paths", ["/etc/../root"]),
+        ("extra_include_paths", ["/scratch/eval-1/include"]),  # the candidate's own folder: links to anywhere
+        ("extra_ldflags", ["-L/scratch/eval-1/lib"]),
+        ("extra_ldflags", ["/scratch/eval-1/build/libx.so"]),
+        ("extra_cuda_cflags", ["-Xcompiler", "-I/scratch/eval-1/include"]),
     ],
 )
 def test_a_rejected_flag_names_itself(arg, flags):
@@ -272,12 +276,53 @@ def test_a_rejected_flag_names_itself(arg, flags):
                 "/usr/lib/libfoo.so",
             ],
         ),
-        ("extra_include_paths", ["/usr/include", sys.prefix, "/scratch/eval-1/include"]),
+        ("extra_include_paths", ["/usr/include", sys.prefix]),
     ],
 )
 def test_ordinary_flags_pass(arg, flags, monkeypatch):
     monkeypatch.setattr(os.path, "realpath", lambda path: path)  # /scratch does not exist here
     assert build_flags.spec_problem({"name": "x", arg: flags}, "/scratch/eval-1") is None
+
+
+def _link_chain(folder: Path, length: int, target: str) -> Path:
+    """``folder/l0`` -> ``l1`` -> ... -> ``target``: resolving it recurses once per link."""
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / f"l{length - 1}").symlink_to(target)
+    for index in range(length - 2, -1, -1):
+        (folder / f"l{index}").symlink_to(f"l{index + 1}")
+    return folder / "l0"
+
+
+@pytest.mark.parametrize("form", ["extra_include_paths", "-I", "-L", "-Wl,-rpath,", ".so"])
+def test_a_path_in_the_scratch_folder_is_refused_without_being_resolved(tmp_path, monkeypatch, form):
+    """A chain of 1,200 links in the scratch folder made ``os.path.realpath`` raise RecursionError while
+    the flags were checked: the task failed as the harness's error, and again on every resume. A path
+    in the candidate's folder is refused (``rejected/build_flags``) and never resolved."""
+    scratch = tmp_path / "scratch"
+    head = _link_chain(scratch / "chain", 1200, "/usr/include")
+    path = f"{head}/libx.so" if form == ".so" else str(head)
+    arg = "extra_include_paths" if form == "extra_include_paths" else "extra_ldflags"
+    flag = path if form in ("extra_include_paths", ".so") else f"{form}{path}"
+    resolved: list[str] = []
+    real = os.path.realpath
+    monkeypatch.setattr(os.path, "realpath", lambda name, **kwargs: resolved.append(os.fspath(name)) or
+                        real(name, **kwargs))
+    problem = build_flags.spec_problem({"name": "x", arg: [flag]}, str(scratch))
+    assert problem is not None and problem.startswith(arg), problem
+    assert [name for name in resolved if name.startswith(str(scratch) + "/")] == [], "nothing in it was resolved"
+
+
+def test_a_path_whose_resolution_fails_is_refused_not_raised(tmp_path, monkeypatch):
+    """In an allowed folder the candidate may write (the docker evaluator without bubblewrap can let it
+    write the Python environment), the same chain: resolving raises, and the path is refused."""
+    toolkit = tmp_path / "cuda"
+    head = _link_chain(toolkit / "include", 1200, "/usr/include")
+    monkeypatch.setenv("CUDA_HOME", str(toolkit))
+    with pytest.raises(RecursionError):
+        os.path.realpath(head)
+    problem = build_flags.spec_problem({"name": "x", "extra_include_paths": [str(head)]}, str(tmp_path / "scratch"))
+    assert problem is not None and problem.startswith("extra_include_paths"), problem
+    assert build_flags.spec_problem({"name": "x", "extra_include_paths": [str(toolkit)]}, None) is None
 
 
 # -- failure reports -----------------------------------------------------------------------------------

@@ -8,8 +8,10 @@ the candidate's choosing. So before a build is served, every flag must match one
 below, made of a character set with no shell meaning; anything else is the candidate's
 ``rejected/build_flags`` verdict naming the flag, and nothing is built. Paths (``-I``, ``-L``,
 ``-Wl,-rpath,``, a library file) must be absolute and lie inside the folders a build may use: the
-Python environment, the CUDA toolkit, the system's own folders and the candidate's scratch folder.
-Standard library only.
+Python environment, the CUDA toolkit and the system's own folders. The candidate's scratch folder is
+not one: it writes there while it runs, so a path there is never resolved (``realpath`` on a chain of
+1,200 links raised ``RecursionError``, which failed the task as the harness's error) and is refused,
+as is any path whose resolution fails. Standard library only.
 """
 
 from __future__ import annotations
@@ -63,26 +65,51 @@ _PATH_FLAGS = (
 
 
 def allowed_roots(scratch: str | None = None, environ: Mapping[str, str] | None = None) -> list[str]:
-    """The folders a build's paths may point into: Python's, the CUDA toolkit's, the system's, its scratch."""
+    """The folders a build's paths may point into: Python's, the CUDA toolkit's, the system's. Never the
+    candidate's ``scratch`` (see ``forbidden_roots``)."""
     source = os.environ if environ is None else environ
     roots = {sys.prefix, sys.base_prefix, sys.exec_prefix, "/usr", "/opt", "/lib", "/lib64"}
     roots.update(
         source[name] for name in ("CUDA_HOME", "CUDA_PATH", "CUDA_ROOT", "CONDA_PREFIX") if source.get(name)
     )
     roots.update(entry for entry in sys.path if entry.endswith("-packages"))
-    if scratch:
-        roots.add(scratch)
-    return sorted(os.path.realpath(root) for root in roots if root)
+    return sorted({real for real in map(_resolved, filter(None, roots)) if real is not None})
 
 
-def _inside(path: str, roots: Iterable[str]) -> bool:
+def forbidden_roots(scratch: str | None) -> list[str]:
+    """The candidate's scratch folder, as named and as resolved: it writes there while it runs, so a path
+    in it is never resolved (a chain of 1,200 links made ``realpath`` raise ``RecursionError``) and may
+    not be passed to a build (a link there can point anywhere)."""
+    if not scratch:
+        return []
+    return sorted({os.path.abspath(scratch), *filter(None, [_resolved(scratch)])})
+
+
+def _resolved(path: str) -> str | None:
+    """``os.path.realpath``, or None where resolving fails (a loop, a chain past the recursion limit)."""
+    try:
+        return os.path.realpath(path)
+    except (RecursionError, OSError, ValueError):
+        return None
+
+
+def _under(path: str, roots: Iterable[str]) -> bool:
+    return any(path == root or path.startswith(root.rstrip("/") + "/") for root in roots)
+
+
+def _inside(path: str, roots: Iterable[str], forbidden: Iterable[str] = ()) -> bool:
+    """Whether ``path`` lies inside ``roots`` once resolved, and neither names nor resolves into a
+    ``forbidden`` folder; a path in one is never resolved, and one that cannot be resolved is outside."""
     if "/../" in path + "/" or "/./" in path + "/" or "//" in path:
         return False
-    real = os.path.realpath(path)
-    return any(real == root or real.startswith(root.rstrip("/") + "/") for root in roots)
+    forbidden = list(forbidden)
+    if _under(path, forbidden):
+        return False
+    real = _resolved(path)
+    return real is not None and not _under(real, forbidden) and _under(real, roots)
 
 
-def flag_problem(flag: Any, roots: Iterable[str]) -> str | None:
+def flag_problem(flag: Any, roots: Iterable[str], forbidden: Iterable[str] = ()) -> str | None:
     """Why one flag may not be passed to a build (its own words for the verdict), or None."""
     if not isinstance(flag, str):  # by its type: its text could be huge, or nested past repr's recursion limit
         return f"a {type(flag).__name__} is not a string"
@@ -92,22 +119,23 @@ def flag_problem(flag: Any, roots: Iterable[str]) -> str | None:
     for pattern in _PATH_FLAGS:
         matched = pattern.fullmatch(flag)
         if matched:
-            if not _inside(matched.group("path"), roots):
-                return f"{shown!r} names a path outside the Python environment, the CUDA toolkit and the system folders"
+            if not _inside(matched.group("path"), roots, forbidden):
+                return (f"{shown!r} names a path outside the Python environment, the CUDA toolkit and the system "
+                        "folders (or in the candidate's own folder)")
             return None
     if any(shape.fullmatch(flag) for shape in SHAPES):
         return None
     return f"{shown!r} is not an allowed compiler or linker flag shape"
 
 
-def _option_value_problem(value: Any, roots: list[str]) -> str | None:
+def _option_value_problem(value: Any, roots: list[str], forbidden: list[str]) -> str | None:
     """The value after ``-Xptxas``/``-gencode``/...: one allowed flag, or allowed flags joined by commas."""
     if isinstance(value, str) and any(shape.fullmatch(value) for shape in SHAPES):
         return None
     if isinstance(value, str) and SAFE_CHARS.match(value):
-        problems = [flag_problem(part, roots) for part in value.split(",")]
+        problems = [flag_problem(part, roots, forbidden) for part in value.split(",")]
         return next((problem for problem in problems if problem), None)
-    return flag_problem(value, roots)
+    return flag_problem(value, roots, forbidden)
 
 
 def _takes_value(value: Any) -> bool:
@@ -119,7 +147,7 @@ def spec_problem(spec: Any, scratch: str | None = None) -> str | None:
     """The first flag or include path of a ``load_inline`` call that may not be built, with why; None if all pass."""
     if not isinstance(spec, dict):
         return None
-    roots = allowed_roots(scratch)
+    roots, forbidden = allowed_roots(scratch), forbidden_roots(scratch)
     for arg in (*FLAG_ARGS, *PATH_ARGS):
         values = spec.get(arg)
         if values is None:
@@ -135,14 +163,15 @@ def spec_problem(spec: Any, scratch: str | None = None) -> str | None:
                     isinstance(value, str)
                     and bool(SAFE_CHARS.match(value))
                     and value.startswith("/")
-                    and _inside(value, roots)
+                    and _inside(value, roots, forbidden)
                 )
                 shown = repr(value[:80]) if isinstance(value, str) else f"a {type(value).__name__}"
-                problem = None if ok else f"{shown} is not a plain absolute path inside the allowed folders"
+                problem = None if ok else (f"{shown} is not a plain absolute path inside the allowed folders (the "
+                                           "candidate's own folder is not one)")
             elif expects_value:
-                problem = _option_value_problem(value, roots)
+                problem = _option_value_problem(value, roots, forbidden)
             else:
-                problem = None if _takes_value(value) else flag_problem(value, roots)
+                problem = None if _takes_value(value) else flag_problem(value, roots, forbidden)
             if problem:
                 return f"{arg}: {problem}"
             expects_value = _takes_value(value) and not expects_value
