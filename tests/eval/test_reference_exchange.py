@@ -237,3 +237,61 @@ def test_the_reference_process_runs_nothing_planted_in_its_work_folder(tmp_path)
     finally:
         oracle.close()
     assert not canary.exists()
+
+
+@pytest.mark.parametrize("plant", ["fifo", "link"])
+def test_a_planted_log_neither_blocks_nor_redirects_the_reference_process(tmp_path, plant):
+    """Where candidates share the harness's uid and can write its work folder (docker without
+    bubblewrap), a FIFO at the reference process's log name blocked its (re)start forever, the oracle's
+    lock held; a link sent its log elsewhere. Neither is opened: the log goes to a fresh name, the FIFO
+    is never written, the link's target is untouched. The process is not dumpable either, so a
+    same-uid candidate cannot read its memory through /proc/<pid>/mem."""
+    import stat
+    import threading
+
+    from pike_harness.worker.supervise.reference import ReferenceOracle
+
+    work = tmp_path / "work"
+    work.mkdir(mode=0o700)
+    oracle = ReferenceOracle("cpu", work)
+    planted = oracle.log_path
+    target = tmp_path / "target"
+    target.write_bytes(b"the candidate's file")
+    if plant == "fifo":
+        os.mkfifo(planted)
+    else:
+        planted.symlink_to(target)
+    replies: list = []
+    starting = threading.Thread(target=lambda: replies.append(oracle.stats()), daemon=True)
+    try:
+        starting.start()
+        starting.join(300)
+        assert not starting.is_alive(), "the reference process's start blocked on the planted log"
+        (stats,) = replies
+        assert stats["dumpable"] == 0
+        assert oracle.log_path != planted and oracle.log_path.parent == work
+        assert stat.S_ISREG(os.lstat(oracle.log_path).st_mode)
+        if plant == "fifo":
+            assert stat.S_ISFIFO(os.lstat(planted).st_mode)
+        else:
+            assert planted.is_symlink() and target.read_bytes() == b"the candidate's file"
+    finally:
+        if starting.is_alive() and plant == "fifo":  # unblock the open that the fix is there to avoid
+            os.close(os.open(planted, os.O_RDONLY | os.O_NONBLOCK))
+            starting.join(300)
+        oracle.close()
+
+
+def test_the_reference_process_keeps_appending_to_its_own_log(tmp_path):
+    """A regular file at the log's name (its own, from an earlier start) is appended to, as before."""
+    from pike_harness.worker.supervise.reference import ReferenceOracle
+
+    oracle = ReferenceOracle("cpu", tmp_path / "work")
+    oracle.workdir.mkdir(mode=0o700)
+    oracle.log_path.write_bytes(b"earlier start\n")
+    fd = oracle._open_log()
+    try:
+        os.write(fd, b"this start\n")
+    finally:
+        os.close(fd)
+    assert oracle.log_path.read_bytes() == b"earlier start\nthis start\n"

@@ -24,11 +24,13 @@ is trusted; it still gets a scrubbed environment. Server side: torch and the sta
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import functools
 import hashlib
 import json
 import os
 import secrets
+import stat
 import subprocess
 import sys
 import threading
@@ -56,6 +58,8 @@ REFERENCE_CACHE_MB = 8192  # reference outputs kept per device (and as much agai
 # comparison), plus slack for small outputs. More is no output of this task: the file is refused.
 OUTPUTS_CAP_FACTOR = 4
 OUTPUTS_CAP_SLACK = 64 * 1024 * 1024
+LOG_FLAGS = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+PR_SET_DUMPABLE, PR_GET_DUMPABLE = 4, 3  # prctl(2)
 # How often a request waiting for the reference process (held by other candidates' comparisons, input
 # writes and timings, for minutes) calls its ``tick``: the supervisor polices its idle candidate there.
 TICK_S = 0.25
@@ -149,13 +153,39 @@ class ReferenceOracle:
                                                   **marker_environment(secrets.token_hex(12))})
         # TRUSTED_PYTHON: in the docker evaluator without bubblewrap a candidate can write the work
         # folder (its HOME), so nothing there may be imported by this process.
-        with open(self.log_path, "ab") as log:
+        log = self._open_log()
+        try:
             self._popen = subprocess.Popen([self.python, *TRUSTED_PYTHON, "-m", "pike_harness.worker.supervise.reference",
                                             str(self.cache_mb)],
                                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log,
                                            cwd=self.workdir, env=env, start_new_session=True)
+        finally:
+            os.close(log)
         assert self._popen.stdin is not None and self._popen.stdout is not None
         self._channel = Channel(self._popen.stdout.fileno(), self._popen.stdin.fileno())
+
+    def _open_log(self) -> int:
+        """A descriptor to append the process's log to, never blocking and never through a link.
+
+        Where candidates share the harness's uid and can write the work folder (the docker evaluator
+        without bubblewrap), a FIFO planted at the log's name blocked ``open(..., "ab")`` forever, the
+        oracle's lock held. So: no-follow and non-blocking, used only if ``fstat`` says a regular file;
+        anything else there leaves it alone and the log goes to a fresh name, created exclusively."""
+        try:
+            fd = os.open(self.log_path, LOG_FLAGS, 0o600)
+        except OSError:  # a link (ELOOP), a FIFO without a reader (ENXIO), a folder (EISDIR), ...
+            fd = None
+        if fd is not None and not stat.S_ISREG(os.fstat(fd).st_mode):
+            os.close(fd)
+            fd = None
+        if fd is None:
+            self.log_path = self.workdir / f"reference-{self.device.replace(':', '')}-{secrets.token_hex(8)}.log"
+            try:
+                fd = trusted_files.create_exclusive(self.log_path)
+            except trusted_files.UntrustedFile as exc:
+                raise InfrastructureError(f"the reference process's log could not be made: {exc}") from None
+        os.set_blocking(fd, True)  # the process's stderr: its writes wait, never fail with EAGAIN
+        return fd
 
     @property
     def pid(self) -> int | None:
@@ -294,7 +324,8 @@ class _Server:
         op = message.get("op")
         if op == "stats":
             return {"ok": True, "outputs": self.references.stats.to_dict(), "inputs": self.inputs.stats.to_dict(),
-                    "held_bytes": {"outputs": self.references.held_bytes, "inputs": self.inputs.held_bytes}}
+                    "held_bytes": {"outputs": self.references.held_bytes, "inputs": self.inputs.held_bytes},
+                    "dumpable": _prctl(PR_GET_DUMPABLE)}
         if op == "inputs":
             return self._write_inputs(message)
         if op == "compare":
@@ -410,7 +441,20 @@ class _Server:
                 "seconds": {"reference": reference_s, "compare": time.monotonic() - began}}
 
 
+def _prctl(option: int, value: int = 0) -> int | None:
+    """``prctl(option, value)``'s result; None where it cannot be called (not Linux)."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        return int(libc.prctl(option, value, 0, 0, 0))
+    except (OSError, AttributeError):
+        return None
+
+
 def serve(cache_mb: int = REFERENCE_CACHE_MB) -> None:
+    # Not dumpable: a candidate running as the same user (the docker evaluator without bubblewrap) can
+    # then neither read this process's memory (the reference outputs, the hidden inputs) through
+    # /proc/<pid>/mem nor attach to it; its /proc files belong to root.
+    _prctl(PR_SET_DUMPABLE, 0)
     # The protocol owns the real stdout; anything the task prints goes to the log instead.
     protocol_out = os.dup(1)
     os.dup2(2, 1)
