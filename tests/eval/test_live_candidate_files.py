@@ -230,3 +230,23 @@ def test_the_candidate_is_policed_while_it_waits_for_the_reference_process(tmp_p
         process.wait()
         oracle.close()
         evaluation.close()
+
+
+def test_why_a_jit_cache_was_not_shared_reaches_the_result_escaped_and_cut(tmp_path, monkeypatch):
+    """The note was set on the evaluation's environment after the verdict had copied it: lost. It names
+    a file the candidate chose (a terminal escape, a megabyte of name): kept in the result, escaped and cut."""
+    from pike_harness.worker.supervise import jit_caches
+
+    note = "the JIT cache was not shared: triton/\x1b]52;c;cGF5bG9hZA==\x07" + "n" * 100_000 + " is a FIFO"
+    published: list[Path] = []
+    monkeypatch.setattr(jit_caches, "publish", lambda root, folder, source, mode: published.append(folder) or note)
+    evaluation = _evaluation(tmp_path, _Oracle())
+    assert evaluation.scratch is not None
+    evaluation.settings.jit_cache_root = tmp_path / "jit"
+    evaluation.jit_folder = evaluation.scratch / "jit"
+    result = evaluation._conclude("correct", None, None)
+    evaluation.close()
+    assert published == [tmp_path / "scratch" / "jit"]
+    kept = result.environment.get("jit_cache")
+    assert kept is not None and kept.startswith("the JIT cache was not shared: triton/\\x1b]52;"), kept
+    assert "\x1b" not in kept and "\x07" not in kept and len(kept) < 1_000

@@ -96,6 +96,7 @@ STARVED_RETRY_PAUSES_S = (0.0, 1.0, 3.0)
 # What the candidate left where an exchange file goes, as a folder, is renamed to this prefix while it
 # may still run (``_set_aside``): removed with the exchange folder, after its processes are ended.
 SET_ASIDE_PREFIX = ".set-aside-"
+JIT_NOTE_CHARS = 500  # why a JIT cache was not shared, as the result keeps it (it names the candidate's files)
 
 
 class DeviceLock(Protocol):
@@ -903,8 +904,8 @@ class Evaluation:
         root, jit_folder, self.jit_folder = self.settings.jit_cache_root, self.jit_folder, None
         if root is not None and jit_folder is not None and self.result is not None and self.result.is_correct:
             note = jit_caches.publish(Path(root), jit_folder, self.request.candidate_source, self.request.baseline_mode)
-            if note:
-                self.environment["jit_cache"] = note
+            if note:  # into the result (the verdict copied the environment), escaped: it names the candidate's files
+                self.result.environment["jit_cache"] = redaction.shown(note, self.secrets, JIT_NOTE_CHARS)
         for folder in {f for f in (self.exchange, self.spawned_exchange) if f is not None}:
             problems += trusted_files.remove_tree(folder)
         self.exchange = self.spawned_exchange = None
