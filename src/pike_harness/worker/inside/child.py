@@ -88,6 +88,13 @@ class CandidateProcess:
         from pike_harness.worker.inside import trusted as T
 
         self.torch, self.flags, self.T, self.output_file = torch, backend_flags, T, output_file
+        # The identity check and its snapshot of the harness's names (taken in ``load``, just before the
+        # candidate is imported) live on this object, which no module holds: a candidate that finds
+        # harness classes by scanning ``sys.modules`` cannot reach them to swap the check itself.
+        self.changed = T.changed
+        self.harness: tuple[Any, ...] = ()
+        self.hook_calls: Callable[[], dict[str, int]] = dict
+        self.hook_calls_before: dict[str, int] = {}
         self.canary_module = canary  # imported before the candidate
         self.canary: Canary | None = None  # made at the first timing
         # Set by the correctness stage (_check), which always precedes timing and profiling:
@@ -105,7 +112,15 @@ class CandidateProcess:
 
     # -- stage 1 -------------------------------------------------------------------------------
     def load(self) -> None:
-        from pike_harness.worker.inside import loading
+        from pike_harness.worker import check_plan
+        from pike_harness.worker.inside import (
+            baseline_modes,
+            loading,
+            profiling,
+            protocols,
+            reference_guard,
+            timing,
+        )
         from pike_harness.worker.inside.reference_guard import (
             ReferenceGuard,  # its audit hook precedes the candidate
         )
@@ -122,6 +137,12 @@ class CandidateProcess:
         # From here on the candidate's code runs in this process and may write to the channel: the
         # supervisor believes an infra_error without a command's nonce only before this line.
         self.channel.send({"event": "importing", "environment": self.environment})
+        # Every module the stages use is imported by now (a candidate cannot plant one ahead of the
+        # harness in sys.modules), and its names are taken: the last step before the candidate's code.
+        del check_plan, baseline_modes, profiling, protocols, timing
+        self.hook_calls = reference_guard.hook_calls
+        self.hook_calls_before = reference_guard.hook_calls()
+        self.harness = self.T.watch_harness([sys.modules[type(self).__module__]])
         started = time.monotonic()
         try:
             name = loading.module_name_for(self.request.candidate_source, "pikeh_candidate")
@@ -131,6 +152,9 @@ class CandidateProcess:
         except BaseException as exc:  # SystemExit included: a candidate that exits at import failed to load
             traceback.print_exc()
             raise _resource_verdict(exc) or Verdict(COMPILE_ERROR, "load", _summary(exc)) from None
+        self.harness = self.T.rewatch(self.harness, reference_guard, "_GUARD")  # set just now, by the guard
+        self._judge_hooks("import")
+        self._judge_changed("import")
         self._report({"event": "loaded", "seconds": time.monotonic() - started})
 
     # -- stage 1b: warm-up (optional) ----------------------------------------------------------
@@ -163,6 +187,7 @@ class CandidateProcess:
             traceback.print_exc()
             raise _resource_verdict(exc) or Verdict(RUNTIME_ERROR, "forward",
                                                     f"warm-up call: {_summary(exc)}") from None
+        self._judge_hooks("warm-up call")
         del model, args
         if self.device.type == "cuda":  # a waiting candidate must not sit on the warm-up's memory
             torch.cuda.empty_cache()
@@ -249,6 +274,9 @@ class CandidateProcess:
         del models[1:]
         self.validated = [validated[index] for index in range(n_sets)]
         self._self_checks("correctness")
+        moved = self.changed(self.harness)  # again, inline: a replaced method of this class cannot skip it
+        if moved:
+            raise Verdict(REJECTED, self.T.check_name(moved), f"correctness: the candidate replaced {', '.join(moved[:8])}")
         clock.lap("outputs")
         # Nothing of the candidate's may still run on the device once it reports: in the shared check
         # phase it then waits beside other candidates' timings (_report drains every stream).
@@ -310,6 +338,7 @@ class CandidateProcess:
             raise _resource_verdict(exc) or Verdict(RUNTIME_ERROR, "construct", _summary(exc)) from None
         seen = self.guard.stop()
         self._judge_guard(seen, what)
+        self._judge_hooks(what)
         if (seen.reference_inits or seen.reference_calls) and "borrows_reference" not in self.notes:
             self.notes.append("borrows_reference")
         try:
@@ -332,12 +361,14 @@ class CandidateProcess:
             finally:
                 seen = self.guard.stop()
             self._judge_guard(seen, where)
-            tensors = output_tensors(out, self.device)
-            first = [T.clone(t) for t in tensors]  # now: the next call may reuse a static buffer
-            self._synchronize()
-            T.sleep(SETTLE_S)
-            self._synchronize()
-            later = [T.clone(t) for t in tensors]
+            self._judge_hooks(where)
+            with T.DisableTorchFunction(), T.DisableTorchDispatch():  # the harness's own tensor work
+                tensors = output_tensors(out, self.device)
+                first = [T.clone(t) for t in tensors]  # now: the next call may reuse a static buffer
+                self._synchronize()
+                T.sleep(SETTLE_S)
+                self._synchronize()
+                later = [T.clone(t) for t in tensors]
         except Verdict:
             raise
         except OutputProblem as exc:
@@ -345,15 +376,16 @@ class CandidateProcess:
         except BaseException as exc:
             traceback.print_exc()
             raise _resource_verdict(exc) or Verdict(RUNTIME_ERROR, "forward", f"{where}: {_summary(exc)}") from None
-        for out_index, (a, b) in enumerate(zip(first, later, strict=True)):
-            if not _same(T, a, b):
-                raise Verdict(REJECTED, "output_changed_after_return",
-                              f"{where}, output {out_index} kept changing after the call "
-                              "returned (work left running on a side stream or a background thread)")
-        for arg_index, (arg, original) in enumerate(zip(args, pristine, strict=True)):
-            if T.is_instance(original, T.Tensor) and not _same(T, T.to(arg, "cpu"), original):
-                raise Verdict(REJECTED, "input_mutation",
-                              f"{where}: the candidate modified input {arg_index} in place")
+        with T.DisableTorchFunction(), T.DisableTorchDispatch():
+            for out_index, (a, b) in enumerate(zip(first, later, strict=True)):
+                if not _same(T, a, b):
+                    raise Verdict(REJECTED, "output_changed_after_return",
+                                  f"{where}, output {out_index} kept changing after the call "
+                                  "returned (work left running on a side stream or a background thread)")
+            for arg_index, (arg, original) in enumerate(zip(args, pristine, strict=True)):
+                if T.is_instance(original, T.Tensor) and not _same(T, T.to(arg, "cpu"), original):
+                    raise Verdict(REJECTED, "input_mutation",
+                                  f"{where}: the candidate modified input {arg_index} in place")
         return first
 
     def _judge_guard(self, seen: Any, where: str) -> None:
@@ -366,6 +398,31 @@ class CandidateProcess:
                           f"({', '.join(seen.reference_calls[:3])}); a candidate must compute with its own code")
         if seen.copies and "runs_reference_copy" not in self.notes:
             self.notes.append("runs_reference_copy")
+
+    def _judge_hooks(self, where: str) -> None:
+        """A rejection for what the candidate left in place that sees the harness's own work: a torch
+        function or dispatch mode still on the stack (it runs under every tensor operation the harness
+        makes: its input copies, its comparisons), or a trace, profile or monitoring hook set at any
+        time since the import began (it runs at every frame of the harness: before the timer starts)."""
+        modes = self.T.active_modes()
+        if modes:
+            raise Verdict(REJECTED, "torch_mode",
+                          f"{where}: {', '.join(modes[:3])} entered by the candidate is still active; a mode left "
+                          "on torch's stack sees and can answer the harness's own tensor operations (exit it "
+                          "before forward returns)")
+        hooks = self.T.active_hooks() + [event for event, count in self.hook_calls().items()
+                                         if count > self.hook_calls_before.get(event, 0)]
+        if hooks:
+            raise Verdict(REJECTED, "trace_hook",
+                          f"{where}: the candidate set a hook that sees the harness's frames "
+                          f"({', '.join(sorted(set(hooks)))})")
+
+    def _judge_changed(self, where: str) -> None:
+        """A rejection when a watched name or a name of the harness's own modules was replaced."""
+        moved = self.changed(self.harness)
+        if moved:
+            raise Verdict(REJECTED, self.T.check_name(moved),
+                          f"{where}: the candidate replaced {', '.join(moved[:8])}")
 
     # -- stage 2: timing -----------------------------------------------------------------------
     def time(self, protocol_name: str, params: dict[str, Any], nonce: str | None, shared: bool = False,
@@ -380,6 +437,8 @@ class CandidateProcess:
 
         protocol = get_protocol(protocol_name, params)
         self._restore_flags()
+        self._judge_hooks("timing")  # nothing of the candidate's may see the loop's own work
+        self._judge_changed("timing")
         try:
             assert self.model is not None and self.input_sets is not None and self.validated is not None
             loop = TimedLoop(self.model, self.input_sets, self.validated, device=self.device, protocol=protocol,
@@ -403,6 +462,9 @@ class CandidateProcess:
                           f"outputs of timed calls differ from the validated outputs ({detail}): results "
                           "replayed from a cache, skipped work, or work finishing after the timer")
         self._self_checks("timing")
+        moved = self.changed(self.harness)  # again, inline: a replaced method of this class cannot skip it
+        if moved:
+            raise Verdict(REJECTED, self.T.check_name(moved), f"timing: the candidate replaced {', '.join(moved[:8])}")
         threads = {"python_before": len(self.baseline_threads), "python_after": len(self.T.thread_list()),
                    "native_before": self.native_threads_before,
                    "native_after": len(os.listdir("/proc/self/task"))}
@@ -444,6 +506,10 @@ class CandidateProcess:
         if collect:
             _gc_collect()
         _gc_disable()
+        moved = self.changed(self.harness)  # last: a finalizer run by that collection may have replaced something
+        if moved:
+            raise Verdict(REJECTED, self.T.check_name(moved),
+                          f"{message.get('event')}: the candidate replaced {', '.join(moved[:8])}")
         self._synchronize()
         self.channel.send(message)
 
@@ -456,10 +522,9 @@ class CandidateProcess:
             self.flags.apply(self.request.precision)
 
     def _self_checks(self, stage: str) -> None:
-        moved = self.T.changed()
-        if moved:
-            raise Verdict(REJECTED, self.T.check_name(moved),
-                          f"{stage}: the candidate replaced {', '.join(sorted(moved)[:8])}")
+        """At a stage's end: modes and hooks left in place, and live threads. The identity check of the
+        harness's names follows inline in the stage, and again in ``_report``."""
+        self._judge_hooks(stage)
         extra = [thread for thread in self.T.thread_list()
                  if thread.ident not in self.baseline_threads and thread.is_alive() and not _torch_thread(thread)]
         if extra:

@@ -18,6 +18,8 @@ cannot tell the two apart, so the guard watches execution instead:
   is watched, and ``__code__`` assignment on the reference's functions at any time after import. Class
   attributes raise no audit event: the guard compares the reference class's methods with a snapshot
   at the start and end of every watched stretch (``Model.forward = ...``). Each is a rejection.
+- The same hook records every call that sets a trace, profile or monitoring hook made by anyone but
+  the guard, from before the candidate's import (``hook_calls``): the child rejects it (``trace_hook``).
 - Code equal to the reference's by content but not identity (the reference's source copied under
   another name, or ``exec``'d again) is the candidate's own eager PyTorch; it is flagged
   ``runs_reference_copy``, not rejected: the ``offline:mutate`` strategy builds its programs that way.
@@ -48,10 +50,27 @@ _set_thread_profile = threading.setprofile
 _GUARD: ReferenceGuard | None = None
 
 
-def _dispatch(event: str, args: tuple) -> None:
+# Calls that set a hook seeing every Python frame, the harness's included: a trace or profile function
+# (``threading.settrace``'s reaches new threads through ``sys.settrace``), the all-threads forms of
+# Python 3.12 and a ``sys.monitoring`` callback. Any made by anyone but the guard, from this module's
+# import on (before the candidate's), is kept here; the child rejects the candidate for one
+# (``trace_hook``). A trace function that sees the timed loop's frames can compute before the timer starts.
+HOOK_EVENTS = frozenset(("sys.settrace", "sys.setprofile", "sys._settraceallthreads", "sys._setprofileallthreads",
+                         "sys.monitoring.register_callback"))
+_hook_calls: dict[str, int] = {}  # event -> how many
+
+
+def _dispatch(event: str, args: tuple, _hooks: frozenset = HOOK_EVENTS, _calls: dict = _hook_calls) -> None:
     guard = _GUARD
+    if event in _hooks and (guard is None or not guard._own_change):
+        _calls[event] = _calls.get(event, 0) + 1
     if guard is not None:
         guard.audit(event, args)
+
+
+def hook_calls() -> dict[str, int]:
+    """How many hook-setting calls of each kind were made so far, the guard's own left out."""
+    return dict(_hook_calls)
 
 
 # Installed when this module is imported, which the child does before it imports the candidate: a hook

@@ -63,6 +63,13 @@ def output_tensors(out: Any, device: torch.device) -> list[torch.Tensor]:
     return items
 
 
+def _extent(tensor: torch.Tensor) -> tuple[int, int]:
+    """The addresses of a tensor's whole storage: [start, end)."""
+    held = T.storage(tensor)
+    start = held.data_ptr()
+    return start, start + held.nbytes()
+
+
 @dataclass
 class TimedRun:
     samples_ms: list[float] = field(default_factory=list)
@@ -89,40 +96,71 @@ class TimedLoop:
         self.cuda = device.type == "cuda"
         self.protocol = protocol
         self.atol, self.rtol = atol, rtol
-        self.sources = [list(values) for values in input_sets]
+        # Tuples, not lists: a timed call that reaches this object cannot swap one element.
+        self.sources = tuple(tuple(values) for values in input_sets)
         # One buffer per tensor input position, reused by every call: same pointer, changing contents.
-        self.buffers = [T.clone(value) if T.is_instance(value, T.Tensor) else None for value in self.sources[0]]
-        self.validated = validated
+        self.buffers = tuple(T.clone(value) if T.is_instance(value, T.Tensor) else None for value in self.sources[0])
+        self.validated = tuple(tuple(outputs) for outputs in validated)
+        # Where each validated output's storage lies and its version: no timed output may lie there (the
+        # harness's own copy of the answer, reached through the stack) and no call may write there.
+        self.held = tuple(tuple(_extent(want) for want in outputs) for outputs in self.validated)
+        self.versions = tuple(tuple(want._version for want in outputs) for outputs in self.validated)
         flush_mb = protocol.flush_mb if self.cuda else protocol.cpu_flush_mb
         self.flush_buffer = torch.empty(max(1, flush_mb) * 1024 * 1024 // 4, dtype=torch.int32, device=device)
-        self.counters = [torch.zeros((), dtype=torch.int64, device=device) for _ in self.sources]
+        self.counters = tuple(torch.zeros((), dtype=torch.int64, device=device) for _ in self.sources)
 
     def _arguments(self, index: int) -> list[Any]:
         args = []
-        for buffer, value in zip(self.buffers, self.sources[index], strict=True):
-            if buffer is None:
-                args.append(value)
-            else:
-                T.copy_(buffer, value)
-                args.append(buffer)
+        with T.DisableTorchFunction(), T.DisableTorchDispatch():  # no mode sees the copy (checked: none is left)
+            for buffer, value in zip(self.buffers, self.sources[index], strict=True):
+                if buffer is None:
+                    args.append(value)
+                else:
+                    T.copy_(buffer, value)
+                    args.append(buffer)
         return args
 
-    def _validate(self, out: Any, index: int) -> None:
-        outputs = output_tensors(out, self.device)
-        expected = self.validated[index]
-        if T.length(outputs) != T.length(expected):
-            raise OutputProblem("timed_output_mismatch", "a timed call returned a different number of outputs")
-        for got, want in zip(outputs, expected, strict=True):
-            if got.shape != want.shape or got.dtype != want.dtype:
-                raise OutputProblem("timed_output_mismatch", "a timed call returned an output of another "
-                                                             "shape or dtype than its validated output")
-            close = T.isclose(got, want, rtol=self.rtol, atol=self.atol, equal_nan=True)
-            T.add_(self.counters[index], T.count_nonzero(T.logical_not(close)))
+    def _validate(self, out: Any, index: int, state: tuple[tuple[str, Any], ...]) -> None:
+        """The validation step after every call, outside the window: nothing the call left behind can
+        see or answer the harness's own work, then the output is compared with the validated one."""
+        modes = T.active_modes()
+        if modes:
+            raise OutputProblem("torch_mode", f"a timed call returned with {', '.join(modes[:3])} still active: a mode "
+                                              "left on torch's stack sees and can answer the harness's own tensor work")
+        hooks = T.active_hooks()
+        if hooks:
+            raise OutputProblem("trace_hook", f"a timed call set a hook that sees the harness's frames "
+                                              f"({', '.join(hooks)})")
+        attributes = self.__dict__
+        if T.length(attributes) != T.length(state) or any(attributes.get(name, state) is not value
+                                                           for name, value in state):
+            raise OutputProblem("harness_access", "a timed call changed the timing loop's own state "
+                                                  "(its attributes: tolerances, validated outputs, counters, methods)")
+        with T.DisableTorchFunction(), T.DisableTorchDispatch():
+            outputs = output_tensors(out, self.device)
+            expected = self.validated[index]
+            if T.length(outputs) != T.length(expected):
+                raise OutputProblem("timed_output_mismatch", "a timed call returned a different number of outputs")
+            for got, want, version in zip(outputs, expected, self.versions[index], strict=True):
+                if want._version != version:
+                    raise OutputProblem("harness_access", "a timed call wrote into the harness's copy of a "
+                                                          "validated output")
+                if got.shape != want.shape or got.dtype != want.dtype:
+                    raise OutputProblem("timed_output_mismatch", "a timed call returned an output of another "
+                                                                 "shape or dtype than its validated output")
+                if got.numel():
+                    pointer = T.Tensor.data_ptr(got)
+                    if any(start <= pointer < end for start, end in self.held[index]):
+                        raise OutputProblem("harness_access", "a timed call returned the harness's own copy of "
+                                                              "its validated output (reached through the stack)")
+                close = T.isclose(got, want, rtol=self.rtol, atol=self.atol, equal_nan=True)
+                T.add_(self.counters[index], T.count_nonzero(T.logical_not(close)))
 
-    def _call(self, index: int, *, flush: bool = True) -> tuple[Any, float]:
+    def _call(self, index: int, state: tuple[tuple[str, Any], ...], *, flush: bool = True) -> tuple[Any, float]:
         """One call of the model on set ``index``: (its CUDA events or None, host-clock ms).
 
         The events are (before flush, start, end); the host clock spans the same flush and call.
+        ``state``: this loop's attributes as ``run`` found them (a local there, out of a call's reach).
         """
         args = self._arguments(index)
         if self.cuda:
@@ -141,32 +179,33 @@ class TimedLoop:
             T.cuda_synchronize()
             T.event_record(end)
             t1 = T.perf_counter()
-            self._validate(out, index)
+            self._validate(out, index, state)
             return (before, start, end), (t1 - t0) * 1000.0
         if flush:
             T.zero_(self.flush_buffer)
         t0 = T.perf_counter()
         out = self.model(*args)
         t1 = T.perf_counter()
-        self._validate(out, index)
+        self._validate(out, index, state)
         return None, (t1 - t0) * 1000.0
 
     def run(self) -> TimedRun:
         n_sets = T.length(self.sources)
         run = TimedRun()
+        state = tuple(self.__dict__.items())  # checked in every call's validation step
         with torch.no_grad():
-            self._call(0)  # first call: lazy compilation (Triton JIT, torch.compile) happens here
+            self._call(0, state)  # first call: lazy compilation (Triton JIT, torch.compile) happens here
             begin = T.perf_counter()
             for i in range(self.protocol.estimate_calls):
-                self._call(i % n_sets)
+                self._call(i % n_sets, state)
             run.estimate_ms = (T.perf_counter() - begin) * 1000.0 / max(1, self.protocol.estimate_calls)
             run.warmup, run.reps = self.protocol.plan(run.estimate_ms)
             for i in range(run.warmup):
-                self._call(i % n_sets, flush=self.protocol.warmup_flush)
+                self._call(i % n_sets, state, flush=self.protocol.warmup_flush)
             events = []
             begin = T.perf_counter()
             for i in range(run.reps):
-                pair, host = self._call(i % n_sets)
+                pair, host = self._call(i % n_sets, state)
                 run.host_ms.append(host)
                 events.append(pair)
             if self.cuda:
@@ -178,5 +217,6 @@ class TimedLoop:
             run.span_ms = [T.event_elapsed(before, end) for before, _, end in events]
         else:
             run.samples_ms = list(run.host_ms)
-        run.mismatches = [int(T.item(counter)) for counter in self.counters]
+        with T.DisableTorchFunction(), T.DisableTorchDispatch():
+            run.mismatches = [int(T.item(counter)) for counter in self.counters]
         return run

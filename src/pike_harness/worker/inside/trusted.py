@@ -7,6 +7,17 @@ asks ``changed()`` whether any watched name now points elsewhere: a changed name
 This defeats monkeypatching of public names (the trick an LLM reaches for); code that digs through
 frames with ``gc``/``ctypes`` can defeat any in-process check, which is why the verdict on
 correctness is reached in the supervisor, a process the candidate never ran in.
+
+Beyond the public names, ``watch_harness()`` takes a snapshot, just before the candidate is imported, of
+every name of the harness's own modules in this process (the timed loop's class and its methods, the
+child's ``CandidateProcess``, the protocols, this module), of the builtins and of ``sys.modules``'
+entries for them; ``changed(snapshot)`` reports any of them replaced (a candidate that finds
+``TimedLoop`` by scanning ``sys.modules`` and wraps ``_call`` names no harness module in its source).
+It also says whether a torch function or dispatch mode is on this thread's stack (``active_modes``: a
+mode left there sees, and can answer, every tensor operation of the harness) and whether a trace,
+profile or monitoring hook is set (``active_hooks``: one sees the harness's frames, before the timer
+starts); ``DisableTorchFunction`` and ``DisableTorchDispatch`` run the harness's own tensor work with
+both kinds of mode switched off.
 """
 
 from __future__ import annotations
@@ -14,11 +25,15 @@ from __future__ import annotations
 import builtins
 import contextlib
 import importlib
+import sys
 import threading
 import time
+import types
+from collections.abc import Iterable
 from typing import Any
 
 import torch
+import torch.utils._device  # torch's own mode behind torch.set_default_device (imported lazily by torch)
 
 # Watched names, by dotted path. The timer group decides the check name ("patched_timer").
 TIMER_NAMES = (
@@ -34,6 +49,12 @@ CHECK_NAMES = (
     "torch.Tensor.copy_", "torch.Tensor.all", "torch.Tensor.cpu", "torch.Tensor.to", "torch.Tensor.add_", "torch.Tensor.zero_",
     "torch.Tensor.detach", "torch.Tensor.item", "torch.Tensor.untyped_storage", "torch.Tensor.data_ptr",
     "threading.enumerate", "builtins.type", "builtins.isinstance", "builtins.len",
+    "torch.Tensor.untyped_storage", "torch.UntypedStorage.data_ptr", "torch.UntypedStorage.nbytes",
+    "torch.Tensor._version", "torch.Tensor.numel",
+    "torch._C._len_torch_function_stack", "torch._C._get_function_stack_at", "torch._C._len_torch_dispatch_stack",
+    "torch._C._get_dispatch_stack_at", "torch._C.DisableTorchFunction", "torch._C._DisableTorchDispatch",
+    "torch.utils._device.DeviceContext", "torch.utils._device.DeviceContext.__torch_function__",
+    "sys.gettrace", "sys.getprofile", "threading.gettrace", "threading.getprofile",
 )
 
 
@@ -86,13 +107,84 @@ CudaEvent = torch.cuda.Event
 event_record = torch.cuda.Event.record
 event_elapsed = torch.cuda.Event.elapsed_time
 event_synchronize = torch.cuda.Event.synchronize
+storage = torch.Tensor.untyped_storage
+DisableTorchFunction = torch._C.DisableTorchFunction  # modes and subclass handlers off, on this thread
+DisableTorchDispatch = torch._C._DisableTorchDispatch  # the same for __torch_dispatch__
+function_stack_length = torch._C._len_torch_function_stack
+function_stack_at = torch._C._get_function_stack_at
+dispatch_stack_length = torch._C._len_torch_dispatch_stack
+dispatch_stack_at = torch._C._get_dispatch_stack_at
+get_trace = sys.gettrace
+get_profile = sys.getprofile
+thread_trace = threading.gettrace
+thread_profile = threading.getprofile
+DeviceContext = torch.utils._device.DeviceContext
 
 _OWN = {name: value for name, value in globals().items()
         if not name.startswith("_") and callable(value) and name not in ("annotations",)}
 
 
-def changed() -> list[str]:
-    """Watched names (and this module's own references) that no longer hold what was captured."""
+_MISSING = object()
+# Names whose addition to a harness module or class means nothing: the warnings registry, the pickling
+# cache of slot names, submodules bound on their package when imported.
+_ADDED_IGNORED = ("__warningregistry__", "__slotnames__")
+# The hooks in place before the candidate was imported (a coverage tracer of the test run, say): set by
+# watch_harness, compared by active_hooks.
+_base_hooks: tuple[Any, Any, Any, Any] = (get_trace(), get_profile(), thread_trace(), thread_profile())
+
+
+def _code_of(value: Any) -> tuple[Any, ...]:
+    """What a function runs and its defaults (assignable without replacing the function object)."""
+    kind = exact_type(value)
+    if kind is types.FunctionType:
+        return (value.__code__, value.__defaults__, value.__kwdefaults__)
+    if kind is staticmethod or kind is classmethod:
+        return _code_of(value.__func__)
+    if kind is property:
+        return _code_of(value.fget) + _code_of(value.fset) + _code_of(value.fdel)
+    return ()
+
+
+def _entries(owner: Any) -> tuple[tuple[str, Any, tuple[Any, ...]], ...]:
+    return tuple((name, value, _code_of(value)) for name, value in owner.__dict__.items())
+
+
+def watch_harness(modules: Iterable[types.ModuleType]) -> tuple[Any, ...]:
+    """A snapshot of the harness's names, taken just before the candidate is imported: every global of
+    ``modules`` (and of every ``pike_harness`` module loaded), every attribute of the classes they
+    define, the code and defaults of every function among them, the builtins, and which module object
+    ``sys.modules`` holds under each name. Also takes the hooks already set as the baseline of
+    ``active_hooks``. Keep the snapshot where the candidate cannot name it (``changed`` compares it)."""
+    global _base_hooks
+    _base_hooks = (get_trace(), get_profile(), thread_trace(), thread_profile())
+    chosen = {id(module): module for module in modules}
+    for name, module in list(sys.modules.items()):
+        if name.startswith("pike_harness") and exact_type(module) is types.ModuleType:
+            chosen[id(module)] = module
+    watched = []
+    for module in chosen.values():
+        label = getattr(module.__spec__, "name", None) or module.__name__  # the child runs as __main__
+        watched.append((label, module, _entries(module), True))
+        for value in list(module.__dict__.values()):
+            if is_instance(value, type) and value.__module__ == module.__name__:
+                watched.append((f"{label}.{value.__qualname__}", value, _entries(value), True))
+    watched.append(("builtins", builtins, _entries(builtins), False))  # added builtins shadow nothing
+    held = tuple((name, module) for name, module in sys.modules.items()
+                 if any(module is chosen_module for chosen_module in chosen.values()))
+    return (tuple(watched), held)
+
+
+def rewatch(snapshot: tuple[Any, ...], owner: Any, name: str) -> tuple[Any, ...]:
+    """``snapshot`` with ``owner``'s ``name`` taken again (a global the harness itself sets later)."""
+    watched, held = snapshot
+    value = owner.__dict__.get(name, _MISSING)
+    return (tuple((label, o, tuple((n, value, _code_of(value)) if n == name else (n, v, c) for n, v, c in entries)
+                   if o is owner else entries, strict) for label, o, entries, strict in watched), held)
+
+
+def changed(snapshot: tuple[Any, ...] = ()) -> list[str]:
+    """Watched names (and this module's own references, and the names in ``snapshot``, from
+    ``watch_harness``) that no longer hold what was captured."""
     moved = []
     for path, original in _CAPTURED.items():
         try:
@@ -106,13 +198,66 @@ def changed() -> list[str]:
     for name, original in _OWN.items():
         if module_globals.get(name) is not original:
             moved.append(f"{__name__}.{name}")
-    return moved
+    if snapshot:
+        watched, held = snapshot
+        for label, owner, entries, strict in watched:
+            namespace = owner.__dict__
+            for name, value, code in entries:
+                now = namespace.get(name, _MISSING)
+                if now is not value or (code and _code_of(now) != code):
+                    moved.append(f"{label}.{name}")
+            if strict and len(namespace) != len(entries):
+                known = {name for name, _, _ in entries}
+                moved.extend(f"{label}.{name} (added)" for name, value in list(namespace.items())
+                             if name not in known and name not in _ADDED_IGNORED
+                             and exact_type(value) is not types.ModuleType)
+        for name, module in held:
+            if sys.modules.get(name) is not module:
+                moved.append(f"sys.modules[{name!r}]")
+    return sorted(set(moved))
+
+
+# The timing loop and the protocols are the timer, as much as the clock they read.
+TIMER_MODULES = ("pike_harness.worker.inside.timing.", "pike_harness.worker.inside.protocols.")
 
 
 def check_name(moved: list[str]) -> str:
     """The rejection check for a list of moved names: timers first, they are the usual target."""
-    if any(path in TIMER_NAMES or path.endswith(("perf_counter", "cuda_synchronize", "event_elapsed",
-                                                 "event_record", "event_synchronize", "CudaEvent"))
+    if any(path in TIMER_NAMES or path.startswith(TIMER_MODULES)
+           or path.endswith(("perf_counter", "cuda_synchronize", "event_elapsed", "event_record",
+                             "event_synchronize", "CudaEvent"))
            for path in moved):
         return "patched_timer"
     return "patched_function"
+
+
+def active_modes() -> list[str]:
+    """The torch function and dispatch modes on this thread's stacks (innermost last), by class.
+
+    torch's own ``DeviceContext`` (``torch.set_default_device``) is not counted: it only fills in the
+    device of factory calls that name none, and the harness names its devices."""
+    if not function_stack_length() and not dispatch_stack_length():  # the usual case: two C calls
+        return []
+    found = []
+    for index in range(function_stack_length()):
+        mode = function_stack_at(index)
+        if exact_type(mode) is not DeviceContext:
+            found.append(f"{exact_type(mode).__qualname__} (torch function mode)")
+    for index in range(dispatch_stack_length()):
+        try:
+            kind = exact_type(dispatch_stack_at(index)).__qualname__
+        except Exception:  # an infrastructure mode slot this torch does not hand out by index
+            kind = "?"
+        found.append(f"{kind} (torch dispatch mode)")
+    return found
+
+
+def active_hooks() -> list[str]:
+    """Trace and profile functions set on this thread or for new threads, beyond those in place before
+    the candidate was imported."""
+    now = (get_trace(), get_profile(), thread_trace(), thread_profile())
+    if now[0] is _base_hooks[0] and now[1] is _base_hooks[1] and now[2] is _base_hooks[2] \
+            and now[3] is _base_hooks[3]:
+        return []
+    names = ("sys.settrace", "sys.setprofile", "threading.settrace", "threading.setprofile")
+    return [name for name, hook, base in zip(names, now, _base_hooks, strict=True) if hook is not base]
