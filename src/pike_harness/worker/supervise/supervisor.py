@@ -72,6 +72,7 @@ from pike_harness.worker.supervise import (
     trusted_files,
 )
 from pike_harness.worker.supervise.buildcache import (
+    BUILD_LIMIT_CHECK,
     BuildTimeout,
     HandOutRefused,
     ToolchainError,
@@ -724,7 +725,8 @@ class Evaluation:
         began = time.monotonic()
         self._notify("build_start")
         try:
-            reply = cache.serve(spec, self.request.device, self.scratch, deadline=deadline, tick=self._police)
+            reply = cache.serve(spec, self.request.device, self.scratch, deadline=deadline, tick=self._police,
+                                memory_mb=self.request.limits.memory_mb, disk_mb=self.request.limits.disk_mb)
         except BuildTimeout:
             raise _Concluded(self._conclude(TIMEOUT, f"{stage}_timeout",
                                             f"the {stage} stage ran past its {timeout_s:g} s limit "
@@ -748,6 +750,8 @@ class Evaluation:
             summary["misses"] += 1
         else:
             summary["failures"] += 1
+        if not reply.get("ok") and reply.get("check") == BUILD_LIMIT_CHECK:  # stopped, not failed: say which bound
+            raise _Concluded(self._conclude(COMPILE_ERROR, BUILD_LIMIT_CHECK, str(reply.get("reason") or "")))
         return {k: v for k, v in reply.items() if k in ("ok", "path", "log", "hit", "fallback")}
 
     def _police(self) -> None:
