@@ -53,6 +53,16 @@ def test_techniques_are_recognised(snippet, technique):
     assert report.techniques == [technique] and "no_custom_kernel" not in report.flags
 
 
+@pytest.mark.parametrize("snippet", [
+    "import inspect\nf = inspect.currentframe().f_back",  # the red team's walk to the timed loop's answer
+    "import sys\nf = sys._getframe(1).f_locals",
+    "import sys\nt = sys._current_frames()",
+    "def g(e):\n    return e.__traceback__.tb_frame.f_globals",
+])
+def test_frame_walks_are_flagged(snippet):
+    assert "introspection" in scan(snippet + "\nclass ModelNew: pass\n").flags
+
+
 def test_re_compile_is_not_torch_compile():
     assert scan("import re\nimport torch\nP = re.compile('x')\nclass ModelNew: pass\n").techniques == []
 

@@ -25,7 +25,10 @@ TECHNIQUES = {
     "torch.compile": "torch.compile", "CUDAGraph": "cuda_graph", "cuda.graph": "cuda_graph",
     "make_graphed_callables": "cuda_graph",
 }
-INTROSPECTION = ("gc", "ctypes", "_getframe", "settrace", "setprofile")
+# Names by which a source reaches frames, objects or hooks the harness holds (a flag for whoever reads
+# the result, never a verdict: in-process checks cannot stop such code, docs/evaluator.md threat 8).
+INTROSPECTION = ("gc", "ctypes", "_getframe", "settrace", "setprofile", "inspect", "currentframe", "f_back",
+                 "f_locals", "f_globals", "tb_frame", "_current_frames")
 
 
 @dataclass
