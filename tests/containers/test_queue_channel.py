@@ -339,10 +339,9 @@ def test_stale_forged_and_foreign_results_are_never_taken_for_new_ones(tmp_path)
     assert qc.names(qdir.hosts) == [f"{old_session}.json"]
 
 
-def test_a_signed_result_with_an_unknown_category_is_its_workers_failure(tmp_path):
-    """A worker holding the key (another version, or compromised) answers with a category the host does
-    not know: the request fails as an infrastructure error naming the value, escaped, with the tries it
-    had counted; never a verdict, and never left waiting."""
+def _refused_result(tmp_path, change: dict, attempt: int | None = None) -> tuple[EvaluatorError, QueueClient]:
+    """A signed result from worker "rogue" with ``change`` applied to its record: the error its
+    request fails with, and the client (closed) whose counters say what it did with the result."""
     key = b"k" * 32
     qdir = qc.QueueDir(tmp_path / "io").ensure()
     fake_heartbeat(qdir, "rogue", pid=os.getpid())
@@ -352,18 +351,28 @@ def test_a_signed_result_with_an_unknown_category_is_its_workers_failure(tmp_pat
         future = client.submit(req)
         ticket, _message = _serve_one(qdir, key, worker_id="rogue")
         answer = _result(ticket, req.request_id, "correct", None)
-        answer["result"]["category"] = "excellent\x1b]52;c;SGVsbG8=\x07[/x]"
+        answer["result"].update(change)
         answer["worker"]["id"] = "rogue"
-        answer["attempt"] = 1
+        if attempt is not None:
+            answer["attempt"] = attempt
         qc.write_json(qdir.results, qc.result_name(ticket), qc.sign(answer, key))
         with pytest.raises(EvaluatorError) as caught:
             future.result(timeout=30)
     finally:
         client.close()
-    message = str(caught.value)
-    assert message.startswith("worker rogue sent a result for test/relu-scale that this harness cannot read: ")
-    assert "unknown category 'excellent\\x1b]52;c;SGVsbG8=\\x07[/x]'" in message and "\x1b" not in message
-    assert caught.value.attempts == 2 and client.stats["errors"] == 1 and client.stats["results"] == 0
+    assert str(caught.value).startswith("worker rogue sent a result for test/relu-scale that this harness cannot "
+                                        "read: "), caught.value
+    assert "\x1b" not in str(caught.value) and client.stats["errors"] == 1 and client.stats["results"] == 0
+    return caught.value, client
+
+
+def test_a_signed_result_with_an_unknown_category_is_its_workers_failure(tmp_path):
+    """A worker holding the key (another version, or compromised) answers with a category the host does
+    not know: the request fails as an infrastructure error naming the value, escaped, with the tries it
+    had counted; never a verdict, and never left waiting."""
+    error, _client = _refused_result(tmp_path, {"category": "excellent\x1b]52;c;SGVsbG8=\x07[/x]"}, attempt=1)
+    assert "unknown category 'excellent\\x1b]52;c;SGVsbG8=\\x07[/x]'" in str(error)
+    assert error.attempts == 2
 
 
 @pytest.mark.parametrize(("change", "said"), [
@@ -376,27 +385,9 @@ def test_a_signed_result_with_a_field_of_the_wrong_kind_is_its_workers_failure(t
     """As with an unknown category: a well-formed message whose result holds a string where a number
     belongs (or a list, an object of the wrong elements) fails the request as the worker's infrastructure
     error naming the field, with its tries counted; the caller never gets the record to trip over."""
-    key = b"k" * 32
-    qdir = qc.QueueDir(tmp_path / "io").ensure()
-    fake_heartbeat(qdir, "rogue", pid=os.getpid())
-    client = QueueClient(qdir.root, key=key, stale_after_s=60, error_type=EvaluatorError)
-    try:
-        req = request(CORRECT)
-        future = client.submit(req)
-        ticket, _message = _serve_one(qdir, key, worker_id="rogue")
-        answer = _result(ticket, req.request_id, "correct", None)
-        answer["result"].update(change)
-        answer["worker"]["id"] = "rogue"
-        qc.write_json(qdir.results, qc.result_name(ticket), qc.sign(answer, key))
-        with pytest.raises(EvaluatorError) as caught:
-            future.result(timeout=30)
-    finally:
-        client.close()
-    message = str(caught.value)
-    assert message.startswith("worker rogue sent a result for test/relu-scale that this harness cannot read: "
-                              "a result with a field of the wrong kind: "), message
-    assert said in message and "\x1b" not in message
-    assert caught.value.attempts == 1 and client.stats["errors"] == 1 and client.stats["results"] == 0
+    error, _client = _refused_result(tmp_path, change)
+    assert "a result with a field of the wrong kind: " in str(error) and said in str(error), error
+    assert error.attempts == 1
 
 
 def test_pikeh_eval_reports_a_wrong_kind_of_result_from_a_queue_worker_in_one_line(cli, tmp_path):
