@@ -11,12 +11,11 @@ not only the verdict.
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 import threading
 from pathlib import Path
 
 import pytest
+import stand_ins
 
 from pike_harness.worker.records import EvalRequest, Limits
 from pike_harness.worker.supervise import supervisor, trusted_files
@@ -152,24 +151,6 @@ class _Lock:
         pass
 
 
-def _candidate(code: str, scratch: Path) -> subprocess.Popen:
-    """A stand-in for the candidate's process (its own session, as the sandbox's is), once it is ready."""
-    process = subprocess.Popen([sys.executable, "-c", code, str(scratch)], stdout=subprocess.PIPE, text=True,
-                               start_new_session=True)
-    assert process.stdout is not None and process.stdout.readline().strip() == "ready"
-    return process
-
-
-HOLDS_A_DELETED_FILE = """
-import os, sys, time
-path = os.path.join(sys.argv[1], "held")
-fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
-os.unlink(path)
-os.write(fd, os.urandom(3 << 20))
-print("ready", flush=True)
-time.sleep(600)
-"""
-
 FILLS_ITS_SCRATCH = """
 import os, sys, time
 with open(os.path.join(sys.argv[1], "big"), "wb") as handle:
@@ -184,7 +165,7 @@ def test_a_file_deleted_but_held_open_counts_against_the_disk_limit(tmp_path):
     .stdout does the same for whatever it prints): over a 1 MB disk limit, it is judged and killed."""
     evaluation = _evaluation(tmp_path, _Oracle(), disk_mb=1)
     assert evaluation.scratch is not None
-    process = _candidate(HOLDS_A_DELETED_FILE, evaluation.scratch)
+    process = stand_ins.start(stand_ins.HOLDS_A_DELETED_FILE, evaluation.scratch)
     evaluation.popen = process
     try:
         assert os.listdir(evaluation.scratch) == []
@@ -208,7 +189,7 @@ def test_the_candidate_is_policed_while_it_waits_for_the_reference_process(tmp_p
     oracle = ReferenceOracle("cpu", tmp_path / "reference")
     evaluation = _evaluation(tmp_path, oracle, disk_mb=1)
     assert evaluation.scratch is not None and evaluation.spawned_exchange is not None
-    process = _candidate(FILLS_ITS_SCRATCH, evaluation.scratch)
+    process = stand_ins.start(FILLS_ITS_SCRATCH, evaluation.scratch)
     evaluation.popen = process
     held = oracle._lock.hold(urgent=False)
     held.__enter__()  # another candidate's timing holds the reference process

@@ -19,6 +19,7 @@ import time
 from pathlib import Path
 
 import pytest
+import stand_ins
 from corpus_cases import processes_with
 
 from pike_harness.kit.failure_reports import failure_report
@@ -515,15 +516,6 @@ def test_the_disk_walk_counts_a_tree_nested_past_path_max(tmp_path):
         assert trusted_files.remove_tree(scratch) == []
 
 
-_HOLDER = """
-import os, sys, time
-path = os.path.join(sys.argv[1], "held")
-fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
-os.unlink(path)
-os.write(fd, os.urandom(3 << 20))
-print("ready", flush=True)
-time.sleep(600)
-"""
 
 
 def test_files_deleted_but_held_open_count_once_and_only_on_the_measured_file_systems(tmp_path):
@@ -534,9 +526,8 @@ def test_files_deleted_but_held_open_count_once_and_only_on_the_measured_file_sy
 
     scratch = tmp_path / "scratch"
     scratch.mkdir()
-    holder = subprocess.Popen([sys.executable, "-c", _HOLDER, str(scratch)], stdout=subprocess.PIPE, text=True)
+    holder = stand_ins.start(stand_ins.HOLDS_A_DELETED_FILE, scratch)
     try:
-        assert holder.stdout is not None and holder.stdout.readline().strip() == "ready"
         start = sandbox.process_start(holder.pid)
         assert os.listdir(scratch) == []
         without = scratch_usage.measure([scratch], max_entries=100)
