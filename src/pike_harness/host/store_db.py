@@ -45,6 +45,7 @@ from pike_harness.host.baseline_sets import entries, read_meta
 from pike_harness.host.final_best import uses_jit_trace
 from pike_harness.host.journal_reading import latest_attempts, scan_journal
 from pike_harness.host.store import JOURNAL, RUN_FILE
+from pike_harness.worker import text_safety
 
 # The longest text one cell keeps, in every VARCHAR column and for every string inside a JSON column.
 # The real texts are far shorter: names, keys, hashes, times and categories a few dozen characters; a
@@ -393,9 +394,7 @@ def cell(value: Any, column_type: str) -> Any:
 
 def _cut_strings(value: Any) -> Any:
     if isinstance(value, str):
-        if len(value) <= TEXT_CELL_CHARS:
-            return value
-        return f"{value[:TEXT_CELL_CHARS]} ... [cut: the first {TEXT_CELL_CHARS:,} of {len(value):,} characters]"
+        return text_safety.head_capped(value, TEXT_CELL_CHARS)
     if isinstance(value, dict):
         return {_cut_strings(key): _cut_strings(item) for key, item in value.items()}
     if isinstance(value, list | tuple):

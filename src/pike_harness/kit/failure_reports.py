@@ -13,6 +13,7 @@ from typing import Any
 
 from pike_harness.contracts.model import INCORRECT, REJECTED, TIMEOUT, EvalResult
 from pike_harness.kit.code_fences import fence
+from pike_harness.worker import text_safety
 
 # PIKE shows the error-fixing agent the last 10,000 characters of each log stream.
 LOG_TAIL_CHARS = 10_000
@@ -132,17 +133,11 @@ def as_text(value: Any) -> str:
 
 def head_capped(value: Any, limit: int) -> str:
     """``value`` as text, whole when at most ``limit`` characters, else its first ``limit`` and a note
-    of the cut."""
-    text = as_text(value)
-    if len(text) <= limit:
-        return text
-    return f"{text[:limit]} ... [cut: the first {limit:,} of {len(text):,} characters]"
+    of the cut (``text_safety.head_capped``)."""
+    return text_safety.head_capped(as_text(value), limit)
 
 
 def tail_capped(value: Any, limit: int) -> str:
     """``value`` as text, whole when at most ``limit`` characters, else a note of the cut and its last
-    ``limit``."""
-    text = as_text(value)
-    if len(text) <= limit:
-        return text
-    return f"[cut: the last {limit:,} of {len(text):,} characters] ... {text[-limit:]}"
+    ``limit`` (``text_safety.tail_capped``)."""
+    return text_safety.tail_capped(as_text(value), limit)

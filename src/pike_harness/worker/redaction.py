@@ -67,9 +67,7 @@ def shown(text: str, secrets: Iterable[str], limit: int | None = None) -> str:
     if limit is not None and length > limit:
         text = text[:max(0, limit - max(map(len, secrets), default=0))]
     text = text_safety.printable(mask_secrets(text, secrets))
-    if limit is not None and (length > limit or len(text) > limit):
-        text = f"{text[:limit]}… [cut: {length:,} characters]"
-    return text
+    return text if limit is None else text_safety.head_capped(text, limit, length=length)
 
 
 def redact(value: Any, secrets: list[str]) -> Any:

@@ -27,6 +27,23 @@ def printable(text: str) -> str:
     return text.replace("\r\n", "\n").replace("\r", "\n").translate(_VISIBLE)
 
 
+def head_capped(text: str, limit: int, *, length: int | None = None) -> str:
+    """``text`` whole when it fits in ``limit`` characters, else its first ``limit`` and a note of the
+    cut; ``length``: the length the text had before an earlier cut (the note says that one). One
+    marking for every cut of a text from outside (a result's strings, a run's database cells, prompts)."""
+    length = max(len(text), length or 0)
+    if length <= limit:
+        return text
+    return f"{text[:limit]} ... [cut: the first {limit:,} of {length:,} characters]"
+
+
+def tail_capped(text: str, limit: int) -> str:
+    """``text`` whole when it fits in ``limit`` characters, else a note of the cut and its last ``limit``."""
+    if len(text) <= limit:
+        return text
+    return f"[cut: the last {limit:,} of {len(text):,} characters] ... {text[-limit:]}"
+
+
 def map_strings(value: Any, change: Callable[[str], str]) -> Any:
     """``value`` with ``change`` applied to every string inside it (dict keys and values, lists and
     tuples walked; a dataclass instance's fields changed in place, so a record's nested parts are
