@@ -4,7 +4,9 @@ PIKE checks one call on one instance with one input. Stateful candidates (a buff
 calls, a CUDA graph captured once, state kept at class level) pass that and fail in use. The check
 therefore calls the first input set twice in a row on the instance that is later timed, then every
 other set once (the hidden ones last), then builds a second instance in the same process and calls
-the first set on it. Each call is compared with the reference's output for the same call sequence,
+the first set on it. The second instance is built under another weight seed (``instance_weight_seed``):
+weights packed once at class level and reused by every instance (a cache keyed on nothing) then give
+it the first instance's weights, which its reference, built from its own seed, does not have. Each call is compared with the reference's output for the same call sequence,
 so the verdict can say which of those it was. The supervisor computes the plan itself: the layout of
 the candidate's outputs file never comes from the candidate. Standard library only.
 """
@@ -24,6 +26,14 @@ class PlannedCall:
     def first_sight(self) -> bool:
         """The call that gives this set's validated output (used by timing and the constant check)."""
         return self.instance == 0 and not self.repeat
+
+
+def instance_weight_seed(weight_seed: int, instance: int) -> int:
+    """The seed instance ``instance`` is built under: the request's weight seed for the instance that is
+    checked and timed (PIKE's seed), the next one for the second instance. With one seed for both, the
+    second instance's weights equal the first's, so state shared between instances that holds weights
+    (packed, folded, cast once per class) would pass as correct."""
+    return weight_seed + instance
 
 
 def check_plan(n_sets: int, baseline_mode: str | None = None) -> list[PlannedCall]:

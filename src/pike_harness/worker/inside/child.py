@@ -242,7 +242,7 @@ class CandidateProcess:
         torch.manual_seed(secrets.randbits(62))  # the hidden seeds must not stay readable via initial_seed()
         self.input_sets = [loading.to_device(values, self.device) for values in pristine]
         clock.lap("inputs")
-        self.model = self._construct("construct")
+        self.model = self._construct("construct", instance=0)
         self._restore_flags()
         clock.lap("construct")
         plan = check_plan(n_sets, request.baseline_mode)
@@ -255,7 +255,7 @@ class CandidateProcess:
             for call in plan:
                 if call.instance == len(models):
                     clock.lap("calls")
-                    models.append(self._construct("construct a second instance"))
+                    models.append(self._construct("construct a second instance", instance=call.instance))
                     self._restore_flags()
                     clock.lap("construct")
                 args = self.input_sets[call.set_index] if call.first_sight else loading.to_device(
@@ -323,15 +323,18 @@ class CandidateProcess:
             label += ", second instance"
         return label
 
-    def _construct(self, what: str) -> Any:
-        """One model instance, built under the weight seed and the reference guard, in its baseline mode."""
+    def _construct(self, what: str, *, instance: int) -> Any:
+        """One model instance of the check plan, built under its weight seed (``instance_weight_seed``) and
+        the reference guard, in its baseline mode."""
+        from pike_harness.worker.check_plan import instance_weight_seed
         from pike_harness.worker.inside import baseline_modes, loading
 
         request = self.request
         self.guard.watch()
         try:
             model = loading.build_model(self.model_class, loading.init_inputs(self.inputs_module),
-                                        weight_seed=request.weight_seed, device=self.device)
+                                        weight_seed=instance_weight_seed(request.weight_seed, instance),
+                                        device=self.device)
         except BaseException as exc:
             self.guard.stop()
             traceback.print_exc()

@@ -42,7 +42,7 @@ from pathlib import Path
 from typing import Any
 
 from pike_harness.worker.channel import Channel, ChannelClosed, ChannelTimeout, ProtocolViolation
-from pike_harness.worker.check_plan import PlannedCall
+from pike_harness.worker.check_plan import PlannedCall, instance_weight_seed
 from pike_harness.worker.output_file import MalformedOutputs, read_outputs, reader_fault
 from pike_harness.worker.records import EvalRequest
 from pike_harness.worker.supervise import trusted_files
@@ -363,26 +363,26 @@ class _Server:
                                            tensor_bytes)
         return value
 
-    def _pristine(self, message: dict[str, Any], device: Any) -> Any:
-        key = json.dumps([hashlib.sha256(message["source"].encode()).hexdigest(), message["weight_seed"],
+    def _pristine(self, message: dict[str, Any], device: Any, weight_seed: int) -> Any:
+        key = json.dumps([hashlib.sha256(message["source"].encode()).hexdigest(), weight_seed,
                           message["precision"], message["device"]])
         if key not in self.models:
             module = self._module(message["source"])
             self.flags.apply(message["precision"])
             self.models[key] = self.loading.build_model(self.loading.model_class(module, ("Model",)),
                                                         self.loading.init_inputs(module),
-                                                        weight_seed=message["weight_seed"], device=device)
+                                                        weight_seed=weight_seed, device=device)
             while len(self.models) > MODELS_KEPT:
                 self.models.popitem(last=False)
         self.models.move_to_end(key)
         return self.models[key]
 
-    def _reference(self, message: dict[str, Any], device: Any, seeds: list[int]) -> list[list[Any]]:
-        """The outputs of one fresh copy of the model called with ``seeds`` in order."""
+    def _reference(self, message: dict[str, Any], device: Any, weight_seed: int, seeds: list[int]) -> list[list[Any]]:
+        """The outputs of one fresh copy of the model built under ``weight_seed``, called with ``seeds`` in order."""
         import copy
 
         torch = self.torch
-        model = copy.deepcopy(self._pristine(message, device))
+        model = copy.deepcopy(self._pristine(message, device, weight_seed))
         self.flags.apply(message["precision"])
         outputs = []
         for seed in seeds:
@@ -406,8 +406,9 @@ class _Server:
         per_instance, computed = {}, False
         for instance in sorted({call.instance for call in plan}):
             sequence = tuple(seeds[call.set_index] for call in plan if call.instance == instance)
-            make = functools.partial(self._reference, message, device, list(sequence))
-            outputs, made = self.references.get_or_make((*task, sequence), make, tensor_bytes)
+            weight_seed = instance_weight_seed(int(message["weight_seed"]), instance)
+            make = functools.partial(self._reference, message, device, weight_seed, list(sequence))
+            outputs, made = self.references.get_or_make((*task, weight_seed, sequence), make, tensor_bytes)
             per_instance[instance], computed = iter(outputs), computed or made
         reference = [next(per_instance[call.instance]) for call in plan]
         if device.type == "cuda":
