@@ -521,3 +521,11 @@ def test_guard_counts_timed_calls_through_every_holder_of_the_reference_code(gua
         assert torch.equal(model(x, how=how), want)
     seen = guard.stop_counting()
     assert seen.reference_calls == ["Model.forward, 4 calls"] and not seen.tampering
+
+
+def test_sampled_sets_accept_only_distinct_increasing_set_numbers():
+    from pike_harness.worker.supervise.timed_outputs import sampled_sets
+
+    assert sampled_sets([0, 1, 2], 3) == [0, 1, 2] and sampled_sets([2], 3) == [2] and sampled_sets([], 3) == []
+    for forged in ([0, 0], [1, 0], [3], [-1], [True], [0.0], "012", None, [0, 1, 2, 3]):
+        assert sampled_sets(forged, 3) is None, forged

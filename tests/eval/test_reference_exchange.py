@@ -148,7 +148,8 @@ def test_the_candidate_never_sees_a_hidden_seed_and_the_exchange_is_in_memory(co
 
 def test_candidates_of_a_task_share_hidden_inputs_and_one_reference_computation(cpu_evaluator):
     """Two evaluations of one task (made unique to this test): one reference computation per checked
-    instance (the plan's first instance, then the second), same hidden sets."""
+    instance (the plan's first instance, then the second), same hidden sets; the drawn timed outputs
+    are judged against the first instance's, kept since the check."""
     case = load_case(CORPUS / "ok_plain.py")
     oracle = cpu_evaluator.engine.provider.oracles["cpu"]
     before, served = oracle.stats()["outputs"], oracle.figures()
@@ -159,10 +160,10 @@ def test_candidates_of_a_task_share_hidden_inputs_and_one_reference_computation(
     assert first.category == second.category == "correct", (first.reason, second.reason)
     assert first.seeds["hidden"] == second.seeds["hidden"] and first.seeds["hidden"]
     after = oracle.stats()["outputs"]
-    assert after["misses"] - before["misses"] == 2 and after["hits"] - before["hits"] == 2
+    assert after["misses"] - before["misses"] == 2 and after["hits"] - before["hits"] == 2 + 2
     assert "reference" in first.stage_seconds and "inputs" in first.stage_seconds
-    now = oracle.figures()  # the process's busy time: one input write and one comparison each
-    for op in ("inputs", "compare"):
+    now = oracle.figures()  # the process's busy time: one input write and two comparisons each
+    for op in ("inputs", "compare", "compare_timed"):
         assert now[op]["requests"] - served.get(op, {"requests": 0})["requests"] == 2, (op, served, now)
         assert now[op]["busy_s"] > served.get(op, {"busy_s": 0.0})["busy_s"]
 
@@ -295,3 +296,51 @@ def test_the_reference_process_keeps_appending_to_its_own_log(tmp_path):
     finally:
         os.close(fd)
     assert oracle.log_path.read_bytes() == b"earlier start\nthis start\n"
+
+
+def _compare_timed(server: _Server, tmp_path, outputs, sets, plan, seeds=(1, 2, 3)):
+    path = tmp_path / f"timed-{secrets.token_hex(4)}.pt"
+    write_outputs(path, outputs)
+    return server.handle({"op": "compare_timed", "source": TASK, "weight_seed": 42, "precision": "fp32",
+                          "device": "cpu", "seeds": list(seeds), "outputs": str(path), "sets": sets,
+                          "labels": [f"set {s}" for s in seeds], "atol": 1e-5, "rtol": 1e-5, "plan": plan})
+
+
+def test_drawn_timed_outputs_are_judged_against_each_sets_checked_call(server, tmp_path):
+    """The reference for a drawn timed output is that of its set's first sight in the check plan (the
+    validated one): right passes, wrong is ``timed_output_mismatch`` naming the set; malformed files are
+    the candidate's."""
+    from pike_harness.worker.check_plan import check_plan
+
+    right = _right_answer(server, tmp_path)
+    plan = [[c.instance, c.set_index, c.repeat] for c in check_plan(3)]
+    assert _compare_timed(server, tmp_path, right, [0, 1, 2], plan)["comparison"]["category"] is None
+    assert _compare_timed(server, tmp_path, [right[2]], [2], plan)["comparison"]["category"] is None
+    wrong = _compare_timed(server, tmp_path, [right[0], [right[1][0] + 1.0]], [0, 1], plan)["comparison"]
+    assert (wrong["category"], wrong["check"]) == ("rejected", "timed_output_mismatch")
+    assert "input set 1 (set 2)" in wrong["reason"] and "compared in the reference process" in wrong["reason"]
+    swapped = _compare_timed(server, tmp_path, [right[1], right[0]], [0, 1], plan)["comparison"]
+    assert swapped["check"] == "timed_output_mismatch"  # each entry is judged against its own set
+    assert "holds 1 calls, expected 2" in _compare_timed(server, tmp_path, [right[0]], [0, 1], plan)["malformed"]
+
+
+def test_the_second_instance_is_built_under_the_next_weight_seed(server, tmp_path):
+    """Weights packed once per class give the second instance the first one's weights: with both built
+    under one seed that matched; its reference is built under seed + 1, so it does not."""
+    from pike_harness.worker.check_plan import check_plan
+
+    right = _right_answer(server, tmp_path)
+    inputs = torch.load(tmp_path / "inputs.pt", weights_only=True)
+    torch.manual_seed(43)
+    second = [inputs[0][0] * torch.randn(8)]
+    plan = [[c.instance, c.set_index, c.repeat] for c in check_plan(3)]  # set 0 twice, 1, 2, set 0 on instance 1
+
+    def judged(last):
+        path = tmp_path / f"outputs-{secrets.token_hex(4)}.pt"
+        write_outputs(path, [right[0], right[0], right[1], right[2], last])
+        return server.handle({"op": "compare", "source": TASK, "weight_seed": 42, "precision": "fp32",
+                              "device": "cpu", "seeds": [1, 2, 3], "outputs": str(path),
+                              "labels": ["a", "b", "c"], "atol": 1e-5, "rtol": 1e-5, "plan": plan})["comparison"]
+
+    assert judged(second)["category"] is None
+    assert judged(right[0])["check"] == "state_across_instances"

@@ -186,3 +186,45 @@ def test_the_snapshot_of_the_harness_sees_its_classes_builtins_and_modules_repla
     finally:
         TimedLoop._call.__kwdefaults__ = defaults
     assert T.changed(snapshot) == []
+
+
+def test_timed_samples_keep_one_timed_call_per_set_drawn_after_it_returned(monkeypatch):
+    """Every timed call (never a warm-up one) is offered; call k of a set replaces the kept one when the
+    draw is 0 modulo k, so each call is kept with probability 1/k: uniform over the set's calls."""
+    draws = iter(range(1000))  # 0, 1, 2, ...: call k of a set is kept when the running draw % k == 0
+    monkeypatch.setattr(T, "urandom", lambda n: next(draws).to_bytes(n, "little"))
+    returned: list[torch.Tensor] = []
+
+    def forward(x):
+        out = x * 2
+        returned.append(out)
+        return out
+
+    samples = timing.TimedSamples(3)
+    loop = _loop(forward)
+    loop.samples = samples
+    run = loop.run()
+    assert samples.seen == [len(range(s, run.reps, 3)) for s in range(3)]  # the timed calls, by set
+    drawn = samples.drawn()
+    assert [index for index, _ in drawn] == [0, 1, 2]
+    timed = returned[-run.reps:]
+    for index, (kept,) in ((i, k) for i, k in drawn):
+        assert torch.equal(kept, timed[index])  # each set's value: a clone of one of its timed outputs
+        assert all(kept is not out for out in timed)
+
+
+def test_timed_samples_are_clones_taken_at_return_not_the_static_buffer():
+    """A candidate that returns one buffer and overwrites it on the next call (a CUDA graph's static
+    output): the kept outputs are what each drawn call returned."""
+    buffer = torch.zeros(4, 4)
+
+    def forward(x):
+        buffer.copy_(x * 2)
+        return buffer
+
+    samples = timing.TimedSamples(3)
+    loop = _loop(forward)
+    loop.samples = samples
+    loop.run()
+    for index, (kept,) in samples.drawn():
+        assert torch.equal(kept, torch.full((4, 4), 2.0 * index))

@@ -106,10 +106,16 @@ class OutputWriter:
 
     A failed write (the file size limit, shared memory full) raises ``OSError`` from the call that
     hit it, never a signal: every byte goes through ``write``, nothing through a mapping.
+
+    The name must be new (``O_EXCL``): the exchange folder is writable by the candidate, whose code
+    shares this process, so whatever stands there already (a link, a FIFO) was put there by it, and
+    the create fails with ``FileExistsError``, which the child makes the candidate's verdict. With
+    ``O_TRUNC`` a link made the open fail as "too many levels of symbolic links", which the child took
+    for the harness's own failure: an infrastructure error that stopped the run, on every resume.
     """
 
     def __init__(self, path: str | os.PathLike) -> None:
-        self.fd = _open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+        self.fd = _open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
         self.offset = 0
         self.index: list[list[list[Any]]] = []
         self.staging = _Staging()

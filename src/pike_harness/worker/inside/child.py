@@ -9,6 +9,8 @@ a CPU slot for loading and a GPU lock for checking and timing:
   "check"  -> construct, run every input set, self-checks -> "checked" (outputs saved for the reference process)
   "time"   -> the protocol's timed loop, between two noise-canary readings -> "timed"
              (sent again for each block of a paired re-timing, with that block's protocol parameters)
+  "samples"-> the outputs of one timed call per input set, drawn over every timing (``TimedSamples``),
+             written into the exchange folder for the reference process  -> "sampled"
   "profile"-> a few calls under torch.profiler (only when the request asks) -> "profiled"
   Both commands carry a fresh nonce that the reply echoes: the candidate runs in this process and can
   write to the channel, but it never sees a command, so a report it forges lacks the nonce.
@@ -101,6 +103,7 @@ class CandidateProcess:
         self.model: Callable[..., Any] | None = None  # the judged instance, in its baseline mode
         self.input_sets: list[list[Any]] | None = None  # every input set, on the device
         self.validated: list[list[Any]] | None = None  # each set's checked outputs (device clones)
+        self.samples: Any = None  # timing.TimedSamples: one timed call's outputs per set, for the reference process
         self.channel = channel
         self.request = request
         self.device = torch.device("cuda", 0) if request.device.startswith("cuda") else torch.device("cpu")
@@ -225,6 +228,7 @@ class CandidateProcess:
         """
         from pike_harness.worker.check_plan import check_plan
         from pike_harness.worker.inside import loading
+        from pike_harness.worker.inside.timing import TimedSamples
 
         torch, T, request = self.torch, self.T, self.request
         clock = _Clock()  # where the stage's time goes, reported with "checked" (the device is held meanwhile)
@@ -273,6 +277,7 @@ class CandidateProcess:
         self._hand_over(writer, len(plan), writer.close)
         del models[1:]
         self.validated = [validated[index] for index in range(n_sets)]
+        self.samples = TimedSamples(n_sets)
         self._self_checks("correctness")
         moved = self.changed(self.harness)  # again, inline: a replaced method of this class cannot skip it
         if moved:
@@ -286,6 +291,10 @@ class CandidateProcess:
     def _open_outputs(self, path: str, nonce: str | None) -> Any:
         try:
             return self.output_file.OutputWriter(path)
+        except FileExistsError:  # the name is new to the harness: the candidate put something there
+            raise Verdict(REJECTED, "exchange_file",
+                          f"{os.path.basename(path)} was already in the exchange folder before the worker "
+                          "created it: the candidate put something there (a link, a FIFO, a file)") from None
         except OSError as exc:  # the supervisor's exchange folder: a failure here is the harness's
             self.channel.send({"event": "infra_error", "reason": f"the outputs file: {_summary(exc)}", "nonce": nonce})
             os._exit(3)
@@ -445,7 +454,7 @@ class CandidateProcess:
         try:
             assert self.model is not None and self.input_sets is not None and self.validated is not None
             loop = TimedLoop(self.model, self.input_sets, self.validated, device=self.device, protocol=protocol,
-                             atol=self.request.atol, rtol=self.request.rtol)
+                             atol=self.request.atol, rtol=self.request.rtol, samples=self.samples)
             canary = self._canary()
             canary_ms = [canary.read()]  # the noise canary, just before and just after the timed loop
             self.guard.count_timed_calls()
@@ -480,6 +489,17 @@ class CandidateProcess:
         if self.canary is None:
             self.canary = self.canary_module.Canary(self.device)
         return self.canary
+
+    def hand_over_samples(self, outputs_path: str, nonce: str | None) -> None:
+        """The timed calls' drawn outputs (``TimedSamples``), one entry per timed set in set order, into
+        the exchange folder; the reply names the sets. Nothing of the candidate's runs here."""
+        assert self.samples is not None, "samples before a passing check"
+        drawn = self.samples.drawn()
+        writer = self._open_outputs(outputs_path, nonce)
+        for _, outputs in drawn:
+            self._hand_over(writer, len(drawn), writer.add, outputs)
+        self._hand_over(writer, len(drawn), writer.close)
+        self._report({"event": "sampled", "sets": [index for index, _ in drawn], "nonce": nonce}, collect=False)
 
     # -- stage 3 (on request): profile ------------------------------------------------------------
     def profile(self, nonce: str | None) -> None:
@@ -649,6 +669,8 @@ def main(argv: list[str]) -> int:
                 with pinned(message.get("core")) as pin:
                     process.time(request.protocol, request.protocol_params if params is None else dict(params),
                                  message.get("nonce"), bool(message.get("shared")), pin)
+            elif command == "samples":
+                process.hand_over_samples(str(message["outputs"]), message.get("nonce"))
             elif command == "profile":
                 process.profile(message.get("nonce"))
             else:

@@ -85,13 +85,43 @@ class TimedRun:
         return self.__dict__.copy()
 
 
+class TimedSamples:
+    """For each input set, the outputs of one timed call, drawn uniformly from every timed call of that
+    set in every timing of this process (a reservoir of one), for the reference process to compare once
+    the timings are over (``child.CandidateProcess.samples``).
+
+    Why: the validation step after each call compares in this process, with torch operators a
+    candidate can register kernels over (``torch.library`` on ``aten::isclose``), which no switch of
+    torch modes undoes; a process the candidate never ran in cannot be answered that way. The draw
+    happens after the call returned and its output was validated, so no call can know beforehand that
+    it is the one kept: each must be right. The random bytes come from ``os.urandom`` as captured
+    before the candidate was imported.
+    """
+
+    def __init__(self, n_sets: int):
+        self.seen = [0] * n_sets  # timed calls of each set so far
+        self.kept: list[list[torch.Tensor] | None] = [None] * n_sets
+
+    def offer(self, index: int, outputs: Sequence[torch.Tensor]) -> None:
+        """Keep ``outputs`` (timed call number ``seen`` of set ``index``) with probability 1/``seen``."""
+        self.seen[index] += 1
+        if int.from_bytes(T.urandom(8), "little") % self.seen[index] == 0:
+            with T.DisableTorchFunction(), T.DisableTorchDispatch():
+                self.kept[index] = [T.clone(tensor) for tensor in outputs]
+
+    def drawn(self) -> list[tuple[int, list[torch.Tensor]]]:
+        """(set, its kept outputs) for every set that was timed."""
+        return [(index, kept) for index, kept in enumerate(self.kept) if kept is not None]
+
+
 class TimedLoop:
     """Owns the buffers of one timing run: input buffers, flush buffer, validated outputs, counters."""
 
     def __init__(self, model: Callable[..., Any], input_sets: Sequence[Sequence[Any]],
                  validated: Sequence[Sequence[torch.Tensor]], *, device: torch.device,
-                 protocol: TimingProtocol, atol: float, rtol: float):
+                 protocol: TimingProtocol, atol: float, rtol: float, samples: TimedSamples | None = None):
         self.model = model
+        self.samples = samples  # offered every timed call's outputs (not the warm-up's)
         self.device = device
         self.cuda = device.type == "cuda"
         self.protocol = protocol
@@ -120,7 +150,7 @@ class TimedLoop:
                     args.append(buffer)
         return args
 
-    def _validate(self, out: Any, index: int, state: tuple[tuple[str, Any], ...]) -> None:
+    def _validate(self, out: Any, index: int, state: tuple[tuple[str, Any], ...]) -> list[torch.Tensor]:
         """The validation step after every call, outside the window: nothing the call left behind can
         see or answer the harness's own work, then the output is compared with the validated one."""
         modes = T.active_modes()
@@ -155,12 +185,15 @@ class TimedLoop:
                                                               "its validated output (reached through the stack)")
                 close = T.isclose(got, want, rtol=self.rtol, atol=self.atol, equal_nan=True)
                 T.add_(self.counters[index], T.count_nonzero(T.logical_not(close)))
+        return outputs
 
-    def _call(self, index: int, state: tuple[tuple[str, Any], ...], *, flush: bool = True) -> tuple[Any, float]:
+    def _call(self, index: int, state: tuple[tuple[str, Any], ...], *, flush: bool = True,
+              timed: bool = False) -> tuple[Any, float]:
         """One call of the model on set ``index``: (its CUDA events or None, host-clock ms).
 
         The events are (before flush, start, end); the host clock spans the same flush and call.
         ``state``: this loop's attributes as ``run`` found them (a local there, out of a call's reach).
+        ``timed``: a call whose time counts; its validated outputs are offered to ``samples``.
         """
         args = self._arguments(index)
         if self.cuda:
@@ -179,15 +212,19 @@ class TimedLoop:
             T.cuda_synchronize()
             T.event_record(end)
             t1 = T.perf_counter()
-            self._validate(out, index, state)
+            self._keep(self._validate(out, index, state), index, timed)
             return (before, start, end), (t1 - t0) * 1000.0
         if flush:
             T.zero_(self.flush_buffer)
         t0 = T.perf_counter()
         out = self.model(*args)
         t1 = T.perf_counter()
-        self._validate(out, index, state)
+        self._keep(self._validate(out, index, state), index, timed)
         return None, (t1 - t0) * 1000.0
+
+    def _keep(self, outputs: list[torch.Tensor], index: int, timed: bool) -> None:
+        if timed and self.samples is not None:
+            self.samples.offer(index, outputs)
 
     def run(self) -> TimedRun:
         n_sets = T.length(self.sources)
@@ -205,7 +242,7 @@ class TimedLoop:
             events = []
             begin = T.perf_counter()
             for i in range(run.reps):
-                pair, host = self._call(i % n_sets, state)
+                pair, host = self._call(i % n_sets, state, timed=True)
                 run.host_ms.append(host)
                 events.append(pair)
             if self.cuda:

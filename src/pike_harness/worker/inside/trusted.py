@@ -25,6 +25,7 @@ from __future__ import annotations
 import builtins
 import contextlib
 import importlib
+import os
 import sys
 import threading
 import time
@@ -54,7 +55,7 @@ CHECK_NAMES = (
     "torch._C._len_torch_function_stack", "torch._C._get_function_stack_at", "torch._C._len_torch_dispatch_stack",
     "torch._C._get_dispatch_stack_at", "torch._C.DisableTorchFunction", "torch._C._DisableTorchDispatch",
     "torch.utils._device.DeviceContext", "torch.utils._device.DeviceContext.__torch_function__",
-    "sys.gettrace", "sys.getprofile", "threading.gettrace", "threading.getprofile",
+    "sys.gettrace", "sys.getprofile", "threading.gettrace", "threading.getprofile", "os.urandom",
 )
 
 
@@ -84,6 +85,7 @@ _CAPTURED: dict[str, Any] = _snapshot(TIMER_NAMES + CHECK_NAMES)
 # The references the child's timing and checking code calls.
 perf_counter = time.perf_counter
 sleep = time.sleep
+urandom = os.urandom  # the draw of the timed calls whose outputs the reference process sees (``TimedSamples``)
 exact_type = builtins.type
 length = builtins.len
 is_instance = builtins.isinstance

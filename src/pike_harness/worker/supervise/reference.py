@@ -237,6 +237,15 @@ class ReferenceOracle:
                                     "plan": [[c.instance, c.set_index, c.repeat] for c in plan], "warmed": warmed,
                                     "atol": request.atol, "rtol": request.rtol}, timeout_s, urgent=True)
 
+    def compare_timed(self, request: EvalRequest, seeds: list[int], outputs: Path, sets: list[int],
+                      labels: list[str], plan: list[PlannedCall], *, timeout_s: float) -> dict[str, Any]:
+        """Judge the timed calls' drawn outputs (one entry per set of ``sets``) against the reference's
+        output for each set's checked call of ``plan`` (``timed_outputs.judge``). The reply:
+        ``malformed`` (a reason) or ``comparison``, as ``compare``'s."""
+        return self._call(request, {"op": "compare_timed", "seeds": seeds, "outputs": str(outputs), "sets": sets,
+                                    "labels": labels, "plan": [[c.instance, c.set_index, c.repeat] for c in plan],
+                                    "atol": request.atol, "rtol": request.rtol}, timeout_s, urgent=True)
+
     @contextlib.contextmanager
     def idle(self) -> Any:
         """Keep the reference process idle for the block: requests made meanwhile wait (their time limits
@@ -330,6 +339,8 @@ class _Server:
             return self._write_inputs(message)
         if op == "compare":
             return self._compare(message)
+        if op == "compare_timed":
+            return self._compare_timed(message)
         raise ValueError(f"unknown request {op!r}")
 
     def _write_inputs(self, message: dict[str, Any]) -> dict[str, Any]:
@@ -393,14 +404,9 @@ class _Server:
             outputs.append([item.detach().clone() for item in items])
         return outputs
 
-    def _compare(self, message: dict[str, Any]) -> dict[str, Any]:
-        from pike_harness.worker.supervise import checked_calls
-
-        torch = self.torch
-        device = torch.device(message["device"])
-        began = time.monotonic()
+    def _planned(self, message: dict[str, Any], device: Any, plan: list[PlannedCall]) -> tuple[list[Any], bool]:
+        """The reference's outputs for every call of ``plan`` (kept, or computed now: the second value)."""
         seeds = [int(seed) for seed in message["seeds"]]
-        plan = [PlannedCall(int(instance), int(index), bool(repeat)) for instance, index, repeat in message["plan"]]
         task = (hashlib.sha256(message["source"].encode()).hexdigest(), message["weight_seed"], message["precision"],
                 message["device"])
         per_instance, computed = {}, False
@@ -412,7 +418,17 @@ class _Server:
             per_instance[instance], computed = iter(outputs), computed or made
         reference = [next(per_instance[call.instance]) for call in plan]
         if device.type == "cuda":
-            torch.cuda.synchronize()
+            self.torch.cuda.synchronize()
+        return reference, computed
+
+    def _compare(self, message: dict[str, Any]) -> dict[str, Any]:
+        from pike_harness.worker.supervise import checked_calls
+
+        torch = self.torch
+        device = torch.device(message["device"])
+        began = time.monotonic()
+        plan = [PlannedCall(int(instance), int(index), bool(repeat)) for instance, index, repeat in message["plan"]]
+        reference, computed = self._planned(message, device, plan)
         reference_s = time.monotonic() - began
         began = time.monotonic()
         # From here on the candidate's outputs are read and judged: a failure is its verdict (the reply's
@@ -440,6 +456,39 @@ class _Server:
         return {"ok": True, "comparison": comparison.to_dict(), "computed": computed,
                 "reference_bytes": tensor_bytes(reference[0]) if reference else 0,
                 "seconds": {"reference": reference_s, "compare": time.monotonic() - began}}
+
+    def _compare_timed(self, message: dict[str, Any]) -> dict[str, Any]:
+        """The timed calls' drawn outputs (one entry per set of ``sets``) against the reference's output
+        for each set's checked call (``timed_outputs``); the reply as ``_compare``'s, without the
+        figures the check's reply carries."""
+        from pike_harness.worker.supervise import timed_outputs
+
+        torch = self.torch
+        device = torch.device(message["device"])
+        plan = [PlannedCall(int(instance), int(index), bool(repeat)) for instance, index, repeat in message["plan"]]
+        timed = [call for call in plan if call.instance == 0]  # the timed instance's calls: kept since its check
+        reference, _ = self._planned(message, device, timed)
+        first = timed_outputs.first_sights(timed)
+        sets = [int(index) for index in message["sets"]]
+        wanted = [reference[first[index]] for index in sets]
+        try:  # as in _compare: from here on, a failure is the candidate's outputs' fault
+            candidate = read_outputs(message["outputs"], len(sets), device,
+                                     max_total_bytes=OUTPUTS_CAP_FACTOR * tensor_bytes(wanted) + OUTPUTS_CAP_SLACK)
+        except MalformedOutputs as exc:
+            return {"ok": True, "malformed": str(exc)}
+        try:
+            comparison = timed_outputs.judge(candidate, wanted, sets, message["labels"], atol=message["atol"],
+                                             rtol=message["rtol"])
+        except Exception as exc:
+            if reader_fault(exc):
+                raise
+            traceback.print_exc()
+            return {"ok": True, "malformed": f"the outputs could not be compared: {type(exc).__name__}: {exc}"[:500]}
+        finally:
+            del candidate
+            if device.type == "cuda":
+                torch.cuda.empty_cache()
+        return {"ok": True, "comparison": comparison.to_dict()}
 
 
 def _prctl(option: int, value: int = 0) -> int | None:

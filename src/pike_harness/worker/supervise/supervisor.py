@@ -69,6 +69,7 @@ from pike_harness.worker.supervise import (
     sandbox,
     scratch_usage,
     static_checks,
+    timed_outputs,
     trusted_files,
 )
 from pike_harness.worker.supervise.buildcache import (
@@ -166,6 +167,7 @@ REPORT_FIELDS: dict[str, dict[str, Any]] = {
                              "n_kernels": float, "launches_per_call": float,
                              "kernels": [{"name": str, "origin": str, "total_ms": float, "ms_per_call": float,
                                           "per_call": float, "share": float}]}},
+    "sampled": {"sets": [int]},
     "failed": {"category": str, "check": str, "reason": str},
     "retry_alone": {"reason": str},
     "infra_error": {"reason": str},
@@ -384,6 +386,9 @@ class Evaluation:
                     "shared": shared}, "correctness")
         try:
             checked = self._await("checked", request.limits.run_timeout_s, "correctness", nonce=nonce)
+        except RetryAlone:
+            _set_aside(outputs)  # the attempt's own file: the next attempt creates the name anew (O_EXCL)
+            raise
         finally:
             self.stages.add("correctness", time.monotonic() - began)
         self._note(checked.get("notes"))
@@ -505,9 +510,42 @@ class Evaluation:
             from pike_harness.worker.supervise.engine import paired
 
             paired.retime(self)
+        self._judge_timed_outputs()
         if request.profile:
             self._profile()
         return self._conclude(CORRECT, None, None, outputs=comparison.checks, runtime=block.stats)
+
+    def _judge_timed_outputs(self) -> None:
+        """After every timing of the candidate (outside the quiet window, which keeps the reference
+        process idle), the reference process judges one timed call per input set, drawn at random by the
+        child over all of them (``timed_outputs``); a wrong one ends the evaluation."""
+        request = self.request
+        assert self.exchange is not None
+        comparison = self._checked[0] if self._checked is not None else None
+        path = self.exchange / "timed.pt"
+        n_sets = len(request.input_seeds) + len(self.hidden_seeds)
+        began = time.monotonic()
+        nonce = secrets.token_hex(16)
+        try:
+            self._send({"cmd": "samples", "outputs": str(path), "nonce": nonce}, "timing")
+            sampled = self._await("sampled", request.limits.run_timeout_s, "timing", nonce=nonce)
+            sets = timed_outputs.sampled_sets(sampled.get("sets"), n_sets)
+            if sets is None:
+                raise _Concluded(self._conclude(REJECTED, "protocol", "timing: the drawn timed outputs' sets are "
+                                                "malformed", outputs=comparison.checks if comparison else None))
+            seeds = list(request.input_seeds) + self.hidden_seeds
+            labels = [f"seed {s}" for s in request.input_seeds] + ["hidden seed"] * len(self.hidden_seeds)
+            reply = self.oracle.compare_timed(request, seeds, path, sets, labels, self._plan(),
+                                              timeout_s=request.limits.run_timeout_s)
+        finally:
+            _set_aside(path)  # whatever stands there: a link itself, never its target
+            self.stages.add("timed_outputs", time.monotonic() - began)
+        checks = comparison.checks if comparison else None
+        if reply.get("malformed"):
+            raise _Concluded(self._conclude(REJECTED, "outputs_file", f"timing: {reply['malformed']}", outputs=checks))
+        judged = Comparison.from_dict(reply["comparison"])
+        if judged.category is not None:
+            raise _Concluded(self._conclude(judged.category, judged.check, judged.reason, outputs=checks))
 
     def timed_block(self, params: dict[str, Any] | None = None, *, shared: bool = False,
                     core: int | None = None) -> TimedBlock:

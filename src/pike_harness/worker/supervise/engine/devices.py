@@ -63,7 +63,8 @@ class Gate(Protocol):
 class Oracle(Protocol):
     """A device's trusted reference (``reference.ReferenceOracle``), as ``supervisor.Evaluation`` calls
     it: hidden seeds from a per-run pool, input sets written for the candidate, and the comparison of
-    the candidate's outputs file (one entry per planned call) against reference outputs it keeps."""
+    the candidate's outputs file (one entry per planned call, or per input set for the timed calls'
+    drawn outputs) against reference outputs it keeps."""
 
     def start(self) -> None: ...
 
@@ -74,6 +75,9 @@ class Oracle(Protocol):
 
     def compare(self, request: EvalRequest, seeds: list[int], outputs: Path, labels: list[str],
                 plan: list[PlannedCall], *, warmed: bool, timeout_s: float) -> dict[str, Any]: ...
+
+    def compare_timed(self, request: EvalRequest, seeds: list[int], outputs: Path, sets: list[int],
+                      labels: list[str], plan: list[PlannedCall], *, timeout_s: float) -> dict[str, Any]: ...
 
     def idle(self) -> AbstractContextManager[Any]: ...
 

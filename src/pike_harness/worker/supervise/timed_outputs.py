@@ -1,0 +1,54 @@
+"""The verdict on the timed calls' outputs that the candidate's process drew (``timing.TimedSamples``),
+reached in the reference process.
+
+Each timed call's output is also compared in the candidate's own process, right after the call
+(``TimedLoop._validate``), but with torch operators that run there: a candidate can register a kernel
+over ``aten::isclose`` (``torch.library``) that answers "close" for anything, then skip its work in the
+timed calls only. A random timed call per input set, drawn after it returned, is therefore compared
+here too, against the reference's output for that set (the same one its checked call was compared
+with), by the rules of the check (``compare``). torch only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+
+from pike_harness.worker.check_plan import PlannedCall
+from pike_harness.worker.records import REJECTED
+from pike_harness.worker.supervise.compare import Comparison, compare_outputs
+
+CHECK = "timed_output_mismatch"
+
+
+def sampled_sets(sets: object, n_sets: int) -> list[int] | None:
+    """The set numbers of a ``sampled`` reply, when they are distinct whole numbers below ``n_sets``
+    (in increasing order, as the child writes them); None otherwise (the candidate wrote the reply)."""
+    if not isinstance(sets, list) or len(sets) > n_sets:
+        return None
+    if not all(type(index) is int and 0 <= index < n_sets for index in sets):
+        return None
+    return sets if sets == sorted(set(sets)) else None
+
+
+def first_sights(plan: Sequence[PlannedCall]) -> dict[int, int]:
+    """Set number -> the position in ``plan`` of the call that gave that set's validated output."""
+    return {call.set_index: position for position, call in enumerate(plan) if call.first_sight}
+
+
+def judge(candidate: Sequence[Sequence[torch.Tensor]], reference: Sequence[Sequence[torch.Tensor]],
+          sets: Sequence[int], labels: Sequence[str], *, atol: float, rtol: float) -> Comparison:
+    """Compare each drawn timed call's outputs (``candidate[i]``, of set ``sets[i]``) with the reference's
+    for that set; the first that fails is a rejection that says what it measured."""
+    for got, want, index in zip(candidate, reference, sets, strict=True):
+        single = compare_outputs([got], [want], atol=atol, rtol=rtol, set_labels=[labels[index]],
+                                 set_indexes=[index])
+        if single.category is not None:
+            result = Comparison(checks=single.checks)
+            result.fail(REJECTED, CHECK,
+                        f"a timed call drawn at random, compared in the reference process, is wrong where its "
+                        f"checked call was right ({single.reason}): work skipped in the timed calls while the "
+                        "comparison in the candidate's process was answered")
+            return result
+    return Comparison()
