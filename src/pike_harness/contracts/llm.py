@@ -120,6 +120,17 @@ class LLMError(PikehError):
         self.retries: list[RetryRecord] = []
 
 
+class PromptRefusedError(LLMError):
+    """The provider refused this one prompt (longer than the model's context window, or content it will
+    not process: an HTTP 400 or 413 about the request's content, ``kit/prompt_refusals.py``).
+
+    Apart from ``LLMError`` because it is neither the run's setup failing (every later query would fail
+    too: the run stops) nor worth asking again (the same prompt gets the same refusal): the query fails,
+    is journaled as refused, costs nothing (providers bill no tokens for a request they refuse), and the
+    strategy goes on with its next prompt, which is a different request.
+    """
+
+
 class TransientLLMError(LLMError):
     """Worth retrying (429, 5xx, timeout, connection reset); ``retry_after`` honours the server's hint."""
 

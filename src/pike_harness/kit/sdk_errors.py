@@ -1,6 +1,7 @@
 """What LLM backends built on the official ``openai``/``anthropic`` SDKs share: their exceptions mapped to
-the host's (transient, to retry, or permanent), the server's retry-after honoured, and keys redacted from
-every error text before it can reach a log, a run record or the terminal."""
+the host's (transient, to retry; a refused prompt, that query's failure; or permanent), the server's
+retry-after honoured, and keys redacted from every error text before it can reach a log, a run record or
+the terminal."""
 
 from __future__ import annotations
 
@@ -9,7 +10,8 @@ import re
 from collections.abc import Iterable, Iterator
 from typing import Any
 
-from pike_harness.contracts.llm import LLMError, TransientLLMError
+from pike_harness.contracts.llm import LLMError, PromptRefusedError, TransientLLMError
+from pike_harness.kit.prompt_refusals import error_object, refuses_prompt
 
 # Shapes of API keys that services echo back in error messages ("Incorrect API key provided: sk-ab***yz").
 _KEY_SHAPES = re.compile(
@@ -67,7 +69,8 @@ RETRYABLE_STATUS = frozenset({408, 409, 425, 429})
 @contextlib.contextmanager
 def sdk_errors(sdk: Any, *, spec: str, base_url: str, timeout_s: float,
                secrets: Iterable[str | None]) -> Iterator[None]:
-    """Turn an official SDK's exceptions into the host's: transient (retry) or permanent, keys redacted.
+    """Turn an official SDK's exceptions into the host's: transient (retry), a refused prompt (HTTP 400/413
+    about this request's content: ``PromptRefusedError``) or permanent, keys redacted.
 
     The ``openai`` and ``anthropic`` SDKs share one exception hierarchy (APITimeoutError,
     APIConnectionError, APIStatusError, APIError), so every backend built on either maps failures here.
@@ -86,6 +89,8 @@ def sdk_errors(sdk: Any, *, spec: str, base_url: str, timeout_s: float,
         if status in RETRYABLE_STATUS or status >= 500:
             raise TransientLLMError(message, status=status,
                                     retry_after=parse_retry_after(exc.response.headers)) from None
+        if refuses_prompt(status, getattr(exc, "body", None)):
+            raise PromptRefusedError(message, status=status) from None
         raise LLMError(message, status=status) from None
     except sdk.APIError as exc:  # an answer the SDK could not read: retrying will not change it
         raise LLMError(redact_secrets(f"{spec}: unreadable answer from {base_url}: {exc}", secrets)) from None
@@ -99,11 +104,12 @@ def reject_non_json(reply: Any, *, spec: str, secrets: Iterable[str | None]) -> 
 
 
 def _sdk_error_text(exc: Any) -> str:
+    """The provider's own message: what a user needs to fix a refused request (Gemini's list-wrapped
+    body included, which the SDK's message leaves as a bare "Error code: 400")."""
     body = getattr(exc, "body", None)
-    if isinstance(body, dict):
-        error = body.get("error", body)
-        if isinstance(error, dict) and error.get("message"):
-            return str(error["message"])
-        if isinstance(error, str):
-            return error
+    if isinstance(body, dict) and isinstance(body.get("error"), str):
+        return str(body["error"])
+    message = error_object(body).get("message")
+    if message:
+        return str(message)
     return str(getattr(exc, "message", exc))
