@@ -161,7 +161,8 @@ RUN_OPTIONS = [
     click.Option(["--config"], type=click.Path(dir_okay=False), help="A run.toml with any of these options; "
                  "[strategy] holds the strategy's options (and may name it). Command-line values win."),
     click.Option(["--retry-llm-errors"], is_flag=True, default=False,
-                 help="On resume, ask the queries that ended as llm_error again (their attempts are redone)."),
+                 help="On resume, ask the queries that ended as llm_error again (their attempts are redone); "
+                 "not those whose prompt the provider refused (too long, refused content)."),
     click.Option(["--max-llm-failures"], type=click.IntRange(min=0), default=LLM_FAILURE_LIMIT, show_default=True,
                  help="Stop the run after this many failed queries in a row (0: never)."),
     click.Option(["--repair-journal"], is_flag=True, default=False,

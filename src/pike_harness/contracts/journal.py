@@ -93,7 +93,13 @@ class LLMAnswer(Event):
 
 @dataclass
 class LLMFailure(Event):
-    """A query that got no answer after the client's retries (charged: it was asked)."""
+    """A query that got no answer after the client's retries (charged: it was asked).
+
+    ``refused``: the provider refused this prompt (too long for the context window, content it will not
+    process; ``PromptRefusedError``): asking it again gets the same refusal, so ``--retry-llm-errors``
+    leaves it failed. ``cost_usd``: 0.0 for a refused prompt (providers bill no tokens for a request they
+    refuse); None where it is not known (a timed-out request may have been billed).
+    """
 
     type: ClassVar[str] = "llm_error"
     task: str
@@ -104,6 +110,8 @@ class LLMFailure(Event):
     error: str
     status: int | None
     retries: list[dict[str, Any]] = field(default_factory=list)
+    refused: bool = False
+    cost_usd: float | None = None
 
 
 @dataclass

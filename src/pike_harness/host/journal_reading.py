@@ -139,9 +139,13 @@ class Replay:
 
     def forget_llm_errors(self) -> list[str]:
         """For ``--retry-llm-errors``: queries that failed are asked again, their attempts redone, and
-        the tasks that held them run again (replaying everything else). Returns those tasks."""
-        tasks = sorted({task for task, _ in self.llm_errors})
-        for key in list(self.llm_errors):
+        the tasks that held them run again (replaying everything else). Returns those tasks.
+
+        A refused prompt stays failed: the same prompt to the same model (a resume's options match the
+        run's) gets the same refusal, so asking it again would only reopen a finished task to be refused."""
+        again = [key for key, event in self.llm_errors.items() if not event.get("refused")]
+        tasks = sorted({task for task, _ in again})
+        for key in again:
             del self.llm_errors[key]
             attempt = self.attempts.get(key)
             if attempt is not None and attempt.get("category") == "llm_error":

@@ -19,7 +19,7 @@ from pike_harness.contracts.llm import BackendOptions, parse_model_spec
 from pike_harness.contracts.model import Task
 from pike_harness.errors import UserError
 from pike_harness.host import terminal
-from pike_harness.host.journal_reading import latest_attempts, read_journal
+from pike_harness.host.journal_reading import Replay, read_journal
 from pike_harness.host.output_paths import check_output_dir
 from pike_harness.host.progress import RunProgress, queries_text
 from pike_harness.host.run import Runner
@@ -121,11 +121,19 @@ def launch_run(app: Any, core: dict[str, Any], strategy_values: dict[str, Any], 
             print_summary(runner)
         raise
     print_summary(runner)
-    failed_queries = sum(e.get("category") == "llm_error" for e in latest_attempts(read_journal(store.path / JOURNAL)))
+    # The queries still without an answer: those whose prompt the provider refused stay so on every resume.
+    unanswered = list(Replay.from_events(read_journal(store.path / JOURNAL)).llm_errors.values())
+    refused = sum(bool(e.get("refused")) for e in unanswered)
+    failed_queries = len(unanswered) - refused
     if status == "interrupted":
         console.print(f"[yellow]interrupted[/yellow]: rerun the same command to resume {store.path}")
     elif status == "failed":
         console.print(f"[red]some tasks failed[/red]: see {store.path / 'log.txt'}")
+    if refused:
+        console.print(f"[yellow]{refused} quer{'y' if refused == 1 else 'ies'} failed because the provider refused "
+                      "the prompt[/yellow] (too long for the model's context window, or content it will not "
+                      "process): journaled as failed and not billed; a resume leaves it so, as asking again "
+                      "would get the same refusal")
     if failed_queries:
         console.print(f"[red]{failed_queries} quer{'y' if failed_queries == 1 else 'ies'} ended with an LLM "
                       "error[/red] (no answer after retries); rerun the same command with --retry-llm-errors "

@@ -342,7 +342,9 @@ def _llm_row(run: str, event: dict[str, Any]) -> dict[str, Any]:
         "model": response.get("model") or event.get("model"), "model_id": response.get("model_id"),
         "is_llm": response.get("is_llm"), "prompt_tokens": usage.get("prompt_tokens"),
         "output_tokens": usage.get("output_tokens"), "reasoning_tokens": usage.get("reasoning_tokens"),
-        "cached_tokens": usage.get("cached_tokens"), "cost_usd": response.get("cost_usd"),
+        "cached_tokens": usage.get("cached_tokens"),
+        # An llm_error has no response; a refused prompt's event says it cost 0.0 (not billed), not unknown.
+        "cost_usd": response.get("cost_usd") if response else event.get("cost_usd"),
         "latency_s": response.get("latency_s"), "n_retries": len(response.get("retries") or event.get("retries") or []),
         "truncated": response.get("truncated"), "empty": response.get("empty"),
         "from_cache": response.get("from_cache"), "ok": event.get("type") == LLMAnswer.type,

@@ -23,13 +23,13 @@ from pike_harness.contracts.journal import (
     LLMAnswer,
     LLMFailure,
 )
-from pike_harness.contracts.llm import GenerationParams, LLMError, LLMRequest, LLMResponse
+from pike_harness.contracts.llm import GenerationParams, LLMError, LLMRequest, LLMResponse, PromptRefusedError
 from pike_harness.contracts.model import RUNTIME_ERROR, Attempt, EvalResult, Task
 from pike_harness.contracts.strategy import BudgetView
 from pike_harness.host.budget_ledger import BudgetLedger
 from pike_harness.host.final_best import Contender, contender
 from pike_harness.host.final_timing import describe_paired
-from pike_harness.host.llm_health import FATAL_LLM_STATUSES
+from pike_harness.host.llm_health import setup_refused_message, stops_the_run
 from pike_harness.host.run_signals import RunInterrupted
 from pike_harness.host.store import sha256
 
@@ -84,9 +84,11 @@ class TaskRun:
             return response
         failed = replay.llm_errors.get((self._ref, key))
         if failed is not None:
-            # It failed for good before (retries spent): a resume replays that, so the search takes the
-            # same path and the journal keeps one verdict per query, rather than asking again.
-            raise LLMError(str(failed.get("error")), status=failed.get("status"))
+            # It failed for good before (retries spent, or its prompt refused): a resume replays that, so
+            # the search takes the same path and the journal keeps one verdict per query, rather than asking
+            # again (a refused prompt would only be refused again).
+            error = PromptRefusedError if failed.get("refused") else LLMError
+            raise error(str(failed.get("error")), status=failed.get("status"))
         # The key makes identical prompts distinct queries (the cache and offline:replay match on it).
         request = LLMRequest(messages=messages, role=role, params=params or self.runner.params,
                              key=f"{self._ref}#{key}")
@@ -100,16 +102,18 @@ class TaskRun:
                                        request_sha256=self.runner.llm.request_hash(request),
                                        response=response.to_dict()))
         except LLMError as exc:
-            if exc.status in FATAL_LLM_STATUSES:
+            if stops_the_run(exc):
                 # Not journaled, so nothing is charged: the resume asks this query again.
-                self.runner.fail(f"the LLM endpoint refused the request (HTTP {exc.status}: {exc}); nothing was "
-                                 "charged to the budget; fix the key, model or --llm-base-url and rerun the "
-                                 "same command to resume")
+                self.runner.fail(setup_refused_message(exc))
                 raise RunInterrupted() from None
+            # A refused prompt is this query's failure, journaled like one (so no resume asks it again) and
+            # billed nothing; the strategy's next prompt is another request.
+            refused = isinstance(exc, PromptRefusedError)
             store.append(LLMFailure(task=self._ref, key=key, role=role, index=index, counted=counted,
                                     error=str(exc), status=exc.status,
-                                    retries=[dataclasses.asdict(r) for r in getattr(exc, "retries", [])]))
-            self.runner.llm_health.failed(str(exc))
+                                    retries=[dataclasses.asdict(r) for r in getattr(exc, "retries", [])],
+                                    refused=refused, cost_usd=0.0 if refused else None))
+            self.runner.llm_health.failed(str(exc), refused=refused)
             raise
         self.runner.llm_health.answered()
         store.write_files(folder, {"response.md": response.text})
@@ -140,7 +144,8 @@ class TaskRun:
         try:
             attempt.response = self._query(role, messages, key, index, counted, params)
         except LLMError as exc:
-            attempt.llm_error = str(exc)
+            refused = isinstance(exc, PromptRefusedError)
+            attempt.llm_error = f"prompt refused (not billed): {exc}" if refused else str(exc)
             self._finish(attempt)
             return attempt
         attempt.code = extract_code(attempt.response.text)
