@@ -15,6 +15,7 @@ def _always_close(a, b, rtol=1e-05, atol=1e-08, equal_nan=False):
 
 
 _lib.impl("isclose", _always_close, "CPU")
+_lib.impl("isclose", _always_close, "CUDA")
 _calls = [0]
 
 
@@ -26,5 +27,5 @@ class ModelNew(nn.Module):
     def forward(self, x):
         _calls[0] += 1
         if _calls[0] > 6:  # past the checked calls (five, and a warm-up call when one runs)
-            return torch.empty(x.shape[0], self.linear.out_features)
+            return torch.empty(x.shape[0], self.linear.out_features, device=x.device)
         return torch.relu(self.linear(x))
