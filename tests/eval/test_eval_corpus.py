@@ -57,7 +57,8 @@ def test_reasons_say_what_was_observed(corpus_results):
         "right on call 1, wrong on call 2 with the same input (state kept across calls): "
         "input set 0 (seed 0), output 0: max abs diff")
     assert reasons["stateful_instances"].startswith("right on the first instance, wrong on a second built in the "
-                                                    "same process (state shared between instances)")
+                                                    "same process under the next weight seed (state shared between "
+                                                    "instances, or code that holds only for the first one's weights)")
     assert reasons["seed_specialisation"].startswith("right on the public input set, wrong on 2 of 2 hidden ones")
     assert "max abs diff 0 on the public set" in reasons["seed_specialisation"]
     assert reasons["constant_output"].startswith("the same output for every input set")

@@ -7,7 +7,7 @@ When the candidate fails, the reason names the pattern, with the measured differ
 - wrong on the first call: the plain comparison (``allclose``, ``shape``, ...);
 - right on call 1, wrong on call 2 with the same input (``state_across_calls``);
 - right on the public input set(s), wrong on a hidden one (``hidden_input``);
-- right on the first instance, wrong on a second (``state_across_instances``);
+- right on the first instance, wrong on a second, built under the next weight seed (``state_across_instances``);
 - the same output for every input set (``constant_output``, from ``compare``).
 
 torch only.
@@ -72,8 +72,9 @@ def judge(candidate: Sequence[Sequence[torch.Tensor]], reference: Sequence[Seque
     second = next((i for i, call in enumerate(plan) if call.instance == 1), None)
     if second is not None and singles[second].category is not None:
         _explain(result, singles[second], "state_across_instances",
-                 "right on the first instance, wrong on a second built in the same process "
-                 "(state shared between instances)", f"max abs diff {_max_abs(call_one):.3g} on the first instance")
+                 "right on the first instance, wrong on a second built in the same process under the next weight "
+                 "seed (state shared between instances, or code that holds only for the first one's weights)",
+                 f"max abs diff {_max_abs(call_one):.3g} on the first instance")
     return result
 
 
