@@ -431,31 +431,41 @@ class _Server:
         reference, computed = self._planned(message, device, plan)
         reference_s = time.monotonic() - began
         began = time.monotonic()
-        # From here on the candidate's outputs are read and judged: a failure is its verdict (the reply's
-        # "malformed"), never this request's failure, which the supervisor takes for the harness's (an
-        # infrastructure error: retried, and it stops a run). Only the reader's own faults (out of
-        # device memory beside others' models, a CUDA error) stay failures. The reference's outputs are
-        # made above, by the task's code alone: a failure there is the task's, an infrastructure error.
+        judged = self._judge_file(message, device, len(plan), tensor_bytes(reference), functools.partial(
+            checked_calls.judge, reference=reference, plan=plan, labels=message["labels"], atol=message["atol"],
+            rtol=message["rtol"], warmed=bool(message.get("warmed"))))
+        if "malformed" in judged:
+            return {"ok": True, **judged}
+        return {"ok": True, **judged, "computed": computed,
+                "reference_bytes": tensor_bytes(reference[0]) if reference else 0,
+                "seconds": {"reference": reference_s, "compare": time.monotonic() - began}}
+
+    def _judge_file(self, message: dict[str, Any], device: Any, count: int, reference_bytes: int,
+                    judge: Callable[[list[list[Any]]], Any]) -> dict[str, Any]:
+        """The candidate's outputs file (``count`` entries) read onto ``device`` and judged: ``comparison``
+        (``judge``'s ``Comparison`` as a dict), or ``malformed`` (a reason).
+
+        From here on the candidate's outputs are read and judged: a failure is its verdict (the reply's
+        "malformed"), never this request's failure, which the supervisor takes for the harness's (an
+        infrastructure error: retried, and it stops a run). Only the reader's own faults (out of device
+        memory beside others' models, a CUDA error) stay failures. The reference's outputs are made
+        before, by the task's code alone: a failure there is the task's, an infrastructure error."""
         try:
-            candidate = read_outputs(message["outputs"], len(plan), device,
-                                     max_total_bytes=OUTPUTS_CAP_FACTOR * tensor_bytes(reference) + OUTPUTS_CAP_SLACK)
+            candidate = read_outputs(message["outputs"], count, device,
+                                     max_total_bytes=OUTPUTS_CAP_FACTOR * reference_bytes + OUTPUTS_CAP_SLACK)
         except MalformedOutputs as exc:
-            return {"ok": True, "malformed": str(exc)}
+            return {"malformed": str(exc)}
         try:
-            comparison = checked_calls.judge(candidate, reference, plan, message["labels"], atol=message["atol"],
-                                             rtol=message["rtol"], warmed=bool(message.get("warmed")))
+            return {"comparison": judge(candidate).to_dict()}
         except Exception as exc:
             if reader_fault(exc):
                 raise
             traceback.print_exc()  # the log says where, should it ever be the comparison's own bug
-            return {"ok": True, "malformed": f"the outputs could not be compared: {type(exc).__name__}: {exc}"[:500]}
+            return {"malformed": f"the outputs could not be compared: {type(exc).__name__}: {exc}"[:500]}
         finally:
             del candidate
             if device.type == "cuda":  # what the candidate's outputs took goes back to the candidates
-                torch.cuda.empty_cache()
-        return {"ok": True, "comparison": comparison.to_dict(), "computed": computed,
-                "reference_bytes": tensor_bytes(reference[0]) if reference else 0,
-                "seconds": {"reference": reference_s, "compare": time.monotonic() - began}}
+                self.torch.cuda.empty_cache()
 
     def _compare_timed(self, message: dict[str, Any]) -> dict[str, Any]:
         """The timed calls' drawn outputs (one entry per set of ``sets``) against the reference's output
@@ -463,32 +473,16 @@ class _Server:
         figures the check's reply carries."""
         from pike_harness.worker.supervise import timed_outputs
 
-        torch = self.torch
-        device = torch.device(message["device"])
+        device = self.torch.device(message["device"])
         plan = [PlannedCall(int(instance), int(index), bool(repeat)) for instance, index, repeat in message["plan"]]
         timed = [call for call in plan if call.instance == 0]  # the timed instance's calls: kept since its check
         reference, _ = self._planned(message, device, timed)
         first = timed_outputs.first_sights(timed)
         sets = [int(index) for index in message["sets"]]
         wanted = [reference[first[index]] for index in sets]
-        try:  # as in _compare: from here on, a failure is the candidate's outputs' fault
-            candidate = read_outputs(message["outputs"], len(sets), device,
-                                     max_total_bytes=OUTPUTS_CAP_FACTOR * tensor_bytes(wanted) + OUTPUTS_CAP_SLACK)
-        except MalformedOutputs as exc:
-            return {"ok": True, "malformed": str(exc)}
-        try:
-            comparison = timed_outputs.judge(candidate, wanted, sets, message["labels"], atol=message["atol"],
-                                             rtol=message["rtol"])
-        except Exception as exc:
-            if reader_fault(exc):
-                raise
-            traceback.print_exc()
-            return {"ok": True, "malformed": f"the outputs could not be compared: {type(exc).__name__}: {exc}"[:500]}
-        finally:
-            del candidate
-            if device.type == "cuda":
-                torch.cuda.empty_cache()
-        return {"ok": True, "comparison": comparison.to_dict()}
+        return {"ok": True, **self._judge_file(message, device, len(sets), tensor_bytes(wanted), functools.partial(
+            timed_outputs.judge, reference=wanted, sets=sets, labels=message["labels"], atol=message["atol"],
+            rtol=message["rtol"]))}
 
 
 def _prctl(option: int, value: int = 0) -> int | None:
