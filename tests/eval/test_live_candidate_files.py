@@ -10,6 +10,7 @@ not only the verdict.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import threading
 from pathlib import Path
@@ -42,7 +43,7 @@ class _Oracle:
 
     def write_inputs(self, request, seeds, path, timeout_s, tick=None):
         path.write_bytes(b"inputs")
-        return None
+        return None, hashlib.sha256(b"inputs").hexdigest()
 
     def compare(self, request, seeds, outputs, labels, plan, *, warmed, timeout_s):
         self.compared += 1

@@ -10,6 +10,7 @@ outside the sandbox.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import socket
@@ -342,7 +343,26 @@ def test_the_reference_process_refuses_planted_exchange_files(tmp_path):
         assert reply["ok"] and "could not be written" in reply["planted"], reply
     assert target.read_text() == "untouched"
     written = server.handle({"op": "inputs", "source": task, "seeds": [1], "out": str(tmp_path / "new.pt")})
-    assert written == {"ok": True} and len(torch.load(tmp_path / "new.pt")) == 1
+    assert written == {"ok": True, "sha256": hashlib.sha256((tmp_path / "new.pt").read_bytes()).hexdigest()}
+    assert len(torch.load(tmp_path / "new.pt")) == 1
+
+    # The candidate's process loads the file only as the reference process wrote it; anything the
+    # candidate did to it since (its exchange folder is its own to write) is its verdict, never a hang
+    # or an error the harness would take for its own.
+    from pike_harness.worker.inside import child
+    from pike_harness.worker.inside import trusted as T
+
+    good = (tmp_path / "new.pt").read_bytes()
+    assert child._exchange_bytes(T, str(tmp_path / "new.pt"), written["sha256"]) == good
+    (tmp_path / "cut.pt").write_bytes(good[: len(good) // 2])
+    (tmp_path / "linked.pt").symlink_to(tmp_path / "new.pt")
+    for name, said in (("cut.pt", "is not what the reference process wrote there"),
+                       ("linked.pt", "could not be read from the exchange folder"),
+                       ("fifo.pt", "not a plain file"), ("absent.pt", "could not be read")):
+        with pytest.raises(child.Verdict) as verdict:
+            child._exchange_bytes(T, str(tmp_path / name), written["sha256"])
+        assert (verdict.value.category, verdict.value.check) == ("rejected", "exchange_file")
+        assert said in verdict.value.reason, verdict.value.reason
     reply = server.handle(
         {
             "op": "compare",

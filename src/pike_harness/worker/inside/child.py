@@ -197,9 +197,10 @@ class CandidateProcess:
         self._report({"event": "warmed", "seconds": time.monotonic() - started})
 
     # -- stage 2: correctness ------------------------------------------------------------------
-    def check(self, inputs_path: str, outputs_path: str, nonce: str | None, shared: bool = False) -> None:
-        self._or_retry_alone("correctness", shared, nonce, lambda: self._check(inputs_path, outputs_path, nonce),
-                             drop_model=True)
+    def check(self, inputs_path: str, inputs_sha256: str, outputs_path: str, nonce: str | None,
+              shared: bool = False) -> None:
+        self._or_retry_alone("correctness", shared, nonce,
+                             lambda: self._check(inputs_path, inputs_sha256, outputs_path, nonce), drop_model=True)
 
     def _or_retry_alone(self, stage: str, shared: bool, nonce: str | None, run: Any, *, drop_model: bool = False) -> None:
         """Run a stage. With ``shared`` (other candidates' models may hold device memory), running out of
@@ -219,7 +220,7 @@ class CandidateProcess:
         self.torch.cuda.empty_cache()
         self._report({"event": "retry_alone", "stage": stage, "reason": reason[:500], "nonce": nonce}, collect=False)
 
-    def _check(self, inputs_path: str, outputs_path: str, nonce: str | None) -> None:
+    def _check(self, inputs_path: str, inputs_sha256: str, outputs_path: str, nonce: str | None) -> None:
         """Every planned call (``check_plan``): outputs saved in plan order for the reference process.
 
         The hidden input sets arrive as tensors the reference process wrote (never as seeds).
@@ -234,13 +235,19 @@ class CandidateProcess:
         clock = _Clock()  # where the stage's time goes, reported with "checked" (the device is held meanwhile)
         self.flags_set = self.flags.apply(request.precision)
         pristine = [loading.make_inputs(self.inputs_module, seed) for seed in request.input_seeds]
-        try:  # the reference process wrote it: a failure here is the harness's, not the candidate's
-            hidden = T.load(inputs_path, weights_only=True, map_location="cpu")
+        data = _exchange_bytes(T, inputs_path, inputs_sha256)  # the bytes the reference process wrote, or a verdict
+        try:  # those bytes are the reference process's: a failure to load them is the harness's
+            hidden = T.load(T.BytesIO(data), weights_only=True, map_location="cpu")
             assert T.is_instance(hidden, list) and all(T.is_instance(values, list) for values in hidden)
         except Exception as exc:
+            moved = self.changed(self.harness)  # unless the candidate replaced what loads them
+            if moved:
+                raise Verdict(REJECTED, T.check_name(moved),
+                              f"correctness: the candidate replaced {', '.join(moved[:8])}") from None
             self.channel.send({"event": "infra_error", "reason": f"the hidden input sets: {_summary(exc)}",
                                "nonce": nonce})
             os._exit(3)
+        del data
         pristine.extend(hidden)
         n_sets = len(pristine)
         torch.manual_seed(secrets.randbits(62))  # the hidden seeds must not stay readable via initial_seed()
@@ -254,7 +261,7 @@ class CandidateProcess:
         validated: dict[int, list[Any]] = {}
         # Each call's outputs go to the reference process's file as the call returns, from the device
         # through one pinned buffer: no host copy of them is kept here (output_file).
-        writer = self._open_outputs(outputs_path, nonce)
+        writer = self._open_outputs(outputs_path)
         try:
             for call in plan:
                 if call.instance == len(models):
@@ -288,16 +295,23 @@ class CandidateProcess:
         self._report({"event": "checked", "sets": len(plan), "seconds": clock.seconds, "notes": self.notes,
                       "nonce": nonce})
 
-    def _open_outputs(self, path: str, nonce: str | None) -> Any:
+    def _open_outputs(self, path: str) -> Any:
+        """A new outputs file in the exchange folder. Any failure is the candidate's verdict: its code has
+        run in this process by now and could change that folder (plant the name, take away write
+        permission, remove what it may), and a failure taken for the harness's own would be an
+        infrastructure error, retried, that stops the run on every resume. The reference process
+        judges its own create there the same way (``rejected/exchange_file``)."""
+        name = os.path.basename(path)
         try:
             return self.output_file.OutputWriter(path)
         except FileExistsError:  # the name is new to the harness: the candidate put something there
             raise Verdict(REJECTED, "exchange_file",
-                          f"{os.path.basename(path)} was already in the exchange folder before the worker "
-                          "created it: the candidate put something there (a link, a FIFO, a file)") from None
-        except OSError as exc:  # the supervisor's exchange folder: a failure here is the harness's
-            self.channel.send({"event": "infra_error", "reason": f"the outputs file: {_summary(exc)}", "nonce": nonce})
-            os._exit(3)
+                          f"{name} was already in the exchange folder before the worker created it: the "
+                          "candidate put something there (a link, a FIFO, a file)") from None
+        except OSError as exc:
+            raise Verdict(REJECTED, "exchange_file",
+                          f"{name} could not be created in the exchange folder, which the candidate's code can "
+                          f"change: {_summary(exc)}") from None
 
     def _hand_over(self, writer: Any, calls: int, step: Any, *args: Any) -> None:
         """A write into the outputs file. Past RLIMIT_FSIZE (Python ignores SIGXFSZ, the write fails) or
@@ -495,7 +509,7 @@ class CandidateProcess:
         the exchange folder; the reply names the sets. Nothing of the candidate's runs here."""
         assert self.samples is not None, "samples before a passing check"
         drawn = self.samples.drawn()
-        writer = self._open_outputs(outputs_path, nonce)
+        writer = self._open_outputs(outputs_path)
         for _, outputs in drawn:
             self._hand_over(writer, len(drawn), writer.add, outputs)
         self._hand_over(writer, len(drawn), writer.close)
@@ -576,6 +590,32 @@ def _resource_verdict(exc: BaseException) -> Verdict | None:
     if isinstance(exc, MemoryError) or "can't allocate memory" in text or "out of memory" in text.lower():
         return Verdict(RUNTIME_ERROR, "memory_limit", f"the candidate exceeded its memory limit: {_summary(exc)}")
     return None
+
+
+def _exchange_bytes(T: Any, path: str, sha256: str) -> bytes:
+    """The hidden inputs file's bytes, when they are what the reference process wrote (``sha256``); else
+    the candidate's verdict. The exchange folder is the candidate's to write and its code has run in this
+    process by now: a file it truncated, replaced, made unreadable or linked elsewhere would otherwise
+    fail to load as the harness's own failure, an infrastructure error that stops the run."""
+    name = os.path.basename(path)
+    try:
+        fd = T.open_file(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+        try:
+            if not T.is_regular(T.fstat(fd).st_mode):
+                raise OSError("not a plain file")
+            chunks = []
+            while chunk := T.read(fd, 1 << 20):
+                chunks.append(chunk)
+        finally:
+            T.close(fd)
+    except OSError as exc:
+        raise Verdict(REJECTED, "exchange_file", f"{name} could not be read from the exchange folder, which the "
+                                                 f"candidate's code can change: {_summary(exc)}") from None
+    data = b"".join(chunks)
+    if T.sha256(data).hexdigest() != sha256:
+        raise Verdict(REJECTED, "exchange_file", f"{name} is not what the reference process wrote there: the "
+                                                 "candidate changed its exchange folder")
+    return data
 
 
 def _same(T: Any, a: Any, b: Any) -> bool:
@@ -662,8 +702,8 @@ def main(argv: list[str]) -> int:
             if command == "warm":
                 process.warm()
             elif command == "check":
-                process.check(str(message["inputs"]), str(message["outputs"]), message.get("nonce"),
-                              bool(message.get("shared")))
+                process.check(str(message["inputs"]), str(message.get("inputs_sha256") or ""), str(message["outputs"]),
+                              message.get("nonce"), bool(message.get("shared")))
             elif command == "time":  # a paired block brings its own protocol parameters, and its core
                 params = message.get("params")
                 with pinned(message.get("core")) as pin:

@@ -209,17 +209,20 @@ class ReferenceOracle:
             return list(self._pools[key])
 
     def write_inputs(self, request: EvalRequest, seeds: list[int], path: Path, timeout_s: float,
-                     tick: Callable[[], None] | None = None) -> str | None:
+                     tick: Callable[[], None] | None = None) -> tuple[str | None, str]:
         """The task's input sets for ``seeds`` (CPU tensors, ``torch.save``) into a new file ``path``.
 
-        None when written; else why not, in words: the candidate planted something at ``path`` (a
-        link, a FIFO, a file) before the reference could create it there, which is its verdict.
+        (None, the file's SHA-256) when written; else (why not, in words, ""): the candidate planted
+        something at ``path`` (a link, a FIFO, a file) before the reference could create it there, which
+        is its verdict. The candidate's process checks the digest before loading the file.
         ``tick`` is called every ``TICK_S`` while the request waits for the process (never once it is
         sent: a request is never left without its reply); what it raises ends the wait, nothing sent.
         """
         reply = self._call(request, {"op": "inputs", "seeds": seeds, "out": str(path)}, timeout_s, urgent=False,
                            tick=tick)
-        return str(reply["planted"]) if reply.get("planted") else None
+        if reply.get("planted"):
+            return str(reply["planted"]), ""
+        return None, str(reply.get("sha256") or "")
 
     def compare(self, request: EvalRequest, seeds: list[int], outputs: Path, labels: list[str],
                 plan: list[PlannedCall], *, warmed: bool, timeout_s: float) -> dict[str, Any]:
@@ -356,8 +359,9 @@ class _Server:
         except trusted_files.UntrustedFile as exc:
             return {"ok": True, "planted": f"the hidden inputs could not be written: {exc}"}
         with os.fdopen(fd, "wb") as handle:
-            self.torch.save(sets, handle)
-        return {"ok": True}
+            hashed: Any = _Hashing(handle)  # a file to torch.save, which needs only write
+            self.torch.save(sets, hashed)
+        return {"ok": True, "sha256": hashed.digest.hexdigest()}
 
     def _module(self, source: str) -> Any:
         key = hashlib.sha256(source.encode()).hexdigest()
@@ -483,6 +487,22 @@ class _Server:
         return {"ok": True, **self._judge_file(message, device, len(sets), tensor_bytes(wanted), functools.partial(
             timed_outputs.judge, reference=wanted, sets=sets, labels=message["labels"], atol=message["atol"],
             rtol=message["rtol"]))}
+
+
+class _Hashing:
+    """A binary file that also hashes what is written to it: the digest of the hidden inputs file as this
+    process wrote it, which the candidate's process checks before it loads the file (the candidate can
+    change it in between: its exchange folder is its own to write)."""
+
+    def __init__(self, handle: Any):
+        self.handle, self.digest = handle, hashlib.sha256()
+
+    def write(self, data: Any) -> int:
+        self.digest.update(data)
+        return int(self.handle.write(data))
+
+    def flush(self) -> None:
+        self.handle.flush()
 
 
 def _prctl(option: int, value: int = 0) -> int | None:

@@ -243,6 +243,7 @@ class Evaluation:
         self.channel: Channel | None = None
         self.scratch: Path | None = None
         self.exchange: Path | None = None  # the exchange folder, once the hidden inputs are in it
+        self.inputs_sha256 = ""  # the hidden inputs file's digest as the reference process wrote it
         self.spawned_exchange: Path | None = None  # the one made (and bound) with the candidate's process
         self.marker = secrets.token_hex(12)
         self.result: EvalResult | None = None
@@ -329,8 +330,10 @@ class Evaluation:
         began = time.monotonic()
         # Waiting for the reference process (other candidates' comparisons and timings hold it, for
         # minutes): the idle candidate is policed meanwhile, as while it waits for the device.
-        planted = self.oracle.write_inputs(self.request, self.hidden_seeds, self.exchange / "inputs.pt",
-                                           timeout_s=self.request.limits.run_timeout_s, tick=self._police)
+        planted, self.inputs_sha256 = self.oracle.write_inputs(self.request, self.hidden_seeds,
+                                                               self.exchange / "inputs.pt",
+                                                               timeout_s=self.request.limits.run_timeout_s,
+                                                               tick=self._police)
         self.stages.add("inputs", time.monotonic() - began)
         if planted:
             raise _Concluded(self._conclude(REJECTED, "exchange_file", planted))
@@ -382,8 +385,8 @@ class Evaluation:
         inputs, outputs = self.exchange / "inputs.pt", self.exchange / "outputs.pt"
         began = time.monotonic()
         nonce = secrets.token_hex(16)
-        self._send({"cmd": "check", "inputs": str(inputs), "outputs": str(outputs), "nonce": nonce,
-                    "shared": shared}, "correctness")
+        self._send({"cmd": "check", "inputs": str(inputs), "inputs_sha256": self.inputs_sha256, "outputs": str(outputs),
+                    "nonce": nonce, "shared": shared}, "correctness")
         try:
             checked = self._await("checked", request.limits.run_timeout_s, "correctness", nonce=nonce)
         except RetryAlone:
