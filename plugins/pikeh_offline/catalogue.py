@@ -132,11 +132,18 @@ class _Rename(ast.NodeTransformer):
 
 
 def renamed_source(source: str, mapping: dict[str, str]) -> str:
-    """``source`` with the classes in ``mapping`` renamed everywhere; raises SyntaxError if unparsable."""
+    """``source`` with the classes in ``mapping`` renamed everywhere; raises SyntaxError if unparsable.
+
+    The renaming and ``ast.unparse`` recurse in Python: a program that parses but nests deeper than the
+    interpreter's recursion limit (a previous candidate's ``- - - ... 1``) is as unusable as one that
+    does not parse, so its ``RecursionError`` is a ``SyntaxError`` too (the callers' answer for both)."""
     tree = parse_python(source)
-    tree = _Rename(mapping).visit(tree)
-    ast.fix_missing_locations(tree)
-    return ast.unparse(tree)
+    try:
+        tree = _Rename(mapping).visit(tree)
+        ast.fix_missing_locations(tree)
+        return ast.unparse(tree)
+    except RecursionError:
+        raise SyntaxError("the program is nested too deeply to be rewritten") from None
 
 
 def base_from_reference(reference: str) -> str:
