@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import errno
 import functools
 import hashlib
 import json
@@ -60,6 +61,9 @@ OUTPUTS_CAP_FACTOR = 4
 OUTPUTS_CAP_SLACK = 64 * 1024 * 1024
 LOG_FLAGS = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 PR_SET_DUMPABLE, PR_GET_DUMPABLE = 4, 3  # prctl(2)
+# What a write into an exchange folder fails with when the folder has no room left: the candidate's
+# doing, within its disk limit (it can fill its folder, /dev/shm's included), never the reference's.
+NO_SPACE = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
 # How often a request waiting for the reference process (held by other candidates' comparisons, input
 # writes and timings, for minutes) calls its ``tick``: the supervisor polices its idle candidate there.
 TICK_S = 0.25
@@ -213,15 +217,17 @@ class ReferenceOracle:
         """The task's input sets for ``seeds`` (CPU tensors, ``torch.save``) into a new file ``path``.
 
         (None, the file's SHA-256) when written; else (why not, in words, ""): the candidate planted
-        something at ``path`` (a link, a FIFO, a file) before the reference could create it there, which
-        is its verdict. The candidate's process checks the digest before loading the file.
+        something at ``path`` (a link, a FIFO, a file) before the reference could create it there, or
+        left no space in its exchange folder to write it (``NO_SPACE``), which is its verdict. The
+        candidate's process checks the digest before loading the file.
         ``tick`` is called every ``TICK_S`` while the request waits for the process (never once it is
         sent: a request is never left without its reply); what it raises ends the wait, nothing sent.
         """
         reply = self._call(request, {"op": "inputs", "seeds": seeds, "out": str(path)}, timeout_s, urgent=False,
                            tick=tick)
-        if reply.get("planted"):
-            return str(reply["planted"]), ""
+        refused = reply.get("planted") or reply.get("no_space")
+        if refused:
+            return str(refused), ""
         return None, str(reply.get("sha256") or "")
 
     def compare(self, request: EvalRequest, seeds: list[int], outputs: Path, labels: list[str],
@@ -348,20 +354,56 @@ class _Server:
 
     def _write_inputs(self, message: dict[str, Any]) -> dict[str, Any]:
         """The input sets into a file this process creates: never through a link or into a FIFO that
-        the candidate planted in its exchange folder (that is its verdict, not a hang or a write elsewhere)."""
+        the candidate planted in its exchange folder (that is its verdict, not a hang or a write elsewhere).
+
+        The folder is the candidate's to fill, up to its disk limit: a write that finds no space left
+        there (``NO_SPACE``; a folder in ``/dev/shm`` shares it with the host) is its verdict too, the
+        reply's ``no_space``, never this request's failure (the supervisor's infrastructure error, which
+        stops a run). What was written is removed first, by this descriptor and by name only if the name
+        is still this file (never following a link)."""
         sets = [self._input_set(message["source"], seed) for seed in message["seeds"]]
         try:
             folder, name = trusted_files.folder_of(message["out"])
-            try:
-                fd = trusted_files.create_exclusive(name, dir_fd=folder)
-            finally:
-                os.close(folder)
         except trusted_files.UntrustedFile as exc:
             return {"ok": True, "planted": f"the hidden inputs could not be written: {exc}"}
-        with os.fdopen(fd, "wb") as handle:
-            hashed: Any = _Hashing(handle)  # a file to torch.save, which needs only write
-            self.torch.save(sets, hashed)
+        try:
+            try:
+                fd = trusted_files.create_exclusive(name, dir_fd=folder)
+            except trusted_files.UntrustedFile as exc:
+                return {"ok": True, "planted": f"the hidden inputs could not be written: {exc}"}
+            try:
+                hashed = _Hashing(None)
+                failure = self._save(sets, fd, hashed)
+                if failure is not None:
+                    _discard_written(folder, name, fd)
+                    return {"ok": True, "no_space": f"the hidden inputs could not be written: no space was left in "
+                                                    f"the exchange folder ({failure})"}
+            finally:
+                os.close(fd)
+        finally:
+            os.close(folder)
         return {"ok": True, "sha256": hashed.digest.hexdigest()}
+
+    def _save(self, sets: list[Any], fd: int, hashed: _Hashing) -> str | None:
+        """``torch.save`` the sets into ``fd`` through ``hashed``; None when written, else why (in words)
+        the folder had no room (``NO_SPACE``). Any other failure raises. ``torch.save`` turns a failed
+        write into a ``RuntimeError`` of its zip writer ("unexpected pos"), or passes on success: the
+        write's own error is what ``hashed`` kept."""
+        try:
+            with os.fdopen(fd, "wb", closefd=False) as handle:  # the descriptor stays ours to truncate
+                hashed.handle = handle
+                writer: Any = hashed  # a file to torch.save, which needs only write
+                self.torch.save(sets, writer)
+        except Exception as exc:
+            failure = hashed.failure or (exc if isinstance(exc, OSError) else None)
+            if failure is None or failure.errno not in NO_SPACE:
+                raise
+            return failure.strerror or errno.errorcode.get(failure.errno or 0, "no space")
+        if hashed.failure is not None:  # swallowed on the way: the file is short all the same
+            if hashed.failure.errno not in NO_SPACE:
+                raise hashed.failure
+            return hashed.failure.strerror or "no space"
+        return None
 
     def _module(self, source: str) -> Any:
         key = hashlib.sha256(source.encode()).hexdigest()
@@ -492,17 +534,41 @@ class _Server:
 class _Hashing:
     """A binary file that also hashes what is written to it: the digest of the hidden inputs file as this
     process wrote it, which the candidate's process checks before it loads the file (the candidate can
-    change it in between: its exchange folder is its own to write)."""
+    change it in between: its exchange folder is its own to write). A write's or flush's ``OSError`` is
+    kept (``failure``) before it is raised: ``torch.save`` replaces it with an error of its own."""
 
     def __init__(self, handle: Any):
         self.handle, self.digest = handle, hashlib.sha256()
+        self.failure: OSError | None = None
 
     def write(self, data: Any) -> int:
         self.digest.update(data)
-        return int(self.handle.write(data))
+        try:
+            return int(self.handle.write(data))
+        except OSError as exc:
+            self.failure = self.failure or exc
+            raise
 
     def flush(self) -> None:
-        self.handle.flush()
+        try:
+            self.handle.flush()
+        except OSError as exc:
+            self.failure = self.failure or exc
+            raise
+
+
+def _discard_written(folder: int, name: str, fd: int) -> None:
+    """Free what a failed write left: the file's bytes through its descriptor (wherever its name went),
+    then its name in ``folder`` if the entry there is still this file (the candidate may have swapped a
+    link or a file of its own in: neither is followed or removed). Never raises."""
+    with contextlib.suppress(OSError):
+        os.ftruncate(fd, 0)
+    try:
+        mine, there = os.fstat(fd), os.stat(name, dir_fd=folder, follow_symlinks=False)
+        if (mine.st_dev, mine.st_ino) == (there.st_dev, there.st_ino):
+            os.unlink(name, dir_fd=folder)
+    except OSError:
+        pass
 
 
 def _prctl(option: int, value: int = 0) -> int | None:
