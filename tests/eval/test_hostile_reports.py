@@ -24,7 +24,8 @@ from corpus_cases import CORPUS
 
 from pike_harness.worker import output_file
 from pike_harness.worker.channel import Channel, ProtocolViolation
-from pike_harness.worker.output_file import MalformedOutputs, nests_within, read_outputs, write_outputs
+from pike_harness.worker.json_depth import nests_within
+from pike_harness.worker.output_file import MalformedOutputs, read_outputs, write_outputs
 from pike_harness.worker.supervise import build_flags
 from pike_harness.worker.supervise.reference import _Server
 from pike_harness.worker.supervise.supervisor import report_problem
@@ -178,6 +179,26 @@ def test_an_error_judging_the_outputs_is_the_candidates_verdict_a_reference_fail
 
 # -- the child's channel: any undecodable line is a protocol violation, every field read is type-checked ---
 
+def test_a_message_nested_past_the_channels_limit_is_refused_before_it_is_parsed():
+    """A forged report may nest deep enough to pass json.loads and then crash a walk of the result
+    (masking recursed through 700 levels of a free-form field): 32 levels pass, 33 do not."""
+    from pike_harness.worker.channel import MAX_NESTING
+
+    read_fd, write_fd = os.pipe()
+    channel = Channel(read_fd, write_fd)
+    try:
+        inner: dict = {}
+        for _ in range(MAX_NESTING - 2):  # with the message's own object: 32 levels
+            inner = {"a": inner}
+        os.write(write_fd, json.dumps({"event": "timed", "threads": inner}).encode() + b"\n")
+        assert channel.receive(deadline=time.monotonic() + 60)["event"] == "timed"  # 32 levels, with the message
+        os.write(write_fd, json.dumps({"event": "timed", "threads": {"a": inner}}).encode() + b"\n")
+        with pytest.raises(ProtocolViolation, match="nested deeper than 32"):
+            channel.receive(deadline=time.monotonic() + 60)
+    finally:
+        channel.close()
+
+
 @pytest.mark.parametrize("line", [
     b"[" * 100_000 + b"]" * 100_000,  # RecursionError in json.loads
     b"{" * 100_000,
@@ -192,7 +213,7 @@ def test_a_line_that_cannot_be_decoded_is_a_protocol_violation(line):
     writer = threading.Thread(target=lambda: os.write(write_fd, line + b"\n" + b'{"event": "next"}\n'), daemon=True)
     writer.start()
     try:
-        with pytest.raises(ProtocolViolation, match="unreadable message"):
+        with pytest.raises(ProtocolViolation, match="unreadable message|nested deeper than 32"):
             while channel.receive(deadline=time.monotonic() + 120, poll_s=0.5) is None:
                 pass
     finally:
@@ -330,7 +351,7 @@ def test_pikeh_eval_judges_crafted_outputs_and_messages_and_goes_on(cli, tmp_pat
                         "smoke/4": ("rejected", "protocol")}, records
     assert "whose shape no tensor can have" in records["smoke/5"]["reason"]
     assert "the 'loaded' message's field seconds: type str" in records["smoke/1"]["reason"]
-    assert "unreadable message (RecursionError)" in records["smoke/2"]["reason"]
+    assert "nested deeper than 32 lists and objects" in records["smoke/2"]["reason"]
     # A well-typed forged report sets nothing: not what the supervisor recorded, not a note it adds
     # later, not a device key (the child's own description came before the import)
     forged = records["smoke/4"]["environment"]

@@ -232,3 +232,46 @@ def test_why_a_jit_cache_was_not_shared_reaches_the_result_escaped_and_cut(tmp_p
     kept = result.environment.get("jit_cache")
     assert kept is not None and kept.startswith("the JIT cache was not shared: triton/\\x1b]52;"), kept
     assert "\x1b" not in kept and "\x07" not in kept and len(kept) < 1_000
+
+
+class _TimedOracle(_Oracle):
+    """As ``_Oracle``; the first ``starved`` judgements of the drawn timed outputs run out of device memory,
+    then they pass."""
+
+    def __init__(self, starved: int):
+        super().__init__()
+        self.timed_starved, self.timed = starved, 0
+
+    def compare_timed(self, request, seeds, outputs, sets, labels, plan, *, timeout_s):
+        self.timed += 1
+        if self.timed <= self.timed_starved:
+            raise InfrastructureError(OOM)
+        return {"ok": True, "comparison": {"checks": [], "category": None}}
+
+
+@pytest.mark.parametrize("starved", [1, 9])
+def test_a_reference_starved_judging_the_timed_outputs_ends_the_candidate_first(tmp_path, starved):
+    """The drawn timed outputs are judged while the candidate still runs, and may hold the device memory
+    the reference process needs: as for the check, its processes are ended and the judgement made again.
+    If it runs then, the candidate held the memory (``memory_limit``); if not, the memory is held
+    elsewhere and the error stays the infrastructure's. The exchange file is cleared either way."""
+    oracle = _TimedOracle(starved)
+    evaluation = _evaluation(tmp_path, oracle)
+    evaluation._await = lambda *args, **kwargs: {"event": "sampled", "sets": [0]}  # type: ignore[method-assign]
+    killed: list[bool] = []
+    evaluation._kill = lambda: killed.append(True)  # type: ignore[method-assign]
+    evaluation.exchange = evaluation.spawned_exchange
+    assert evaluation.exchange is not None
+    (evaluation.exchange / "timed.pt").write_bytes(b"outputs")
+    try:
+        if starved == 1:
+            with pytest.raises(supervisor.Concluded) as done:
+                evaluation._judge_timed_outputs()
+            assert (done.value.result.category, done.value.result.check) == ("runtime_error", "memory_limit")
+        else:
+            with pytest.raises(InfrastructureError, match="held outside this evaluation"):
+                evaluation._judge_timed_outputs()
+        assert killed and oracle.timed == min(starved, 4) + (starved == 1)
+        assert not (evaluation.exchange / "timed.pt").exists()
+    finally:
+        evaluation.close()

@@ -6,7 +6,8 @@ bounded in time (a hung peer is a timeout, not a hung evaluator) and in size (a 
 pipe is a protocol violation, not an out-of-memory supervisor). Writes to a candidate's process are
 bounded in time (``send_timeout_s``): the candidate shares its process with our child, so it can send
 requests that each earn a reply and never read the replies; once the pipe is full a blocking write
-would hold the supervisor's thread (and the device lock it may hold) forever. Standard library only.
+would hold the supervisor's thread (and the device lock it may hold) forever. Messages nested deeper
+than ``MAX_NESTING`` are refused unread. Standard library only.
 """
 
 from __future__ import annotations
@@ -18,7 +19,13 @@ import select
 import time
 from typing import Any
 
+from pike_harness.worker.json_depth import nests_within
+
 MAX_MESSAGE_BYTES = 256 * 1024 * 1024
+# Lists and objects in one message, at most: the harness's own nest 5 deep. A deeper one (from a
+# candidate sharing a process with our child) is refused before json.loads, which recurses per level,
+# and before the walks of a result that would recurse through it (masking, field checks).
+MAX_NESTING = 32
 
 
 class ChannelClosed(Exception):
@@ -80,6 +87,9 @@ class Channel:
             newline = self._buffer.find(b"\n")
             if newline >= 0:
                 line, self._buffer = self._buffer[:newline], self._buffer[newline + 1:]
+                if not nests_within(line, MAX_NESTING):
+                    raise ProtocolViolation(f"message nested deeper than {MAX_NESTING} lists and objects: "
+                                            f"{line[:200]!r}")
                 try:
                     message = json.loads(line)
                 except Exception as exc:  # not JSON, not UTF-8, nested past the recursion limit ([[[[...)

@@ -19,13 +19,13 @@ import ctypes
 import json
 import math
 import os
-import re
 import struct
 from collections.abc import Sequence
 from typing import Any
 
 import torch
 
+from pike_harness.worker.json_depth import nests_within
 from pike_harness.worker.supervise import trusted_files
 
 MAGIC = b"PIKEOUT1"
@@ -276,21 +276,6 @@ def _entry(entry: Any, data_end: int) -> tuple[torch.dtype, list[int], int, int]
     return dtype, shape, offset, nbytes
 
 
-_JSON_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
-_BRACKETS = bytes.maketrans(b"{}", b"[]")  # objects count as lists: only the depth matters here
-_NOT_BRACKETS = bytes(set(range(256)) - set(b"[]{}"))
-
-
-def nests_within(text: bytes, depth: int) -> bool:
-    """Whether the JSON ``text``'s lists and objects nest at most ``depth`` deep, found without recursing
-    and in time linear in its length: strings dropped, every bracket kept, then each pass deletes the
-    innermost pairs. Text nested deeper (or not balanced, which is no JSON either) keeps some."""
-    brackets = _JSON_STRING.sub(b"", text).translate(_BRACKETS, _NOT_BRACKETS)
-    for _ in range(depth):
-        if not brackets:
-            break
-        brackets = brackets.replace(b"[]", b"")
-    return not brackets
 
 
 def _fill(fd: int, view: memoryview, offset: int) -> None:

@@ -16,9 +16,9 @@ a CPU slot for loading and a GPU lock for checking and timing:
   write to the channel, but it never sees a command, so a report it forges lacks the nonce.
   "importing" is sent just before the candidate's code is imported, with this process's description of
   its device (``environment``): what it says is the harness's, since nothing of the candidate has run
-  yet. An "infra_error" (the harness's own failure: no usable device, the task's inputs, the exchange
-  folder) counts only before it, or with the running command's nonce; any other is the candidate's
-  forgery.
+  yet. An "infra_error" (the harness's own failure: no usable device, the task's inputs) is sent only
+  before it, and counts only then; any later one is the candidate's forgery (from then on whatever fails
+  in this process, exchange files included, is the candidate's verdict).
   "exit"
 
 Started with ``--prestart DEVICE`` the process first imports torch and the worker's modules and
@@ -236,17 +236,19 @@ class CandidateProcess:
         self.flags_set = self.flags.apply(request.precision)
         pristine = [loading.make_inputs(self.inputs_module, seed) for seed in request.input_seeds]
         data = _exchange_bytes(T, inputs_path, inputs_sha256)  # the bytes the reference process wrote, or a verdict
-        try:  # those bytes are the reference process's: a failure to load them is the harness's
+        try:  # the reference process's bytes, loaded in a process the candidate's code has run in
             hidden = T.load(T.BytesIO(data), weights_only=True, map_location="cpu")
             assert T.is_instance(hidden, list) and all(T.is_instance(values, list) for values in hidden)
         except Exception as exc:
-            moved = self.changed(self.harness)  # unless the candidate replaced what loads them
+            # Its code can exhaust this process's memory or break torch's loader (internals no identity
+            # check watches): the candidate's verdict, never an infra_error, which would stop the run.
+            moved = self.changed(self.harness)
             if moved:
                 raise Verdict(REJECTED, T.check_name(moved),
                               f"correctness: the candidate replaced {', '.join(moved[:8])}") from None
-            self.channel.send({"event": "infra_error", "reason": f"the hidden input sets: {_summary(exc)}",
-                               "nonce": nonce})
-            os._exit(3)
+            raise _resource_verdict(exc) or Verdict(
+                RUNTIME_ERROR, "hidden_inputs", "the hidden input sets, as the reference process wrote them, did not "
+                f"load in the candidate's process: {_summary(exc)}") from None
         del data
         pristine.extend(hidden)
         n_sets = len(pristine)

@@ -446,31 +446,38 @@ class Evaluation:
 
     def _reference_starved(self, exc: InfrastructureError, seeds: list[int], outputs: Path, labels: list[str],
                            began: float) -> EvalResult:
-        """The reference ran out of device memory with no other candidate's checked model resident.
+        """The check's comparison ran out of device memory with no other candidate's checked model
+        resident: ``_starved`` compares again once the candidate's processes have ended; its own failing
+        outputs are its verdict, else ``runtime_error/memory_limit`` (``_starved_verdict``)."""
+        reply = self._starved(exc, lambda: self._compare(seeds, outputs, labels))
+        verdict = self._judge(reply, began)
+        if verdict is not None:  # its outputs fail on their own: that verdict says more
+            return verdict
+        return self._starved_verdict(exc)
 
-        The candidate's processes are ended (the device memory they held goes back when they exit)
-        and the same outputs are compared again. If the reference runs now, what it lacked was held
-        by the candidate, whose verdict that is: ``runtime_error/memory_limit``, as when the
-        candidate's own allocation fails (PIKE runs the reference and the candidate in one process,
-        where they share the device's memory the same way). If it still fails, the memory is held
-        elsewhere and the error stays the infrastructure's (retried, never blamed on the code). Without
-        this, a candidate holding the device's memory made every retry fail and stopped the run."""
+    def _starved(self, exc: InfrastructureError, compare: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+        """The reference process ran out of device memory judging this candidate (``exc``): the candidate's
+        processes are ended (the device memory they held goes back when they exit) and ``compare`` runs
+        again, its reply returned. If it still fails, the memory is held elsewhere and the error stays the
+        infrastructure's (retried, never blamed on the code). Without this, a candidate holding the
+        device's memory made every retry fail and stopped the run."""
         self._kill()
         self.environment["reference_starved"] = str(exc)[:300]
         for pause_s in STARVED_RETRY_PAUSES_S:
             time.sleep(pause_s)  # a killed process's device memory is freed as the driver tears its context down
             try:
-                reply = self._compare(seeds, outputs, labels)
-                break
+                return compare()
             except InfrastructureError as again:
                 if not any(mark in str(again) for mark in DEVICE_OOM_MARKS):
                     raise
-        else:
-            raise InfrastructureError(f"{exc} (and again after the candidate's processes ended: the device's "
-                                      "memory is held outside this evaluation)") from None
-        verdict = self._judge(reply, began)
-        if verdict is not None:  # its outputs fail on their own: that verdict says more
-            return verdict
+        raise InfrastructureError(f"{exc} (and again after the candidate's processes ended: the device's "
+                                  "memory is held outside this evaluation)") from None
+
+    def _starved_verdict(self, exc: InfrastructureError) -> EvalResult:
+        """The reference ran once the candidate's processes had ended: what it lacked was held by the
+        candidate, whose verdict that is, ``runtime_error/memory_limit``, as when the candidate's own
+        allocation fails (PIKE runs the reference and the candidate in one process, where they share the
+        device's memory the same way)."""
         first = str(exc).replace("the task's reference Model failed: ", "").splitlines()[0][:300]
         return self._conclude(RUNTIME_ERROR, "memory_limit",
                               "the task's reference ran out of device memory beside the candidate's process and "
@@ -538,8 +545,18 @@ class Evaluation:
                                                 "malformed", outputs=comparison.checks if comparison else None))
             seeds = list(request.input_seeds) + self.hidden_seeds
             labels = [f"seed {s}" for s in request.input_seeds] + ["hidden seed"] * len(self.hidden_seeds)
-            reply = self.oracle.compare_timed(request, seeds, path, sets, labels, self._plan(),
-                                              timeout_s=request.limits.run_timeout_s)
+
+            def compare() -> dict[str, Any]:
+                return self.oracle.compare_timed(request, seeds, path, sets, labels, self._plan(),
+                                                 timeout_s=request.limits.run_timeout_s)
+
+            starved = None
+            try:
+                reply = compare()
+            except InfrastructureError as exc:  # out of device memory: the candidate may be holding it
+                if not any(mark in str(exc) for mark in DEVICE_OOM_MARKS):
+                    raise
+                starved, reply = exc, self._starved(exc, compare)
         finally:
             _set_aside(path)  # whatever stands there: a link itself, never its target
             self.stages.add("timed_outputs", time.monotonic() - began)
@@ -549,6 +566,8 @@ class Evaluation:
         judged = Comparison.from_dict(reply["comparison"])
         if judged.category is not None:
             raise _Concluded(self._conclude(judged.category, judged.check, judged.reason, outputs=checks))
+        if starved is not None:
+            raise _Concluded(self._starved_verdict(starved))
 
     def timed_block(self, params: dict[str, Any] | None = None, *, shared: bool = False,
                     core: int | None = None) -> TimedBlock:
@@ -612,8 +631,8 @@ class Evaluation:
         try:
             report = static_checks.scan(self.request.candidate_source)
         except SyntaxError as exc:
-            raise _Concluded(self._conclude(COMPILE_ERROR, "syntax", f"SyntaxError: line {exc.lineno}: {exc.msg}")) \
-                from None
+            where = f"line {exc.lineno}: " if exc.lineno is not None else ""  # a source too deep to place
+            raise _Concluded(self._conclude(COMPILE_ERROR, "syntax", f"SyntaxError: {where}{exc.msg}")) from None
         except (ValueError, RecursionError) as exc:  # null bytes, absurd nesting
             raise _Concluded(self._conclude(COMPILE_ERROR, "syntax", f"{type(exc).__name__}: {exc}")) from None
         self.flags.extend(report.flags)
@@ -737,7 +756,10 @@ class Evaluation:
                 self.candidate_ran = True
                 continue
             if kind == "infra_error":
-                if nonce is not None and message.get("nonce") == nonce or nonce is None and not self.candidate_ran:
+                # The child reports its own failures only before the candidate's code runs (no device, the
+                # task's inputs); from then on whatever fails in that process is the candidate's verdict, so
+                # an infra_error, nonce or not (one can be read from the stack), was written by the candidate.
+                if not self.candidate_ran:
                     self._kill()
                     raise InfrastructureError(str(message.get("reason"))[:2000])
                 # A candidate's failure passed off as the harness's would be retried, and abort a run.
