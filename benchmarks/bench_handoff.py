@@ -13,6 +13,10 @@ of ``--repeats``, each side's file in shared memory (/dev/shm when there is one)
 ratio now / before, and writes ``bench_handoff.{json,md}``.
 
   python3 benchmarks/bench_handoff.py --device cpu --sizes 1,64,256 --out /tmp/handoff
+
+With ``--disk DIR`` it also times today's hand-off with the file in shared memory against the same in a
+folder of DIR (a disk-backed folder, as the candidate's scratch directory is): where an exchange folder
+goes when ``/dev/shm`` lacks the room (``exchange.make``), side by side in one run, with the ratio.
 """
 
 from __future__ import annotations
@@ -86,17 +90,40 @@ def measure(size_mb: int, device: torch.device, repeats: int, folder: Path) -> d
     return row
 
 
+def place_row(size_mb: int, device: torch.device, repeats: int, shm: Path, disk: Path) -> dict:
+    """Today's write and read of the outputs file in shared memory and on disk, alternating per repeat."""
+    calls = [[torch.randn(size_mb * 2**20 // 4, device=device)] for _ in range(CALLS)]
+    times: dict[str, list[float]] = {"shm": [], "disk": []}
+    for attempt in range(repeats):
+        for place, folder in (("shm", shm), ("disk", disk)):
+            path = folder / f"place-{size_mb}-{attempt}"
+            write = _time(lambda path=path: _now_write(path, calls), device)
+            read = _time(lambda path=path: _now_read(path, device), device)
+            path.unlink()
+            times[place].append(write + read)
+    row = {"size_mb": size_mb, "shm_s": statistics.median(times["shm"]), "disk_s": statistics.median(times["disk"])}
+    row["ratio_disk_over_shm"] = row["disk_s"] / row["shm_s"]
+    return row
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--sizes", default="1,64,256", help="MB per output, comma-separated.")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--out", type=Path, default=Path("bench-out"))
+    parser.add_argument("--disk", type=Path, default=None, help="Also compare shared memory with a folder here.")
     args = parser.parse_args()
     device = torch.device(args.device)
     shm = Path("/dev/shm")
+    places: list[dict] = []
     with tempfile.TemporaryDirectory(dir=shm if shm.is_dir() else None) as scratch:
         rows = [measure(int(size), device, args.repeats, Path(scratch)) for size in args.sizes.split(",")]
+        if args.disk is not None:
+            args.disk.mkdir(parents=True, exist_ok=True)
+            with tempfile.TemporaryDirectory(dir=args.disk) as on_disk:
+                places = [place_row(int(size), device, args.repeats, Path(scratch), Path(on_disk))
+                          for size in args.sizes.split(",")]
     gpu = torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
     lines = [f"### Outputs hand-off, before / now ({gpu}, {time.strftime('%Y-%m-%d')})", "",
              f"{CALLS} checked calls, one output of SIZE MB each, median of {args.repeats}; write = the candidate's "
@@ -106,12 +133,17 @@ def main() -> int:
     for r in rows:
         lines.append(f"| {r['size_mb']} | {r['before']['write_s']:.3f} | {r['now']['write_s']:.3f} | "
                      f"{r['before']['read_s']:.3f} | {r['now']['read_s']:.3f} | {r['ratio_total']:.2f}x |")
+    if places:
+        lines += ["", f"Today's hand-off (write and read), file in shared memory against a folder of {args.disk}:", "",
+                  "| MB per output | shared memory (s) | disk folder (s) | disk / shared memory |", "|---|---|---|---|"]
+        lines += [f"| {r['size_mb']} | {r['shm_s']:.3f} | {r['disk_s']:.3f} | {r['ratio_disk_over_shm']:.2f}x |"
+                  for r in places]
     text = "\n".join(lines) + "\n"
     print(text)
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "bench_handoff.md").write_text(text)
-    (args.out / "bench_handoff.json").write_text(json.dumps({"device": str(device), "gpu": gpu, "rows": rows},
-                                                            indent=2))
+    (args.out / "bench_handoff.json").write_text(json.dumps({"device": str(device), "gpu": gpu, "rows": rows,
+                                                             "places": places}, indent=2))
     return 0
 
 
