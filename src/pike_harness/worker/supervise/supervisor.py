@@ -400,8 +400,7 @@ class Evaluation:
                 self.stages.add(f"correctness_{part}", float(seconds))
 
         began = time.monotonic()
-        seeds = list(request.input_seeds) + self.hidden_seeds
-        labels = [f"seed {s}" for s in request.input_seeds] + ["hidden seed"] * len(self.hidden_seeds)
+        seeds, labels = self._input_sets()
         try:
             try:
                 reply = self._compare(seeds, outputs, labels)
@@ -420,6 +419,12 @@ class Evaluation:
             _set_aside(outputs)  # whatever the candidate left there: a link itself, never its target
         _set_aside(inputs)  # kept until now: a check run again alone reads them again
         return self._judge(reply, began)
+
+    def _input_sets(self) -> tuple[list[int], list[str]]:
+        """Every input set's seed (public, then hidden) and its label in a verdict's reason."""
+        request = self.request
+        return (list(request.input_seeds) + self.hidden_seeds,
+                [f"seed {s}" for s in request.input_seeds] + ["hidden seed"] * len(self.hidden_seeds))
 
     def _compare(self, seeds: list[int], outputs: Path, labels: list[str]) -> dict[str, Any]:
         """The reference process's judgement of the outputs file (``reference.Oracle.compare``)."""
@@ -531,20 +536,18 @@ class Evaluation:
         child over all of them (``timed_outputs``); a wrong one ends the evaluation."""
         request = self.request
         assert self.exchange is not None
-        comparison = self._checked[0] if self._checked is not None else None
+        checks = self._checked[0].checks if self._checked is not None else None
         path = self.exchange / "timed.pt"
-        n_sets = len(request.input_seeds) + len(self.hidden_seeds)
+        seeds, labels = self._input_sets()
         began = time.monotonic()
         nonce = secrets.token_hex(16)
         try:
             self._send({"cmd": "samples", "outputs": str(path), "nonce": nonce}, "timing")
             sampled = self._await("sampled", request.limits.run_timeout_s, "timing", nonce=nonce)
-            sets = timed_outputs.sampled_sets(sampled.get("sets"), n_sets)
+            sets = timed_outputs.sampled_sets(sampled.get("sets"), len(seeds))
             if sets is None:
                 raise _Concluded(self._conclude(REJECTED, "protocol", "timing: the drawn timed outputs' sets are "
-                                                "malformed", outputs=comparison.checks if comparison else None))
-            seeds = list(request.input_seeds) + self.hidden_seeds
-            labels = [f"seed {s}" for s in request.input_seeds] + ["hidden seed"] * len(self.hidden_seeds)
+                                                "malformed", outputs=checks))
 
             def compare() -> dict[str, Any]:
                 return self.oracle.compare_timed(request, seeds, path, sets, labels, self._plan(),
@@ -560,7 +563,6 @@ class Evaluation:
         finally:
             _set_aside(path)  # whatever stands there: a link itself, never its target
             self.stages.add("timed_outputs", time.monotonic() - began)
-        checks = comparison.checks if comparison else None
         if reply.get("malformed"):
             raise _Concluded(self._conclude(REJECTED, "outputs_file", f"timing: {reply['malformed']}", outputs=checks))
         judged = Comparison.from_dict(reply["comparison"])
