@@ -14,6 +14,7 @@ from pike_harness.api import (
     FIX,
     OPTIMIZE,
     Order,
+    PromptRefusedError,
     Sample,
     Strategy,
     Task,
@@ -48,7 +49,8 @@ class PikeBConfig:
                 "0 is the paper's no-EFA variant"})
     brainstorm: bool = field(default=True, metadata={
         "help": "ask the brainstorming agent for ideas before phase 0 (one idea per phase-0 query); "
-                "off is the paper's no-IBA variant"})
+                "off is the paper's no-IBA variant; a brainstorm prompt the provider refuses (too long, "
+                "content) leaves that task's phase 0 as if off"})
     max_ideas: int = field(default=10, metadata={
         "help": "how many ideas the brainstorming prompt asks for (the list is then cut or repeated "
                 "to num_branches)"})
@@ -78,7 +80,12 @@ class PikeBConfig:
 
 class PikeB(Strategy):
     """Keys: ``brainstorm``, ``p{phase:03d}/s{slot:02d}`` for optimize queries and
-    ``p{phase:03d}/s{slot:02d}/fix{n}`` for the n-th fix of that sample."""
+    ``p{phase:03d}/s{slot:02d}/fix{n}`` for the n-th fix of that sample.
+
+    A brainstorm prompt the provider refuses (``PromptRefusedError``) does not end the task: phase 0
+    goes on without ideas, as under ``--no-brainstorm``. Any other failure of the brainstorm call (an
+    ``LLMError``, a reply without ideas) still ends the task, which has nothing to start from.
+    """
 
     name = "pike-b"
     description = ("PIKE-B (PIKE paper): brainstormed ideas, phases of branching optimize queries over the "
@@ -117,10 +124,20 @@ class PikeB(Strategy):
                                            tail_chars=cfg.log_tail_chars, max_ideas=cfg.max_ideas)
 
     def _ideas(self, ctx: TaskContext) -> list[str | None]:
-        """The brainstorming call: uncounted (its cost is still recorded by the host)."""
+        """The brainstorming call: uncounted (its cost is still recorded by the host).
+
+        A prompt the provider refuses (``PromptRefusedError``: longer than the model's context window,
+        or content it will not process) leaves the task without ideas: phase 0 then sends the prompts
+        it sends under ``--no-brainstorm``. The host journals the refusal, so a resume (which does not
+        ask the prompt again) takes the same path.
+        """
         ctx.set_status(phase=0, note="brainstorm")
         messages = prompt_templates.brainstorm_messages(ctx.task, self.config.max_ideas, prompt_pack.of(self.config))
-        reply = ctx.ask(BRAINSTORM, messages, key="brainstorm", counted=False)
+        try:
+            reply = ctx.ask(BRAINSTORM, messages, key="brainstorm", counted=False)
+        except PromptRefusedError as exc:
+            ctx.log(f"brainstorm: the provider refused the prompt ({exc}); phase 0 goes on without ideas")
+            return [None] * self.config.num_branches
         ideas = idea_lists.parse_ideas(reply.text)
         if not ideas:
             ctx.log("brainstorm: the reply held no bullet-line ideas; the task cannot start")
