@@ -41,9 +41,12 @@ class _Oracle:
     def hidden_seeds(self, request):
         return [7]
 
-    def write_inputs(self, request, seeds, path, timeout_s, tick=None):
+    def fresh_seeds(self, request):
+        return [8]
+
+    def write_inputs(self, request, seeds, path, timeout_s, tick=None, fresh_seeds=()):
         path.write_bytes(b"inputs")
-        return None, hashlib.sha256(b"inputs").hexdigest()
+        return None, hashlib.sha256(b"inputs").hexdigest(), len(fresh_seeds)
 
     def compare(self, request, seeds, outputs, labels, plan, *, warmed, timeout_s):
         self.compared += 1
@@ -242,7 +245,7 @@ class _TimedOracle(_Oracle):
         super().__init__()
         self.timed_starved, self.timed = starved, 0
 
-    def compare_timed(self, request, seeds, outputs, sets, labels, plan, *, timeout_s):
+    def compare_timed(self, request, seeds, outputs, sets, labels, plan, *, timeout_s, fresh_seeds=()):
         self.timed += 1
         if self.timed <= self.timed_starved:
             raise InfrastructureError(OOM)

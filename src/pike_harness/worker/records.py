@@ -81,6 +81,10 @@ class EvalRequest:
     weight_seed: int = 1  # PIKE seeds weights with 1 before constructing each model
     input_seeds: list[int] = field(default_factory=lambda: [0])  # public seeds (PIKE uses 0)
     hidden_input_sets: int = 2  # extra sets with secret seeds, revealed only after the candidate loads
+    # Sets with secret seeds that only the timed loop shows, each in one uncounted call among the timed
+    # calls (worker/inside/timing.py FreshCalls): a cache keyed on the input's content cannot replay them.
+    # 0: none (PIKE's loop, which calls the same input every time).
+    fresh_input_sets: int = 8
     limits: Limits = field(default_factory=Limits)
     request_id: str = field(default_factory=lambda: uuid.uuid4().hex)
     schema: int = SCHEMA_VERSION

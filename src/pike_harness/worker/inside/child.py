@@ -8,9 +8,11 @@ a CPU slot for loading and a GPU lock for checking and timing:
   "warm"   -> one call on a throwaway model (optional)    -> "warmed"  (JIT compiles outside the device lock)
   "check"  -> construct, run every input set, self-checks -> "checked" (outputs saved for the reference process)
   "time"   -> the protocol's timed loop, between two noise-canary readings -> "timed"
-             (sent again for each block of a paired re-timing, with that block's protocol parameters)
+             (sent again for each block of a paired re-timing, with that block's protocol parameters;
+             "fresh": how many calls on input sets never shown before go among its timed calls)
   "samples"-> the outputs of one timed call per input set, drawn over every timing (``TimedSamples``),
-             written into the exchange folder for the reference process  -> "sampled"
+             and of a few fresh calls (``FreshCalls``), written into the exchange folder for the
+             reference process  -> "sampled"
   "profile"-> a few calls under torch.profiler (only when the request asks) -> "profiled"
   Both commands carry a fresh nonce that the reply echoes: the candidate runs in this process and can
   write to the channel, but it never sees a command, so a report it forges lacks the nonce.
@@ -104,6 +106,7 @@ class CandidateProcess:
         self.input_sets: list[list[Any]] | None = None  # every input set, on the device
         self.validated: list[list[Any]] | None = None  # each set's checked outputs (device clones)
         self.samples: Any = None  # timing.TimedSamples: one timed call's outputs per set, for the reference process
+        self.fresh: Any = None  # timing.FreshCalls: the sets only timed loops show, and a few of their outputs
         self.channel = channel
         self.request = request
         self.device = torch.device("cuda", 0) if request.device.startswith("cuda") else torch.device("cpu")
@@ -198,9 +201,9 @@ class CandidateProcess:
 
     # -- stage 2: correctness ------------------------------------------------------------------
     def check(self, inputs_path: str, inputs_sha256: str, outputs_path: str, nonce: str | None,
-              shared: bool = False) -> None:
+              shared: bool = False, fresh: int = 0) -> None:
         self._or_retry_alone("correctness", shared, nonce,
-                             lambda: self._check(inputs_path, inputs_sha256, outputs_path, nonce), drop_model=True)
+                             lambda: self._check(inputs_path, inputs_sha256, outputs_path, nonce, fresh), drop_model=True)
 
     def _or_retry_alone(self, stage: str, shared: bool, nonce: str | None, run: Any, *, drop_model: bool = False) -> None:
         """Run a stage. With ``shared`` (other candidates' models may hold device memory), running out of
@@ -215,21 +218,23 @@ class CandidateProcess:
             reason = verdict.reason
         # outside the handler: its traceback held the attempt's tensors
         if drop_model:
-            self.model = self.input_sets = self.validated = None
+            self.model = self.input_sets = self.validated = self.fresh = None
         _gc_collect()  # the attempt's tensors are freed now, so the cache can give their blocks back
         self.torch.cuda.empty_cache()
         self._report({"event": "retry_alone", "stage": stage, "reason": reason[:500], "nonce": nonce}, collect=False)
 
-    def _check(self, inputs_path: str, inputs_sha256: str, outputs_path: str, nonce: str | None) -> None:
+    def _check(self, inputs_path: str, inputs_sha256: str, outputs_path: str, nonce: str | None,
+               fresh: int = 0) -> None:
         """Every planned call (``check_plan``): outputs saved in plan order for the reference process.
 
-        The hidden input sets arrive as tensors the reference process wrote (never as seeds).
+        The hidden input sets arrive as tensors the reference process wrote (never as seeds); the last
+        ``fresh`` of them are kept for the timed loops (``FreshCalls``), never called here.
         Construction and each call run under the reference guard: building the reference to borrow its
         weights is noted (``borrows_reference``), computing a checked call with it is a rejection.
         """
         from pike_harness.worker.check_plan import check_plan
         from pike_harness.worker.inside import loading
-        from pike_harness.worker.inside.timing import TimedSamples
+        from pike_harness.worker.inside.timing import FreshCalls, TimedSamples
 
         torch, T, request = self.torch, self.T, self.request
         clock = _Clock()  # where the stage's time goes, reported with "checked" (the device is held meanwhile)
@@ -250,10 +255,15 @@ class CandidateProcess:
                 RUNTIME_ERROR, "hidden_inputs", "the hidden input sets, as the reference process wrote them, did not "
                 f"load in the candidate's process: {_summary(exc)}") from None
         del data
-        pristine.extend(hidden)
+        if not 0 <= fresh <= len(hidden):
+            raise Verdict(RUNTIME_ERROR, "hidden_inputs", "the hidden input sets, as the reference process wrote "
+                          f"them, are {len(hidden)}, fewer than the {fresh} fresh ones asked for")
+        unseen = hidden[len(hidden) - fresh:] if fresh else []
+        pristine.extend(hidden[:len(hidden) - fresh])
         n_sets = len(pristine)
         torch.manual_seed(secrets.randbits(62))  # the hidden seeds must not stay readable via initial_seed()
         self.input_sets = [loading.to_device(values, self.device) for values in pristine]
+        self.fresh = FreshCalls([loading.to_device(values, self.device) for values in unseen])
         clock.lap("inputs")
         self.model = self._construct("construct", instance=0)
         self._restore_flags()
@@ -454,12 +464,14 @@ class CandidateProcess:
 
     # -- stage 2: timing -----------------------------------------------------------------------
     def time(self, protocol_name: str, params: dict[str, Any], nonce: str | None, shared: bool = False,
-             pin: Pin | None = None) -> None:
+             pin: Pin | None = None, fresh: int = 0) -> None:
         """``_time``; ``shared`` as for ``check`` (the model and its validated outputs stay); ``pin``: the
-        block's pin (a paired block), whose report goes with the timing."""
-        self._or_retry_alone("timing", shared, nonce, lambda: self._time(protocol_name, params, nonce, pin))
+        block's pin (a paired block), whose report goes with the timing; ``fresh``: calls on sets never
+        shown before, at random places among the timed calls (``FreshCalls``)."""
+        self._or_retry_alone("timing", shared, nonce, lambda: self._time(protocol_name, params, nonce, pin, fresh))
 
-    def _time(self, protocol_name: str, params: dict[str, Any], nonce: str | None, pin: Pin | None = None) -> None:
+    def _time(self, protocol_name: str, params: dict[str, Any], nonce: str | None, pin: Pin | None = None,
+              fresh: int = 0) -> None:
         from pike_harness.worker.inside.protocols import get_protocol
         from pike_harness.worker.inside.timing import OutputProblem, TimedLoop
 
@@ -470,7 +482,8 @@ class CandidateProcess:
         try:
             assert self.model is not None and self.input_sets is not None and self.validated is not None
             loop = TimedLoop(self.model, self.input_sets, self.validated, device=self.device, protocol=protocol,
-                             atol=self.request.atol, rtol=self.request.rtol, samples=self.samples)
+                             atol=self.request.atol, rtol=self.request.rtol, samples=self.samples,
+                             fresh=self.fresh, fresh_count=fresh)
             canary = self._canary()
             canary_ms = [canary.read()]  # the noise canary, just before and just after the timed loop
             self.guard.count_timed_calls()
@@ -507,15 +520,17 @@ class CandidateProcess:
         return self.canary
 
     def hand_over_samples(self, outputs_path: str, nonce: str | None) -> None:
-        """The timed calls' drawn outputs (``TimedSamples``), one entry per timed set in set order, into
-        the exchange folder; the reply names the sets. Nothing of the candidate's runs here."""
-        assert self.samples is not None, "samples before a passing check"
-        drawn = self.samples.drawn()
+        """The timed calls' drawn outputs (``TimedSamples``), one entry per timed set in set order, then
+        the fresh calls' drawn outputs (``FreshCalls``) in fresh-set order, into the exchange folder; the
+        reply names the sets of both. Nothing of the candidate's runs here."""
+        assert self.samples is not None and self.fresh is not None, "samples before a passing check"
+        drawn = self.samples.drawn() + self.fresh.drawn()
         writer = self._open_outputs(outputs_path)
         for _, outputs in drawn:
             self._hand_over(writer, len(drawn), writer.add, outputs)
         self._hand_over(writer, len(drawn), writer.close)
-        self._report({"event": "sampled", "sets": [index for index, _ in drawn], "nonce": nonce}, collect=False)
+        self._report({"event": "sampled", "sets": [index for index, _ in self.samples.drawn()],
+                      "fresh": [index for index, _ in self.fresh.drawn()], "nonce": nonce}, collect=False)
 
     # -- stage 3 (on request): profile ------------------------------------------------------------
     def profile(self, nonce: str | None) -> None:
@@ -705,12 +720,12 @@ def main(argv: list[str]) -> int:
                 process.warm()
             elif command == "check":
                 process.check(str(message["inputs"]), str(message.get("inputs_sha256") or ""), str(message["outputs"]),
-                              message.get("nonce"), bool(message.get("shared")))
+                              message.get("nonce"), bool(message.get("shared")), int(message.get("fresh") or 0))
             elif command == "time":  # a paired block brings its own protocol parameters, and its core
                 params = message.get("params")
                 with pinned(message.get("core")) as pin:
                     process.time(request.protocol, request.protocol_params if params is None else dict(params),
-                                 message.get("nonce"), bool(message.get("shared")), pin)
+                                 message.get("nonce"), bool(message.get("shared")), pin, int(message.get("fresh") or 0))
             elif command == "samples":
                 process.hand_over_samples(str(message["outputs"]), message.get("nonce"))
             elif command == "profile":

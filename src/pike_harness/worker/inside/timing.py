@@ -4,7 +4,9 @@ Every call, warm-up or timed, first copies one input set into fixed input buffer
 all sets, so caching by pointer, shape or "last input" replays a wrong answer), then writes a buffer
 larger than the cache (so no data stays warm), then calls the model. Outside the window, every
 output is compared on the device with the output validated for that input set, so a timed call
-cannot skip work that correctness did. Only references from ``trusted`` are called.
+cannot skip work that correctness did. Only references from ``trusted`` are called. A few uncounted
+calls on input sets the process was never shown go among the timed calls (``FreshCalls``), so a cache
+keyed on the input's content shows itself.
 
 The timed window on CUDA comes in two shapes (``TimingProtocol.window``):
 
@@ -80,6 +82,10 @@ class TimedRun:
     reps: int = 0
     estimate_ms: float = 0.0
     mismatches: list[int] = field(default_factory=list)  # per set: timed-output elements off tolerance
+    # Calls on input sets this process had never been shown (``FreshCalls``), uncounted: their times (by
+    # the same clock as ``samples_ms``), and the timed call each came before.
+    fresh_ms: list[float] = field(default_factory=list)
+    fresh_at: list[int] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return self.__dict__.copy()
@@ -114,14 +120,73 @@ class TimedSamples:
         return [(index, kept) for index, kept in enumerate(self.kept) if kept is not None]
 
 
+class FreshCalls:
+    """Input sets the candidate's process is shown only inside a timed loop, each in one call, and the
+    outputs of a few of those calls, drawn for the reference process to compare.
+
+    Why: the timed calls rotate through the input sets the check showed, so a cache keyed on the
+    input's content (even a sample of it: its first and last values) computes each set once and
+    replays it in every timed call, a right answer in a fraction of the time that no comparison of
+    outputs can see. A call on an input never seen before cannot be replayed: it costs what the
+    model costs. The loop makes a few such calls at random places among its timed calls, timed by
+    the same clock but not counted; the supervisor compares their times with the timed calls'
+    (``supervise/fresh_inputs.py``). Their outputs cannot be compared here (no validated output
+    exists for them), so a few, drawn after they returned, are compared in the reference process:
+    answers right only on inputs seen during the check fail there. Each set is used once per
+    process: a second call on it could be replayed.
+    """
+
+    def __init__(self, sets: Sequence[Sequence[Any]], keep: int = 2):
+        self.sets = tuple(tuple(values) for values in sets)
+        self.used = 0  # sets handed out so far
+        self.called = 0  # fresh calls made so far (the reservoir's count)
+        self.kept: list[tuple[int, list[torch.Tensor]]] = []
+        self.keep = keep
+
+    def take(self, count: int) -> list[int]:
+        """The indexes of up to ``count`` sets never used before, now used."""
+        chosen = list(range(self.used, min(self.used + max(0, count), T.length(self.sets))))
+        self.used += T.length(chosen)
+        return chosen
+
+    def offer(self, index: int, outputs: Sequence[torch.Tensor]) -> None:
+        """Keep set ``index``'s outputs in a uniform sample of ``keep`` over every fresh call so far."""
+        self.called += 1
+        if T.length(self.kept) < self.keep:
+            slot = T.length(self.kept)
+        else:
+            slot = int.from_bytes(T.urandom(8), "little") % self.called
+            if slot >= self.keep:
+                return
+        with T.DisableTorchFunction(), T.DisableTorchDispatch():
+            entry = (index, [T.clone(tensor) for tensor in outputs])
+        if slot == T.length(self.kept):
+            self.kept.append(entry)
+        else:
+            self.kept[slot] = entry
+
+    def drawn(self) -> list[tuple[int, list[torch.Tensor]]]:
+        """(fresh set, its kept outputs), in set order."""
+        return sorted(self.kept, key=lambda entry: entry[0])
+
+
+def fresh_positions(count: int, reps: int) -> list[int]:
+    """Where ``count`` fresh calls go among ``reps`` timed calls: before timed call i for each i drawn
+    uniformly (with ``os.urandom`` captured before the candidate's import), in increasing order."""
+    return sorted(int.from_bytes(T.urandom(8), "little") % max(1, reps) for _ in range(count))
+
+
 class TimedLoop:
     """Owns the buffers of one timing run: input buffers, flush buffer, validated outputs, counters."""
 
     def __init__(self, model: Callable[..., Any], input_sets: Sequence[Sequence[Any]],
                  validated: Sequence[Sequence[torch.Tensor]], *, device: torch.device,
-                 protocol: TimingProtocol, atol: float, rtol: float, samples: TimedSamples | None = None):
+                 protocol: TimingProtocol, atol: float, rtol: float, samples: TimedSamples | None = None,
+                 fresh: FreshCalls | None = None, fresh_count: int = 0):
         self.model = model
         self.samples = samples  # offered every timed call's outputs (not the warm-up's)
+        self.fresh = fresh  # sets never shown to this process: ``fresh_count`` of them called in this run
+        self.fresh_count = fresh_count if fresh is not None else 0
         self.device = device
         self.cuda = device.type == "cuda"
         self.protocol = protocol
@@ -139,10 +204,10 @@ class TimedLoop:
         self.flush_buffer = torch.empty(max(1, flush_mb) * 1024 * 1024 // 4, dtype=torch.int32, device=device)
         self.counters = tuple(torch.zeros((), dtype=torch.int64, device=device) for _ in self.sources)
 
-    def _arguments(self, index: int) -> list[Any]:
+    def _arguments(self, values: Sequence[Any]) -> list[Any]:
         args = []
         with T.DisableTorchFunction(), T.DisableTorchDispatch():  # no mode sees the copy (checked: none is left)
-            for buffer, value in zip(self.buffers, self.sources[index], strict=True):
+            for buffer, value in zip(self.buffers, values, strict=True):
                 if buffer is None:
                     args.append(value)
                 else:
@@ -150,9 +215,12 @@ class TimedLoop:
                     args.append(buffer)
         return args
 
-    def _validate(self, out: Any, index: int, state: tuple[tuple[str, Any], ...]) -> list[torch.Tensor]:
+    def _validate(self, out: Any, index: int, state: tuple[tuple[str, Any], ...], *,
+                  compare: bool = True) -> list[torch.Tensor]:
         """The validation step after every call, outside the window: nothing the call left behind can
-        see or answer the harness's own work, then the output is compared with the validated one."""
+        see or answer the harness's own work, then the output is compared with the validated one
+        (``compare``; a fresh call has none: its shapes are held to set ``index``'s, its values are
+        compared in the reference process)."""
         modes = T.active_modes()
         if modes:
             raise OutputProblem("torch_mode", f"a timed call returned with {', '.join(modes[:3])} still active: a mode "
@@ -180,22 +248,29 @@ class TimedLoop:
                                                                  "shape or dtype than its validated output")
                 if got.numel():
                     pointer = T.Tensor.data_ptr(got)
-                    if any(start <= pointer < end for start, end in self.held[index]):
+                    if any(start <= pointer < end for held in self.held for start, end in held):
                         raise OutputProblem("harness_access", "a timed call returned the harness's own copy of "
                                                               "its validated output (reached through the stack)")
+                if not compare:
+                    continue
                 close = T.isclose(got, want, rtol=self.rtol, atol=self.atol, equal_nan=True)
                 T.add_(self.counters[index], T.count_nonzero(T.logical_not(close)))
         return outputs
 
     def _call(self, index: int, state: tuple[tuple[str, Any], ...], *, flush: bool = True,
-              timed: bool = False) -> tuple[Any, float]:
+              timed: bool = False, fresh: int | None = None) -> tuple[Any, float]:
         """One call of the model on set ``index``: (its CUDA events or None, host-clock ms).
 
         The events are (before flush, start, end); the host clock spans the same flush and call.
         ``state``: this loop's attributes as ``run`` found them (a local there, out of a call's reach).
         ``timed``: a call whose time counts; its validated outputs are offered to ``samples``.
+        ``fresh``: the call is on that fresh set instead (``FreshCalls``), held to set ``index``'s shapes.
         """
-        args = self._arguments(index)
+        values = self.sources[index]
+        if fresh is not None:
+            assert self.fresh is not None, "a fresh call without fresh sets"
+            values = self.fresh.sets[fresh]
+        args = self._arguments(values)
         if self.cuda:
             strict = self.protocol.window == "strict"
             before = T.CudaEvent(enable_timing=True)
@@ -212,18 +287,21 @@ class TimedLoop:
             T.cuda_synchronize()
             T.event_record(end)
             t1 = T.perf_counter()
-            self._keep(self._validate(out, index, state), index, timed)
+            self._keep(self._validate(out, index, state, compare=fresh is None), index, timed, fresh)
             return (before, start, end), (t1 - t0) * 1000.0
         if flush:
             T.zero_(self.flush_buffer)
         t0 = T.perf_counter()
         out = self.model(*args)
         t1 = T.perf_counter()
-        self._keep(self._validate(out, index, state), index, timed)
+        self._keep(self._validate(out, index, state, compare=fresh is None), index, timed, fresh)
         return None, (t1 - t0) * 1000.0
 
-    def _keep(self, outputs: list[torch.Tensor], index: int, timed: bool) -> None:
-        if timed and self.samples is not None:
+    def _keep(self, outputs: list[torch.Tensor], index: int, timed: bool, fresh: int | None) -> None:
+        if fresh is not None:
+            assert self.fresh is not None, "a fresh call without fresh sets"
+            self.fresh.offer(fresh, outputs)
+        elif timed and self.samples is not None:
             self.samples.offer(index, outputs)
 
     def run(self) -> TimedRun:
@@ -239,9 +317,14 @@ class TimedLoop:
             run.warmup, run.reps = self.protocol.plan(run.estimate_ms)
             for i in range(run.warmup):
                 self._call(i % n_sets, state, flush=self.protocol.warmup_flush)
-            events = []
+            fresh_sets = self.fresh.take(self.fresh_count) if self.fresh is not None else []
+            run.fresh_at = fresh_positions(T.length(fresh_sets), run.reps)
+            pending = list(zip(run.fresh_at, fresh_sets, strict=True))
+            events, fresh_events = [], []
             begin = T.perf_counter()
             for i in range(run.reps):
+                while pending and pending[0][0] == i:  # a fresh call, where the draw put it: not counted
+                    fresh_events.append(self._call(i % n_sets, state, fresh=pending.pop(0)[1]))
                 pair, host = self._call(i % n_sets, state, timed=True)
                 run.host_ms.append(host)
                 events.append(pair)
@@ -252,8 +335,10 @@ class TimedLoop:
             T.event_synchronize(events[-1][2])
             run.samples_ms = [T.event_elapsed(start, end) for _, start, end in events]
             run.span_ms = [T.event_elapsed(before, end) for before, _, end in events]
+            run.fresh_ms = [T.event_elapsed(start, end) for (_, start, end), _ in fresh_events]
         else:
             run.samples_ms = list(run.host_ms)
+            run.fresh_ms = [host for _, host in fresh_events]
         with T.DisableTorchFunction(), T.DisableTorchDispatch():
             run.mismatches = [int(T.item(counter)) for counter in self.counters]
         return run

@@ -5,9 +5,10 @@ find the reference's output in a freed buffer or make the reference "match" by m
 they share. Here one long-lived reference process per device (``ReferenceOracle``) builds each task's
 ``Model`` once and serves three requests:
 
-* ``write_inputs``: the task's input sets for the hidden seeds, written (``torch.save``) into the
-  evaluation's exchange folder in shared memory, so the candidate's process receives tensors and
-  never a seed (a seed it printed could otherwise reach a later prompt through its logs);
+* ``write_inputs``: the task's input sets for the hidden seeds, then as many of the fresh seeds'
+  sets as fit ``FRESH_MAX_BYTES`` (the sets only timed loops show: ``timing.FreshCalls``), written
+  (``torch.save``) into the evaluation's exchange folder, so the candidate's process receives tensors
+  and never a seed (a seed it printed could otherwise reach a later prompt through its logs);
 * ``compare``: the reference outputs for the public and hidden seeds, computed once per (task,
   weights, precision, device, seed sequence) on a fresh deep copy of the model (a stateful model
   sees the same call sequence as the candidate's) and kept on the device in a byte-capped LRU
@@ -16,7 +17,7 @@ they share. Here one long-lived reference process per device (``ReferenceOracle`
   leave this process, and nothing is written to disk.
 * ``stats``: cache counters, for tests and benchmarks.
 
-Hidden seeds come from a per-run secret pool (``hidden_seeds``): drawn once per task by this client,
+Hidden and fresh seeds come from per-run secret pools (``hidden_seeds``, ``fresh_seeds``): drawn once per task by this client,
 so every candidate of a task meets the same hidden inputs and the references are reused. Task code
 is trusted; it still gets a scrubbed environment. Server side: torch and the standard library.
 """
@@ -38,7 +39,7 @@ import threading
 import time
 import traceback
 from collections import OrderedDict
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -67,6 +68,9 @@ NO_SPACE = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
 # How often a request waiting for the reference process (held by other candidates' comparisons, input
 # writes and timings, for minutes) calls its ``tick``: the supervisor polices its idle candidate there.
 TICK_S = 0.25
+# The fresh input sets written per evaluation, in bytes at most (as the task's get_inputs makes them):
+# every evaluation's file carries them, so a task with large inputs gets fewer, down to none.
+FRESH_MAX_BYTES = 256 * 1024 * 1024
 
 
 def draw_seeds(count: int, exclude: set[int]) -> list[int]:
@@ -212,23 +216,38 @@ class ReferenceOracle:
                 self._pools[key] = draw_seeds(request.hidden_input_sets, exclude=set(request.input_seeds))
             return list(self._pools[key])
 
-    def write_inputs(self, request: EvalRequest, seeds: list[int], path: Path, timeout_s: float,
-                     tick: Callable[[], None] | None = None) -> tuple[str | None, str]:
-        """The task's input sets for ``seeds`` (CPU tensors, ``torch.save``) into a new file ``path``.
+    def fresh_seeds(self, request: EvalRequest) -> list[int]:
+        """This run's secret fresh seeds for the request's task (``EvalRequest.fresh_input_sets``; none of
+        its public or hidden seeds): drawn on first use, then reused, so their reference outputs are."""
+        hidden = self.hidden_seeds(request)
+        key = ("fresh", _task_key(request), request.weight_seed, tuple(request.input_seeds), tuple(hidden),
+               request.fresh_input_sets)
+        with self._pool_lock:
+            if key not in self._pools:
+                self._pools[key] = draw_seeds(request.fresh_input_sets, exclude={*request.input_seeds, *hidden})
+            return list(self._pools[key])
 
-        (None, the file's SHA-256) when written; else (why not, in words, ""): the candidate planted
+    def write_inputs(self, request: EvalRequest, seeds: list[int], path: Path, timeout_s: float,
+                     tick: Callable[[], None] | None = None,
+                     fresh_seeds: Sequence[int] = ()) -> tuple[str | None, str, int]:
+        """The task's input sets for ``seeds``, then for as many of ``fresh_seeds`` (in order) as fit
+        ``FRESH_MAX_BYTES`` (CPU tensors, ``torch.save``, one list) into a new file ``path``.
+
+        (None, the file's SHA-256, how many fresh sets follow the others) when written; else (why not,
+        in words, "", 0): the candidate planted
         something at ``path`` (a link, a FIFO, a file) before the reference could create it there, or
         left no space in its exchange folder to write it (``NO_SPACE``), which is its verdict. The
         candidate's process checks the digest before loading the file.
         ``tick`` is called every ``TICK_S`` while the request waits for the process (never once it is
         sent: a request is never left without its reply); what it raises ends the wait, nothing sent.
         """
-        reply = self._call(request, {"op": "inputs", "seeds": seeds, "out": str(path)}, timeout_s, urgent=False,
+        reply = self._call(request, {"op": "inputs", "seeds": seeds, "fresh_seeds": list(fresh_seeds),
+                                     "fresh_bytes": FRESH_MAX_BYTES, "out": str(path)}, timeout_s, urgent=False,
                            tick=tick)
         refused = reply.get("planted") or reply.get("no_space")
         if refused:
-            return str(refused), ""
-        return None, str(reply.get("sha256") or "")
+            return str(refused), "", 0
+        return None, str(reply.get("sha256") or ""), int(reply.get("fresh") or 0)
 
     def compare(self, request: EvalRequest, seeds: list[int], outputs: Path, labels: list[str],
                 plan: list[PlannedCall], *, warmed: bool, timeout_s: float) -> dict[str, Any]:
@@ -247,12 +266,15 @@ class ReferenceOracle:
                                     "atol": request.atol, "rtol": request.rtol}, timeout_s, urgent=True)
 
     def compare_timed(self, request: EvalRequest, seeds: list[int], outputs: Path, sets: list[int],
-                      labels: list[str], plan: list[PlannedCall], *, timeout_s: float) -> dict[str, Any]:
-        """Judge the timed calls' drawn outputs (one entry per set of ``sets``) against the reference's
-        output for each set's checked call of ``plan`` (``timed_outputs.judge``). The reply:
-        ``malformed`` (a reason) or ``comparison``, as ``compare``'s."""
+                      labels: list[str], plan: list[PlannedCall], *, timeout_s: float,
+                      fresh_seeds: Sequence[int] = ()) -> dict[str, Any]:
+        """Judge the timed calls' drawn outputs (one entry per set of ``sets``, then one per seed of
+        ``fresh_seeds``) against the reference's output for each set's checked call of ``plan``, and for
+        each fresh seed on a fresh copy of the timed instance's model (``timed_outputs.judge``). The
+        reply: ``malformed`` (a reason) or ``comparison``, as ``compare``'s."""
         return self._call(request, {"op": "compare_timed", "seeds": seeds, "outputs": str(outputs), "sets": sets,
-                                    "labels": labels, "plan": [[c.instance, c.set_index, c.repeat] for c in plan],
+                                    "fresh_seeds": list(fresh_seeds), "labels": labels,
+                                    "plan": [[c.instance, c.set_index, c.repeat] for c in plan],
                                     "atol": request.atol, "rtol": request.rtol}, timeout_s, urgent=True)
 
     @contextlib.contextmanager
@@ -362,6 +384,14 @@ class _Server:
         stops a run). What was written is removed first, by this descriptor and by name only if the name
         is still this file (never following a link)."""
         sets = [self._input_set(message["source"], seed) for seed in message["seeds"]]
+        fresh, room = 0, int(message.get("fresh_bytes") or 0)
+        for seed in message.get("fresh_seeds") or []:
+            values = self._input_set(message["source"], seed)
+            room -= tensor_bytes(values)
+            if room < 0:
+                break
+            sets.append(values)
+            fresh += 1
         try:
             folder, name = trusted_files.folder_of(message["out"])
         except trusted_files.UntrustedFile as exc:
@@ -382,7 +412,7 @@ class _Server:
                 os.close(fd)
         finally:
             os.close(folder)
-        return {"ok": True, "sha256": hashed.digest.hexdigest()}
+        return {"ok": True, "sha256": hashed.digest.hexdigest(), "fresh": fresh}
 
     def _save(self, sets: list[Any], fd: int, hashed: _Hashing) -> str | None:
         """``torch.save`` the sets into ``fd`` through ``hashed``; None when written, else why (in words)
@@ -450,11 +480,16 @@ class _Server:
             outputs.append([item.detach().clone() for item in items])
         return outputs
 
+    @staticmethod
+    def _task(message: dict[str, Any]) -> tuple[Any, ...]:
+        """What a kept reference output is keyed by, besides its weight seed and its seed sequence."""
+        return (hashlib.sha256(message["source"].encode()).hexdigest(), message["weight_seed"], message["precision"],
+                message["device"])
+
     def _planned(self, message: dict[str, Any], device: Any, plan: list[PlannedCall]) -> tuple[list[Any], bool]:
         """The reference's outputs for every call of ``plan`` (kept, or computed now: the second value)."""
         seeds = [int(seed) for seed in message["seeds"]]
-        task = (hashlib.sha256(message["source"].encode()).hexdigest(), message["weight_seed"], message["precision"],
-                message["device"])
+        task = self._task(message)
         per_instance, computed = {}, False
         for instance in sorted({call.instance for call in plan}):
             sequence = tuple(seeds[call.set_index] for call in plan if call.instance == instance)
@@ -526,9 +561,16 @@ class _Server:
         first = timed_outputs.first_sights(timed)
         sets = [int(index) for index in message["sets"]]
         wanted = [reference[first[index]] for index in sets]
-        return {"ok": True, **self._judge_file(message, device, len(sets), tensor_bytes(wanted), functools.partial(
+        weight_seed = instance_weight_seed(int(message["weight_seed"]), 0)
+        fresh = []
+        for seed in (int(seed) for seed in message.get("fresh_seeds") or []):  # alone, on a fresh copy of the model
+            make = functools.partial(self._reference, message, device, weight_seed, [seed])
+            fresh.append(self.references.get_or_make((*self._task(message), weight_seed, ("fresh", seed)), make,
+                                                     tensor_bytes)[0][0])
+        count = len(sets) + len(fresh)
+        return {"ok": True, **self._judge_file(message, device, count, tensor_bytes(wanted + fresh), functools.partial(
             timed_outputs.judge, reference=wanted, sets=sets, labels=message["labels"], atol=message["atol"],
-            rtol=message["rtol"]))}
+            rtol=message["rtol"], fresh_reference=fresh))}
 
 
 class _Hashing:

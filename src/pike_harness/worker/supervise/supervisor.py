@@ -63,6 +63,7 @@ from pike_harness.worker.records import (
 from pike_harness.worker.supervise import (
     build_flags,
     exchange,
+    fresh_inputs,
     gpu_clocks,
     jit_caches,
     noise,
@@ -135,6 +136,8 @@ class WorkerSettings:
     # Where a paired re-timing's blocks run (engine.paired): "rotate" pins both sides of each pair to one
     # core, the next pair to the next; "free" leaves them where the scheduler puts them.
     paired_cores: str = "rotate"
+    # Whether timed loops make fresh calls (``EvalRequest.fresh_input_sets`` of them; off: PIKE's loop).
+    fresh_inputs: bool = True
 
     def source_environ(self) -> Mapping[str, str]:
         return os.environ if self.environ is None else self.environ
@@ -161,13 +164,14 @@ REPORT_FIELDS: dict[str, dict[str, Any]] = {
     "checked": {"notes": [str], "seconds": {part: float for part in CHECK_PARTS}},
     "timed": {"notes": [str], "canary_ms": [float], "threads": dict, "backend_flags": dict, "pin": dict,
               "run": {"samples_ms": [float], "host_ms": [float], "span_ms": [float], "host_wall_ms": float,
-                      "warmup": float, "reps": float, "estimate_ms": float}},
+                      "warmup": float, "reps": float, "estimate_ms": float, "fresh_ms": [float],
+                      "fresh_at": [float]}},
     "profiled": {"profile": {"error": str, "device": str, "unit": str, "calls": float, "wall_ms_per_call": float,
                              "busy_ms_per_call": float, "gap_ms_per_call": float, "share": kinds.Each(float),
                              "n_kernels": float, "launches_per_call": float,
                              "kernels": [{"name": str, "origin": str, "total_ms": float, "ms_per_call": float,
                                           "per_call": float, "share": float}]}},
-    "sampled": {"sets": [int]},
+    "sampled": {"sets": [int], "fresh": [int]},
     "failed": {"category": str, "check": str, "reason": str},
     "retry_alone": {"reason": str},
     "infra_error": {"reason": str},
@@ -236,6 +240,8 @@ class Evaluation:
         self.environment: dict[str, Any] = {**host_info(), "device": request.device}
         self.profile: dict[str, Any] | None = None  # the profile stage's summary, when the request asks
         self.hidden_seeds = oracle.hidden_seeds(request)  # this run's secret pool for the task
+        self.fresh_seeds: list[int] = []  # those of the task's fresh seeds whose sets the inputs file holds
+        self.fresh_ratios: list[float] = []  # each fresh call's time over its run's median (``fresh_inputs``)
         self.secrets = redaction.secret_values(settings.source_environ())
         self.popen: subprocess.Popen | None = None
         self.spawned: Spawned | None = None  # the candidate's process as started (its log descriptors)
@@ -330,10 +336,13 @@ class Evaluation:
         began = time.monotonic()
         # Waiting for the reference process (other candidates' comparisons and timings hold it, for
         # minutes): the idle candidate is policed meanwhile, as while it waits for the device.
-        planted, self.inputs_sha256 = self.oracle.write_inputs(self.request, self.hidden_seeds,
-                                                               self.exchange / "inputs.pt",
-                                                               timeout_s=self.request.limits.run_timeout_s,
-                                                               tick=self._police)
+        wanted = self.request.fresh_input_sets > 0 and self.settings.fresh_inputs
+        pool = self.oracle.fresh_seeds(self.request) if wanted else []
+        planted, self.inputs_sha256, fresh = self.oracle.write_inputs(self.request, self.hidden_seeds,
+                                                                      self.exchange / "inputs.pt",
+                                                                      timeout_s=self.request.limits.run_timeout_s,
+                                                                      tick=self._police, fresh_seeds=pool)
+        self.fresh_seeds = pool[:fresh]
         self.stages.add("inputs", time.monotonic() - began)
         if planted:
             raise _Concluded(self._conclude(REJECTED, "exchange_file", planted))
@@ -386,7 +395,7 @@ class Evaluation:
         began = time.monotonic()
         nonce = secrets.token_hex(16)
         self._send({"cmd": "check", "inputs": str(inputs), "inputs_sha256": self.inputs_sha256, "outputs": str(outputs),
-                    "nonce": nonce, "shared": shared}, "correctness")
+                    "nonce": nonce, "shared": shared, "fresh": len(self.fresh_seeds)}, "correctness")
         try:
             checked = self._await("checked", request.limits.run_timeout_s, "correctness", nonce=nonce)
         except RetryAlone:
@@ -510,6 +519,10 @@ class Evaluation:
         finally:
             self._notify("timing_end")
         watch.record(self.device, report)
+        self.environment["fresh_inputs"] = fresh_inputs.summary(self.fresh_ratios)
+        cached = fresh_inputs.judge(self.fresh_ratios)
+        if cached is not None:
+            raise _Concluded(self._conclude(REJECTED, fresh_inputs.CHECK, cached, outputs=comparison.checks))
         self.noise = report
         if report.flagged is not None and noise.NOISY_FLAG not in self.flags:
             self.flags.append(noise.NOISY_FLAG)
@@ -545,13 +558,15 @@ class Evaluation:
             self._send({"cmd": "samples", "outputs": str(path), "nonce": nonce}, "timing")
             sampled = self._await("sampled", request.limits.run_timeout_s, "timing", nonce=nonce)
             sets = timed_outputs.sampled_sets(sampled.get("sets"), len(seeds))
-            if sets is None:
+            fresh = timed_outputs.sampled_sets(sampled.get("fresh") or [], len(self.fresh_seeds))
+            if sets is None or fresh is None:
                 raise _Concluded(self._conclude(REJECTED, "protocol", "timing: the drawn timed outputs' sets are "
                                                 "malformed", outputs=checks))
 
             def compare() -> dict[str, Any]:
                 return self.oracle.compare_timed(request, seeds, path, sets, labels, self._plan(),
-                                                 timeout_s=request.limits.run_timeout_s)
+                                                 timeout_s=request.limits.run_timeout_s,
+                                                 fresh_seeds=[self.fresh_seeds[index] for index in fresh])
 
             starved = None
             try:
@@ -587,6 +602,8 @@ class Evaluation:
         command: dict[str, Any] = {"cmd": "time", "nonce": nonce, "shared": shared}
         if params is not None:
             command["params"] = params
+        else:  # the ordinary timing: the fresh calls too (the child makes those of its sets not yet used)
+            command["fresh"] = len(self.fresh_seeds)
         if core is not None:
             command["core"] = core
         self._send(command, "timing")
@@ -608,6 +625,7 @@ class Evaluation:
         if problem:
             raise _Concluded(self._conclude(REJECTED, "timer_cross_check", problem, outputs=comparison.checks))
         canary = [float(x) for x in timed.get("canary_ms") or [] if x > 0]
+        self.fresh_ratios += fresh_inputs.ratios([float(x) for x in run.get("fresh_ms") or []], samples)
         return TimedBlock(stats=protocol.summarize(samples, float(run.get("host_wall_ms") or 0.0)), reply=timed,
                           start_ns=start_ns, end_ns=end_ns, steal=steal,
                           canary_pair=(canary[0], canary[1]) if len(canary) == 2 else (None, None))
@@ -955,7 +973,8 @@ class Evaluation:
             outputs=list(outputs or []), flags=mask(list(self.flags)), stage_seconds=dict(self.stages.seconds),
             stdout_tail=mask(stdout), stderr_tail=mask(stderr), protocol=protocol,
             environment=mask(self.environment), isolation=_isolation_label(self.settings.isolation),
-            seeds={"weight": request.weight_seed, "public": list(request.input_seeds), "hidden": self.hidden_seeds},
+            seeds={"weight": request.weight_seed, "public": list(request.input_seeds), "hidden": self.hidden_seeds,
+                   "fresh": self.fresh_seeds},
             profile=self.profile, noise=self.noise if category == CORRECT else None,
             paired=self.paired if category == CORRECT else None,
         )

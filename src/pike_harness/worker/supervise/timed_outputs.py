@@ -6,7 +6,12 @@ Each timed call's output is also compared in the candidate's own process, right 
 over ``aten::isclose`` (``torch.library``) that answers "close" for anything, then skip its work in the
 timed calls only. A random timed call per input set, drawn after it returned, is therefore compared
 here too, against the reference's output for that set (the same one its checked call was compared
-with), by the rules of the check (``compare``). torch only.
+with), by the rules of the check (``compare``).
+
+The loops also call the model on a few input sets the candidate's process was never shown
+(``timing.FreshCalls``); a few of those calls' outputs, drawn likewise, are compared here with the
+reference's output for the same set: an answer right only on inputs seen in the check is wrong there
+(``incorrect/fresh_input``). torch only.
 """
 
 from __future__ import annotations
@@ -16,10 +21,12 @@ from collections.abc import Sequence
 import torch
 
 from pike_harness.worker.check_plan import PlannedCall
-from pike_harness.worker.records import REJECTED
+from pike_harness.worker.records import INCORRECT, REJECTED
 from pike_harness.worker.supervise.compare import Comparison, compare_outputs
 
 CHECK = "timed_output_mismatch"
+FRESH_CHECK = "fresh_input"
+FRESH_LABEL = "fresh seed"
 
 
 def sampled_sets(sets: object, n_sets: int) -> list[int] | None:
@@ -38,10 +45,13 @@ def first_sights(plan: Sequence[PlannedCall]) -> dict[int, int]:
 
 
 def judge(candidate: Sequence[Sequence[torch.Tensor]], reference: Sequence[Sequence[torch.Tensor]],
-          sets: Sequence[int], labels: Sequence[str], *, atol: float, rtol: float) -> Comparison:
+          sets: Sequence[int], labels: Sequence[str], *, atol: float, rtol: float,
+          fresh_reference: Sequence[Sequence[torch.Tensor]] = ()) -> Comparison:
     """Compare each drawn timed call's outputs (``candidate[i]``, of set ``sets[i]``) with the reference's
-    for that set; the first that fails is a rejection that says what it measured."""
-    for got, want, index in zip(candidate, reference, sets, strict=True):
+    for that set, then each drawn fresh call's (the entries after those) with ``fresh_reference``; the
+    first that fails decides, in words that say what it measured."""
+    seen, fresh = candidate[:len(sets)], candidate[len(sets):]
+    for got, want, index in zip(seen, reference, sets, strict=True):
         single = compare_outputs([got], [want], atol=atol, rtol=rtol, set_labels=[labels[index]],
                                  set_indexes=[index])
         if single.category is not None:
@@ -50,5 +60,13 @@ def judge(candidate: Sequence[Sequence[torch.Tensor]], reference: Sequence[Seque
                         f"a timed call drawn at random, compared in the reference process, is wrong where its "
                         f"checked call was right ({single.reason}): work skipped in the timed calls while the "
                         "comparison in the candidate's process was answered")
+            return result
+    for got, want in zip(fresh, fresh_reference, strict=True):
+        single = compare_outputs([got], [want], atol=atol, rtol=rtol, set_labels=[FRESH_LABEL], set_indexes=[0])
+        if single.category is not None:
+            result = Comparison(checks=single.checks)
+            result.fail(INCORRECT, FRESH_CHECK,
+                        f"a call on an input set the check never showed, drawn at random among such calls inside "
+                        f"the timed loops, is wrong ({single.reason}): answers right only on the inputs it had seen")
             return result
     return Comparison()

@@ -152,6 +152,7 @@ class Engine:
         self.settings = WorkerSettings(
             workdir=self.workdir, build_cache=self.build_cache, cpus=self.load_cpus, environ=config.environ,
             isolation=self.isolation, noise=NoiseWatch(plan.noise), paired_cores=plan.paired_cores,
+            fresh_inputs=plan.fresh_inputs,
             jit_cache_root=(plan.cache_root / "jit") if plan.jit_mode == "shared" and plan.cache_root else None)
         self.settings.start_slots = OrderedSlots(plan.start_slots)
         self.settings.quiet = self.quiet
@@ -318,7 +319,7 @@ class Engine:
                                "prestart_per_device": self.prestart_per_device, "prewarm": self.plan.prewarm,
                                "cpu_order": self.plan.cpu_order, "start_slots": self.plan.start_slots,
                                "build_slots": self.plan.build_slots, "long_slots": self.plan.long_slots,
-                               "quiet_mode": self.plan.quiet_mode,
+                               "quiet_mode": self.plan.quiet_mode, "fresh_inputs": self.plan.fresh_inputs,
                                "quiet_timing": self.quiet is not None, "quiet_scope": self.quiet_scope,
                                "check_slots": {d: gate.check_slots for d, gate in self.gates.items()},
                                "timing_cpus": sorted(self.timing_cpus) if self.timing_cpus else None,

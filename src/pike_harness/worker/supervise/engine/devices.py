@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any, Protocol
@@ -70,14 +70,18 @@ class Oracle(Protocol):
 
     def hidden_seeds(self, request: EvalRequest) -> list[int]: ...
 
+    def fresh_seeds(self, request: EvalRequest) -> list[int]: ...
+
     def write_inputs(self, request: EvalRequest, seeds: list[int], path: Path, timeout_s: float,
-                     tick: Callable[[], None] | None = None) -> tuple[str | None, str]: ...
+                     tick: Callable[[], None] | None = None,
+                     fresh_seeds: Sequence[int] = ()) -> tuple[str | None, str, int]: ...
 
     def compare(self, request: EvalRequest, seeds: list[int], outputs: Path, labels: list[str],
                 plan: list[PlannedCall], *, warmed: bool, timeout_s: float) -> dict[str, Any]: ...
 
     def compare_timed(self, request: EvalRequest, seeds: list[int], outputs: Path, sets: list[int],
-                      labels: list[str], plan: list[PlannedCall], *, timeout_s: float) -> dict[str, Any]: ...
+                      labels: list[str], plan: list[PlannedCall], *, timeout_s: float,
+                      fresh_seeds: Sequence[int] = ()) -> dict[str, Any]: ...
 
     def idle(self) -> AbstractContextManager[Any]: ...
 

@@ -106,6 +106,10 @@ class EngineOptions:
     start_slots: int | None = field(default=None, metadata={
         "min": 1, "help": "Candidate processes importing torch and initialising the device at once "
                           "(pre-starts included). Default: the number of cores, at most --jobs."})
+    fresh_inputs: bool | None = field(default=None, metadata={
+        "help": "Make a few uncounted calls on input sets the candidate was never shown among its timed calls, "
+                "to catch a cache keyed on the input's content (rejected/content_cache) and answers right only "
+                "on inputs seen (incorrect/fresh_input); default on. Off: PIKE's loop."})
     paired_cores: str | None = field(default=None, metadata={
         "choices": PAIRED_CORES, "help": "Where a paired re-timing's blocks run: rotate (both sides of a pair on "
                                          "one core, the next pair on the next core; default) or free (where the "
@@ -173,6 +177,7 @@ class Plan:
     config: EngineConfig  # what it was resolved from (workdir, environment, isolation inputs)
     noise: NoiseLimits = field(default_factory=NoiseLimits)  # when a timing is noisy, how often it is redone
     paired_cores: str = "rotate"  # where a paired re-timing's blocks run (engine.paired)
+    fresh_inputs: bool = True  # fresh calls in the timed loop (EvalRequest.fresh_input_sets of them)
     # The setting that asked for shared caches by name (``cache_request``), None where they are the
     # default; and why the caches are as they are, where the isolation changed them (``for_isolation``).
     cache_asked: str | None = None
@@ -246,7 +251,8 @@ def resolve(config: EngineConfig, devices: list[str], share: HostShare | None = 
                 load_cpus=frozenset(load_cpus) if load_cpus else None,
                 timing_cpus=frozenset(timing_cpus) if timing_cpus else None,
                 cache_root=root, jit_mode=jit_mode if root is not None else "private", config=config,
-                paired_cores=paired_cores, cache_asked=cache_request(config) if root is not None else None)
+                paired_cores=paired_cores, fresh_inputs=config.fresh_inputs is None or bool(config.fresh_inputs),
+                cache_asked=cache_request(config) if root is not None else None)
 
 
 def cache_request(config: EngineOptions) -> str | None:

@@ -1,0 +1,203 @@
+"""Fresh calls: input sets the candidate's process sees only inside a timed loop, one call each
+(``inside/timing.py`` ``FreshCalls``), the verdict on their times (``supervise/fresh_inputs.py``) and the
+reference process's share (``reference.py``: the fresh sets written, their drawn outputs judged). The
+corpus plays the attacks from real candidates (``cache_by_content_sample``, ``answers_only_seen_inputs``)."""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import random
+from pathlib import Path
+
+import pytest
+import torch
+
+from pike_harness.worker.inside import timing
+from pike_harness.worker.inside import trusted as T
+from pike_harness.worker.inside.protocols import get_protocol
+from pike_harness.worker.inside.timing import FreshCalls, TimedLoop
+from pike_harness.worker.records import EvalRequest
+from pike_harness.worker.supervise import fresh_inputs, reference, timed_outputs
+
+REPO = Path(__file__).resolve().parents[2]
+SMOKE_1 = (REPO / "tasks" / "smoke" / "1_MatmulReLU.py").read_text()
+
+
+def _sets(values):
+    return [[torch.full((4, 4), float(value))] for value in values]
+
+
+def _loop(forward, fresh, count, **protocol):
+    sets = _sets(range(3))
+    return TimedLoop(forward, sets, [[s[0] * 2] for s in sets], device=torch.device("cpu"),
+                     protocol=get_protocol("quick", protocol), atol=1e-3, rtol=1e-3, fresh=fresh, fresh_count=count)
+
+
+# -- the rule, on known distributions ------------------------------------------------------------------
+
+def test_an_honest_models_ratios_are_not_judged_a_cache():
+    """Ratios scattered around 1 with a long tail (a noisy host: a fifth of the calls 1.5-3x slow) are
+    no cache, nor are too few fresh calls, however slow."""
+    rng = random.Random(5)
+    for _ in range(200):
+        ratios = [rng.choice([rng.uniform(0.8, 1.25)] * 4 + [rng.uniform(1.5, 3.0)]) for _ in range(8)]
+        assert fresh_inputs.judge(ratios) is None
+    assert fresh_inputs.judge([20.0] * (fresh_inputs.MIN_CALLS - 1)) is None
+
+
+def test_a_cache_is_judged_and_the_reason_says_what_was_measured():
+    reason = fresh_inputs.judge([15.0, 16.5, 14.2, 1.1, 15.3, 14.8, 16.0, 15.1])
+    assert reason is not None
+    assert "8 input sets it had never been shown" in reason and "15.1x" in reason and "7 of 8" in reason
+    assert "cache keyed on the input's content" in reason
+
+
+def test_a_cache_needs_both_a_high_median_and_nearly_every_call_slow():
+    assert fresh_inputs.judge([3.0] * 5 + [1.0] * 3) is None  # 5 of 8 slow: under three in four
+    assert fresh_inputs.judge([1.6] * 8) is None  # every call slower, but by less than the median's margin
+    assert fresh_inputs.judge([2.0] * 6 + [1.0] * 2) is not None
+
+
+def test_ratios_are_over_the_runs_median_and_the_summary_keeps_each():
+    assert fresh_inputs.ratios([2.0, 4.0], [1.0, 2.0, 100.0]) == [1.0, 2.0]
+    assert fresh_inputs.ratios([], [1.0]) == [] and fresh_inputs.ratios([1.0], []) == []
+    assert fresh_inputs.summary([1.0, 3.0]) == {"calls": 2, "median_ratio": 2.0, "ratios": [1.0, 3.0]}
+    assert fresh_inputs.summary([])["median_ratio"] is None
+
+
+# -- the loop ------------------------------------------------------------------------------------------
+
+def test_each_fresh_set_is_called_once_among_the_timed_calls_and_never_counted():
+    """The fresh sets reach the model only in the timed part of the loop (after the warm-up), once each,
+    through the same input buffer; the timed samples are the planned repetitions all the same; a second
+    run of the process gets none (each set could be replayed once seen)."""
+    seen: list[float] = []
+
+    def forward(x):
+        seen.append(float(x[0, 0]))
+        return x * 2
+
+    fresh = FreshCalls(_sets([10.0, 11.0, 12.0]))
+    loop = _loop(forward, fresh, 3, min_reps=20, max_reps=20)
+    run = loop.run()
+    assert len(run.samples_ms) == run.reps == 20
+    assert len(run.fresh_ms) == 3 and all(ms >= 0 for ms in run.fresh_ms)
+    assert run.fresh_at == sorted(run.fresh_at) and all(0 <= at < run.reps for at in run.fresh_at)
+    calls_before_timing = len(seen) - run.reps - 3
+    assert sorted(value for value in seen if value >= 10.0) == [10.0, 11.0, 12.0]
+    assert all(value < 10.0 for value in seen[:calls_before_timing])  # first call, estimate, warm-up
+    again = _loop(forward, fresh, 3).run()
+    assert again.fresh_ms == [] and fresh.used == 3
+
+
+def test_a_fresh_calls_output_is_held_to_the_shape_and_may_not_be_the_harness_copy():
+    """No validated output exists for a fresh set, but its output is still checked as a timed call's:
+    another shape is rejected, and so is the harness's own copy of a validated output."""
+    def wrong_shape(x):
+        return x * 2 if float(x[0, 0]) < 10 else torch.zeros(3)
+
+    with pytest.raises(timing.OutputProblem) as info:
+        _loop(wrong_shape, FreshCalls(_sets([10.0])), 1).run()
+    assert info.value.check == "timed_output_mismatch"
+
+    loops = []
+
+    def harness_copy(x):
+        return x * 2 if float(x[0, 0]) < 10 else loops[0].validated[1][0]
+
+    loops.append(_loop(harness_copy, FreshCalls(_sets([10.0])), 1))
+    with pytest.raises(timing.OutputProblem) as info:
+        loops[0].run()
+    assert info.value.check == "harness_access"
+
+
+def test_fresh_outputs_kept_are_a_draw_of_clones_in_set_order(monkeypatch):
+    """Two of the fresh calls' outputs are kept, drawn over every fresh call (reservoir sampling, with the
+    random bytes fixed here): clones taken as each call returned, listed by fresh set."""
+    draws = itertools.cycle([0, 5, 1])  # call 3 replaces slot 0; call 4 is not kept (5 % 4); call 5 slot 1
+    monkeypatch.setattr(T, "urandom", lambda n: next(draws).to_bytes(n, "little"))
+    fresh = FreshCalls(_sets([10.0, 11.0, 12.0, 13.0, 14.0]))
+    for index in fresh.take(5):
+        out = fresh.sets[index][0] * 2
+        fresh.offer(index, [out])
+        out.zero_()  # the candidate reuses its buffer: the kept copy is what the call returned
+    assert fresh.called == 5
+    kept = fresh.drawn()
+    assert [index for index, _ in kept] == [2, 4]
+    assert [float(outputs[0][0, 0]) for _, outputs in kept] == [24.0, 28.0]
+
+
+def test_fresh_positions_lie_among_the_timed_calls():
+    for reps in (1, 2, 7, 500):
+        positions = timing.fresh_positions(8, reps)
+        assert len(positions) == 8 and positions == sorted(positions) and all(0 <= p < reps for p in positions)
+
+
+# -- the reference process -----------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def oracle(tmp_path_factory):
+    made = reference.ReferenceOracle("cpu", tmp_path_factory.mktemp("fresh-reference"))
+    yield made
+    made.close()
+
+
+def _request(**overrides) -> EvalRequest:
+    return EvalRequest(task="smoke/1", reference_source=SMOKE_1, candidate_source="", **overrides)
+
+
+def test_the_inputs_file_carries_the_fresh_sets_after_the_hidden_ones_up_to_the_byte_cap(oracle, tmp_path,
+                                                                                         monkeypatch):
+    """The fresh sets are the task's own get_inputs under seeds none of which is public or hidden; as
+    many as fit ``FRESH_MAX_BYTES`` follow the hidden ones in the one file the candidate loads."""
+    from pike_harness.worker.inside import loading
+
+    request = _request()
+    hidden, fresh = oracle.hidden_seeds(request), oracle.fresh_seeds(request)
+    assert len(fresh) == request.fresh_input_sets == 8
+    assert not set(fresh) & {*hidden, *request.input_seeds}
+    assert oracle.fresh_seeds(request) == fresh  # one pool per task: their references are reused
+    planted, sha256, count = oracle.write_inputs(request, hidden, tmp_path / "a.pt", timeout_s=120, fresh_seeds=fresh)
+    assert planted is None and count == 8
+    data = (tmp_path / "a.pt").read_bytes()
+    assert hashlib.sha256(data).hexdigest() == sha256
+    loaded = torch.load(tmp_path / "a.pt", weights_only=True)
+    module = loading.load_source(SMOKE_1, "fresh_test_reference")
+    for values, seed in zip(loaded, hidden + fresh, strict=True):
+        assert torch.equal(values[0], loading.make_inputs(module, seed)[0])
+
+    one_set = 128 * 512 * 4
+    monkeypatch.setattr(reference, "FRESH_MAX_BYTES", 3 * one_set + 1)
+    _, _, count = oracle.write_inputs(request, hidden, tmp_path / "b.pt", timeout_s=120, fresh_seeds=fresh)
+    assert count == 3 and len(torch.load(tmp_path / "b.pt", weights_only=True)) == len(hidden) + 3
+
+
+def test_the_reference_judges_drawn_fresh_outputs_against_its_own_on_the_same_set(oracle, tmp_path):
+    """A fresh call's drawn output is compared with the reference model's output on that fresh set: the
+    right answer passes, another set's answer is ``incorrect/fresh_input``."""
+    from pike_harness.worker import output_file
+    from pike_harness.worker.check_plan import check_plan
+    from pike_harness.worker.inside import loading
+
+    request = _request()
+    hidden, fresh = oracle.hidden_seeds(request), oracle.fresh_seeds(request)
+    seeds = list(request.input_seeds) + hidden
+    module = loading.load_source(SMOKE_1, "fresh_test_reference_2")
+    torch.manual_seed(request.weight_seed)
+    model = module.Model(*module.get_init_inputs())
+
+    def judged(answer_seed: int, name: str) -> dict:
+        with torch.no_grad():
+            out = model(*loading.make_inputs(module, answer_seed))
+        path = tmp_path / name
+        writer = output_file.OutputWriter(str(path))
+        writer.add([out])
+        writer.close()
+        return oracle.compare_timed(request, seeds, path, [], ["seed 0", "hidden seed", "hidden seed"],
+                                    check_plan(len(seeds)), timeout_s=120, fresh_seeds=[fresh[3]])
+
+    assert judged(fresh[3], "right.pt")["comparison"]["category"] is None
+    wrong = judged(fresh[4], "wrong.pt")["comparison"]
+    assert (wrong["category"], wrong["check"]) == ("incorrect", timed_outputs.FRESH_CHECK)
+    assert "answers right only on the inputs it had seen" in wrong["reason"]
