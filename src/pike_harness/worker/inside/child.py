@@ -263,7 +263,7 @@ class CandidateProcess:
         n_sets = len(pristine)
         torch.manual_seed(secrets.randbits(62))  # the hidden seeds must not stay readable via initial_seed()
         self.input_sets = [loading.to_device(values, self.device) for values in pristine]
-        # Kept in host memory, each copied into the input buffers only for its call: the device holds
+        # Kept in host memory until the timing that calls them (``TimedLoop._staged``): the device holds
         # nothing more than before while the check runs (a solution that reads memory it does not own,
         # level3-pike 23's published one, answered otherwise with the sets on the device beside it).
         self.fresh = FreshCalls(unseen)
