@@ -70,17 +70,21 @@ def test_ratios_are_over_the_runs_median_and_the_summary_keeps_each():
 
 def test_each_fresh_set_is_called_once_among_the_timed_calls_and_never_counted():
     """The fresh sets reach the model only in the timed part of the loop (after the warm-up), once each,
-    through the same input buffer; the timed samples are the planned repetitions all the same; a second
+    through the same input buffer, staged before the run's first call; the timed samples are the planned repetitions all the same; a second
     run of the process gets none (each set could be replayed once seen)."""
     seen: list[float] = []
+    taken_before: list[int] = []
 
     def forward(x):
+        taken_before.append(fresh.used)
         seen.append(float(x[0, 0]))
         return x * 2
 
     fresh = FreshCalls(_sets([10.0, 11.0, 12.0]))
     loop = _loop(forward, fresh, 3, min_reps=20, max_reps=20)
     run = loop.run()
+    # the run's sets went to the device before its first call (TimedLoop._staged), none while it ran
+    assert taken_before[0] == 3
     assert len(run.samples_ms) == run.reps == 20
     assert len(run.fresh_ms) == 3 and all(ms >= 0 for ms in run.fresh_ms)
     assert run.fresh_at == sorted(run.fresh_at) and all(0 <= at < run.reps for at in run.fresh_at)
