@@ -158,10 +158,10 @@ def test_the_inputs_file_carries_the_fresh_sets_after_the_hidden_ones_up_to_the_
     from pike_harness.worker.inside import loading
 
     request = _request()
-    hidden, fresh = oracle.hidden_seeds(request), oracle.fresh_seeds(request)
+    hidden, fresh = oracle.hidden_seeds(request), oracle.fresh_seeds(request, 8)
     assert len(fresh) == request.fresh_input_sets == 8
     assert not set(fresh) & {*hidden, *request.input_seeds}
-    assert oracle.fresh_seeds(request) == fresh  # one pool per task: their references are reused
+    assert oracle.fresh_seeds(request, 24)[:8] == fresh  # one pool per task: their references are reused
     planted, sha256, count = oracle.write_inputs(request, hidden, tmp_path / "a.pt", timeout_s=120, fresh_seeds=fresh)
     assert planted is None and count == 8
     data = (tmp_path / "a.pt").read_bytes()
@@ -185,7 +185,7 @@ def test_the_reference_judges_drawn_fresh_outputs_against_its_own_on_the_same_se
     from pike_harness.worker.inside import loading
 
     request = _request()
-    hidden, fresh = oracle.hidden_seeds(request), oracle.fresh_seeds(request)
+    hidden, fresh = oracle.hidden_seeds(request), oracle.fresh_seeds(request, 8)
     seeds = list(request.input_seeds) + hidden
     module = loading.load_source(SMOKE_1, "fresh_test_reference_2")
     torch.manual_seed(request.weight_seed)

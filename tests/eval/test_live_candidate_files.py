@@ -41,7 +41,7 @@ class _Oracle:
     def hidden_seeds(self, request):
         return [7]
 
-    def fresh_seeds(self, request):
+    def fresh_seeds(self, request, count):
         return [8]
 
     def write_inputs(self, request, seeds, path, timeout_s, tick=None, fresh_seeds=()):

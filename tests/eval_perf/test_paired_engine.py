@@ -259,3 +259,51 @@ def test_a_timing_off_the_canary_baseline_is_redone_then_flagged(engine):
     assert result.noise.redone == 1 and "noise canary read" in result.noise.flagged
     assert result.noise.canary_baseline_ms == 1e-6 and "noisy_timing" in result.flags
     assert watch.baseline("cpu") == 1e-6, "the flagged readings stayed out of the baseline"
+
+
+# A content cache that counts its calls: it computes honestly through the check and the ordinary timing
+# (about 22 calls at protocol quick), then replays each input it has seen, so only the paired blocks
+# (later timings of the same process) would time replayed answers.
+LATE_CACHE = textwrap.dedent("""
+    import torch
+    import torch.nn as nn
+
+
+    class ModelNew(nn.Module):
+        def __init__(self, in_features, out_features):
+            super().__init__()
+            self.linear = nn.Linear(in_features, out_features, bias=False)
+            self.answers = {}
+            self.calls = 0
+
+        def forward(self, x):
+            self.calls += 1
+            flat = x.reshape(-1)
+            key = tuple(flat[:4].tolist() + flat[-4:].tolist())
+            if self.calls > 30 and key in self.answers:
+                return self.answers[key]
+            self.answers[key] = torch.relu(self.linear(x)).clone()
+            return self.answers[key]
+""")
+
+
+def test_a_cache_that_replays_only_in_the_paired_blocks_is_rejected_by_their_fresh_calls(engine, monkeypatch):
+    """Each candidate block makes a fresh call by chance (``fresh_inputs.BLOCK_CHANCE``, 1 here so the
+    count is known): a cache that waits for the blocks meets sets it never saw there and is judged on
+    those calls, apart from the ordinary timing's (which it passed). An honest candidate's blocks make
+    the same calls and pass."""
+    from pike_harness.worker.supervise import fresh_inputs
+
+    monkeypatch.setattr(fresh_inputs, "BLOCK_CHANCE", 1.0)
+    spec = {"block_ms": 20.0, "target_halfwidth": 1e-9, "min_pairs": 6, "max_pairs": 6}
+    cached = engine.submit(_paired(LATE_CACHE, **spec)).result(300)
+    assert (cached.category, cached.check) == ("rejected", "content_cache"), cached.reason
+    assert "the paired re-timing's blocks" in cached.reason
+    fresh = cached.environment["fresh_inputs"]
+    assert fresh["calls"] == 8 and fresh["median_ratio"] < fresh_inputs.MEDIAN_RATIO  # the ordinary timing passed
+    assert fresh["blocks"]["calls"] == 7  # a warm-up pair and six counted ones: one fresh call per candidate block
+    assert len(cached.seeds["fresh"]) == 8 + fresh_inputs.BLOCK_SETS
+
+    honest = engine.submit(_paired(PLAIN, **spec)).result(300)
+    assert honest.category == "correct", honest.reason
+    assert honest.environment["fresh_inputs"]["blocks"]["calls"] == 7

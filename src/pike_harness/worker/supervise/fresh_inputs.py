@@ -13,7 +13,13 @@ noisy host (a launch-bound call's time has a long tail) is not taken for one: wi
 ``MEDIAN_RATIO`` and at least ``SHARE`` of the ratios are at least ``SLOWER``. A cache that saves
 less than that, or a model whose timings give fewer fresh calls (inputs too large to send
 ``MIN_CALLS`` fresh sets, ``reference.FRESH_MAX_BYTES``), is not judged; the result records the
-ratios either way. Standard library only.
+ratios either way.
+
+A paired re-timing's blocks (``engine/paired.py``) are later timings of the same process: a cache that
+counts its timings could compute honestly through the ordinary one and replay only there. With a
+paired re-timing asked for, ``BLOCK_SETS`` more fresh sets are sent, and each candidate block makes
+one fresh call with probability ``BLOCK_CHANCE`` while they last; their ratios (each over its own
+block's median) are judged alike, apart from the ordinary timing's. Standard library only.
 """
 
 from __future__ import annotations
@@ -26,6 +32,13 @@ MIN_CALLS = 4
 MEDIAN_RATIO = 2.0
 SLOWER = 1.5
 SHARE = 0.75
+BLOCK_SETS = 16  # fresh sets kept for a paired re-timing's blocks, beside EvalRequest.fresh_input_sets
+BLOCK_CHANCE = 0.5  # the chance that a candidate block makes a fresh call (one), while sets last
+
+
+def pool_size(fresh_input_sets: int, paired: bool) -> int:
+    """How many fresh sets an evaluation asks for: the ordinary timing's, and the blocks' when paired."""
+    return fresh_input_sets + (BLOCK_SETS if paired and fresh_input_sets > 0 else 0)
 
 
 def ratios(fresh_ms: Sequence[float], samples_ms: Sequence[float]) -> list[float]:
@@ -43,8 +56,8 @@ def summary(all_ratios: Sequence[float]) -> dict[str, object]:
             "ratios": [round(value, 4) for value in all_ratios]}
 
 
-def judge(all_ratios: Sequence[float]) -> str | None:
-    """Why the fresh calls say the timed calls were replayed (the rejection's reason), or None."""
+def judge(all_ratios: Sequence[float], where: str = "the timing") -> str | None:
+    """Why the fresh calls of ``where`` say its timed calls were replayed (the rejection's reason), or None."""
     n = len(all_ratios)
     if n < MIN_CALLS:
         return None
@@ -53,6 +66,6 @@ def judge(all_ratios: Sequence[float]) -> str | None:
     if median < MEDIAN_RATIO or slower < SHARE * n:
         return None
     return (f"timing: calls on {n} input sets it had never been shown, made at random places among the timed "
-            f"calls, took {median:.1f}x the timed calls' median (median ratio; {slower} of {n} at least "
+            f"calls of {where}, took {median:.1f}x the timed calls' median (median ratio; {slower} of {n} at least "
             f"{SLOWER:g}x): the timed calls, on inputs it had seen, were answered from a cache keyed on the "
             "input's content")

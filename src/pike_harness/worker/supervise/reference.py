@@ -71,6 +71,7 @@ TICK_S = 0.25
 # The fresh input sets written per evaluation, in bytes at most (as the task's get_inputs makes them):
 # every evaluation's file carries them, so a task with large inputs gets fewer, down to none.
 FRESH_MAX_BYTES = 256 * 1024 * 1024
+FRESH_POOL = 64  # fresh seeds drawn per task; an evaluation takes the first few
 
 
 def draw_seeds(count: int, exclude: set[int]) -> list[int]:
@@ -216,16 +217,16 @@ class ReferenceOracle:
                 self._pools[key] = draw_seeds(request.hidden_input_sets, exclude=set(request.input_seeds))
             return list(self._pools[key])
 
-    def fresh_seeds(self, request: EvalRequest) -> list[int]:
-        """This run's secret fresh seeds for the request's task (``EvalRequest.fresh_input_sets``; none of
-        its public or hidden seeds): drawn on first use, then reused, so their reference outputs are."""
+    def fresh_seeds(self, request: EvalRequest, count: int) -> list[int]:
+        """The first ``count`` (at most ``FRESH_POOL``) of this run's secret fresh seeds for the request's
+        task (none of its public or hidden seeds): drawn on first use, then reused, so their reference
+        outputs are."""
         hidden = self.hidden_seeds(request)
-        key = ("fresh", _task_key(request), request.weight_seed, tuple(request.input_seeds), tuple(hidden),
-               request.fresh_input_sets)
+        key = ("fresh", _task_key(request), request.weight_seed, tuple(request.input_seeds), tuple(hidden))
         with self._pool_lock:
             if key not in self._pools:
-                self._pools[key] = draw_seeds(request.fresh_input_sets, exclude={*request.input_seeds, *hidden})
-            return list(self._pools[key])
+                self._pools[key] = draw_seeds(FRESH_POOL, exclude={*request.input_seeds, *hidden})
+            return list(self._pools[key][:max(0, count)])
 
     def write_inputs(self, request: EvalRequest, seeds: list[int], path: Path, timeout_s: float,
                      tick: Callable[[], None] | None = None,

@@ -242,6 +242,8 @@ class Evaluation:
         self.hidden_seeds = oracle.hidden_seeds(request)  # this run's secret pool for the task
         self.fresh_seeds: list[int] = []  # those of the task's fresh seeds whose sets the inputs file holds
         self.fresh_ratios: list[float] = []  # each fresh call's time over its run's median (``fresh_inputs``)
+        self.block_fresh_ratios: list[float] = []  # the same for the paired re-timing's blocks
+        self.timed_once = False  # the ordinary timing ran (its redone runs make no fresh calls)
         self.secrets = redaction.secret_values(settings.source_environ())
         self.popen: subprocess.Popen | None = None
         self.spawned: Spawned | None = None  # the candidate's process as started (its log descriptors)
@@ -336,8 +338,8 @@ class Evaluation:
         began = time.monotonic()
         # Waiting for the reference process (other candidates' comparisons and timings hold it, for
         # minutes): the idle candidate is policed meanwhile, as while it waits for the device.
-        wanted = self.request.fresh_input_sets > 0 and self.settings.fresh_inputs
-        pool = self.oracle.fresh_seeds(self.request) if wanted else []
+        wanted = fresh_inputs.pool_size(self.request.fresh_input_sets, self.request.paired is not None)
+        pool = self.oracle.fresh_seeds(self.request, wanted) if wanted and self.settings.fresh_inputs else []
         planted, self.inputs_sha256, fresh = self.oracle.write_inputs(self.request, self.hidden_seeds,
                                                                       self.exchange / "inputs.pt",
                                                                       timeout_s=self.request.limits.run_timeout_s,
@@ -520,7 +522,7 @@ class Evaluation:
             self._notify("timing_end")
         watch.record(self.device, report)
         self.environment["fresh_inputs"] = fresh_inputs.summary(self.fresh_ratios)
-        cached = fresh_inputs.judge(self.fresh_ratios)
+        cached = fresh_inputs.judge(self.fresh_ratios, "the ordinary timing")
         if cached is not None:
             raise _Concluded(self._conclude(REJECTED, fresh_inputs.CHECK, cached, outputs=comparison.checks))
         self.noise = report
@@ -538,6 +540,11 @@ class Evaluation:
             from pike_harness.worker.supervise.engine import paired
 
             paired.retime(self)
+            if self.block_fresh_ratios:
+                self.environment["fresh_inputs"]["blocks"] = fresh_inputs.summary(self.block_fresh_ratios)
+            cached = fresh_inputs.judge(self.block_fresh_ratios, "the paired re-timing's blocks")
+            if cached is not None:
+                raise _Concluded(self._conclude(REJECTED, fresh_inputs.CHECK, cached, outputs=comparison.checks))
         self._judge_timed_outputs()
         if request.profile:
             self._profile()
@@ -602,8 +609,13 @@ class Evaluation:
         command: dict[str, Any] = {"cmd": "time", "nonce": nonce, "shared": shared}
         if params is not None:
             command["params"] = params
-        else:  # the ordinary timing: the fresh calls too (the child makes those of its sets not yet used)
-            command["fresh"] = len(self.fresh_seeds)
+        # Fresh calls (``fresh_inputs``): the ordinary timing's first run makes the request's number, a
+        # paired block one by chance; the child makes those its unused sets allow.
+        if params is None:
+            command["fresh"] = 0 if self.timed_once else min(request.fresh_input_sets, len(self.fresh_seeds))
+            self.timed_once = True
+        elif request.paired is not None and secrets.randbelow(1_000_000) < fresh_inputs.BLOCK_CHANCE * 1_000_000:
+            command["fresh"] = 1
         if core is not None:
             command["core"] = core
         self._send(command, "timing")
@@ -625,7 +637,11 @@ class Evaluation:
         if problem:
             raise _Concluded(self._conclude(REJECTED, "timer_cross_check", problem, outputs=comparison.checks))
         canary = [float(x) for x in timed.get("canary_ms") or [] if x > 0]
-        self.fresh_ratios += fresh_inputs.ratios([float(x) for x in run.get("fresh_ms") or []], samples)
+        ratios = fresh_inputs.ratios([float(x) for x in run.get("fresh_ms") or []], samples)
+        if params is None:
+            self.fresh_ratios += ratios
+        else:
+            self.block_fresh_ratios += ratios
         return TimedBlock(stats=protocol.summarize(samples, float(run.get("host_wall_ms") or 0.0)), reply=timed,
                           start_ns=start_ns, end_ns=end_ns, steal=steal,
                           canary_pair=(canary[0], canary[1]) if len(canary) == 2 else (None, None))

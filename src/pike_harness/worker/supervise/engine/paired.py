@@ -34,6 +34,10 @@ How, once the candidate's ordinary timing has passed (the device is still held f
    could not be set, the candidate gets the flag ``paired_unpinned`` and the reason in ``flagged``:
    those pairs did not share a core.
 
+Each candidate block may make one uncounted call on an input set its process was never shown
+(``fresh_inputs``: a cache that waits for the blocks to replay is judged there); the reference's
+blocks make none.
+
 A reference that fails, or a side that cannot be stopped, leaves the candidate's verdict as it is:
 ``paired`` stays None, the flag ``paired_unavailable`` is set and ``environment["paired"]`` says why.
 A candidate that breaks a rule in one of its blocks is judged for it, as in any timing.
@@ -87,7 +91,7 @@ def retime(candidate: Evaluation) -> None:
     request = candidate.request
     assert request.paired is not None
     reference = Evaluation(replace(request, candidate_source=request.reference_source, baseline_mode="eager",
-                                   paired=None, profile=False, request_id=uuid.uuid4().hex),
+                                   paired=None, profile=False, fresh_input_sets=0, request_id=uuid.uuid4().hex),
                            candidate.oracle, candidate.settings)
     reference.share_abort(candidate)  # closing the engine stops the reference's stages too
     began = time.monotonic()
