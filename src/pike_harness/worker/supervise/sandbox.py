@@ -17,7 +17,7 @@ import signal
 import subprocess
 import threading
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -138,19 +138,49 @@ def unique_memory_bytes(info: ProcessInfo) -> int:
     return info.rss_bytes
 
 
-def memory_bytes(members: Iterable[ProcessInfo], limit_bytes: int) -> int:
+def memory_bytes(members: Iterable[ProcessInfo], limit_bytes: int, *, less_shmem: Collection[int] = ()) -> int:
     """The members' memory as policing judges it against ``limit_bytes``: their PSS (``unique_memory_bytes``).
 
     RSS bounds PSS from above and comes free with the ``/proc`` scan, while ``smaps_rollup`` costs
     about 9 ms per process that holds torch (measured on the 2-core CPU VM, 2026-11-28), read four
     times a second per candidate. So while the RSS sum is within the limit, it is returned (the PSS
     sum is within it too); only above it is the PSS read.
+
+    ``less_shmem``: pids whose shared-memory pages are left out (``RssShmem`` from their status, and
+    ``Pss_Shmem`` where the PSS is read), because the objects they map are weighed whole beside this
+    figure (``held_memory``): their touched pages would count twice. Where a figure cannot be read,
+    nothing is left out.
     """
     members = list(members)
-    rss = sum(info.rss_bytes for info in members)
+    rss = sum(max(0, info.rss_bytes - _fields(info.pid, b"status", (b"RssShmem:",)).get(b"RssShmem:", 0))
+              if info.pid in less_shmem else info.rss_bytes for info in members)
     if rss <= limit_bytes:
         return rss
-    return sum(unique_memory_bytes(info) for info in members)
+    return sum(_pss_less_shmem(info) if info.pid in less_shmem else unique_memory_bytes(info) for info in members)
+
+
+def _pss_less_shmem(info: ProcessInfo) -> int:
+    """``unique_memory_bytes`` less the shared-memory part of the PSS, from one read of ``smaps_rollup``."""
+    found = _fields(info.pid, b"smaps_rollup", (b"Pss:", b"Pss_Shmem:"))
+    if b"Pss:" not in found:
+        return info.rss_bytes
+    return max(0, found[b"Pss:"] - found.get(b"Pss_Shmem:", 0))
+
+
+def _fields(pid: int, name: bytes, keys: tuple[bytes, ...]) -> dict[bytes, int]:
+    """The ``KEY: N kB`` fields of ``/proc/PID/<name>`` asked for, in bytes; those unreadable left out."""
+    found: dict[bytes, int] = {}
+    try:
+        with open(b"/proc/%d/%s" % (pid, name), "rb") as handle:
+            for line in handle:
+                key = line.split(b" ", 1)[0].split(b"\t", 1)[0]
+                if key in keys:
+                    found[key] = int(line.split()[1]) * 1024
+                    if len(found) == len(keys):
+                        break
+    except (OSError, ValueError, IndexError):
+        pass
+    return found
 
 
 def live_processes() -> list[ProcessInfo]:

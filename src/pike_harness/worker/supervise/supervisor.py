@@ -65,6 +65,7 @@ from pike_harness.worker.supervise import (
     exchange,
     fresh_inputs,
     gpu_clocks,
+    held_memory,
     jit_caches,
     noise,
     sandbox,
@@ -857,7 +858,9 @@ class Evaluation:
         """Kill the candidate when its sandbox holds too many processes, threads, memory or disk.
 
         Counted over the sandbox's PID namespace (``sandbox.sandbox_members``), so what a candidate
-        starts with ``setsid()`` or a double fork counts too.
+        starts with ``setsid()`` or a double fork counts too. Every ``DISK_POLICE_S`` the memory also
+        counts what its processes hold in memfds and deleted shared-memory files (``held_memory``), which
+        no RSS shows.
         """
         assert self.popen is not None
         if self._aborted.is_set():
@@ -878,13 +881,27 @@ class Evaluation:
                                             f"the candidate's processes ran {threads} threads, over the "
                                             f"{limits.max_threads} limit"))
         memory_mb = limits.memory_mb
+        disk_due = now - self._disk_policed >= DISK_POLICE_S
         if memory_mb:
-            rss = sandbox.memory_bytes(members, int(memory_mb * 1024 * 1024)) / (1024 * 1024)
-            if rss > memory_mb:
+            limit = int(memory_mb * 1024 * 1024)
+            held = held_memory.Held()
+            if disk_due:  # memfds and deleted shared-memory files: a walk of fds and maps, at the disk walk's pace
+                folders = [f for f in (self.scratch, self.spawned_exchange, self.exchange) if f is not None]
+                held = held_memory.measure([(m.pid, m.start) for m in members],
+                                           counted_as_disk=held_memory.devices_of(folders))
+            if held.over:
                 raise _Concluded(self._conclude(RUNTIME_ERROR, "memory_limit",
-                                                f"the candidate's processes used {rss:.0f} MB, over the "
-                                                f"{memory_mb} MB limit"))
-        if now - self._disk_policed >= DISK_POLICE_S:
+                                                f"the memory the candidate's processes hold in memfd and deleted "
+                                                f"shared-memory files could not all be counted ({held.over}), "
+                                                f"judged over the {memory_mb} MB limit"))
+            used = held.bytes + sandbox.memory_bytes(members, limit - held.bytes, less_shmem=held.mapped_by)
+            if used > limit:
+                of_it = f" ({held.bytes / 2**20:.0f} MB of it held in memfd and deleted shared-memory files)" \
+                    if held.bytes else ""
+                raise _Concluded(self._conclude(RUNTIME_ERROR, "memory_limit",
+                                                f"the candidate's processes used {used / 2**20:.0f} MB{of_it}, "
+                                                f"over the {memory_mb} MB limit"))
+        if disk_due:
             self._disk_policed = now
             self._police_disk(members)
 
