@@ -1,11 +1,11 @@
 """Fresh calls: input sets the candidate's process sees only inside a timed loop, one call each
-(``inside/timing.py`` ``FreshCalls``), the verdict on their times (``supervise/fresh_inputs.py``) and the
-reference process's share (``reference.py``: the fresh sets written, their drawn outputs judged). The
-corpus plays the attacks from real candidates (``cache_by_content_sample``, ``answers_only_seen_inputs``)."""
+(``inside/timing.py`` ``FreshCalls``), made before its import (``loading.inputs_within``), the verdict
+on their times (``supervise/fresh_inputs.py``) and the reference process's share (``reference.py``: the
+kept outputs judged). The corpus plays the attacks from real candidates (``cache_by_content_sample``,
+``cache_primed_from_exchange``, ``answers_only_seen_inputs``)."""
 
 from __future__ import annotations
 
-import hashlib
 import itertools
 import random
 from pathlib import Path
@@ -50,17 +50,22 @@ def test_a_cache_is_judged_and_the_reason_says_what_was_measured():
     reason = fresh_inputs.judge([15.0, 16.5, 14.2, 1.1, 15.3, 14.8, 16.0, 15.1])
     assert reason is not None
     assert "8 input sets it had never been shown" in reason and "15.1x" in reason and "7 of 8" in reason
+    assert "of the ordinary timing" in fresh_inputs.judge([9.0] * 4, "the ordinary timing")
     assert "cache keyed on the input's content" in reason
 
 
 def test_a_cache_needs_both_a_high_median_and_nearly_every_call_slow():
     assert fresh_inputs.judge([3.0] * 5 + [1.0] * 3) is None  # 5 of 8 slow: under three in four
-    assert fresh_inputs.judge([1.6] * 8) is None  # every call slower, but by less than the median's margin
-    assert fresh_inputs.judge([2.0] * 6 + [1.0] * 2) is not None
+    assert fresh_inputs.judge([1.4] * 8) is None  # every call slower, but by less than the margin
+    assert fresh_inputs.judge([1.6] * 6 + [1.0] * 2) is not None
 
 
-def test_ratios_are_over_the_runs_median_and_the_summary_keeps_each():
+def test_ratios_are_over_the_smaller_of_the_runs_mean_and_median_and_the_summary_keeps_each():
+    """The median under a long tail; the mean when some calls are far faster (a cache replaying only
+    some calls leaves the median alone and pulls the mean, the ``pike`` protocol's headline, down)."""
     assert fresh_inputs.ratios([2.0, 4.0], [1.0, 2.0, 100.0]) == [1.0, 2.0]
+    assert fresh_inputs.ratios([1.0], [0.1, 1.0, 1.0]) == pytest.approx([1.0 / 0.7])
+    assert fresh_inputs.ratios([1.0], [0.0, 0.0]) == [fresh_inputs.MAX_RATIO]  # finite, for the result's JSON
     assert fresh_inputs.ratios([], [1.0]) == [] and fresh_inputs.ratios([1.0], []) == []
     assert fresh_inputs.summary([1.0, 3.0]) == {"calls": 2, "median_ratio": 2.0, "ratios": [1.0, 3.0]}
     assert fresh_inputs.summary([])["median_ratio"] is None
@@ -95,6 +100,34 @@ def test_each_fresh_set_is_called_once_among_the_timed_calls_and_never_counted()
     assert again.fresh_ms == [] and fresh.used == 3
 
 
+def test_a_run_that_fails_gives_back_the_sets_it_had_not_called_yet():
+    """A timing that ends early (out of device memory beside others' models, to be run again alone) must
+    not spend fresh sets the candidate never saw: the run again makes its fresh calls."""
+    calls = []
+
+    def forward(x):
+        calls.append(float(x[0, 0]))
+        if len(calls) == 2:
+            raise RuntimeError("CUDA out of memory")
+        return x * 2
+
+    fresh = FreshCalls(_sets([10.0, 11.0, 12.0, 13.0]))
+    with pytest.raises(RuntimeError):
+        _loop(forward, fresh, 4).run()
+    assert fresh.used == 0
+    run = _loop(lambda x: x * 2, fresh, 4, min_reps=16, max_reps=16).run()
+    assert len(run.fresh_ms) == 4 and fresh.used == 4
+
+
+def test_a_slow_models_few_repetitions_get_fewer_fresh_calls_and_the_rest_wait():
+    """A quarter of the repetitions, at least 4: the fresh calls are extra, and the device is held."""
+    fresh = FreshCalls(_sets([10.0 + i for i in range(8)]))
+    run = _loop(lambda x: x * 2, fresh, 8, min_reps=5, max_reps=5).run()
+    assert len(run.fresh_ms) == timing.FRESH_MIN_CALLS and fresh.used == timing.FRESH_MIN_CALLS
+    run = _loop(lambda x: x * 2, fresh, 8, min_reps=40, max_reps=40).run()
+    assert len(run.fresh_ms) == 4 and fresh.used == 8  # ten were allowed; four sets were left
+
+
 def test_a_fresh_calls_output_is_held_to_the_shape_and_may_not_be_the_harness_copy():
     """No validated output exists for a fresh set, but its output is still checked as a timed call's:
     another shape is rejected, and so is the harness's own copy of a validated output."""
@@ -116,11 +149,20 @@ def test_a_fresh_calls_output_is_held_to_the_shape_and_may_not_be_the_harness_co
     assert info.value.check == "harness_access"
 
 
-def test_fresh_outputs_kept_are_a_draw_of_clones_in_set_order(monkeypatch):
-    """Two of the fresh calls' outputs are kept, drawn over every fresh call (reservoir sampling, with the
-    random bytes fixed here): clones taken as each call returned, listed by fresh set."""
+def test_every_fresh_output_is_kept_while_they_fit():
+    fresh = FreshCalls(_sets([10.0, 11.0, 12.0]))
+    for index in fresh.take(3):
+        fresh.offer(index, [fresh.sets[index][0] * 2])
+    assert [index for index, _ in fresh.drawn()] == [0, 1, 2]
+
+
+def test_fresh_outputs_past_the_byte_budget_are_a_draw_of_clones_in_set_order(monkeypatch):
+    """Past ``KEEP_BYTES`` (here two outputs' worth), a uniform sample over every fresh call is kept
+    (reservoir sampling, with the random bytes fixed here): clones taken as each call returned, listed
+    by fresh set."""
     draws = itertools.cycle([0, 5, 1])  # call 3 replaces slot 0; call 4 is not kept (5 % 4); call 5 slot 1
     monkeypatch.setattr(T, "urandom", lambda n: next(draws).to_bytes(n, "little"))
+    monkeypatch.setattr(FreshCalls, "KEEP_BYTES", 2 * 16 * 4)
     fresh = FreshCalls(_sets([10.0, 11.0, 12.0, 13.0, 14.0]))
     for index in fresh.take(5):
         out = fresh.sets[index][0] * 2
@@ -151,30 +193,30 @@ def _request(**overrides) -> EvalRequest:
     return EvalRequest(task="smoke/1", reference_source=SMOKE_1, candidate_source="", **overrides)
 
 
-def test_the_inputs_file_carries_the_fresh_sets_after_the_hidden_ones_up_to_the_byte_cap(oracle, tmp_path,
-                                                                                         monkeypatch):
-    """The fresh sets are the task's own get_inputs under seeds none of which is public or hidden; as
-    many as fit ``FRESH_MAX_BYTES`` follow the hidden ones in the one file the candidate loads."""
+def test_the_fresh_sets_are_the_tasks_own_inputs_within_the_byte_cap_and_leave_no_seed_readable():
+    """Made in the candidate's process before its import (``child.load``): the task's get_inputs under each
+    seed in order, while they fit the cap; torch's generator is reseeded after, so no fresh seed can be
+    read back (``torch.initial_seed()``) by code that runs later in that process."""
     from pike_harness.worker.inside import loading
 
-    request = _request()
-    hidden, fresh = oracle.hidden_seeds(request), oracle.fresh_seeds(request, 8)
-    assert len(fresh) == request.fresh_input_sets == 8
-    assert not set(fresh) & {*hidden, *request.input_seeds}
-    assert oracle.fresh_seeds(request, 24)[:8] == fresh  # one pool per task: their references are reused
-    planted, sha256, count = oracle.write_inputs(request, hidden, tmp_path / "a.pt", timeout_s=120, fresh_seeds=fresh)
-    assert planted is None and count == 8
-    data = (tmp_path / "a.pt").read_bytes()
-    assert hashlib.sha256(data).hexdigest() == sha256
-    loaded = torch.load(tmp_path / "a.pt", weights_only=True)
-    module = loading.load_source(SMOKE_1, "fresh_test_reference")
-    for values, seed in zip(loaded, hidden + fresh, strict=True):
+    module = loading.load_source(SMOKE_1, "fresh_test_inputs")
+    seeds = [11, 12, 13, 14]
+    made = loading.inputs_within(module, seeds, 3 * 128 * 512 * 4)
+    assert len(made) == 3
+    for values, seed in zip(made, seeds, strict=False):
         assert torch.equal(values[0], loading.make_inputs(module, seed)[0])
+    loading.inputs_within(module, seeds, 10**9)
+    assert torch.initial_seed() not in seeds
+    assert loading.inputs_within(module, seeds, 0) == []
 
-    one_set = 128 * 512 * 4
-    monkeypatch.setattr(reference, "FRESH_MAX_BYTES", 3 * one_set + 1)
-    _, _, count = oracle.write_inputs(request, hidden, tmp_path / "b.pt", timeout_s=120, fresh_seeds=fresh)
-    assert count == 3 and len(torch.load(tmp_path / "b.pt", weights_only=True)) == len(hidden) + 3
+
+def test_fresh_seeds_are_drawn_for_each_evaluation_and_none_is_public_or_hidden():
+    request = _request(input_seeds=[0, 5])
+    first, second = fresh_inputs.draw(request, [7, 9]), fresh_inputs.draw(request, [7, 9])
+    assert len(first) == fresh_inputs.pool_size(8, paired=False) == 24 and len(set(first)) == 24
+    assert first != second and not set(first) & {0, 5, 7, 9}
+    assert fresh_inputs.draw(request, [7], enabled=False) == []
+    assert fresh_inputs.draw(_request(fresh_input_sets=0), []) == []
 
 
 def test_the_reference_judges_drawn_fresh_outputs_against_its_own_on_the_same_set(oracle, tmp_path):
@@ -185,7 +227,7 @@ def test_the_reference_judges_drawn_fresh_outputs_against_its_own_on_the_same_se
     from pike_harness.worker.inside import loading
 
     request = _request()
-    hidden, fresh = oracle.hidden_seeds(request), oracle.fresh_seeds(request, 8)
+    hidden, fresh = oracle.hidden_seeds(request), fresh_inputs.draw(_request(), [])
     seeds = list(request.input_seeds) + hidden
     module = loading.load_source(SMOKE_1, "fresh_test_reference_2")
     torch.manual_seed(request.weight_seed)

@@ -41,12 +41,9 @@ class _Oracle:
     def hidden_seeds(self, request):
         return [7]
 
-    def fresh_seeds(self, request, count):
-        return [8]
-
-    def write_inputs(self, request, seeds, path, timeout_s, tick=None, fresh_seeds=()):
+    def write_inputs(self, request, seeds, path, timeout_s, tick=None):
         path.write_bytes(b"inputs")
-        return None, hashlib.sha256(b"inputs").hexdigest(), len(fresh_seeds)
+        return None, hashlib.sha256(b"inputs").hexdigest()
 
     def compare(self, request, seeds, outputs, labels, plan, *, warmed, timeout_s):
         self.compared += 1

@@ -151,14 +151,12 @@ def test_the_candidate_never_sees_a_hidden_seed_and_the_exchange_is_in_memory(co
 def test_candidates_of_a_task_share_hidden_inputs_and_one_reference_computation(cpu_evaluator):
     """Two evaluations of one task (made unique to this test): one reference computation per checked
     instance (the plan's first instance, then the second), same hidden sets; the drawn timed outputs
-    are judged against the first instance's, kept since the check. (Without fresh calls: which fresh sets'
-    outputs are drawn, and so which fresh references are computed, is random; test_fresh_inputs.py.)"""
+    are judged against the first instance's, kept since the check."""
     case = load_case(CORPUS / "ok_plain.py")
     oracle = cpu_evaluator.engine.provider.oracles["cpu"]
     before, served = oracle.stats()["outputs"], oracle.figures()
     request = case.request()
-    request = dataclasses.replace(request, reference_source=request.reference_source + f"\n# {secrets.token_hex(8)}\n",
-                                  fresh_input_sets=0)
+    request = dataclasses.replace(request, reference_source=request.reference_source + f"\n# {secrets.token_hex(8)}\n")
     first = cpu_evaluator.submit(request).result(timeout=300)
     second = cpu_evaluator.submit(dataclasses.replace(request, request_id=request.request_id + "-2")).result(timeout=300)
     assert first.category == second.category == "correct", (first.reason, second.reason)

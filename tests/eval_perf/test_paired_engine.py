@@ -287,23 +287,58 @@ LATE_CACHE = textwrap.dedent("""
 """)
 
 
-def test_a_cache_that_replays_only_in_the_paired_blocks_is_rejected_by_their_fresh_calls(engine, monkeypatch):
-    """Each candidate block makes a fresh call by chance (``fresh_inputs.BLOCK_CHANCE``, 1 here so the
-    count is known): a cache that waits for the blocks meets sets it never saw there and is judged on
-    those calls, apart from the ordinary timing's (which it passed). An honest candidate's blocks make
-    the same calls and pass."""
+def test_a_cache_that_replays_only_in_the_paired_blocks_is_rejected_by_their_fresh_calls(engine):
+    """Each candidate block makes a fresh call: a cache that waits for the blocks meets sets it never
+    saw there and is judged on those calls, apart from the ordinary timing's (which it passed). An
+    honest candidate's blocks make the same calls and pass."""
     from pike_harness.worker.supervise import fresh_inputs
 
-    monkeypatch.setattr(fresh_inputs, "BLOCK_CHANCE", 1.0)
     spec = {"block_ms": 20.0, "target_halfwidth": 1e-9, "min_pairs": 6, "max_pairs": 6}
     cached = engine.submit(_paired(LATE_CACHE, **spec)).result(300)
     assert (cached.category, cached.check) == ("rejected", "content_cache"), cached.reason
     assert "the paired re-timing's blocks" in cached.reason
     fresh = cached.environment["fresh_inputs"]
-    assert fresh["calls"] == 8 and fresh["median_ratio"] < fresh_inputs.MEDIAN_RATIO  # the ordinary timing passed
+    assert fresh["calls"] == 4 and fresh["median_ratio"] < fresh_inputs.MEDIAN_RATIO  # the ordinary timing passed
     assert fresh["blocks"]["calls"] == 7  # a warm-up pair and six counted ones: one fresh call per candidate block
-    assert len(cached.seeds["fresh"]) == 8 + fresh_inputs.BLOCK_SETS
+    assert len(cached.seeds["fresh"]) == fresh_inputs.pool_size(8, paired=True)
 
     honest = engine.submit(_paired(PLAIN, **spec)).result(300)
     assert honest.category == "correct", honest.reason
     assert honest.environment["fresh_inputs"]["blocks"]["calls"] == 7
+
+
+# Slow on the first four inputs it meets after the check (its first timing run's fresh calls), never
+# after: the ordinary timing's first run condemns it as a cache would, the run taken again does not.
+SLOW_ONCE = textwrap.dedent("""
+    import time
+
+    import torch
+    import torch.nn as nn
+
+
+    class ModelNew(nn.Module):
+        def __init__(self, in_features, out_features):
+            super().__init__()
+            self.linear = nn.Linear(in_features, out_features, bias=False)
+            self.seen = set()
+
+        def forward(self, x):
+            key = tuple(x.reshape(-1)[:4].tolist())
+            if key not in self.seen:
+                self.seen.add(key)
+                if 3 < len(self.seen) <= 7:
+                    time.sleep(0.01)
+            return torch.relu(self.linear(x))
+""")
+
+
+def test_a_run_whose_fresh_calls_condemn_is_taken_again_and_only_a_second_condemning_run_rejects(engine):
+    """A host that slows the fresh calls of one run (here the candidate itself, in its first run only) is
+    not a cache: the run is taken again and judged alone. A cache condemns both runs."""
+    slow_once = engine.submit(request(SLOW_ONCE, protocol="quick")).result(300)
+    assert slow_once.category == "correct", slow_once.reason
+    assert slow_once.environment["fresh_inputs"]["median_ratio"] < 1.5  # the kept run: the second
+    cache = engine.submit(request(LATE_CACHE.replace("self.calls > 30", "self.calls > 0"),
+                                  protocol="quick")).result(300)
+    assert (cache.category, cache.check) == ("rejected", "content_cache"), cache.reason
+    assert "of the ordinary timing" in cache.reason

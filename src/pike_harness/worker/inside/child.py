@@ -83,7 +83,8 @@ def _wait(channel: Channel) -> dict[str, Any]:
 
 
 class CandidateProcess:
-    def __init__(self, channel: Channel, request: EvalRequest, environment: dict[str, Any] | None = None):
+    def __init__(self, channel: Channel, request: EvalRequest, environment: dict[str, Any] | None = None,
+                 fresh: dict[str, Any] | None = None):
         import torch
 
         from pike_harness.worker import environment as env_info
@@ -107,6 +108,8 @@ class CandidateProcess:
         self.validated: list[list[Any]] | None = None  # each set's checked outputs (device clones)
         self.samples: Any = None  # timing.TimedSamples: one timed call's outputs per set, for the reference process
         self.fresh: Any = None  # timing.FreshCalls: the sets only timed loops show, and a few of their outputs
+        self.fresh_spec = dict(fresh or {})  # their seeds and byte cap, from the supervisor: used up in ``load``
+        self.fresh_sets: list[Any] = []  # made in ``load``, before the candidate's import
         self.channel = channel
         self.request = request
         self.device = torch.device("cuda", 0) if request.device.startswith("cuda") else torch.device("cpu")
@@ -137,6 +140,12 @@ class CandidateProcess:
         try:
             task_source = loading.inputs_only_source(self.request.reference_source)
             self.inputs_module = loading.load_source(task_source, "pikeh_task_inputs")
+            # The fresh sets (``timing.FreshCalls``) are made now, before the candidate exists, and kept
+            # only in this process's memory: a file would be the candidate's to read before its timing.
+            spec, self.fresh_spec = self.fresh_spec, {}
+            self.fresh_sets = loading.inputs_within(self.inputs_module, [int(s) for s in spec.get("seeds") or []],
+                                                    int(spec.get("max_bytes") or 0))
+            del spec
         except Exception as exc:
             self.channel.send({"event": "infra_error", "reason": f"the task's inputs failed: {_summary(exc)}"})
             os._exit(3)
@@ -201,9 +210,9 @@ class CandidateProcess:
 
     # -- stage 2: correctness ------------------------------------------------------------------
     def check(self, inputs_path: str, inputs_sha256: str, outputs_path: str, nonce: str | None,
-              shared: bool = False, fresh: int = 0) -> None:
+              shared: bool = False) -> None:
         self._or_retry_alone("correctness", shared, nonce,
-                             lambda: self._check(inputs_path, inputs_sha256, outputs_path, nonce, fresh), drop_model=True)
+                             lambda: self._check(inputs_path, inputs_sha256, outputs_path, nonce), drop_model=True)
 
     def _or_retry_alone(self, stage: str, shared: bool, nonce: str | None, run: Any, *, drop_model: bool = False) -> None:
         """Run a stage. With ``shared`` (other candidates' models may hold device memory), running out of
@@ -218,17 +227,15 @@ class CandidateProcess:
             reason = verdict.reason
         # outside the handler: its traceback held the attempt's tensors
         if drop_model:
-            self.model = self.input_sets = self.validated = self.fresh = None
+            self.model = self.input_sets = self.validated = None
         _gc_collect()  # the attempt's tensors are freed now, so the cache can give their blocks back
         self.torch.cuda.empty_cache()
         self._report({"event": "retry_alone", "stage": stage, "reason": reason[:500], "nonce": nonce}, collect=False)
 
-    def _check(self, inputs_path: str, inputs_sha256: str, outputs_path: str, nonce: str | None,
-               fresh: int = 0) -> None:
+    def _check(self, inputs_path: str, inputs_sha256: str, outputs_path: str, nonce: str | None) -> None:
         """Every planned call (``check_plan``): outputs saved in plan order for the reference process.
 
-        The hidden input sets arrive as tensors the reference process wrote (never as seeds); the last
-        ``fresh`` of them are kept for the timed loops (``FreshCalls``), never called here.
+        The hidden input sets arrive as tensors the reference process wrote (never as seeds).
         Construction and each call run under the reference guard: building the reference to borrow its
         weights is noted (``borrows_reference``), computing a checked call with it is a rejection.
         """
@@ -255,18 +262,17 @@ class CandidateProcess:
                 RUNTIME_ERROR, "hidden_inputs", "the hidden input sets, as the reference process wrote them, did not "
                 f"load in the candidate's process: {_summary(exc)}") from None
         del data
-        if not 0 <= fresh <= len(hidden):
-            raise Verdict(RUNTIME_ERROR, "hidden_inputs", "the hidden input sets, as the reference process wrote "
-                          f"them, are {len(hidden)}, fewer than the {fresh} fresh ones asked for")
-        unseen = hidden[len(hidden) - fresh:] if fresh else []
-        pristine.extend(hidden[:len(hidden) - fresh])
+        pristine.extend(hidden)
         n_sets = len(pristine)
         torch.manual_seed(secrets.randbits(62))  # the hidden seeds must not stay readable via initial_seed()
         self.input_sets = [loading.to_device(values, self.device) for values in pristine]
         # Kept in host memory until the timing that calls them (``TimedLoop._staged``): the device holds
         # nothing more than before while the check runs (a solution that reads memory it does not own,
         # level3-pike 23's published one, answered otherwise with the sets on the device beside it).
-        self.fresh = FreshCalls(unseen)
+        # Made once, in ``load``: a check run again alone keeps the sets not yet called.
+        if self.fresh is None:
+            self.fresh = FreshCalls(self.fresh_sets)
+            self.fresh_sets = []
         clock.lap("inputs")
         self.model = self._construct("construct", instance=0)
         self._restore_flags()
@@ -708,7 +714,7 @@ def main(argv: list[str]) -> int:
                  address_space=not request.device.startswith("cuda"))
     try:
         _setup(message, channel)
-        process = CandidateProcess(channel, request, environment)
+        process = CandidateProcess(channel, request, environment, message.get("fresh"))
         # torch and the worker are in; nothing of the candidate yet. Those objects live as long as the
         # process, so they leave the collector's view: each report's collection then walks only the
         # candidate's objects (on the CPU VM, 0.3 ms instead of 96 ms with Dynamo imported).
@@ -723,7 +729,7 @@ def main(argv: list[str]) -> int:
                 process.warm()
             elif command == "check":
                 process.check(str(message["inputs"]), str(message.get("inputs_sha256") or ""), str(message["outputs"]),
-                              message.get("nonce"), bool(message.get("shared")), int(message.get("fresh") or 0))
+                              message.get("nonce"), bool(message.get("shared")))
             elif command == "time":  # a paired block brings its own protocol parameters, and its core
                 params = message.get("params")
                 with pinned(message.get("core")) as pin:

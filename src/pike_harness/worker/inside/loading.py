@@ -12,6 +12,7 @@ import ast
 import hashlib
 import importlib.util
 import random
+import secrets
 import sys
 import types
 from collections.abc import Callable, Sequence
@@ -84,6 +85,35 @@ def make_inputs(module: types.ModuleType, seed: int) -> list[Any]:
     if numpy is not None:
         numpy.random.seed(seed % 2**32)
     return list(module.get_inputs())
+
+
+def inputs_within(module: types.ModuleType, seeds: Sequence[int], max_bytes: int) -> list[list[Any]]:
+    """The task's inputs for each of ``seeds`` in order (``make_inputs``), as long as their tensors take
+    ``max_bytes`` at most in all; then torch's, Python's and numpy's generators are seeded at random,
+    so that none of ``seeds`` stays readable (``torch.initial_seed()``) once other code runs here."""
+    made: list[list[Any]] = []
+    total = 0
+    for seed in seeds:
+        values = make_inputs(module, seed)
+        total += _tensor_bytes(values)
+        if total > max_bytes:
+            break
+        made.append(values)
+    if seeds:
+        torch.manual_seed(secrets.randbits(62))
+        random.seed(secrets.randbits(62))
+        numpy = sys.modules.get("numpy")
+        if numpy is not None:
+            numpy.random.seed(secrets.randbits(32))
+    return made
+
+
+def _tensor_bytes(value: Any) -> int:
+    if isinstance(value, torch.Tensor):
+        return value.numel() * value.element_size()
+    if isinstance(value, list | tuple):
+        return sum(_tensor_bytes(item) for item in value)
+    return 0
 
 
 def build_model(factory: Callable[..., Any], args: Sequence[Any], *, weight_seed: int,

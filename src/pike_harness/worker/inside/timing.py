@@ -122,7 +122,7 @@ class TimedSamples:
 
 class FreshCalls:
     """Input sets the candidate's process is shown only inside a timed loop, each in one call, and the
-    outputs of a few of those calls, drawn for the reference process to compare.
+    outputs of those calls, kept for the reference process to compare.
 
     Why: the timed calls rotate through the input sets the check showed, so a cache keyed on the
     input's content (even a sample of it: its first and last values) computes each set once and
@@ -131,17 +131,21 @@ class FreshCalls:
     model costs. The loop makes a few such calls at random places among its timed calls, timed by
     the same clock but not counted; the supervisor compares their times with the timed calls'
     (``supervise/fresh_inputs.py``). Their outputs cannot be compared here (no validated output
-    exists for them), so a few, drawn after they returned, are compared in the reference process:
-    answers right only on inputs seen during the check fail there. Each set is used once per
-    process: a second call on it could be replayed.
+    exists for them), so they are kept (every one while they take ``KEEP_BYTES`` at most, else a
+    uniform sample drawn after each call returned) and compared in the reference process: answers
+    right only on inputs seen during the check fail there. Each set is used once per process: a
+    second call on it could be replayed. The sets were made before the candidate was imported
+    (``child``), from seeds it never sees.
     """
 
-    def __init__(self, sets: Sequence[Sequence[Any]], keep: int = 2):
+    KEEP_BYTES = 256 * 1024 * 1024
+
+    def __init__(self, sets: Sequence[Sequence[Any]]):
         self.sets = tuple(tuple(values) for values in sets)
         self.used = 0  # sets handed out so far
-        self.called = 0  # fresh calls made so far (the reservoir's count)
+        self.called = 0  # fresh calls made so far (the sample's count)
         self.kept: list[tuple[int, list[torch.Tensor]]] = []
-        self.keep = keep
+        self.keep: int | None = None  # how many outputs are kept: set by the first call's size
 
     def take(self, count: int) -> list[int]:
         """The indexes of up to ``count`` sets never used before, now used."""
@@ -149,9 +153,17 @@ class FreshCalls:
         self.used += T.length(chosen)
         return chosen
 
+    def give_back(self, indexes: Sequence[int]) -> None:
+        """Sets taken but never called (the last ones taken): usable again by a later run."""
+        if indexes and T.length(indexes) <= self.used and indexes[-1] == self.used - 1:
+            self.used -= T.length(indexes)
+
     def offer(self, index: int, outputs: Sequence[torch.Tensor]) -> None:
-        """Keep set ``index``'s outputs in a uniform sample of ``keep`` over every fresh call so far."""
+        """Keep set ``index``'s outputs: every fresh call's while ``keep`` allows, then a uniform sample."""
         self.called += 1
+        if self.keep is None:
+            size = sum(tensor.numel() * tensor.element_size() for tensor in outputs)
+            self.keep = max(2, self.KEEP_BYTES // max(1, size))
         if T.length(self.kept) < self.keep:
             slot = T.length(self.kept)
         else:
@@ -168,6 +180,9 @@ class FreshCalls:
     def drawn(self) -> list[tuple[int, list[torch.Tensor]]]:
         """(fresh set, its kept outputs), in set order."""
         return sorted(self.kept, key=lambda entry: entry[0])
+
+
+FRESH_MIN_CALLS = 4  # fresh calls a run makes at least, when it has the sets (the verdict needs 4)
 
 
 def fresh_positions(count: int, reps: int) -> list[int]:
@@ -187,6 +202,7 @@ class TimedLoop:
         self.samples = samples  # offered every timed call's outputs (not the warm-up's)
         self.fresh = fresh  # sets never shown to this process: ``fresh_count`` of them called in this run
         self.fresh_count = fresh_count if fresh is not None else 0
+        self._fresh_called: list[int] = []  # this run's fresh sets called so far
         self.device = device
         self.cuda = device.type == "cuda"
         self.protocol = protocol
@@ -308,7 +324,7 @@ class TimedLoop:
         copies its set device to device, as every timed call does. Copied from host memory right before
         the call instead, a host-bound model's fresh calls read 1.4-1.7x its timed calls' median on an
         H200 (level3-pike 13, 20, 23's solutions, 2026-11-30): the copy leaves the CPU's caches cold."""
-        if self.fresh is None:
+        if self.fresh is None or self.fresh_count <= 0:
             return []
         staged = []
         with T.DisableTorchFunction(), T.DisableTorchDispatch():
@@ -322,6 +338,18 @@ class TimedLoop:
         run = TimedRun()
         state = tuple(self.__dict__.items())  # checked in every call's validation step
         fresh_sets = self._staged()
+        try:
+            return self._run(run, state, n_sets, fresh_sets)
+        except BaseException:
+            # Sets not called yet go back (a run ended early, to be taken again alone, keeps its fresh
+            # calls for that run); a set once called is spent.
+            if self.fresh is not None:
+                self.fresh.give_back([index for index, _ in fresh_sets if index not in self._fresh_called])
+            raise
+
+    def _run(self, run: TimedRun, state: tuple[tuple[str, Any], ...], n_sets: int,
+             fresh_sets: list[tuple[int, list[Any]]]) -> TimedRun:
+        self._fresh_called.clear()
         with torch.no_grad():
             self._call(0, state)  # first call: lazy compilation (Triton JIT, torch.compile) happens here
             begin = T.perf_counter()
@@ -331,13 +359,21 @@ class TimedLoop:
             run.warmup, run.reps = self.protocol.plan(run.estimate_ms)
             for i in range(run.warmup):
                 self._call(i % n_sets, state, flush=self.protocol.warmup_flush)
+            # A slow model's few repetitions get fewer fresh calls (a quarter of them, at least
+            # FRESH_MIN_CALLS): they are extra calls, and the device is held through them.
+            spare = fresh_sets[max(min(T.length(fresh_sets), FRESH_MIN_CALLS), run.reps // 4):]
+            if spare and self.fresh is not None:
+                del fresh_sets[T.length(fresh_sets) - T.length(spare):]  # in place: ``run`` sees it too
+                self.fresh.give_back([index for index, _ in spare])
             run.fresh_at = fresh_positions(T.length(fresh_sets), run.reps)
             pending = list(zip(run.fresh_at, fresh_sets, strict=True))
             events, fresh_events = [], []
             begin = T.perf_counter()
             for i in range(run.reps):
                 while pending and pending[0][0] == i:  # a fresh call, where the draw put it: not counted
-                    fresh_events.append(self._call(i % n_sets, state, fresh=pending.pop(0)[1]))
+                    fresh = pending.pop(0)[1]
+                    self._fresh_called.append(fresh[0])
+                    fresh_events.append(self._call(i % n_sets, state, fresh=fresh))
                 pair, host = self._call(i % n_sets, state, timed=True)
                 run.host_ms.append(host)
                 events.append(pair)

@@ -5,10 +5,9 @@ find the reference's output in a freed buffer or make the reference "match" by m
 they share. Here one long-lived reference process per device (``ReferenceOracle``) builds each task's
 ``Model`` once and serves three requests:
 
-* ``write_inputs``: the task's input sets for the hidden seeds, then as many of the fresh seeds'
-  sets as fit ``FRESH_MAX_BYTES`` (the sets only timed loops show: ``timing.FreshCalls``), written
-  (``torch.save``) into the evaluation's exchange folder, so the candidate's process receives tensors
-  and never a seed (a seed it printed could otherwise reach a later prompt through its logs);
+* ``write_inputs``: the task's input sets for the hidden seeds, written (``torch.save``) into the
+  evaluation's exchange folder, so the candidate's process receives tensors and never a seed (a seed
+  it printed could otherwise reach a later prompt through its logs);
 * ``compare``: the reference outputs for the public and hidden seeds, computed once per (task,
   weights, precision, device, seed sequence) on a fresh deep copy of the model (a stateful model
   sees the same call sequence as the candidate's) and kept on the device in a byte-capped LRU
@@ -17,7 +16,7 @@ they share. Here one long-lived reference process per device (``ReferenceOracle`
   leave this process, and nothing is written to disk.
 * ``stats``: cache counters, for tests and benchmarks.
 
-Hidden and fresh seeds come from per-run secret pools (``hidden_seeds``, ``fresh_seeds``): drawn once per task by this client,
+Hidden seeds come from a per-run secret pool (``hidden_seeds``): drawn once per task by this client,
 so every candidate of a task meets the same hidden inputs and the references are reused. Task code
 is trusted; it still gets a scrubbed environment. Server side: torch and the standard library.
 """
@@ -68,10 +67,6 @@ NO_SPACE = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
 # How often a request waiting for the reference process (held by other candidates' comparisons, input
 # writes and timings, for minutes) calls its ``tick``: the supervisor polices its idle candidate there.
 TICK_S = 0.25
-# The fresh input sets written per evaluation, in bytes at most (as the task's get_inputs makes them):
-# every evaluation's file carries them, so a task with large inputs gets fewer, down to none.
-FRESH_MAX_BYTES = 256 * 1024 * 1024
-FRESH_POOL = 64  # fresh seeds drawn per task; an evaluation takes the first few
 
 
 def draw_seeds(count: int, exclude: set[int]) -> list[int]:
@@ -217,38 +212,23 @@ class ReferenceOracle:
                 self._pools[key] = draw_seeds(request.hidden_input_sets, exclude=set(request.input_seeds))
             return list(self._pools[key])
 
-    def fresh_seeds(self, request: EvalRequest, count: int) -> list[int]:
-        """The first ``count`` (at most ``FRESH_POOL``) of this run's secret fresh seeds for the request's
-        task (none of its public or hidden seeds): drawn on first use, then reused, so their reference
-        outputs are."""
-        hidden = self.hidden_seeds(request)
-        key = ("fresh", _task_key(request), request.weight_seed, tuple(request.input_seeds), tuple(hidden))
-        with self._pool_lock:
-            if key not in self._pools:
-                self._pools[key] = draw_seeds(FRESH_POOL, exclude={*request.input_seeds, *hidden})
-            return list(self._pools[key][:max(0, count)])
-
     def write_inputs(self, request: EvalRequest, seeds: list[int], path: Path, timeout_s: float,
-                     tick: Callable[[], None] | None = None,
-                     fresh_seeds: Sequence[int] = ()) -> tuple[str | None, str, int]:
-        """The task's input sets for ``seeds``, then for as many of ``fresh_seeds`` (in order) as fit
-        ``FRESH_MAX_BYTES`` (CPU tensors, ``torch.save``, one list) into a new file ``path``.
+                     tick: Callable[[], None] | None = None) -> tuple[str | None, str]:
+        """The task's input sets for ``seeds`` (CPU tensors, ``torch.save``) into a new file ``path``.
 
-        (None, the file's SHA-256, how many fresh sets follow the others) when written; else (why not,
-        in words, "", 0): the candidate planted
+        (None, the file's SHA-256) when written; else (why not, in words, ""): the candidate planted
         something at ``path`` (a link, a FIFO, a file) before the reference could create it there, or
         left no space in its exchange folder to write it (``NO_SPACE``), which is its verdict. The
         candidate's process checks the digest before loading the file.
         ``tick`` is called every ``TICK_S`` while the request waits for the process (never once it is
         sent: a request is never left without its reply); what it raises ends the wait, nothing sent.
         """
-        reply = self._call(request, {"op": "inputs", "seeds": seeds, "fresh_seeds": list(fresh_seeds),
-                                     "fresh_bytes": FRESH_MAX_BYTES, "out": str(path)}, timeout_s, urgent=False,
+        reply = self._call(request, {"op": "inputs", "seeds": seeds, "out": str(path)}, timeout_s, urgent=False,
                            tick=tick)
         refused = reply.get("planted") or reply.get("no_space")
         if refused:
-            return str(refused), "", 0
-        return None, str(reply.get("sha256") or ""), int(reply.get("fresh") or 0)
+            return str(refused), ""
+        return None, str(reply.get("sha256") or "")
 
     def compare(self, request: EvalRequest, seeds: list[int], outputs: Path, labels: list[str],
                 plan: list[PlannedCall], *, warmed: bool, timeout_s: float) -> dict[str, Any]:
@@ -385,14 +365,6 @@ class _Server:
         stops a run). What was written is removed first, by this descriptor and by name only if the name
         is still this file (never following a link)."""
         sets = [self._input_set(message["source"], seed) for seed in message["seeds"]]
-        fresh, room = 0, int(message.get("fresh_bytes") or 0)
-        for seed in message.get("fresh_seeds") or []:
-            values = self._input_set(message["source"], seed)
-            room -= tensor_bytes(values)
-            if room < 0:
-                break
-            sets.append(values)
-            fresh += 1
         try:
             folder, name = trusted_files.folder_of(message["out"])
         except trusted_files.UntrustedFile as exc:
@@ -413,7 +385,7 @@ class _Server:
                 os.close(fd)
         finally:
             os.close(folder)
-        return {"ok": True, "sha256": hashed.digest.hexdigest(), "fresh": fresh}
+        return {"ok": True, "sha256": hashed.digest.hexdigest()}
 
     def _save(self, sets: list[Any], fd: int, hashed: _Hashing) -> str | None:
         """``torch.save`` the sets into ``fd`` through ``hashed``; None when written, else why (in words)
@@ -465,8 +437,10 @@ class _Server:
         self.models.move_to_end(key)
         return self.models[key]
 
-    def _reference(self, message: dict[str, Any], device: Any, weight_seed: int, seeds: list[int]) -> list[list[Any]]:
-        """The outputs of one fresh copy of the model built under ``weight_seed``, called with ``seeds`` in order."""
+    def _reference(self, message: dict[str, Any], device: Any, weight_seed: int, seeds: list[int], *,
+                   keep_inputs: bool = True) -> list[list[Any]]:
+        """The outputs of one fresh copy of the model built under ``weight_seed``, called with ``seeds`` in
+        order (their input sets kept in the inputs cache unless ``keep_inputs`` is False)."""
         import copy
 
         torch = self.torch
@@ -474,7 +448,9 @@ class _Server:
         self.flags.apply(message["precision"])
         outputs = []
         for seed in seeds:
-            inputs = self.loading.to_device(self._input_set(message["source"], seed), device)
+            made = self._input_set(message["source"], seed) if keep_inputs else \
+                self.loading.make_inputs(self._module(message["source"]), int(seed))
+            inputs = self.loading.to_device(made, device)
             with torch.no_grad():
                 out = model(*inputs)
             items = list(out) if isinstance(out, tuple | list) else [out]
@@ -563,11 +539,10 @@ class _Server:
         sets = [int(index) for index in message["sets"]]
         wanted = [reference[first[index]] for index in sets]
         weight_seed = instance_weight_seed(int(message["weight_seed"]), 0)
-        fresh = []
-        for seed in (int(seed) for seed in message.get("fresh_seeds") or []):  # alone, on a fresh copy of the model
-            make = functools.partial(self._reference, message, device, weight_seed, [seed])
-            fresh.append(self.references.get_or_make((*self._task(message), weight_seed, ("fresh", seed)), make,
-                                                     tensor_bytes)[0][0])
+        # Each fresh seed alone, on a fresh copy of the model; neither its inputs nor its outputs are kept
+        # (fresh seeds are drawn for each evaluation: nothing would ever hit).
+        fresh = [self._reference(message, device, weight_seed, [int(seed)], keep_inputs=False)[0]
+                 for seed in message.get("fresh_seeds") or []]
         count = len(sets) + len(fresh)
         return {"ok": True, **self._judge_file(message, device, count, tensor_bytes(wanted + fresh), functools.partial(
             timed_outputs.judge, reference=wanted, sets=sets, labels=message["labels"], atol=message["atol"],

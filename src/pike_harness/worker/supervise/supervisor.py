@@ -208,6 +208,7 @@ class TimedBlock:
     end_ns: int
     steal: float | None
     canary_pair: tuple[float | None, float | None]
+    fresh_ratios: list[float] = field(default_factory=list)  # its fresh calls' (``fresh_inputs.ratios``)
 
 
 class RetryAlone(Exception):
@@ -241,10 +242,10 @@ class Evaluation:
         self.environment: dict[str, Any] = {**host_info(), "device": request.device}
         self.profile: dict[str, Any] | None = None  # the profile stage's summary, when the request asks
         self.hidden_seeds = oracle.hidden_seeds(request)  # this run's secret pool for the task
-        self.fresh_seeds: list[int] = []  # those of the task's fresh seeds whose sets the inputs file holds
-        self.fresh_ratios: list[float] = []  # each fresh call's time over its run's median (``fresh_inputs``)
-        self.block_fresh_ratios: list[float] = []  # the same for the paired re-timing's blocks
-        self.timed_once = False  # the ordinary timing ran (its redone runs make no fresh calls)
+        # Seeds of the sets the child makes before the candidate is imported and shows only in timed
+        # loops (``fresh_inputs``): drawn for this evaluation alone, none of its public or hidden seeds.
+        self.fresh_seeds = fresh_inputs.draw(request, self.hidden_seeds, settings.fresh_inputs)
+        self.block_fresh_ratios: list[float] = []  # each paired block's fresh call over its block's median
         self.secrets = redaction.secret_values(settings.source_environ())
         self.popen: subprocess.Popen | None = None
         self.spawned: Spawned | None = None  # the candidate's process as started (its log descriptors)
@@ -339,13 +340,10 @@ class Evaluation:
         began = time.monotonic()
         # Waiting for the reference process (other candidates' comparisons and timings hold it, for
         # minutes): the idle candidate is policed meanwhile, as while it waits for the device.
-        wanted = fresh_inputs.pool_size(self.request.fresh_input_sets, self.request.paired is not None)
-        pool = self.oracle.fresh_seeds(self.request, wanted) if wanted and self.settings.fresh_inputs else []
-        planted, self.inputs_sha256, fresh = self.oracle.write_inputs(self.request, self.hidden_seeds,
-                                                                      self.exchange / "inputs.pt",
-                                                                      timeout_s=self.request.limits.run_timeout_s,
-                                                                      tick=self._police, fresh_seeds=pool)
-        self.fresh_seeds = pool[:fresh]
+        planted, self.inputs_sha256 = self.oracle.write_inputs(self.request, self.hidden_seeds,
+                                                               self.exchange / "inputs.pt",
+                                                               timeout_s=self.request.limits.run_timeout_s,
+                                                               tick=self._police)
         self.stages.add("inputs", time.monotonic() - began)
         if planted:
             raise _Concluded(self._conclude(REJECTED, "exchange_file", planted))
@@ -398,7 +396,7 @@ class Evaluation:
         began = time.monotonic()
         nonce = secrets.token_hex(16)
         self._send({"cmd": "check", "inputs": str(inputs), "inputs_sha256": self.inputs_sha256, "outputs": str(outputs),
-                    "nonce": nonce, "shared": shared, "fresh": len(self.fresh_seeds)}, "correctness")
+                    "nonce": nonce, "shared": shared}, "correctness")
         try:
             checked = self._await("checked", request.limits.run_timeout_s, "correctness", nonce=nonce)
         except RetryAlone:
@@ -512,18 +510,23 @@ class Evaluation:
         watch = self.settings.noise
         self._notify("timing_start")
         try:
-            redone = 0
+            redone = confirmed = 0
             while True:
                 block = self.timed_block(shared=shared)
                 report = watch.report(self.device, *block.canary_pair, block.steal, redone)
-                if report.flagged is None or redone >= watch.limits.redo:
+                if report.flagged is not None and redone < watch.limits.redo:
+                    redone += 1
+                    continue
+                # Only the kept run's fresh calls are judged; a run they condemn is taken once more, and
+                # only a second condemning run rejects (a noisy host seldom slows 3 in 4 calls twice).
+                cached = fresh_inputs.judge(block.fresh_ratios, "the ordinary timing")
+                if cached is None or confirmed >= fresh_inputs.CONFIRMATIONS:
                     break
-                redone += 1
+                confirmed += 1
         finally:
             self._notify("timing_end")
         watch.record(self.device, report)
-        self.environment["fresh_inputs"] = fresh_inputs.summary(self.fresh_ratios)
-        cached = fresh_inputs.judge(self.fresh_ratios, "the ordinary timing")
+        self.environment["fresh_inputs"] = fresh_inputs.summary(block.fresh_ratios)
         if cached is not None:
             raise _Concluded(self._conclude(REJECTED, fresh_inputs.CHECK, cached, outputs=comparison.checks))
         self.noise = report
@@ -610,13 +613,10 @@ class Evaluation:
         command: dict[str, Any] = {"cmd": "time", "nonce": nonce, "shared": shared}
         if params is not None:
             command["params"] = params
-        # Fresh calls (``fresh_inputs``): the ordinary timing's first run makes the request's number, a
-        # paired block one by chance; the child makes those its unused sets allow.
-        if params is None:
-            command["fresh"] = 0 if self.timed_once else min(request.fresh_input_sets, len(self.fresh_seeds))
-            self.timed_once = True
-        elif request.paired is not None and secrets.randbelow(1_000_000) < fresh_inputs.BLOCK_CHANCE * 1_000_000:
-            command["fresh"] = 1
+        # Fresh calls (``fresh_inputs``): each run of the ordinary timing makes the request's number, each
+        # paired block one; the child makes those its unused sets allow.
+        if self.fresh_seeds:
+            command["fresh"] = request.fresh_input_sets if params is None else 1
         if core is not None:
             command["core"] = core
         self._send(command, "timing")
@@ -639,13 +639,12 @@ class Evaluation:
             raise _Concluded(self._conclude(REJECTED, "timer_cross_check", problem, outputs=comparison.checks))
         canary = [float(x) for x in timed.get("canary_ms") or [] if x > 0]
         ratios = fresh_inputs.ratios([float(x) for x in run.get("fresh_ms") or []], samples)
-        if params is None:
-            self.fresh_ratios += ratios
-        else:
+        if params is not None:
             self.block_fresh_ratios += ratios
         return TimedBlock(stats=protocol.summarize(samples, float(run.get("host_wall_ms") or 0.0)), reply=timed,
                           start_ns=start_ns, end_ns=end_ns, steal=steal,
-                          canary_pair=(canary[0], canary[1]) if len(canary) == 2 else (None, None))
+                          canary_pair=(canary[0], canary[1]) if len(canary) == 2 else (None, None),
+                          fresh_ratios=ratios)
 
     def _gpu_clocks(self) -> dict[str, Any] | None:
         """SM/memory clocks, power limit, temperature of the evaluation's GPU (None on a CPU/without NVML)."""
@@ -706,7 +705,8 @@ class Evaluation:
         self._notify("spawned")
         # The request (the sources: it may be larger than the pipe) goes to a process that may still be
         # importing torch before it reads anything: it has the compile stage's limit to start reading.
-        self._send({"request": _as_dict(self.request), "setup": self._setup()}, "compile",
+        self._send({"request": _as_dict(self.request), "setup": self._setup(),
+                    "fresh": {"seeds": self.fresh_seeds, "max_bytes": fresh_inputs.MAX_BYTES}}, "compile",
                    self.request.limits.compile_timeout_s)
 
     def _setup(self) -> dict[str, Any]:

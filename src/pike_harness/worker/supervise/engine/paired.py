@@ -34,9 +34,9 @@ How, once the candidate's ordinary timing has passed (the device is still held f
    could not be set, the candidate gets the flag ``paired_unpinned`` and the reason in ``flagged``:
    those pairs did not share a core.
 
-Each candidate block may make one uncounted call on an input set its process was never shown
-(``fresh_inputs``: a cache that waits for the blocks to replay is judged there); the reference's
-blocks make none.
+Each candidate block makes one uncounted call on an input set its process was never shown, while
+its sets last (``fresh_inputs``: a cache that waits for the blocks to replay is judged there); the
+reference's blocks make none.
 
 A reference that fails, or a side that cannot be stopped, leaves the candidate's verdict as it is:
 ``paired`` stays None, the flag ``paired_unavailable`` is set and ``environment["paired"]`` says why.
