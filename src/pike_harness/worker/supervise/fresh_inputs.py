@@ -30,15 +30,16 @@ A paired re-timing's blocks (``engine/paired.py``) are later timings of the same
 cache that counts its timings could wait to replay: with a paired re-timing asked for,
 ``BLOCK_SETS`` more sets are made, each candidate block makes one fresh call while they last, and
 their ratios (each over its own block) are judged alike, apart from the ordinary timing's.
-Standard library only.
+Standard library only, and the reference client's seed draw.
 """
 
 from __future__ import annotations
 
-import secrets
 import statistics
 from collections.abc import Iterable, Sequence
 from typing import Any
+
+from pike_harness.worker.supervise.reference import draw_seeds
 
 CHECK = "content_cache"
 MIN_CALLS = 4
@@ -63,13 +64,7 @@ def draw(request: Any, hidden: Iterable[int], enabled: bool = True) -> list[int]
     """Secret seeds for one evaluation's fresh sets (``request``: an ``EvalRequest``), none of its public
     or hidden seeds; none when ``enabled`` is False or the request asks for none."""
     count = pool_size(int(request.fresh_input_sets), request.paired is not None) if enabled else 0
-    exclude = {*request.input_seeds, *hidden}
-    seeds: list[int] = []
-    while len(seeds) < count:
-        seed = secrets.randbelow(2**31 - 1) + 1
-        if seed not in exclude and seed not in seeds:
-            seeds.append(seed)
-    return seeds
+    return draw_seeds(count, exclude={*request.input_seeds, *hidden})
 
 
 def ratios(fresh_ms: Sequence[float], samples_ms: Sequence[float]) -> list[float]:

@@ -70,7 +70,7 @@ TICK_S = 0.25
 
 
 def draw_seeds(count: int, exclude: set[int]) -> list[int]:
-    """Secret seeds for hidden input sets: never told to the candidate's process."""
+    """Secret seeds for hidden or fresh input sets, none of ``exclude``."""
     seeds: list[int] = []
     while len(seeds) < count:
         seed = secrets.randbelow(2**31 - 1) + 1
