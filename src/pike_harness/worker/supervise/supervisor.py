@@ -501,8 +501,10 @@ class Evaluation:
 
     def _time(self, shared: bool) -> EvalResult:
         """The ordinary timing between noise-canary readings, redone (``NoiseLimits.redo`` times at most)
-        while the canary or the host's steal time says the host was noisy; then, on request, the paired
-        re-timing against the task's reference (``engine/paired.py``), and the verdict."""
+        while the canary or the host's steal time says the host was noisy; the kept run's fresh calls
+        judged (``fresh_inputs``: a run they condemn is taken once more); then, on request, the paired
+        re-timing against the task's reference (``engine/paired.py``, its blocks' fresh calls judged
+        likewise), and the verdict."""
         request = self.request
         assert self.channel is not None and self._checked is not None, "time() before a passing check()"
         comparison, reference_bytes = self._checked
