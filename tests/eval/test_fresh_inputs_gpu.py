@@ -81,5 +81,5 @@ def test_the_honest_heavy_model_is_correct_with_its_fresh_calls_recorded(heavy_r
     result = heavy_results["honest"]
     assert result.category == "correct", result.reason
     fresh = result.environment["fresh_inputs"]
-    assert fresh["calls"] >= 4 and len(result.seeds["fresh"]) == 24
+    assert fresh["calls"] == 8 and len(result.seeds["fresh"]) == 24
     print(f"\nhonest: {fresh}")

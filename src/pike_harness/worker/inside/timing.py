@@ -182,7 +182,8 @@ class FreshCalls:
         return sorted(self.kept, key=lambda entry: entry[0])
 
 
-FRESH_MIN_CALLS = 4  # fresh calls a run makes at least, when it has the sets (the verdict needs 4)
+FRESH_MIN_CALLS = 4  # fresh calls a slow model's run makes at least, when it has the sets (the verdict needs 4)
+FRESH_SLOW_MS = 50.0  # a call this long (the run's estimate) is a slow model's: its run makes fewer fresh calls
 
 
 def fresh_positions(count: int, reps: int) -> list[int]:
@@ -359,9 +360,12 @@ class TimedLoop:
             run.warmup, run.reps = self.protocol.plan(run.estimate_ms)
             for i in range(run.warmup):
                 self._call(i % n_sets, state, flush=self.protocol.warmup_flush)
-            # A slow model's few repetitions get fewer fresh calls (a quarter of them, at least
-            # FRESH_MIN_CALLS): they are extra calls, and the device is held through them.
-            spare = fresh_sets[max(min(T.length(fresh_sets), FRESH_MIN_CALLS), run.reps // 4):]
+            # A slow model's run (calls of FRESH_SLOW_MS or more) makes fewer fresh calls, a quarter of its
+            # repetitions but at least FRESH_MIN_CALLS: they are extra calls, and the device is held through
+            # them. Others make every one asked for (8 by default): fewer on a short, noisy call are too few
+            # to tell a cache from the host (a 2-core CI runner once read 3 of 4 honest ones 1.5x slow, twice).
+            wanted = max(FRESH_MIN_CALLS, run.reps // 4) if run.estimate_ms >= FRESH_SLOW_MS else T.length(fresh_sets)
+            spare = fresh_sets[wanted:]
             if spare and self.fresh is not None:
                 del fresh_sets[T.length(fresh_sets) - T.length(spare):]  # in place: ``run`` sees it too
                 self.fresh.give_back([index for index, _ in spare])

@@ -43,7 +43,7 @@ from pike_harness.worker.supervise.reference import draw_seeds
 
 CHECK = "content_cache"
 MIN_CALLS = 4
-MEDIAN_RATIO = 1.5
+MEDIAN_RATIO = 2.0
 SLOWER = 1.5
 SHARE = 0.75
 CONFIRMATIONS = 1  # runs taken again after one that condemns, each of which must condemn too
