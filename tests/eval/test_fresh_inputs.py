@@ -7,6 +7,7 @@ kept outputs judged). The corpus plays the attacks from real candidates (``cache
 from __future__ import annotations
 
 import itertools
+import math
 import random
 from pathlib import Path
 
@@ -36,39 +37,122 @@ def _loop(forward, fresh, count, **protocol):
 
 # -- the rule, on known distributions ------------------------------------------------------------------
 
+def _times(fresh, timed=None):
+    """Fresh ratios among timed ratios: by default 1,000 timed calls spread evenly over 0.8-1.2."""
+    return fresh_inputs.FreshTimes(list(fresh), list(timed) if timed is not None else
+                                   [0.8 + 0.4 * i / 999 for i in range(1000)])
+
+
 def test_an_honest_models_ratios_are_not_judged_a_cache():
     """Ratios scattered around 1 with a long tail (a noisy host: a fifth of the calls 1.5-3x slow) are
     no cache, nor are too few fresh calls, however slow."""
     rng = random.Random(5)
     for _ in range(200):
         ratios = [rng.choice([rng.uniform(0.8, 1.25)] * 4 + [rng.uniform(1.5, 3.0)]) for _ in range(8)]
-        assert fresh_inputs.judge(ratios) is None
-    assert fresh_inputs.judge([20.0] * (fresh_inputs.MIN_CALLS - 1)) is None
+        assert fresh_inputs.judge(_times(ratios)) is None
+    assert fresh_inputs.judge(_times([20.0] * (fresh_inputs.MIN_CALLS - 1))) is None
 
 
 def test_a_cache_is_judged_and_the_reason_says_what_was_measured():
-    reason = fresh_inputs.judge([15.0, 16.5, 14.2, 1.1, 15.3, 14.8, 16.0, 15.1])
+    reason = fresh_inputs.judge(_times([15.0, 16.5, 14.2, 1.1, 15.3, 14.8, 16.0, 15.1]))
     assert reason is not None
     assert "8 input sets it had never been shown" in reason and "15.1x" in reason and "7 of 8" in reason
-    assert "of the ordinary timing" in fresh_inputs.judge([9.0] * 4, "the ordinary timing")
-    assert "cache keyed on the input's content" in reason
+    assert "of the ordinary timing" in fresh_inputs.judge(_times([9.0] * 4), "the ordinary timing")
+    assert "cache keyed on the input's content" in reason and "a chance of" in reason
 
 
 def test_a_cache_needs_both_a_high_median_and_nearly_every_call_slow():
-    assert fresh_inputs.judge([3.0] * 5 + [1.0] * 3) is None  # 5 of 8 slow: under three in four
-    assert fresh_inputs.judge([1.6] * 8) is None  # every call slower, but by less than the median's margin
-    assert fresh_inputs.judge([2.0] * 6 + [1.0] * 2) is not None
+    assert fresh_inputs.judge(_times([3.0] * 5 + [1.0] * 3)) is None  # 5 of 8 slow: under three in four
+    assert fresh_inputs.judge(_times([1.6] * 8)) is None  # every call slower, but by less than the median's margin
+    assert fresh_inputs.judge(_times([2.0] * 6 + [1.0] * 2)) is not None
+
+
+def test_the_rank_test_is_the_exact_irwin_hall_tail():
+    """Known values: one uniform's tail is linear, two's is a triangle's, and four at the very top or
+    bottom are certain or impossible; many calls at the middle are an even chance (the exact sum in
+    rationals stays right where a float sum of the alternating terms would not)."""
+    assert fresh_inputs.rank_p([0.7]) == pytest.approx(0.3)
+    assert fresh_inputs.rank_p([0.9, 0.9]) == pytest.approx(0.02)  # P(U1 + U2 >= 1.8) = 0.2**2 / 2
+    assert fresh_inputs.rank_p([0.25, 0.25]) == pytest.approx(1 - 0.5 ** 2 / 2)
+    assert fresh_inputs.rank_p([1.0] * 4) == 0.0 and fresh_inputs.rank_p([0.0] * 4) == 1.0
+    assert fresh_inputs.rank_p([0.5] * 40) == pytest.approx(0.5)
+    assert fresh_inputs.rank_p([]) == 1.0
+    exact = (2 ** 8 - 8 * 1 ** 8) / math.factorial(8)  # P(sum of 8 uniforms >= 6) = P(sum <= 2): 0.0062
+    assert fresh_inputs.rank_p([0.75] * 8) == pytest.approx(exact)
+    rng = random.Random(11)  # and against a simulation
+    hits = sum(sum(rng.random() for _ in range(8)) >= 6 for _ in range(200_000))
+    assert hits / 200_000 == pytest.approx(exact, rel=0.2)
+
+
+def test_ranks_count_only_strictly_faster_timed_calls_over_their_count_plus_one():
+    times = _times([0.5, 2.0, 5.0], [1.0, 2.0, 3.0, 4.0])
+    assert fresh_inputs.ranks(times) == [0.0, 0.2, 0.8]  # a tie counts against the fresh call's rank
+    assert fresh_inputs.ranks(_times([1.0], [])) == [0.0]
+
+
+def test_a_wide_honest_spread_is_flagged_not_rejected_when_its_ratios_alone_would_condemn():
+    """level3-pike 13's published solution on an H200 (2026-11-30): timed calls from 0.08 to 0.32 ms
+    around a median of 0.10, fresh ratios 1.0, 1.1, 2.1, 2.3. Drawn from the same wide spread, an honest
+    model's fresh calls now and then meet the ratio rule; ranked among the timed calls they are chance.
+    A cache's fresh calls on the same spread sit above all of them and are condemned."""
+    rng = random.Random(13)
+    timed = sorted([rng.uniform(0.8, 1.1) for _ in range(700)] + [rng.uniform(1.1, 3.1) for _ in range(300)])
+    met, flagged = 0, 0
+    for _ in range(2000):
+        honest = _times([rng.choice(timed) for _ in range(4)], timed)
+        met += fresh_inputs.slow(honest)
+        assert fresh_inputs.judge(honest) is None
+        flagged += fresh_inputs.suspect(honest)
+    assert met > 0 and flagged == met  # the ratio rule alone would have condemned these
+    cache = _times([rng.uniform(3.2, 4.0) for _ in range(4)], timed)
+    assert fresh_inputs.judge(cache) is not None and not fresh_inputs.suspect(cache)
+
+
+def test_a_cache_replaying_most_calls_is_rejected_and_one_replaying_just_over_half_needs_both_runs():
+    """Timed calls: a replayed share at a tenth of the model's cost, the rest at its cost; the fresh
+    calls all at its cost. Nine in ten replayed: the fresh calls top the timed ones, and one run is
+    enough. Six in ten (the median headline is the replay's already): the fresh calls rank in the upper
+    40 % only, which one run's 8 calls cannot tell from chance (flagged); the confirmation run's
+    calls, pooled with the first's (the supervisor's rule), can."""
+    rng = random.Random(17)
+
+    def run(replayed):
+        timed = [rng.uniform(0.09, 0.11) if rng.random() < replayed else rng.uniform(0.9, 1.1) for _ in range(1000)]
+        typical = min(sum(timed) / len(timed), sorted(timed)[len(timed) // 2])
+        return _times([rng.uniform(0.9, 1.1) / typical for _ in range(8)], [t / typical for t in timed])
+
+    assert all(fresh_inputs.judge(run(0.9)) is not None for _ in range(20))
+    alone = [run(0.6) for _ in range(40)]
+    assert all(fresh_inputs.slow(times) for times in alone)
+    assert 0 < sum(fresh_inputs.suspect(times) for times in alone) < 40  # some runs alone are chance
+    for first, second in zip(alone[::2], alone[1::2], strict=True):
+        first.extend(second)
+        assert fresh_inputs.judge(first) is not None
 
 
 def test_ratios_are_over_the_smaller_of_the_runs_mean_and_median_and_the_summary_keeps_each():
     """The median under a long tail; the mean when some calls are far faster (a cache replaying only
-    some calls leaves the median alone and pulls the mean, the ``pike`` protocol's headline, down)."""
-    assert fresh_inputs.ratios([2.0, 4.0], [1.0, 2.0, 100.0]) == [1.0, 2.0]
-    assert fresh_inputs.ratios([1.0], [0.1, 1.0, 1.0]) == pytest.approx([1.0 / 0.7])
-    assert fresh_inputs.ratios([1.0], [0.0, 0.0]) == [fresh_inputs.MAX_RATIO]  # finite, for the result's JSON
-    assert fresh_inputs.ratios([], [1.0]) == [] and fresh_inputs.ratios([1.0], []) == []
-    assert fresh_inputs.summary([1.0, 3.0]) == {"calls": 2, "median_ratio": 2.0, "ratios": [1.0, 3.0]}
-    assert fresh_inputs.summary([])["median_ratio"] is None
+    some calls leaves the median alone and pulls the mean, the ``pike`` protocol's headline, down).
+    The timed calls' own ratios, over the same denominator, are what the fresh ones are ranked among."""
+    assert fresh_inputs.ratios([2.0, 4.0], [1.0, 2.0, 100.0]).fresh == [1.0, 2.0]
+    assert fresh_inputs.ratios([2.0, 4.0], [1.0, 2.0, 100.0]).timed == [0.5, 1.0, 50.0]
+    assert fresh_inputs.ratios([1.0], [0.1, 1.0, 1.0]).fresh == pytest.approx([1.0 / 0.7])
+    assert fresh_inputs.ratios([1.0], [0.0, 0.0]).fresh == [fresh_inputs.MAX_RATIO]  # finite, for the result's JSON
+    assert fresh_inputs.ratios([], [1.0]) == fresh_inputs.FreshTimes() == fresh_inputs.ratios([1.0], [])
+    summary = fresh_inputs.summary(_times([1.0, 3.0], [1.0, 2.0]))
+    assert summary == {"calls": 2, "median_ratio": 2.0, "ratios": [1.0, 3.0],
+                       "rank_p": pytest.approx(1 - (2 / 3) ** 2 / 2, rel=1e-2)}  # ranks 0 and 2/3
+    assert fresh_inputs.summary(fresh_inputs.FreshTimes())["median_ratio"] is None
+
+
+def test_blocks_pool_their_timed_calls_for_the_ranks():
+    """Each paired block's fresh call is ranked among every block's timed calls (each over its own
+    block's typical call): one block's few calls alone could not place it."""
+    pooled = fresh_inputs.FreshTimes()
+    for block in range(16):
+        pooled.extend(fresh_inputs.ratios([10.0 * (1 + block)], [1.0 * (1 + block), 1.1 * (1 + block)]))
+    assert len(pooled.fresh) == 16 and len(pooled.timed) == 32
+    assert fresh_inputs.judge(pooled, "the paired re-timing's blocks") is not None
 
 
 # -- the loop ------------------------------------------------------------------------------------------

@@ -208,7 +208,7 @@ class TimedBlock:
     end_ns: int
     steal: float | None
     canary_pair: tuple[float | None, float | None]
-    fresh_ratios: list[float] = field(default_factory=list)  # its fresh calls' (``fresh_inputs.ratios``)
+    fresh: fresh_inputs.FreshTimes = field(default_factory=fresh_inputs.FreshTimes)  # ``fresh_inputs.ratios``
 
 
 class RetryAlone(Exception):
@@ -245,7 +245,8 @@ class Evaluation:
         # Seeds of the sets the child makes before the candidate is imported and shows only in timed
         # loops (``fresh_inputs``): drawn for this evaluation alone, none of its public or hidden seeds.
         self.fresh_seeds = fresh_inputs.draw(request, self.hidden_seeds, settings.fresh_inputs)
-        self.block_fresh_ratios: list[float] = []  # each paired block's fresh call over its block's median
+        # Each paired block's fresh call and timed calls, over that block's typical call.
+        self.block_fresh = fresh_inputs.FreshTimes()
         self.secrets = redaction.secret_values(settings.source_environ())
         self.popen: subprocess.Popen | None = None
         self.spawned: Spawned | None = None  # the candidate's process as started (its log descriptors)
@@ -513,24 +514,32 @@ class Evaluation:
         self._notify("timing_start")
         try:
             redone = confirmed = 0
+            pooled = fresh_inputs.FreshTimes()
             while True:
                 block = self.timed_block(shared=shared)
                 report = watch.report(self.device, *block.canary_pair, block.steal, redone)
                 if report.flagged is not None and redone < watch.limits.redo:
                     redone += 1
                     continue
-                # Only the kept run's fresh calls are judged; a run they condemn is taken once more, and
-                # only a second condemning run rejects (a noisy host seldom slows 3 in 4 calls twice).
-                cached = fresh_inputs.judge(block.fresh_ratios, "the ordinary timing")
-                if cached is None or confirmed >= fresh_inputs.CONFIRMATIONS:
+                # Only the kept run's fresh calls are judged. A run whose ratios condemn is taken once
+                # more; only when that one's do too are both runs' calls judged together, ranks and all
+                # (16 calls tell a cache replaying just over half its calls from chance; 8 seldom do).
+                if not fresh_inputs.slow(block.fresh):
+                    judged = block.fresh
+                    break
+                pooled.extend(block.fresh)
+                judged = pooled
+                if confirmed >= fresh_inputs.CONFIRMATIONS:
                     break
                 confirmed += 1
         finally:
             self._notify("timing_end")
         watch.record(self.device, report)
-        self.environment["fresh_inputs"] = fresh_inputs.summary(block.fresh_ratios)
+        cached = fresh_inputs.judge(judged, "the ordinary timing")
+        self.environment["fresh_inputs"] = fresh_inputs.summary(judged)
         if cached is not None:
             raise _Concluded(self._conclude(REJECTED, fresh_inputs.CHECK, cached, outputs=comparison.checks))
+        self._flag_suspect(judged)
         self.noise = report
         if report.flagged is not None and noise.NOISY_FLAG not in self.flags:
             self.flags.append(noise.NOISY_FLAG)
@@ -546,15 +555,21 @@ class Evaluation:
             from pike_harness.worker.supervise.engine import paired
 
             paired.retime(self)
-            if self.block_fresh_ratios:
-                self.environment["fresh_inputs"]["blocks"] = fresh_inputs.summary(self.block_fresh_ratios)
-            cached = fresh_inputs.judge(self.block_fresh_ratios, "the paired re-timing's blocks")
+            if self.block_fresh.fresh:
+                self.environment["fresh_inputs"]["blocks"] = fresh_inputs.summary(self.block_fresh)
+            cached = fresh_inputs.judge(self.block_fresh, "the paired re-timing's blocks")
             if cached is not None:
                 raise _Concluded(self._conclude(REJECTED, fresh_inputs.CHECK, cached, outputs=comparison.checks))
+            self._flag_suspect(self.block_fresh)
         self._judge_timed_outputs()
         if request.profile:
             self._profile()
         return self._conclude(CORRECT, None, None, outputs=comparison.checks, runtime=block.stats)
+
+    def _flag_suspect(self, times: fresh_inputs.FreshTimes) -> None:
+        """Flag fresh calls whose ratios condemn but whose ranks among the timed calls do not."""
+        if fresh_inputs.suspect(times) and fresh_inputs.SUSPECT_FLAG not in self.flags:
+            self.flags.append(fresh_inputs.SUSPECT_FLAG)
 
     def _judge_timed_outputs(self) -> None:
         """After every timing of the candidate (outside the quiet window, which keeps the reference
@@ -640,13 +655,13 @@ class Evaluation:
         if problem:
             raise _Concluded(self._conclude(REJECTED, "timer_cross_check", problem, outputs=comparison.checks))
         canary = [float(x) for x in timed.get("canary_ms") or [] if x > 0]
-        ratios = fresh_inputs.ratios([float(x) for x in run.get("fresh_ms") or []], samples)
+        fresh = fresh_inputs.ratios([float(x) for x in run.get("fresh_ms") or []], samples)
         if params is not None:
-            self.block_fresh_ratios += ratios
+            self.block_fresh.extend(fresh)
         return TimedBlock(stats=protocol.summarize(samples, float(run.get("host_wall_ms") or 0.0)), reply=timed,
                           start_ns=start_ns, end_ns=end_ns, steal=steal,
                           canary_pair=(canary[0], canary[1]) if len(canary) == 2 else (None, None),
-                          fresh_ratios=ratios)
+                          fresh=fresh)
 
     def _gpu_clocks(self) -> dict[str, Any] | None:
         """SM/memory clocks, power limit, temperature of the evaluation's GPU (None on a CPU/without NVML)."""
