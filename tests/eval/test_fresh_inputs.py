@@ -130,6 +130,33 @@ def test_a_cache_replaying_most_calls_is_rejected_and_one_replaying_just_over_ha
         assert fresh_inputs.judge(first) is not None
 
 
+def test_the_runs_judged_a_confirmation_pools_and_a_run_short_of_sets_clears_nothing():
+    """The supervisor's sequence of runs (``Runs``): a clean run is judged alone; a condemning run is
+    taken again and, condemning again, pooled with it; a run left without sets (a task with 64 MB
+    sets gets 4 in all: one run's worth) leaves the earlier calls judged, a redone run's included."""
+    honest, cache, none = _times([1.0] * 8), _times([9.0] * 4), _times([])
+
+    runs = fresh_inputs.Runs()
+    assert runs.kept(honest) and runs.judged is honest
+
+    runs = fresh_inputs.Runs()
+    assert not runs.kept(cache)  # taken again
+    assert runs.kept(cache) and len(runs.judged.fresh) == 8 and fresh_inputs.judge(runs.judged) is not None
+
+    runs = fresh_inputs.Runs()
+    assert not runs.kept(cache)
+    assert runs.kept(honest) and runs.judged is honest  # the confirmation cleared it
+
+    runs = fresh_inputs.Runs()
+    assert not runs.kept(cache)
+    assert runs.kept(none) and fresh_inputs.judge(runs.judged) is not None  # no sets left: the first run stands
+
+    runs = fresh_inputs.Runs()
+    runs.seen(cache)  # a run redone for noise, which spent the sets
+    runs.seen(none)
+    assert runs.kept(none) and runs.judged is cache and fresh_inputs.judge(runs.judged) is not None
+
+
 def test_ratios_are_over_the_smaller_of_the_runs_mean_and_median_and_the_summary_keeps_each():
     """The median under a long tail; the mean when some calls are far faster (a cache replaying only
     some calls leaves the median alone and pulls the mean, the ``pike`` protocol's headline, down).

@@ -31,7 +31,8 @@ which eight calls cannot tell from chance. Only the kept run of the ordinary tim
 canary's redos) is judged. A run whose ratios condemn (``slow``) is taken again (``CONFIRMATIONS``):
 only when the second run's ratios condemn too are both runs' calls judged together, ranks included,
 and 16 calls tell even a cache replaying 55 % of its calls from chance (nearly every time, in
-simulation) where 8 could not. A ratio's denominator is the smaller of the run's mean and median, so a
+simulation) where 8 could not. A run too short of sets to judge never clears the runs before it
+(``Runs``). A ratio's denominator is the smaller of the run's mean and median, so a
 cache that replays only some calls lowers it under either protocol's headline. A cache that saves
 less than the margin keeps that saving; a task whose sets are too large for ``MIN_CALLS`` of them
 within ``MAX_BYTES`` is not judged (the result records the ratios anyway).
@@ -133,6 +134,39 @@ def rank_p(all_ranks: Sequence[float]) -> float:
         return 1.0
     total = sum(((-1) ** k * math.comb(n, k) * (below - k) ** n for k in range(math.floor(below) + 1)), Fraction(0))
     return float(total / math.factorial(n))
+
+
+class Runs:
+    """The ordinary timing's runs' fresh calls, run by run, and which of them its verdict rests on
+    (``judged``). A run whose ratios condemn is taken again, once (``CONFIRMATIONS``); when the next
+    run's condemn too, both runs' calls are judged together. A run left with too few sets to judge
+    (a task whose sets are large gets 4 in all, and a redone or condemned run spends them) does not
+    clear the candidate: the calls of the runs before it are judged instead."""
+
+    def __init__(self) -> None:
+        self.pooled = FreshTimes()  # the runs whose ratios condemned
+        self.latest = FreshTimes()  # the latest run with calls enough to judge (one redone for noise too)
+        self.judged = FreshTimes()
+        self.confirmed = 0
+
+    def seen(self, times: FreshTimes) -> None:
+        """Every run, kept or redone for noise."""
+        if len(times.fresh) >= MIN_CALLS:
+            self.latest = times
+
+    def kept(self, times: FreshTimes) -> bool:
+        """A run kept after the noise canary's redos: True when the timing is over, False when it is
+        to be taken again (its ratios condemn and a confirmation is due)."""
+        if not slow(times):
+            enough = len(times.fresh) >= MIN_CALLS
+            self.judged = times if enough else (self.pooled if self.pooled.fresh else self.latest)
+            return True
+        self.pooled.extend(times)
+        self.judged = self.pooled
+        if self.confirmed >= CONFIRMATIONS:
+            return True
+        self.confirmed += 1
+        return False
 
 
 def summary(times: FreshTimes) -> dict[str, object]:

@@ -513,33 +513,25 @@ class Evaluation:
         watch = self.settings.noise
         self._notify("timing_start")
         try:
-            redone = confirmed = 0
-            pooled = fresh_inputs.FreshTimes()
+            redone = 0
+            runs = fresh_inputs.Runs()  # which runs' fresh calls the verdict rests on, and when to confirm
             while True:
                 block = self.timed_block(shared=shared)
+                runs.seen(block.fresh)
                 report = watch.report(self.device, *block.canary_pair, block.steal, redone)
                 if report.flagged is not None and redone < watch.limits.redo:
                     redone += 1
                     continue
-                # Only the kept run's fresh calls are judged. A run whose ratios condemn is taken once
-                # more; only when that one's do too are both runs' calls judged together, ranks and all
-                # (16 calls tell a cache replaying just over half its calls from chance; 8 seldom do).
-                if not fresh_inputs.slow(block.fresh):
-                    judged = block.fresh
+                if runs.kept(block.fresh):
                     break
-                pooled.extend(block.fresh)
-                judged = pooled
-                if confirmed >= fresh_inputs.CONFIRMATIONS:
-                    break
-                confirmed += 1
         finally:
             self._notify("timing_end")
         watch.record(self.device, report)
-        cached = fresh_inputs.judge(judged, "the ordinary timing")
-        self.environment["fresh_inputs"] = fresh_inputs.summary(judged)
+        cached = fresh_inputs.judge(runs.judged, "the ordinary timing")
+        self.environment["fresh_inputs"] = fresh_inputs.summary(runs.judged)
         if cached is not None:
             raise _Concluded(self._conclude(REJECTED, fresh_inputs.CHECK, cached, outputs=comparison.checks))
-        self._flag_suspect(judged)
+        self._flag_suspect(runs.judged)
         self.noise = report
         if report.flagged is not None and noise.NOISY_FLAG not in self.flags:
             self.flags.append(noise.NOISY_FLAG)
