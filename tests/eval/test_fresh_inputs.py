@@ -211,6 +211,35 @@ def test_each_fresh_set_is_called_once_among_the_timed_calls_and_never_counted()
     assert again.fresh_ms == [] and fresh.used == 3
 
 
+@pytest.mark.filterwarnings("ignore::FutureWarning")  # gc's walk touches torch's deprecated names
+def test_held_fresh_sets_are_masked_and_unmask_exactly_into_the_calls_buffer():
+    """A held set matches no input's shape, dtype or bytes (a search of the process's memory for
+    tensors like its input finds none of them: corpus ``cache_primed_from_memory``), and unmasks bit
+    for bit, the key tiled over more bytes than it has and a tail, into a contiguous buffer in place
+    and into a strided one."""
+    import gc
+
+    big = torch.randn(17_000)  # 68,000 bytes: one whole key's worth and a tail
+    small = torch.arange(15, dtype=torch.float16).reshape(3, 5)
+    fresh = FreshCalls([[big.clone(), 3], [small.clone()]])  # copies: held as they are, they would be found
+    masked, plain_int = fresh.sets[0]
+    assert plain_int == 3 and masked.data.dtype == torch.uint8 and masked.data.dim() == 1
+    assert not torch.equal(masked.data, timing._bytes_of(big))
+    for wanted in (big, small):
+        assert not any(isinstance(held, torch.Tensor) and held.shape == wanted.shape and held.dtype == wanted.dtype
+                       and held is not wanted and torch.equal(held, wanted)
+                       for held in gc.get_objects()
+                       for held in (held if isinstance(held, list | tuple) else (held,)))
+    buffer = torch.empty_like(big)
+    masked.unmask_into(buffer, fresh.key)
+    assert torch.equal(buffer, big)
+    strided = torch.empty(5, 3, dtype=torch.float16).t()  # 3 x 5, not contiguous
+    fresh.sets[1][0].unmask_into(strided, fresh.key)
+    assert torch.equal(strided, small)
+    with pytest.raises(ValueError, match="varies its shapes"):
+        fresh.sets[1][0].unmask_into(torch.empty(5, 3, dtype=torch.float16), fresh.key)
+
+
 def test_a_run_that_fails_gives_back_the_sets_it_had_not_called_yet():
     """A timing that ends early (out of device memory beside others' models, to be run again alone) must
     not spend fresh sets the candidate never saw: the run again makes its fresh calls."""
@@ -265,7 +294,7 @@ def test_a_fresh_calls_output_is_held_to_the_shape_and_may_not_be_the_harness_co
 def test_every_fresh_output_is_kept_while_they_fit():
     fresh = FreshCalls(_sets([10.0, 11.0, 12.0]))
     for index in fresh.take(3):
-        fresh.offer(index, [fresh.sets[index][0] * 2])
+        fresh.offer(index, [fresh.sets[index][0].plain(fresh.key) * 2])
     assert [index for index, _ in fresh.drawn()] == [0, 1, 2]
 
 
@@ -274,11 +303,11 @@ def test_fresh_outputs_past_the_byte_budget_are_a_draw_of_clones_in_set_order(mo
     (reservoir sampling, with the random bytes fixed here): clones taken as each call returned, listed
     by fresh set."""
     draws = itertools.cycle([0, 5, 1])  # call 3 replaces slot 0; call 4 is not kept (5 % 4); call 5 slot 1
-    monkeypatch.setattr(T, "urandom", lambda n: next(draws).to_bytes(n, "little"))
     monkeypatch.setattr(FreshCalls, "KEEP_BYTES", 2 * 16 * 4)
     fresh = FreshCalls(_sets([10.0, 11.0, 12.0, 13.0, 14.0]))
+    monkeypatch.setattr(T, "urandom", lambda n: next(draws).to_bytes(n, "little"))
     for index in fresh.take(5):
-        out = fresh.sets[index][0] * 2
+        out = fresh.sets[index][0].plain(fresh.key) * 2
         fresh.offer(index, [out])
         out.zero_()  # the candidate reuses its buffer: the kept copy is what the call returned
     assert fresh.called == 5

@@ -109,7 +109,6 @@ class CandidateProcess:
         self.samples: Any = None  # timing.TimedSamples: one timed call's outputs per set, for the reference process
         self.fresh: Any = None  # timing.FreshCalls: the sets only timed loops show, and a few of their outputs
         self.fresh_spec = dict(fresh or {})  # their seeds and byte cap, from the supervisor: used up in ``load``
-        self.fresh_sets: list[Any] = []  # made in ``load``, before the candidate's import
         self.channel = channel
         self.request = request
         self.device = torch.device("cuda", 0) if request.device.startswith("cuda") else torch.device("cpu")
@@ -143,8 +142,8 @@ class CandidateProcess:
             # The fresh sets (``timing.FreshCalls``) are made now, before the candidate exists, and kept
             # only in this process's memory: a file would be the candidate's to read before its timing.
             spec, self.fresh_spec = self.fresh_spec, {}
-            self.fresh_sets = loading.inputs_within(self.inputs_module, [int(s) for s in spec.get("seeds") or []],
-                                                    int(spec.get("max_bytes") or 0))
+            self.fresh = timing.FreshCalls(loading.inputs_within(  # masked from here on (``MaskedTensor``)
+                self.inputs_module, [int(s) for s in spec.get("seeds") or []], int(spec.get("max_bytes") or 0)))
             del spec
         except Exception as exc:
             self.channel.send({"event": "infra_error", "reason": f"the task's inputs failed: {_summary(exc)}"})
@@ -270,9 +269,8 @@ class CandidateProcess:
         # nothing more than before while the check runs (a solution that reads memory it does not own,
         # level3-pike 23's published one, answered otherwise with the sets on the device beside it).
         # Made once, in ``load``: a check run again alone keeps the sets not yet called.
-        if self.fresh is None:
-            self.fresh = FreshCalls(self.fresh_sets)
-            self.fresh_sets = []
+        if self.fresh is None:  # a process made without ``load`` (no fresh sets were asked for)
+            self.fresh = FreshCalls([])
         clock.lap("inputs")
         self.model = self._construct("construct", instance=0)
         self._restore_flags()

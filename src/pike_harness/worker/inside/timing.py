@@ -120,6 +120,68 @@ class TimedSamples:
         return [(index, kept) for index, kept in enumerate(self.kept) if kept is not None]
 
 
+MASK_BYTES = 1 << 16  # the random key a held fresh set's bytes are XORed with, tiled over them
+
+
+def _bytes_of(tensor: torch.Tensor) -> torch.Tensor:
+    """A contiguous tensor's bytes as one flat uint8 view of its storage."""
+    return T.view(T.reshape(tensor, (-1,)), torch.uint8)
+
+
+def _xor_tiled(data: torch.Tensor, key: torch.Tensor, out: torch.Tensor) -> None:
+    """``out = data ^ key``, the key repeated over the bytes (all flat uint8, on one device)."""
+    n, k = T.length(data), T.length(key)
+    full = n - n % k
+    if full:
+        T.bitwise_xor(T.view(T.narrow(data, 0, 0, full), (-1, k)), key, out=T.view(T.narrow(out, 0, 0, full), (-1, k)))
+    if n > full:
+        T.bitwise_xor(T.narrow(data, 0, full, n - full), T.narrow(key, 0, 0, n - full),
+                      out=T.narrow(out, 0, full, n - full))
+
+
+@dataclass(frozen=True)
+class MaskedTensor:
+    """A fresh set's tensor as held until its call: its bytes XORed with ``FreshCalls.key``, its shape
+    and dtype apart. Why: a candidate's process can search its own memory (``gc.get_objects()``) for
+    tensors shaped like its inputs, compute their answers untimed and replay them; a corpus candidate
+    did exactly that (``cache_primed_from_memory``) and replayed the fresh calls too. Held masked,
+    the sets match no input's shape, dtype or content; they are unmasked straight into the call's own
+    input buffer on the device, right before the fresh call, where the candidate first sees them.
+    Masking is not secrecy: the key lies in the same process, and code that knows this class can
+    undo it (see docs/evaluator.md, what the checks do not catch)."""
+
+    data: torch.Tensor  # flat uint8
+    shape: tuple[int, ...]
+    dtype: torch.dtype
+
+    @staticmethod
+    def of(value: torch.Tensor, key: torch.Tensor) -> MaskedTensor:
+        with T.DisableTorchFunction(), T.DisableTorchDispatch():
+            plain = _bytes_of(T.contiguous(value))
+            data = T.clone(plain)
+            _xor_tiled(plain, key, data)
+        return MaskedTensor(data, tuple(value.shape), value.dtype)
+
+    def to(self, device: torch.device) -> MaskedTensor:
+        return MaskedTensor(T.to(self.data, device), self.shape, self.dtype)
+
+    def unmask_into(self, buffer: torch.Tensor, key: torch.Tensor) -> None:
+        """Write the set's values into ``buffer`` (its shape and dtype; on ``data``'s device)."""
+        if tuple(buffer.shape) != self.shape or buffer.dtype != self.dtype:
+            raise ValueError(f"a fresh input set's tensor is {self.dtype} {list(self.shape)}, the checked sets' "
+                             f"{buffer.dtype} {list(buffer.shape)}: the task's get_inputs varies its shapes")
+        if T.is_contiguous(buffer):
+            _xor_tiled(self.data, key, _bytes_of(buffer))
+        else:
+            T.copy_(buffer, self.plain(key))
+
+    def plain(self, key: torch.Tensor) -> torch.Tensor:
+        """The set's tensor itself, unmasked into new memory."""
+        plain = T.clone(self.data)
+        _xor_tiled(self.data, key, plain)
+        return T.reshape(T.view(plain, self.dtype), self.shape)
+
+
 class FreshCalls:
     """Input sets the candidate's process is shown only inside a timed loop, each in one call, and the
     outputs of those calls, kept for the reference process to compare.
@@ -135,13 +197,16 @@ class FreshCalls:
     uniform sample drawn after each call returned) and compared in the reference process: answers
     right only on inputs seen during the check fail there. Each set is used once per process: a
     second call on it could be replayed. The sets were made before the candidate was imported
-    (``child``), from seeds it never sees.
+    (``child``), from seeds it never sees, and are held masked (``MaskedTensor``) from then until
+    their call.
     """
 
     KEEP_BYTES = 256 * 1024 * 1024
 
     def __init__(self, sets: Sequence[Sequence[Any]]):
-        self.sets = tuple(tuple(values) for values in sets)
+        self.key = T.frombuffer(bytearray(T.urandom(MASK_BYTES)), dtype=torch.uint8)
+        self.sets = tuple(tuple(MaskedTensor.of(value, self.key) if T.is_instance(value, T.Tensor) else value
+                                for value in values) for values in sets)
         self.used = 0  # sets handed out so far
         self.called = 0  # fresh calls made so far (the sample's count)
         self.kept: list[tuple[int, list[torch.Tensor]]] = []
@@ -204,6 +269,7 @@ class TimedLoop:
         self.fresh = fresh  # sets never shown to this process: ``fresh_count`` of them called in this run
         self.fresh_count = fresh_count if fresh is not None else 0
         self._fresh_called: list[int] = []  # this run's fresh sets called so far
+        self._fresh_key: torch.Tensor | None = None  # the fresh sets' mask key on this device (``_staged``)
         self.device = device
         self.cuda = device.type == "cuda"
         self.protocol = protocol
@@ -221,12 +287,18 @@ class TimedLoop:
         self.flush_buffer = torch.empty(max(1, flush_mb) * 1024 * 1024 // 4, dtype=torch.int32, device=device)
         self.counters = tuple(torch.zeros((), dtype=torch.int64, device=device) for _ in self.sources)
 
-    def _arguments(self, values: Sequence[Any]) -> list[Any]:
+    def _arguments(self, values: Sequence[Any], key: torch.Tensor | None = None) -> list[Any]:
+        """The call's arguments: each tensor input copied into its buffer (a fresh set's unmasked
+        there with ``key``, the fresh sets' on this device)."""
         args = []
         with T.DisableTorchFunction(), T.DisableTorchDispatch():  # no mode sees the copy (checked: none is left)
             for buffer, value in zip(self.buffers, values, strict=True):
                 if buffer is None:
                     args.append(value)
+                elif T.is_instance(value, MaskedTensor):
+                    assert key is not None, "a masked fresh set without its key"
+                    value.unmask_into(buffer, key)
+                    args.append(buffer)
                 else:
                     T.copy_(buffer, value)
                     args.append(buffer)
@@ -284,7 +356,8 @@ class TimedLoop:
         ``fresh``: (fresh set, its values on the device): the call is on that set instead (``FreshCalls``),
         held to set ``index``'s shapes.
         """
-        args = self._arguments(self.sources[index] if fresh is None else fresh[1])
+        args = (self._arguments(self.sources[index]) if fresh is None
+                else self._arguments(fresh[1], self._fresh_key))
         if self.cuda:
             strict = self.protocol.window == "strict"
             before = T.CudaEvent(enable_timing=True)
@@ -321,24 +394,25 @@ class TimedLoop:
             self.samples.offer(index, outputs)
 
     def _staged(self) -> list[tuple[int, list[Any]]]:
-        """This run's fresh sets, copied to the device now, before its first call: each fresh call then
-        copies its set device to device, as every timed call does. Copied from host memory right before
+        """This run's fresh sets, copied to the device now, before its first call, still masked: each
+        fresh call then unmasks its set device to device into its buffer, as every timed call copies. Copied from host memory right before
         the call instead, a host-bound model's fresh calls read 1.4-1.7x its timed calls' median on an
         H200 (level3-pike 13, 20, 23's solutions, 2026-11-30): the copy leaves the CPU's caches cold."""
         if self.fresh is None or self.fresh_count <= 0:
             return []
         staged = []
         with T.DisableTorchFunction(), T.DisableTorchDispatch():
+            self._fresh_key = T.to(self.fresh.key, self.device)
             for index in self.fresh.take(self.fresh_count):
-                staged.append((index, [T.to(value, self.device) if T.is_instance(value, T.Tensor) else value
+                staged.append((index, [value.to(self.device) if T.is_instance(value, MaskedTensor) else value
                                        for value in self.fresh.sets[index]]))
         return staged
 
     def run(self) -> TimedRun:
         n_sets = T.length(self.sources)
         run = TimedRun()
+        fresh_sets = self._staged()  # first: it sets the key on this device, one of the attributes checked
         state = tuple(self.__dict__.items())  # checked in every call's validation step
-        fresh_sets = self._staged()
         try:
             return self._run(run, state, n_sets, fresh_sets)
         except BaseException:

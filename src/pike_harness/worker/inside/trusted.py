@@ -119,6 +119,14 @@ event_record = torch.cuda.Event.record
 event_elapsed = torch.cuda.Event.elapsed_time
 event_synchronize = torch.cuda.Event.synchronize
 storage = torch.Tensor.untyped_storage
+# A fresh set's bytes, masked while held (``timing.FreshCalls``) and unmasked into a call's buffer.
+bitwise_xor = torch.bitwise_xor
+frombuffer = torch.frombuffer
+view = torch.Tensor.view
+reshape = torch.Tensor.reshape
+narrow = torch.Tensor.narrow
+contiguous = torch.Tensor.contiguous
+is_contiguous = torch.Tensor.is_contiguous
 DisableTorchFunction = torch._C.DisableTorchFunction  # modes and subclass handlers off, on this thread
 DisableTorchDispatch = torch._C._DisableTorchDispatch  # the same for __torch_dispatch__
 function_stack_length = torch._C._len_torch_function_stack
