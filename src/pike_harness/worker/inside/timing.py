@@ -128,15 +128,24 @@ def _bytes_of(tensor: torch.Tensor) -> torch.Tensor:
     return T.view(T.reshape(tensor, (-1,)), torch.uint8)
 
 
-def _xor_tiled(data: torch.Tensor, key: torch.Tensor, out: torch.Tensor) -> None:
-    """``out = data ^ key``, the key repeated over the bytes (all flat uint8, on one device)."""
+def _xor_plan(data: torch.Tensor, key: torch.Tensor,
+              out: torch.Tensor) -> tuple[tuple[torch.Tensor, torch.Tensor, torch.Tensor], ...]:
+    """The views for ``out = data ^ key``, the key repeated over the bytes (all flat uint8, on one
+    device): one (data, key, out) triple for the whole keys' worth, one for the tail."""
     n, k = T.length(data), T.length(key)
     full = n - n % k
+    plan = []
     if full:
-        T.bitwise_xor(T.view(T.narrow(data, 0, 0, full), (-1, k)), key, out=T.view(T.narrow(out, 0, 0, full), (-1, k)))
+        plan.append((T.view(T.narrow(data, 0, 0, full), (-1, k)), key, T.view(T.narrow(out, 0, 0, full), (-1, k))))
     if n > full:
-        T.bitwise_xor(T.narrow(data, 0, full, n - full), T.narrow(key, 0, 0, n - full),
-                      out=T.narrow(out, 0, full, n - full))
+        plan.append((T.narrow(data, 0, full, n - full), T.narrow(key, 0, 0, n - full), T.narrow(out, 0, full, n - full)))
+    return tuple(plan)
+
+
+def _xor_tiled(data: torch.Tensor, key: torch.Tensor, out: torch.Tensor) -> None:
+    """``out = data ^ key``, the key repeated over the bytes."""
+    for part, part_key, part_out in _xor_plan(data, key, out):
+        T.bitwise_xor(part, part_key, out=part_out)
 
 
 @dataclass(frozen=True)
@@ -166,20 +175,45 @@ class MaskedTensor:
         return MaskedTensor(T.to(self.data, device), self.shape, self.dtype)
 
     def unmask_into(self, buffer: torch.Tensor, key: torch.Tensor) -> None:
-        """Write the set's values into ``buffer`` (its shape and dtype; on ``data``'s device)."""
+        """Write the set's values into ``buffer`` (its shape and dtype)."""
+        self.staged_into(buffer, key).run()
+
+    def staged_into(self, buffer: torch.Tensor, key: torch.Tensor) -> Unmasking:
+        """Copied to ``buffer``'s device (``key`` lies there), with the XOR that unmasks it into
+        ``buffer`` planned now: the fresh call's own step before its window is then one or two kernel
+        launches, as a timed call's copy is one. Planned at the call instead (a few views each time),
+        fresh calls read up to 17 % slower than timed ones on an H200 (2026-11-30, level3-pike 9, 13)."""
         if tuple(buffer.shape) != self.shape or buffer.dtype != self.dtype:
             raise ValueError(f"a fresh input set's tensor is {self.dtype} {list(self.shape)}, the checked sets' "
                              f"{buffer.dtype} {list(buffer.shape)}: the task's get_inputs varies its shapes")
-        if T.is_contiguous(buffer):
-            _xor_tiled(self.data, key, _bytes_of(buffer))
-        else:
-            T.copy_(buffer, self.plain(key))
+        with T.DisableTorchFunction(), T.DisableTorchDispatch():
+            masked = self.to(buffer.device)
+            plan = _xor_plan(masked.data, key, _bytes_of(buffer)) if T.is_contiguous(buffer) else ()
+        return Unmasking(plan, buffer, masked, key)
 
     def plain(self, key: torch.Tensor) -> torch.Tensor:
         """The set's tensor itself, unmasked into new memory."""
         plain = T.clone(self.data)
         _xor_tiled(self.data, key, plain)
         return T.reshape(T.view(plain, self.dtype), self.shape)
+
+
+@dataclass(frozen=True)
+class Unmasking:
+    """A staged fresh tensor: the XOR calls that unmask it into its call's buffer (``plan``), or, for a
+    buffer that is not contiguous, an unmasking into new memory and a copy."""
+
+    plan: tuple[tuple[torch.Tensor, torch.Tensor, torch.Tensor], ...]
+    buffer: torch.Tensor
+    masked: MaskedTensor
+    key: torch.Tensor
+
+    def run(self) -> None:
+        if self.plan:
+            for data, key, out in self.plan:
+                T.bitwise_xor(data, key, out=out)
+        else:
+            T.copy_(self.buffer, self.masked.plain(self.key))
 
 
 class FreshCalls:
@@ -257,6 +291,17 @@ def fresh_positions(count: int, reps: int) -> list[int]:
     return sorted(int.from_bytes(T.urandom(8), "little") % max(1, reps) for _ in range(count))
 
 
+def _staged_value(buffer: torch.Tensor | None, value: Any, key: torch.Tensor) -> Any:
+    """A fresh set's input for the buffer at its position: a masked tensor staged (``Unmasking``), any
+    other value as it is."""
+    if not T.is_instance(value, MaskedTensor):
+        return value
+    if buffer is None:
+        raise ValueError("a fresh input set has a tensor where the checked sets have none: the task's "
+                         "get_inputs varies its inputs")
+    return value.staged_into(buffer, key)
+
+
 class TimedLoop:
     """Owns the buffers of one timing run: input buffers, flush buffer, validated outputs, counters."""
 
@@ -269,7 +314,6 @@ class TimedLoop:
         self.fresh = fresh  # sets never shown to this process: ``fresh_count`` of them called in this run
         self.fresh_count = fresh_count if fresh is not None else 0
         self._fresh_called: list[int] = []  # this run's fresh sets called so far
-        self._fresh_key: torch.Tensor | None = None  # the fresh sets' mask key on this device (``_staged``)
         self.device = device
         self.cuda = device.type == "cuda"
         self.protocol = protocol
@@ -287,17 +331,16 @@ class TimedLoop:
         self.flush_buffer = torch.empty(max(1, flush_mb) * 1024 * 1024 // 4, dtype=torch.int32, device=device)
         self.counters = tuple(torch.zeros((), dtype=torch.int64, device=device) for _ in self.sources)
 
-    def _arguments(self, values: Sequence[Any], key: torch.Tensor | None = None) -> list[Any]:
-        """The call's arguments: each tensor input copied into its buffer (a fresh set's unmasked
-        there with ``key``, the fresh sets' on this device)."""
+    def _arguments(self, values: Sequence[Any]) -> list[Any]:
+        """The call's arguments: each tensor input copied into its buffer (a staged fresh set's
+        unmasked there: ``Unmasking``)."""
         args = []
         with T.DisableTorchFunction(), T.DisableTorchDispatch():  # no mode sees the copy (checked: none is left)
             for buffer, value in zip(self.buffers, values, strict=True):
                 if buffer is None:
                     args.append(value)
-                elif T.is_instance(value, MaskedTensor):
-                    assert key is not None, "a masked fresh set without its key"
-                    value.unmask_into(buffer, key)
+                elif T.is_instance(value, Unmasking):
+                    value.run()
                     args.append(buffer)
                 else:
                     T.copy_(buffer, value)
@@ -356,8 +399,7 @@ class TimedLoop:
         ``fresh``: (fresh set, its values on the device): the call is on that set instead (``FreshCalls``),
         held to set ``index``'s shapes.
         """
-        args = (self._arguments(self.sources[index]) if fresh is None
-                else self._arguments(fresh[1], self._fresh_key))
+        args = self._arguments(self.sources[index] if fresh is None else fresh[1])
         if self.cuda:
             strict = self.protocol.window == "strict"
             before = T.CudaEvent(enable_timing=True)
@@ -394,25 +436,26 @@ class TimedLoop:
             self.samples.offer(index, outputs)
 
     def _staged(self) -> list[tuple[int, list[Any]]]:
-        """This run's fresh sets, copied to the device now, before its first call, still masked: each
-        fresh call then unmasks its set device to device into its buffer, as every timed call copies. Copied from host memory right before
+        """This run's fresh sets, copied to the device now, before its first call, still masked, their
+        unmasking planned (``MaskedTensor.staged_into``): each fresh call then unmasks its set device to
+        device into its buffer, as every timed call copies. Copied from host memory right before
         the call instead, a host-bound model's fresh calls read 1.4-1.7x its timed calls' median on an
         H200 (level3-pike 13, 20, 23's solutions, 2026-11-30): the copy leaves the CPU's caches cold."""
         if self.fresh is None or self.fresh_count <= 0:
             return []
         staged = []
         with T.DisableTorchFunction(), T.DisableTorchDispatch():
-            self._fresh_key = T.to(self.fresh.key, self.device)
-            for index in self.fresh.take(self.fresh_count):
-                staged.append((index, [value.to(self.device) if T.is_instance(value, MaskedTensor) else value
-                                       for value in self.fresh.sets[index]]))
+            key = T.to(self.fresh.key, self.device)
+        for index in self.fresh.take(self.fresh_count):
+            staged.append((index, [_staged_value(buffer, value, key)
+                                   for buffer, value in zip(self.buffers, self.fresh.sets[index], strict=True)]))
         return staged
 
     def run(self) -> TimedRun:
         n_sets = T.length(self.sources)
         run = TimedRun()
-        fresh_sets = self._staged()  # first: it sets the key on this device, one of the attributes checked
         state = tuple(self.__dict__.items())  # checked in every call's validation step
+        fresh_sets = self._staged()
         try:
             return self._run(run, state, n_sets, fresh_sets)
         except BaseException:
