@@ -152,6 +152,12 @@ def test_the_runs_judged_a_confirmation_pools_and_a_run_short_of_sets_clears_not
     assert runs.kept(none) and fresh_inputs.judge(runs.judged) is not None  # no sets left: the first run stands
 
     runs = fresh_inputs.Runs()
+    one = _times([1.0])  # a task whose sets are too large for more (level3-pike 43: one 201 MB set)
+    runs.seen(one)
+    assert runs.kept(one) and runs.judged is one  # recorded, too few to judge
+    assert fresh_inputs.summary(runs.judged)["calls"] == 1 and fresh_inputs.judge(runs.judged) is None
+
+    runs = fresh_inputs.Runs()
     runs.seen(cache)  # a run redone for noise, which spent the sets
     runs.seen(none)
     assert runs.kept(none) and runs.judged is cache and fresh_inputs.judge(runs.judged) is not None

@@ -158,8 +158,10 @@ class Runs:
         """A run kept after the noise canary's redos: True when the timing is over, False when it is
         to be taken again (its ratios condemn and a confirmation is due)."""
         if not slow(times):
-            enough = len(times.fresh) >= MIN_CALLS
-            self.judged = times if enough else (self.pooled if self.pooled.fresh else self.latest)
+            earlier = self.pooled if self.pooled.fresh else self.latest
+            # Too few calls to judge, after runs that had enough: theirs are judged. With none before,
+            # this run's few calls are what the result records (not judged: ``MIN_CALLS``).
+            self.judged = earlier if len(times.fresh) < MIN_CALLS and earlier.fresh else times
             return True
         self.pooled.extend(times)
         self.judged = self.pooled
