@@ -4,7 +4,7 @@
 # in one device call: what a change of the checks does to solutions that were judged before
 # (reports/pike-b-published-audit.md, "ours"). Writes $OUT/verdicts.jsonl (one result per solution),
 # $OUT/eval.log (the table and --stages) and prints one line per task: category/check, flags, runtime,
-# and the fresh calls' median ratio [lowest-highest] and rank test (docs/evaluator.md, Timing, step 6).
+# and the fresh calls' median ratio [lowest-highest] and the tests' chances (docs/evaluator.md, Timing, step 6).
 #   OUT=/some/folder [BUDGET_S=540] benchmarks/run_gpu_published_verdicts.sh
 set -uo pipefail
 . "$(dirname "${BASH_SOURCE[0]}")/gpu_site.sh"
@@ -20,8 +20,8 @@ for line in open(sys.argv[1]):
         r = json.loads(line)
         fresh = (r.get("environment") or {}).get("fresh_inputs") or {}
         ratios = fresh.get("ratios") or []
-        spread = (f"{fresh.get('median_ratio')} [{min(ratios):.2f}-{max(ratios):.2f}] rank_p {fresh.get('rank_p')}"
-                  if ratios else "-")
+        spread = (f"{fresh.get('median_ratio')} [{min(ratios):.2f}-{max(ratios):.2f}] rank_p {fresh.get('rank_p')} "
+                  f"median_p {fresh.get('median_p')}" if ratios else "-")
         rows.append((r.get("task"), r.get("category"), r.get("check"), r.get("flags"),
                      r.get("runtime_ms"), spread, ratios))
 for task, category, check, flags, ms, spread, _ in sorted(rows, key=lambda r: str(r[0])):

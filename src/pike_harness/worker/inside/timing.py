@@ -29,7 +29,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
 
@@ -165,18 +165,30 @@ class MaskedTensor:
 
     @staticmethod
     def of(value: torch.Tensor, key: torch.Tensor) -> MaskedTensor:
+        """``value`` masked (a contiguous copy made on the way is zeroed; ``value`` itself is not, as a
+        task's ``get_inputs`` may hand out a tensor it keeps: its plain bytes may linger in memory the
+        candidate can read through ``/proc/self/mem``, see docs/evaluator.md)."""
         with T.DisableTorchFunction(), T.DisableTorchDispatch():
-            plain = _bytes_of(T.contiguous(value))
+            contiguous = T.contiguous(value)
+            plain = _bytes_of(contiguous)
             data = T.clone(plain)
             _xor_tiled(plain, key, data)
+            if contiguous is not value:
+                T.zero_(contiguous)
         return MaskedTensor(data, tuple(value.shape), value.dtype)
+
+    @staticmethod
+    def can_hold(value: Any) -> bool:
+        """A dense tensor without lazy conjugate or negative bits: the kinds whose bytes are its values."""
+        return (T.is_instance(value, T.Tensor) and value.layout == torch.strided and not value.is_conj()
+                and not value.is_neg())
 
     def to(self, device: torch.device) -> MaskedTensor:
         return MaskedTensor(T.to(self.data, device), self.shape, self.dtype)
 
     def unmask_into(self, buffer: torch.Tensor, key: torch.Tensor) -> None:
         """Write the set's values into ``buffer`` (its shape and dtype)."""
-        self.staged_into(buffer, key).run()
+        _unmask(self.staged_into(buffer, key), buffer)
 
     def staged_into(self, buffer: torch.Tensor, key: torch.Tensor) -> Unmasking:
         """Copied to ``buffer``'s device (``key`` lies there), with the XOR that unmasks it into
@@ -189,7 +201,7 @@ class MaskedTensor:
         with T.DisableTorchFunction(), T.DisableTorchDispatch():
             masked = self.to(buffer.device)
             plan = _xor_plan(masked.data, key, _bytes_of(buffer)) if T.is_contiguous(buffer) else ()
-        return Unmasking(plan, buffer, masked, key)
+        return Unmasking(plan, masked, key)
 
     def plain(self, key: torch.Tensor) -> torch.Tensor:
         """The set's tensor itself, unmasked into new memory."""
@@ -198,22 +210,23 @@ class MaskedTensor:
         return T.reshape(T.view(plain, self.dtype), self.shape)
 
 
-@dataclass(frozen=True)
-class Unmasking:
-    """A staged fresh tensor: the XOR calls that unmask it into its call's buffer (``plan``), or, for a
-    buffer that is not contiguous, an unmasking into new memory and a copy."""
+class Unmasking(NamedTuple):
+    """A staged fresh tensor: the XOR calls' operands that unmask it into its call's buffer (``plan``),
+    or, for a buffer that is not contiguous (no plan), the masked tensor and key to unmask into new
+    memory and copy. Plain data with no method of its own: an object that unmasks when called, found
+    by a candidate through ``gc`` beside its own buffer, would unmask for it (an audit did, 2026-11-30)."""
 
     plan: tuple[tuple[torch.Tensor, torch.Tensor, torch.Tensor], ...]
-    buffer: torch.Tensor
     masked: MaskedTensor
     key: torch.Tensor
 
-    def run(self) -> None:
-        if self.plan:
-            for data, key, out in self.plan:
-                T.bitwise_xor(data, key, out=out)
-        else:
-            T.copy_(self.buffer, self.masked.plain(self.key))
+
+def _unmask(staged: Unmasking, buffer: torch.Tensor) -> None:
+    if staged.plan:
+        for data, key, out in staged.plan:
+            T.bitwise_xor(data, key, out=out)
+    else:
+        T.copy_(buffer, staged.masked.plain(staged.key))
 
 
 class FreshCalls:
@@ -239,7 +252,8 @@ class FreshCalls:
 
     def __init__(self, sets: Sequence[Sequence[Any]]):
         self.key = T.frombuffer(bytearray(T.urandom(MASK_BYTES)), dtype=torch.uint8)
-        self.sets = tuple(tuple(MaskedTensor.of(value, self.key) if T.is_instance(value, T.Tensor) else value
+        # Masked where the kind allows (a sparse or conjugate-view input is held as it is).
+        self.sets = tuple(tuple(MaskedTensor.of(value, self.key) if MaskedTensor.can_hold(value) else value
                                 for value in values) for values in sets)
         self.used = 0  # sets handed out so far
         self.called = 0  # fresh calls made so far (the sample's count)
@@ -295,7 +309,7 @@ def _staged_value(buffer: torch.Tensor | None, value: Any, key: torch.Tensor) ->
     """A fresh set's input for the buffer at its position: a masked tensor staged (``Unmasking``), any
     other value as it is."""
     if not T.is_instance(value, MaskedTensor):
-        return value
+        return T.to(value, buffer.device) if T.is_instance(value, T.Tensor) and buffer is not None else value
     if buffer is None:
         raise ValueError("a fresh input set has a tensor where the checked sets have none: the task's "
                          "get_inputs varies its inputs")
@@ -340,7 +354,7 @@ class TimedLoop:
                 if buffer is None:
                     args.append(value)
                 elif T.is_instance(value, Unmasking):
-                    value.run()
+                    _unmask(value, buffer)
                     args.append(buffer)
                 else:
                     T.copy_(buffer, value)

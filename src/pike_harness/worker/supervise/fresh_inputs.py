@@ -16,32 +16,34 @@ the next) go to the candidate's process with its request, which makes the sets w
 forgets the seeds. No file ever holds them: a file in the exchange folder, where the hidden sets
 lie, can be read by the candidate before its timing (an audit of 2026-11-30 did, and replayed).
 
-The rule asks for three things, so an honest model on a noisy host is not taken for one. With at least
-``MIN_CALLS`` fresh calls, a run condemns the candidate when (1) the median ratio is at least
-``MEDIAN_RATIO``, (2) at least ``SHARE`` of the ratios are at least ``SLOWER``, and (3) the fresh calls
-rank too high among the run's own timed calls to be chance (``rank_p`` at most ``RANK_P``). The third
-is there because a call's time can have a wide spread of its own: level3-pike 13's published solution
-(a 0.1 ms model whose timed calls spread from 0.08 to 0.32 ms, IQR 0.09 ms) read fresh ratios of 1.0,
-1.1, 2.1 and 2.3 on an H200 (2026-11-30), a hair from (1) and (2) with nothing cached. An honest
-model's fresh call is one more call like its timed ones, so its rank among them is uniform whatever
-their spread, and a sum of ranks this high has a known, small chance; a cache's fresh calls sit above
-nearly every timed call. A run meeting (1) and (2) but not (3) is flagged ``SUSPECT_FLAG`` instead:
-a cache that replays only a little over half its calls ranks its fresh calls in the upper half only,
-which eight calls cannot tell from chance. Only the kept run of the ordinary timing (after the noise
-canary's redos) is judged. A run whose ratios condemn (``slow``) is taken again (``CONFIRMATIONS``):
-only when the second run's ratios condemn too are both runs' calls judged together, ranks included,
-and 16 calls tell even a cache replaying 55 % of its calls from chance (nearly every time, in
-simulation) where 8 could not. A run too short of sets to judge never clears the runs before it
-(``Runs``). A ratio's denominator is the smaller of the run's mean and median, so a
-cache that replays only some calls lowers it under either protocol's headline. A cache that saves
-less than the margin keeps that saving; a task whose sets are too large for ``MIN_CALLS`` of them
-within ``MAX_BYTES`` is not judged (the result records the ratios anyway).
+The rule asks for three things, so an honest model on a noisy host is not taken for one. With at
+least ``MIN_CALLS`` fresh calls, the calls condemn the candidate when (1) their median ratio is at
+least ``MEDIAN_RATIO``, (2) at least ``SHARE`` of the ratios are at least ``SLOWER``, and (3) they
+rank too high among their run's own timed calls (``rank_p``) or lie above the run's median timed
+call too often (``median_p``) to be chance, either at ``CHANCE``. Why (3): a call's time can spread
+wide on its own. level3-pike 13's published solution (a 0.1 ms model whose timed calls spread from
+0.08 to 0.32 ms) read fresh ratios of 1.0, 1.1, 2.1 and 2.3 on an H200 (2026-11-30), a hair from (1)
+and (2) with nothing cached. An honest model's fresh call is one more call like its timed ones, so
+both tests' chances hold whatever the spread; a cache's fresh calls sit above nearly every timed
+call, and always above the median, which is a cache's headline. Why both: a cache that slows some of
+its replays past the model's cost on purpose pulls the fresh calls' ranks down, but cannot put them
+below its median.
+
+Only the kept run of the ordinary timing (after the noise canary's redos) is judged, and only a
+confirmed judgement rejects (``Runs``): a run whose ratios condemn (``slow``) is taken again, and
+when the second run's condemn too, both runs' calls are judged together (16 calls tell a cache that
+replays just over half its calls from chance, nearly every time in simulation, where 8 seldom do).
+A run too short of sets to judge clears nothing: the runs before it are judged, and can only flag.
+Calls whose ratios condemn where the tests or a confirmation do not are flagged ``SUSPECT_FLAG``; a
+kept run with too few calls to judge, ``UNJUDGED_FLAG``. A ratio's denominator is the smaller of the
+run's mean and median, so a cache that replays only some calls lowers it under either protocol's
+headline. A cache that saves less than the margin keeps that saving.
 
 A paired re-timing's blocks (``engine/paired.py``) are later timings of the same process, where a
 cache that counts its timings could wait to replay: with a paired re-timing asked for,
 ``BLOCK_SETS`` more sets are made, each candidate block makes one fresh call while they last, and
-their ratios (each over its own block, ranked among every block's timed calls over their own block's
-typical call) are judged alike, apart from the ordinary timing's.
+their ratios (each over its own block, tested against every block's timed calls over their own
+block's typical call) are judged alike, apart from the ordinary timing's.
 Standard library only, and the reference client's seed draw.
 """
 
@@ -52,7 +54,6 @@ import math
 import statistics
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from fractions import Fraction
 from typing import Any
 
 from pike_harness.worker.supervise.reference import draw_seeds
@@ -67,8 +68,9 @@ SPARE_RUNS = 2  # ordinary runs beyond the first with fresh sets of their own (a
 BLOCK_SETS = 16  # sets for a paired re-timing's blocks, one per candidate block
 MAX_BYTES = 256 * 1024 * 1024  # the fresh sets a candidate's process makes and keeps, in bytes at most
 MAX_RATIO = 1e6  # a ratio over a run whose typical call read 0 ms
-RANK_P = 0.001  # how seldom an honest model's fresh calls may rank as high by chance and still condemn
-SUSPECT_FLAG = "fresh_calls_slower"  # the ratios condemn, their ranks do not: flagged, not rejected
+CHANCE = 0.0005  # each test's level (``rank_p``, ``median_p``): either condemns, so an honest model's is 0.001
+SUSPECT_FLAG = "fresh_calls_slower"  # the ratios condemn, the tests or a confirmation do not: flagged, not rejected
+UNJUDGED_FLAG = "fresh_calls_unjudged"  # the kept run had too few fresh calls to judge (large sets, or spent)
 
 
 @dataclass
@@ -111,42 +113,57 @@ def ratios(fresh_ms: Sequence[float], samples_ms: Sequence[float]) -> FreshTimes
     return FreshTimes([over(ms) for ms in fresh_ms], [over(ms) for ms in samples_ms])
 
 
-def ranks(times: FreshTimes) -> list[float]:
-    """Each fresh call's rank among the timed calls: how many were strictly faster, over their count
-    plus one. An honest fresh call is as likely as any timed call to fall anywhere among them (it is
-    one more of them), so this is at most a uniform draw from [0, 1): ties and the count's coarseness
-    only lower it, so a test on it errs towards the candidate."""
+def rank_p(times: FreshTimes) -> float:
+    """The rank test: how likely an honest model's fresh calls would outrank its timed calls this far.
+    Its statistic is Mann-Whitney's U, the pairs (fresh, timed) where the timed call was strictly
+    faster (a tie counts for the candidate). Under an honest model every fresh call is one more call
+    like the timed ones, so U has mean n*m/2 and variance n*m*(n+m+1)/12 whatever the calls' spread;
+    the chance is the normal tail at that variance, which at these tails is above U's own (a sum of
+    near-uniform ranks has lighter tails than the normal): it errs towards the candidate. The fresh
+    calls share their timed calls, so U's variance is larger than independent ranks' (an exact tail
+    for independent ranks let 2-4x too many honest models through with 10-50 timed calls)."""
+    n, m = len(times.fresh), len(times.timed)
+    if not n or not m:
+        return 1.0
     ordered = sorted(times.timed)
-    return [bisect.bisect_left(ordered, value) / (len(ordered) + 1) for value in times.fresh]
+    u = sum(bisect.bisect_left(ordered, value) for value in times.fresh)
+    z = (u - n * m / 2) / math.sqrt(n * m * (n + m + 1) / 12)
+    return 0.5 * math.erfc(z / math.sqrt(2))
 
 
-def rank_p(all_ranks: Sequence[float]) -> float:
-    """The chance that as many independent uniform draws sum to at least these ranks' sum (the upper
-    tail of the Irwin-Hall distribution, exact in rationals: a float sum of its alternating terms
-    cancels to noise past 20 or so calls)."""
-    n = len(all_ranks)
-    if n == 0:
+def median_p(times: FreshTimes) -> float:
+    """The median test: how likely an honest model's fresh calls would lie above the run's median
+    timed call as often as these do, exactly (the order of n + m exchangeable calls: i fresh calls
+    below the j-th fastest timed one in C(j-1+i, i) * C(m-j+n-i, n-i) of the C(n+m, n) orders; the
+    upper middle call for an even m, and a tie counts for the candidate). Why beside the rank test: a
+    cache that makes some of its replays slower than the model on purpose pulls the fresh calls'
+    ranks down while its median, the headline, stays the replay's; no fresh call can then be below
+    the median. Each honest fresh call is above it about half the time: 10 of 10 is a chance of
+    about 0.001."""
+    n, m = len(times.fresh), len(times.timed)
+    if not n or not m:
         return 1.0
-    below = Fraction(n) - sum((Fraction(value) for value in all_ranks), Fraction(0))  # P(S >= s) = P(S <= n - s)
-    if below <= 0:
-        return 0.0
-    if below >= n:
-        return 1.0
-    total = sum(((-1) ** k * math.comb(n, k) * (below - k) ** n for k in range(math.floor(below) + 1)), Fraction(0))
-    return float(total / math.factorial(n))
+    j = m // 2 + 1
+    middle = sorted(times.timed)[j - 1]
+    above = sum(1 for value in times.fresh if value > middle)
+    ways = sum(math.comb(j - 1 + i, i) * math.comb(m - j + n - i, n - i) for i in range(n - above + 1))
+    return min(1.0, ways / math.comb(n + m, n))
 
 
 class Runs:
     """The ordinary timing's runs' fresh calls, run by run, and which of them its verdict rests on
     (``judged``). A run whose ratios condemn is taken again, once (``CONFIRMATIONS``); when the next
-    run's condemn too, both runs' calls are judged together. A run left with too few sets to judge
-    (a task whose sets are large gets 4 in all, and a redone or condemned run spends them) does not
-    clear the candidate: the calls of the runs before it are judged instead."""
+    run's condemn too, both runs' calls are judged together, and only that judgement may reject
+    (``final``). A run left with too few sets to judge (a task whose sets are large gets 4 in all, and
+    a redone or condemned run spends them) does not clear the candidate: the calls of the runs before
+    it are judged instead, but, unconfirmed or from a run redone for noise, they can only flag it."""
 
     def __init__(self) -> None:
         self.pooled = FreshTimes()  # the runs whose ratios condemned
         self.latest = FreshTimes()  # the latest run with calls enough to judge (one redone for noise too)
         self.judged = FreshTimes()
+        self.final = False  # whether a judgement of ``judged`` may reject (else it flags)
+        self.kept_calls = 0  # the kept run's fresh calls
         self.confirmed = 0
 
     def seen(self, times: FreshTimes) -> None:
@@ -157,15 +174,18 @@ class Runs:
     def kept(self, times: FreshTimes) -> bool:
         """A run kept after the noise canary's redos: True when the timing is over, False when it is
         to be taken again (its ratios condemn and a confirmation is due)."""
+        self.kept_calls = len(times.fresh)
         if not slow(times):
             earlier = self.pooled if self.pooled.fresh else self.latest
-            # Too few calls to judge, after runs that had enough: theirs are judged. With none before,
-            # this run's few calls are what the result records (not judged: ``MIN_CALLS``).
-            self.judged = earlier if len(times.fresh) < MIN_CALLS and earlier.fresh else times
+            # Too few calls to judge, after runs that had enough: theirs are judged (to flag). With none
+            # before, this run's few calls are what the result records (not judged: ``MIN_CALLS``).
+            short = len(times.fresh) < MIN_CALLS and bool(earlier.fresh)
+            self.judged, self.final = (earlier, False) if short else (times, True)
             return True
         self.pooled.extend(times)
         self.judged = self.pooled
         if self.confirmed >= CONFIRMATIONS:
+            self.final = True
             return True
         self.confirmed += 1
         return False
@@ -173,12 +193,13 @@ class Runs:
 
 def summary(times: FreshTimes) -> dict[str, object]:
     """What the result keeps (``environment["fresh_inputs"]``): the calls, their median ratio, the
-    ratios, and the rank test's chance (``rank_p``)."""
+    ratios, and the two tests' chances (``rank_p``, ``median_p``)."""
     all_ratios = times.fresh
     return {"calls": len(all_ratios),
             "median_ratio": round(statistics.median(all_ratios), 4) if all_ratios else None,
             "ratios": [round(value, 4) for value in all_ratios],
-            "rank_p": float(f"{rank_p(ranks(times)):.3g}") if all_ratios else None}
+            "rank_p": float(f"{rank_p(times):.3g}") if all_ratios else None,
+            "median_p": float(f"{median_p(times):.3g}") if all_ratios else None}
 
 
 def _slow(all_ratios: Sequence[float]) -> tuple[float, int] | None:
@@ -203,18 +224,12 @@ def judge(times: FreshTimes, where: str = "the timing") -> str | None:
     slow = _slow(times.fresh)
     if slow is None:
         return None
-    chance = rank_p(ranks(times))
-    if chance > RANK_P:
+    chance = min(rank_p(times), median_p(times))
+    if chance > CHANCE:
         return None
     median, slower = slow
     n = len(times.fresh)
     return (f"timing: calls on {n} input sets it had never been shown, made at random places among the timed "
             f"calls of {where}, took {median:.1f}x the timed calls' typical time (median ratio; {slower} of {n} at "
-            f"least {SLOWER:g}x; ranked among the timed calls, a chance of {chance:.2g} for an honest model): the "
+            f"least {SLOWER:g}x; against the timed calls, a chance of {chance:.2g} for an honest model): the "
             "timed calls, on inputs it had seen, were answered from a cache keyed on the input's content")
-
-
-def suspect(times: FreshTimes) -> bool:
-    """The ratios condemn but the ranks do not (``SUSPECT_FLAG``): the timed calls spread too wide to
-    tell, or a cache replays only some of them."""
-    return slow(times) and judge(times) is None

@@ -529,9 +529,11 @@ class Evaluation:
         watch.record(self.device, report)
         cached = fresh_inputs.judge(runs.judged, "the ordinary timing")
         self.environment["fresh_inputs"] = fresh_inputs.summary(runs.judged)
-        if cached is not None:
+        if cached is not None and runs.final:
             raise _Concluded(self._conclude(REJECTED, fresh_inputs.CHECK, cached, outputs=comparison.checks))
         self._flag_suspect(runs.judged)
+        if self.fresh_seeds and runs.kept_calls < fresh_inputs.MIN_CALLS:
+            self._add_flag(fresh_inputs.UNJUDGED_FLAG)
         self.noise = report
         if report.flagged is not None and noise.NOISY_FLAG not in self.flags:
             self.flags.append(noise.NOISY_FLAG)
@@ -559,9 +561,13 @@ class Evaluation:
         return self._conclude(CORRECT, None, None, outputs=comparison.checks, runtime=block.stats)
 
     def _flag_suspect(self, times: fresh_inputs.FreshTimes) -> None:
-        """Flag fresh calls whose ratios condemn but whose ranks among the timed calls do not."""
-        if fresh_inputs.suspect(times) and fresh_inputs.SUSPECT_FLAG not in self.flags:
-            self.flags.append(fresh_inputs.SUSPECT_FLAG)
+        """Flag fresh calls whose ratios condemn where the tests do not, or not finally (``Runs.final``)."""
+        if fresh_inputs.slow(times):
+            self._add_flag(fresh_inputs.SUSPECT_FLAG)
+
+    def _add_flag(self, flag: str) -> None:
+        if flag not in self.flags:
+            self.flags.append(flag)
 
     def _judge_timed_outputs(self) -> None:
         """After every timing of the candidate (outside the quiet window, which keeps the reference
