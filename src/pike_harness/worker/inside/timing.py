@@ -193,8 +193,9 @@ class MaskedTensor:
     def staged_into(self, buffer: torch.Tensor, key: torch.Tensor) -> Unmasking:
         """Copied to ``buffer``'s device (``key`` lies there), with the XOR that unmasks it into
         ``buffer`` planned now: the fresh call's own step before its window is then one or two kernel
-        launches, as a timed call's copy is one. Planned at the call instead (a few views each time),
-        fresh calls read up to 17 % slower than timed ones on an H200 (2026-11-30, level3-pike 9, 13)."""
+        launches, as a timed call's copy is one. When the views were made at each fresh call instead,
+        fresh calls read up to 17 % slower than timed ones on an H200 (2026-11-30, level3-pike 9, 13);
+        this form is not yet measured there."""
         if tuple(buffer.shape) != self.shape or buffer.dtype != self.dtype:
             raise ValueError(f"a fresh input set's tensor is {self.dtype} {list(self.shape)}, the checked sets' "
                              f"{buffer.dtype} {list(buffer.shape)}: the task's get_inputs varies its shapes")
