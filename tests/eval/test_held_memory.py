@@ -206,13 +206,16 @@ def test_the_shared_memory_a_counted_object_holds_is_taken_out_of_its_mapper_onc
 
 def test_memfds_over_the_limit_are_the_candidates_memory_limit(trusted_results):
     """1.6 GB in memfds never mapped (corpus_trusted/memfd_hold), under an 800 MB limit: judged, the
-    reason names what they held."""
+    reason names what they held, and without them the processes were under the limit."""
     _, result = trusted_results["memfd_hold"]
     assert (result.category, result.check) == ("runtime_error", "memory_limit"), result.reason
     reason = result.reason or ""
     assert "held in memfd and deleted shared-memory files" in reason, reason
+    # How much of the 1.6 GB was written by the poll that judged it follows the host's speed (a loaded
+    # CI runner's poll saw 634 MB of it, 2026-11-30); what must hold is that the memfds put it over.
+    used_mb = int(reason.split(" MB (")[0].rsplit(" ", 1)[1])
     held_mb = int(reason.split(" MB of it held in memfd")[0].rsplit("(", 1)[1])
-    assert held_mb > 800, reason
+    assert used_mb > 800 and used_mb - held_mb <= 800 and held_mb >= 64, reason
 
 
 def test_no_memfd_of_a_judged_candidate_is_held_on_the_host(trusted_results):
