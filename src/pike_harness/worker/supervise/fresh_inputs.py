@@ -221,13 +221,13 @@ def slow(times: FreshTimes) -> bool:
 
 def judge(times: FreshTimes, where: str = "the timing") -> str | None:
     """Why the fresh calls of ``where`` say its timed calls were replayed (the rejection's reason), or None."""
-    slow = _slow(times.fresh)
-    if slow is None:
+    found = _slow(times.fresh)
+    if found is None:
         return None
     chance = min(rank_p(times), median_p(times))
     if chance > CHANCE:
         return None
-    median, slower = slow
+    median, slower = found
     n = len(times.fresh)
     return (f"timing: calls on {n} input sets it had never been shown, made at random places among the timed "
             f"calls of {where}, took {median:.1f}x the timed calls' typical time (median ratio; {slower} of {n} at "
