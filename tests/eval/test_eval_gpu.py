@@ -124,8 +124,10 @@ def test_pike_protocol_on_gpu(tmp_path):
     assert stats.n > 100 and stats.min_ms <= stats.median_ms <= stats.max_ms
     assert result.protocol["name"] == "pike" and result.protocol["warmup_ms"] == 1000
     assert result.protocol["rep_ms"] == 5000 and result.protocol["flush_mb"] == 256
-    # do_bench sizes its repetitions from an estimate of the first calls, so 5 s of repetitions can
-    # end somewhat early (seen: 4.5 s on an H100); the warm-up and the repetitions are still there.
-    assert 3.0 <= result.stage_seconds["timing"] < 60
+    # do_bench sizes its warm-up and repetitions from an estimate of the first calls, which a noisy
+    # host inflates, so the 6 s of budget can end well early (seen: 4.5 s on an H100, 2.8 s on an
+    # H200). The wall time cannot tell the protocols apart; the recorded budgets above do. The floor
+    # only says that a warm-up and repetitions ran.
+    assert 1.0 <= result.stage_seconds["timing"] < 60
     assert result.environment["gpu"] and result.environment["driver"] and result.environment["cuda"]
     assert "faster_than_memory_bound" not in result.flags
