@@ -267,6 +267,25 @@ def test_held_fresh_sets_are_masked_and_unmask_exactly_into_the_calls_buffer():
         fresh.sets[1][0].unmask_into(torch.empty(5, 3, dtype=torch.float16), fresh.key)
 
 
+def test_a_fresh_set_of_another_shape_is_spent_uncalled_not_failed():
+    """A fresh set whose shape is not the checked sets' (a task whose shapes follow the seed, when the
+    checked sets happen to agree) is never called: the run ends with the calls on the sets that fit,
+    and the candidate is not failed for the task's inputs (the reference process names the task)."""
+    seen = []
+
+    def forward(x):
+        seen.append(tuple(x.shape))
+        return x * 2
+
+    sets = _sets([10.0, 11.0]) + [[torch.full((5, 4), 12.0)], [torch.full((4, 4), 13.0, dtype=torch.float64)], [7]]
+    sets += _sets([14.0])
+    fresh = FreshCalls(sets)
+    run = _loop(forward, fresh, 6, min_reps=16, max_reps=16).run()
+    assert len(run.fresh_ms) == 3 and fresh.used == 6
+    assert set(seen) == {(4, 4)}
+    assert sorted(index for index, _ in fresh.drawn()) == [0, 1, 5]
+
+
 def test_a_run_that_fails_gives_back_the_sets_it_had_not_called_yet():
     """A timing that ends early (out of device memory beside others' models, to be run again alone) must
     not spend fresh sets the candidate never saw: the run again makes its fresh calls."""
@@ -377,6 +396,11 @@ def test_the_fresh_sets_are_the_tasks_own_inputs_within_the_byte_cap_and_leave_n
     loading.inputs_within(module, seeds, 10**9)
     assert torch.initial_seed() not in seeds
     assert loading.inputs_within(module, seeds, 0) == []
+    made_sets = []
+    inner = module.get_inputs
+    module.get_inputs = lambda: made_sets.append(1) or inner()
+    assert len(loading.inputs_within(module, seeds, 3 * 128 * 512 * 4)) == 3
+    assert len(made_sets) == 3  # no fourth set made only to be dropped: the last set's size says it would not fit
 
 
 def test_fresh_seeds_are_drawn_for_each_evaluation_and_none_is_public_or_hidden():

@@ -22,7 +22,7 @@ from pike_harness.worker.supervise.exchange import ROOM_MB, sweep_exchange_folde
 from pike_harness.worker.supervise.exchange import on_tmpfs as _on_tmpfs
 from pike_harness.worker.supervise.exchange import shared_memory_root as _shared_memory_root
 from pike_harness.worker.supervise.refcache import ByteLRU, tensor_bytes
-from pike_harness.worker.supervise.reference import _Server
+from pike_harness.worker.supervise.reference import TaskInputsVary, _Server
 
 TASK = """
 import torch
@@ -346,3 +346,25 @@ def test_the_second_instance_is_built_under_the_next_weight_seed(server, tmp_pat
 
     assert judged(second)["category"] is None
     assert judged(right[0])["check"] == "state_across_instances"
+
+
+def test_a_task_whose_input_shapes_follow_the_seed_fails_as_the_tasks_fault(server, tmp_path):
+    """Every timed call reuses one buffer per input, so a task whose shapes follow the seed cannot be
+    timed; the reference process names the task's fault (an infrastructure error) where a timed loop
+    would have failed the candidate. A value that is not a tensor may vary: it is passed as it is."""
+    varying = TASK.replace("torch.randn(4, 8)", "torch.randn(4 + torch.randint(0, 3, ()).item(), 8)")
+    seeds = next([a, b] for a in range(1, 50) for b in range(a + 1, 50)
+                 if _rows(varying, a) != _rows(varying, b))
+    with pytest.raises(TaskInputsVary, match=r"seed \d+: float32 \[\d, 8\]; seed \d+: float32 \[\d, 8\].*must not depend"):
+        server.handle({"op": "inputs", "source": varying, "seeds": seeds, "out": str(tmp_path / "in.pt")})
+    assert not (tmp_path / "in.pt").exists()
+    scalar = TASK.replace("return [torch.randn(4, 8)]", "return [torch.randn(4, 8), int(torch.randint(0, 9, ()))]")
+    reply = server.handle({"op": "inputs", "source": scalar, "seeds": [1, 2, 3, 4], "out": str(tmp_path / "ok.pt")})
+    assert reply["ok"] and reply["sha256"]
+
+
+def _rows(source: str, seed: int) -> int:
+    namespace: dict = {}
+    exec(compile(source, "task", "exec"), namespace)  # noqa: S102 - the test's own task text
+    torch.manual_seed(seed)
+    return int(namespace["get_inputs"]()[0].shape[0])

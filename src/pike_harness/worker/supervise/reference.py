@@ -327,6 +327,15 @@ class ReferenceOracle:
 
 # -- the server: python -m pike_harness.worker.supervise.reference [CACHE_MB] -------------------------------
 
+class TaskInputsVary(ValueError):
+    """A task whose input sets differ in shape or dtype from seed to seed (``_Server._made``)."""
+
+
+def _shapes(signature: tuple[Any, ...]) -> str:
+    return ", ".join("not a tensor" if item is None else f"{item[1].removeprefix('torch.')} {list(item[0])}"
+                     for item in signature) or "no inputs"
+
+
 class _Server:
     """The reference process's state: task modules, pristine models, and the two byte-capped caches."""
 
@@ -339,6 +348,7 @@ class _Server:
         self.modules: OrderedDict[str, Any] = OrderedDict()
         self.models: OrderedDict[str, Any] = OrderedDict()
         self.inputs = ByteLRU(cache_bytes)  # (task, seed) -> the input set on the CPU, as get_inputs made it
+        self.signatures: dict[str, tuple[int, Any]] = {}  # task -> (a seed, its set's ``input_signature``)
         self.references = ByteLRU(cache_bytes)  # (task, weights, precision, device, seeds) -> outputs on the device
 
     def handle(self, message: dict[str, Any]) -> dict[str, Any]:
@@ -419,9 +429,22 @@ class _Server:
 
     def _input_set(self, source: str, seed: int) -> list[Any]:
         key = (hashlib.sha256(source.encode()).hexdigest(), int(seed))
-        value, _ = self.inputs.get_or_make(key, lambda: self.loading.make_inputs(self._module(source), int(seed)),
-                                           tensor_bytes)
+        value, _ = self.inputs.get_or_make(key, lambda: self._made(source, int(seed)), tensor_bytes)
         return value
+
+    def _made(self, source: str, seed: int) -> list[Any]:
+        """The task's input set for ``seed``, held to the shapes of the first set this process made for
+        the task: a task whose shapes follow the seed fails here, as the task's fault (an
+        infrastructure error naming it), not in a candidate's timed loop as the candidate's."""
+        values = self.loading.make_inputs(self._module(source), seed)
+        signature = self.loading.input_signature(values)
+        first_seed, first = self.signatures.setdefault(hashlib.sha256(source.encode()).hexdigest(), (seed, signature))
+        if signature != first:
+            raise TaskInputsVary(f"the task's get_inputs makes inputs of other shapes or dtypes for another seed "
+                                 f"(seed {first_seed}: {_shapes(first)}; seed {seed}: {_shapes(signature)}): every "
+                                 "timed call reuses one buffer per input, so a task's input shapes must not "
+                                 "depend on the seed")
+        return values
 
     def _pristine(self, message: dict[str, Any], device: Any, weight_seed: int) -> Any:
         key = json.dumps([hashlib.sha256(message["source"].encode()).hexdigest(), weight_seed,
@@ -449,7 +472,7 @@ class _Server:
         outputs = []
         for seed in seeds:
             made = self._input_set(message["source"], seed) if keep_inputs else \
-                self.loading.make_inputs(self._module(message["source"]), int(seed))
+                self._made(message["source"], int(seed))
             inputs = self.loading.to_device(made, device)
             with torch.no_grad():
                 out = model(*inputs)
