@@ -316,6 +316,32 @@ def test_a_slow_models_few_repetitions_get_fewer_fresh_calls_and_the_rest_wait(m
     assert len(run.fresh_ms) == timing.FRESH_MIN_CALLS and fresh.used == 12  # four sets given back
 
 
+def test_a_model_is_slow_by_its_own_calls_not_by_the_flush_around_them(monkeypatch):
+    """Whether a run makes fewer fresh calls follows the model's calls alone: a fast model behind a slow
+    flush (a 2-core CPU runner's 32 MB one, say) keeps every fresh call. On a clock that only the
+    model and the flush move, so that nothing here depends on the machine's speed."""
+    clock = [0.0]
+    zero_ = timing.T.zero_
+
+    def flush(tensor):
+        clock[0] += 0.2  # 200 ms a flush
+        return zero_(tensor)
+
+    def model(cost_s):
+        def forward(x):
+            clock[0] += cost_s
+            return x * 2
+        return forward
+
+    monkeypatch.setattr(timing.T, "perf_counter", lambda: clock[0])
+    monkeypatch.setattr(timing.T, "zero_", flush)
+    fresh = FreshCalls(_sets([10.0 + i for i in range(16)]))
+    run = _loop(model(0.001), fresh, 8, min_reps=16, max_reps=16).run()
+    assert run.estimate_ms > timing.FRESH_SLOW_MS and len(run.fresh_ms) == 8
+    run = _loop(model(0.06), fresh, 8, min_reps=16, max_reps=16).run()
+    assert len(run.fresh_ms) == timing.FRESH_MIN_CALLS
+
+
 def test_a_fresh_calls_output_is_held_to_the_shape_and_may_not_be_the_harness_copy():
     """No validated output exists for a fresh set, but its output is still checked as a timed call's:
     another shape is rejected, and so is the harness's own copy of a validated output."""

@@ -297,7 +297,7 @@ class FreshCalls:
 
 
 FRESH_MIN_CALLS = 4  # fresh calls a slow model's run makes at least, when it has the sets (the verdict needs 4)
-FRESH_SLOW_MS = 50.0  # a call this long (the run's estimate) is a slow model's: its run makes fewer fresh calls
+FRESH_SLOW_MS = 50.0  # a call this long (the fastest estimate call) is a slow model's: its run makes fewer fresh calls
 
 
 def fresh_positions(count: int, reps: int) -> list[int]:
@@ -502,8 +502,10 @@ class TimedLoop:
         with torch.no_grad():
             self._call(0, state)  # first call: lazy compilation (Triton JIT, torch.compile) happens here
             begin = T.perf_counter()
+            fastest: float | None = None  # the fastest estimate call's own time
             for i in range(self.protocol.estimate_calls):
-                self._call(i % n_sets, state)
+                _, host = self._call(i % n_sets, state)
+                fastest = host if fastest is None or host < fastest else fastest
             run.estimate_ms = (T.perf_counter() - begin) * 1000.0 / max(1, self.protocol.estimate_calls)
             run.warmup, run.reps = self.protocol.plan(run.estimate_ms)
             for i in range(run.warmup):
@@ -512,7 +514,10 @@ class TimedLoop:
             # repetitions but at least FRESH_MIN_CALLS: they are extra calls, and the device is held through
             # them. Others make every one asked for (8 by default): fewer on a short, noisy call are too few
             # to tell a cache from the host (a 2-core CI runner once read 3 of 4 honest ones 1.5x slow, twice).
-            wanted = max(FRESH_MIN_CALLS, run.reps // 4) if run.estimate_ms >= FRESH_SLOW_MS else T.length(fresh_sets)
+            # Slow by its calls' own time, not the estimate's: that also holds the flush and the validation
+            # step, which made a 2-core CPU runner's smoke tasks slow models.
+            slow = fastest is not None and fastest >= FRESH_SLOW_MS
+            wanted = max(FRESH_MIN_CALLS, run.reps // 4) if slow else T.length(fresh_sets)
             spare = fresh_sets[wanted:]
             if spare and self.fresh is not None:
                 del fresh_sets[T.length(fresh_sets) - T.length(spare):]  # in place: ``run`` sees it too
