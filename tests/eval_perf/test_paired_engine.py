@@ -261,6 +261,29 @@ def test_a_timing_off_the_canary_baseline_is_redone_then_flagged(engine):
     assert watch.baseline("cpu") == 1e-6, "the flagged readings stayed out of the baseline"
 
 
+def test_a_cache_whose_timings_are_redone_for_noise_is_still_confirmed_and_rejected(engine):
+    """Every timing off the canary's baseline: the first two are redone for noise, the third is kept
+    and condemned by its fresh calls, and the run that confirms it must still have fresh sets of its
+    own. With sets for three runs only, the confirmation had none and the cache was only flagged,
+    its headline the replays of a run with no fresh call (an audit, 2026-11-30)."""
+    from pike_harness.worker.records import NoiseReport
+    from pike_harness.worker.supervise.noise import NoiseLimits, NoiseWatch
+
+    source = (Path(__file__).resolve().parents[1] / "eval" / "corpus" / "cache_by_content_sample.py").read_text()
+    saved = engine.settings.noise
+    watch = engine.settings.noise = NoiseWatch(NoiseLimits(canary_tolerance=0.5, max_steal=1.0, redo=2))
+    for _ in range(2):  # a baseline no real probe reads near (a nanosecond): every timing is off it
+        watch.record("cpu", NoiseReport(canary_before_ms=1e-6, canary_after_ms=1e-6))
+    try:
+        result = engine.submit(request(source, protocol="quick",
+                                       protocol_params={"min_reps": 40, "max_reps": 40})).result(300)
+    finally:
+        engine.settings.noise = saved
+    assert (result.category, result.check) == ("rejected", "content_cache"), (result.category, result.reason,
+                                                                              result.flags)
+    assert "16 input sets" in result.reason  # the kept run's and its confirmation's 8 each, pooled
+
+
 # A content cache that counts its timing runs: a run starts with calls on the first input set twice in a row
 # (the loop's first call, then its estimate), which the check also does once. It computes honestly
 # through the check and the ordinary timing (runs 0 and 1), then replays each input it has seen, so only

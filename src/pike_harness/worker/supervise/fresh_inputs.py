@@ -56,6 +56,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from pike_harness.worker.supervise import noise
 from pike_harness.worker.supervise.reference import draw_seeds
 
 CHECK = "content_cache"
@@ -64,7 +65,6 @@ MEDIAN_RATIO = 2.0
 SLOWER = 1.5
 SHARE = 0.75
 CONFIRMATIONS = 1  # runs taken again after one that condemns, each of which must condemn too
-SPARE_RUNS = 2  # ordinary runs beyond the first with fresh sets of their own (a redo, a confirmation)
 BLOCK_SETS = 16  # sets for a paired re-timing's blocks, one per candidate block
 MAX_BYTES = 256 * 1024 * 1024  # the fresh sets a candidate's process makes and keeps, in bytes at most
 MAX_RATIO = 1e6  # a ratio over a run whose typical call read 0 ms
@@ -86,17 +86,22 @@ class FreshTimes:
         self.timed += other.timed
 
 
-def pool_size(fresh_input_sets: int, paired: bool) -> int:
-    """How many fresh sets an evaluation asks for: the ordinary timing's runs', and the blocks' when paired."""
+def pool_size(fresh_input_sets: int, paired: bool, redos: int = noise.NoiseLimits().redo) -> int:
+    """How many fresh sets an evaluation asks for: enough for every run its ordinary timing can make
+    (the first, ``redos`` redone for noise, ``CONFIRMATIONS``), and the blocks' when paired. Why every
+    run: with sets for fewer, a cache that got its first two timings redone for noise (a loaded
+    core, or a host with steal) left its confirming run none, and so was only flagged (an audit,
+    2026-11-30), its headline the replays of a run with no fresh call in it."""
     if fresh_input_sets <= 0:
         return 0
-    return fresh_input_sets * (1 + SPARE_RUNS) + (BLOCK_SETS if paired else 0)
+    return fresh_input_sets * (1 + max(0, redos) + CONFIRMATIONS) + (BLOCK_SETS if paired else 0)
 
 
-def draw(request: Any, hidden: Iterable[int], enabled: bool = True) -> list[int]:
+def draw(request: Any, hidden: Iterable[int], enabled: bool = True, redos: int = noise.NoiseLimits().redo) -> list[int]:
     """Secret seeds for one evaluation's fresh sets (``request``: an ``EvalRequest``), none of its public
-    or hidden seeds; none when ``enabled`` is False or the request asks for none."""
-    count = pool_size(int(request.fresh_input_sets), request.paired is not None) if enabled else 0
+    or hidden seeds; none when ``enabled`` is False or the request asks for none. ``redos``: the noise
+    limits' (``pool_size``)."""
+    count = pool_size(int(request.fresh_input_sets), request.paired is not None, redos) if enabled else 0
     return draw_seeds(count, exclude={*request.input_seeds, *hidden})
 
 

@@ -244,7 +244,8 @@ class Evaluation:
         self.hidden_seeds = oracle.hidden_seeds(request)  # this run's secret pool for the task
         # Seeds of the sets the child makes before the candidate is imported and shows only in timed
         # loops (``fresh_inputs``): drawn for this evaluation alone, none of its public or hidden seeds.
-        self.fresh_seeds = fresh_inputs.draw(request, self.hidden_seeds, settings.fresh_inputs)
+        self.fresh_seeds = fresh_inputs.draw(request, self.hidden_seeds, settings.fresh_inputs,
+                                             settings.noise.limits.redo)
         # Each paired block's fresh call and timed calls, over that block's typical call.
         self.block_fresh = fresh_inputs.FreshTimes()
         self.secrets = redaction.secret_values(settings.source_environ())
