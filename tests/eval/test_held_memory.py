@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from pike_harness.worker.supervise import held_memory, sandbox
+from pike_harness.worker.supervise import held_memory, sandbox, scratch_usage
 
 MB = 1 << 20
 
@@ -157,6 +157,32 @@ def test_deleted_files_the_disk_walk_counts_are_left_to_it():
             region.close()
     finally:
         os.close(fd)
+
+
+def test_a_deleted_disk_file_held_by_a_mapping_alone_is_counted_as_disk(tmp_path):
+    """Opened, sized, mapped shared, closed and unlinked: on disk with neither a name nor a descriptor,
+    which neither the disk walk nor a descriptor shows. Counted apart (``disk_bytes``: the disk
+    policing adds it to the walk's count), and not as memory; on a file system the disk walk does
+    not measure, not at all."""
+    if held_memory.devices_of([tmp_path]) & held_memory.devices_of([Path("/dev/shm")]):
+        pytest.skip("the test's folder is on a memory file system")
+    path = tmp_path / "mapped"
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        os.ftruncate(fd, 4 * MB)
+        with _mapped(fd, 4 * MB) as address:
+            os.close(fd)
+            fd = -1
+            path.unlink()
+            ctypes.memset(address, 0x5A, 4 * MB)
+            held = held_memory.measure(_me(), counted_as_disk=held_memory.devices_of([tmp_path]))
+            assert (held.disk_bytes, held.disk_objects, held.bytes, held.objects) == (4 * MB, 1, 0, 0)
+            assert held_memory.measure(_me()).disk_bytes == 0
+            usage = scratch_usage.measure([tmp_path], 100, pids=_me())  # what the disk policing counts
+            assert usage.held_bytes == 4 * MB and usage.bytes >= 4 * MB and usage.uncounted is None
+    finally:
+        if fd >= 0:
+            os.close(fd)
 
 
 def test_too_many_to_count_is_said_not_skipped():

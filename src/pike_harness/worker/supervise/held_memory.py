@@ -27,6 +27,11 @@ What counts, over the processes given (the sandbox's), each object once by (devi
 Left out, because ``scratch_usage`` counts them against ``disk_mb``: deleted files held open on the
 file systems of the scratch and exchange folders (``counted_as_disk``), mapped or not. A linked file is
 in a folder: the disk walk's, or the sandbox's private ``/tmp`` and ``/dev/shm``, capped by their size.
+A deleted file on those file systems held by a mapping alone (opened, sized with ``ftruncate``, mapped
+shared, closed and unlinked: written through the mapping, its pages dropped from memory, it stays on
+disk with neither a name nor a descriptor) is sized here as above, apart (``Held.disk_bytes``), and the
+disk policing adds it to the walk's count: an audit filled a gigabyte of the host's disk that way,
+counted nowhere (2026-11-30).
 
 Counted once, not twice: the pages of a mapped object that a process touched are in its RSS too. So
 ``mapped_by`` names the processes that map a counted object, and the policing takes their shared-memory
@@ -75,6 +80,8 @@ class Held:
     objects: int = 0
     estimated: int = 0  # of ``objects``: sized by their mapped extent (the map_files stat was refused)
     mapped_by: set[int] = field(default_factory=set)  # pids mapping a counted object (see the module)
+    disk_bytes: int = 0  # deleted files on the disk walk's file systems held by a mapping alone (not in ``bytes``)
+    disk_objects: int = 0
     over: str | None = None  # why the measure stopped short, in words; None: everything was counted
 
 
@@ -93,6 +100,7 @@ class _Mapping:
     identity: Identity
     range: str  # as /proc/PID/map_files names it
     extent: int  # where the mapping ends in the file
+    on_disk: bool  # on a file system of ``counted_as_disk``
 
 
 class _Over(Exception):
@@ -111,7 +119,8 @@ def measure(pids: Iterable[tuple[int, int | None]], *, counted_as_disk: Iterable
     held = Held()
     sizes: dict[Identity, int] = {}  # exact: blocks allocated
     extents: dict[Identity, int] = {}  # estimated: mapped extent
-    on_disk: set[Identity] = set()
+    on_disk: set[Identity] = set()  # held open on the disk walk's file systems, or linked: the walk's
+    disk_mapped: set[Identity] = set()  # held by a mapping alone on the disk walk's file systems
     mapped: list[tuple[int, Identity]] = []
     try:
         for pid, start in pids:  # descriptors first: every object one shows is sized exactly
@@ -122,14 +131,17 @@ def measure(pids: Iterable[tuple[int, int | None]], *, counted_as_disk: Iterable
                 on_disk |= disk
         may_stat_maps = True
         for pid, start in pids:
-            mappings = _mappings(pid, devices, budget)
+            mappings = _mappings(pid, devices, disk_devices, budget)
             if not _same_process(pid, start):
                 continue
             for mapping in mappings:
                 identity = mapping.identity
                 if identity in on_disk:
                     continue
-                mapped.append((pid, identity))
+                if mapping.on_disk:
+                    disk_mapped.add(identity)
+                else:
+                    mapped.append((pid, identity))
                 if identity in sizes:
                     continue
                 if may_stat_maps and identity not in extents:
@@ -151,6 +163,9 @@ def measure(pids: Iterable[tuple[int, int | None]], *, counted_as_disk: Iterable
         held.over = str(exc)
     for identity in sizes:
         extents.pop(identity, None)
+    disk_mapped -= on_disk  # a name ending " (deleted)" that the map_files stat found linked
+    disk_sizes = [sizes.pop(identity) if identity in sizes else extents.pop(identity, 0) for identity in disk_mapped]
+    held.disk_bytes, held.disk_objects = sum(disk_sizes), len(disk_sizes)
     held.bytes = sum(sizes.values()) + sum(extents.values())
     held.objects = len(sizes) + len(extents)
     held.estimated = len(extents)
@@ -210,8 +225,9 @@ def _descriptors(pid: int, disk_devices: frozenset[int], devices: _MemoryDevices
     return found, disk
 
 
-def _mappings(pid: int, devices: _MemoryDevices, budget: _Budget) -> list[_Mapping]:
-    """``pid``'s mappings of deleted files on a memory file system, read from its maps in bounded chunks."""
+def _mappings(pid: int, devices: _MemoryDevices, disk_devices: frozenset[int], budget: _Budget) -> list[_Mapping]:
+    """``pid``'s mappings of deleted files on a memory file system or else on one of ``disk_devices``,
+    read from its maps in bounded chunks."""
     found: list[_Mapping] = []
     try:
         handle = open(f"/proc/{pid}/maps", "rb")  # noqa: SIM115 (read in chunks below)
@@ -240,10 +256,13 @@ def _mappings(pid: int, devices: _MemoryDevices, budget: _Budget) -> list[_Mappi
                 if int(inode) == 0:
                     continue
                 device = os.makedev(int(major, 16), int(minor, 16))
-                if not (path.startswith(_MEMFD.encode()) or devices.memory(pid, device)):
+                memory = path.startswith(_MEMFD.encode()) or devices.memory(pid, device)
+                on_disk = not memory and device in disk_devices  # a memory file system's stays memory
+                if not (memory or on_disk):
                     continue
                 low, high = int(begin, 16), int(end, 16)
-                found.append(_Mapping((device, int(inode)), f"{low:x}-{high:x}", int(offset, 16) + high - low))
+                found.append(_Mapping((device, int(inode)), f"{low:x}-{high:x}", int(offset, 16) + high - low,
+                                      on_disk))
     return found
 
 

@@ -23,7 +23,9 @@ Files it deleted but holds open (create, open, unlink, write) are on no folder's
 hold their blocks; so ``measure`` also weighs the regular files with no link left that the given
 processes (the sandbox's) hold open, through ``os.stat`` on ``/proc/<pid>/fd/<n>`` (a stat, never an
 open), on the file systems of the measured folders only, each inode once, at most
-``MAX_HELD_FILES`` descriptors (more is the verdict too). Standard library only.
+``MAX_HELD_FILES`` descriptors (more is the verdict too). Deleted files there that no descriptor
+holds but a mapping does (mapped shared, closed, unlinked: written through the mapping, its pages out
+of memory) are weighed too (``held_memory``, which reads the processes' maps). Standard library only.
 """
 
 from __future__ import annotations
@@ -36,7 +38,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NoReturn
 
-from pike_harness.worker.supervise import sandbox, trusted_files
+from pike_harness.worker.supervise import held_memory, sandbox, trusted_files
 
 WALK_FDS = 64  # descriptors one walk keeps open (the deepest levels); deeper parents come back through ".."
 MAX_HELD_FILES = 65_536  # descriptors of the sandbox's processes looked at per measure
@@ -48,8 +50,9 @@ class Usage:
     bytes: int = 0
     entries: int = 0
     over_entries: bool = False  # the walk stopped at the entry budget
-    held_bytes: int = 0  # of ``bytes``: files deleted but held open by the processes given
+    held_bytes: int = 0  # of ``bytes``: files deleted but held open or mapped by the processes given
     over_held: bool = False  # the processes held more than MAX_HELD_FILES descriptors
+    over_mapped: str | None = None  # their deleted mappings could not all be counted (``held_memory``), in words
     unreadable: str | None = None  # a folder that could not be listed even once opened up, in words
     moved: bool = False  # a level deeper than WALK_FDS was moved while it was measured
 
@@ -62,6 +65,8 @@ class Usage:
             return f"folders nested deeper than {WALK_FDS} levels were moved while they were measured"
         if self.over_held:
             return f"its processes held more than {MAX_HELD_FILES} open files"
+        if self.over_mapped is not None:
+            return self.over_mapped
         return None
 
 
@@ -82,7 +87,8 @@ class _Stop(Exception):
 
 def measure(folders: Iterable[Path], max_entries: int, *, pids: Iterable[tuple[int, int | None]] = ()) -> Usage:
     """Bytes allocated and entries found under ``folders`` (links and mount points not followed), plus
-    the files deleted but held open by ``pids`` (each ``(pid, start time)``; None: not checked)."""
+    the files deleted there but held open by ``pids`` (each ``(pid, start time)``; None: not checked),
+    or held by their mappings alone (``held_memory.Held.disk_bytes``)."""
     usage = Usage()
     seen: set[tuple[int, int]] = set()  # every inode counted (files and folders)
     devices: set[int] = set()
@@ -99,7 +105,13 @@ def measure(folders: Iterable[Path], max_entries: int, *, pids: Iterable[tuple[i
             seen.add((info.st_dev, info.st_ino))
             usage.bytes += getattr(info, "st_blocks", 0) * 512
             _walk(top, info, usage, seen, devices, max_entries)
+        pids = list(pids)
         _held_open(pids, devices, seen, usage)
+        if pids and devices:
+            mapped = held_memory.measure(pids, counted_as_disk=devices)
+            usage.bytes += mapped.disk_bytes
+            usage.held_bytes += mapped.disk_bytes
+            usage.over_mapped = mapped.over
     except _Stop:
         pass
     return usage
