@@ -207,13 +207,24 @@ def test_exchange_folders_of_gone_harnesses_are_swept(tmp_path):
     import subprocess
     import sys
 
+    from pike_harness.worker.supervise import sandbox
+
     gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
-    dead, live = tmp_path / f"pikeh-x-{gone.stdout.strip()}-abc", tmp_path / f"pikeh-x-{os.getpid()}-def"
-    for folder in (dead, live):
+    namespace, pid, start = sandbox.owner_name().split(".")
+    assert int(pid) == os.getpid()
+    dead = tmp_path / f"pikeh-x-{namespace}.{gone.stdout.strip()}.{start}-abc"
+    reused = tmp_path / f"pikeh-x-{namespace}.{pid}.{int(start) + 1}-ghi"  # this pid, another process's start
+    live = tmp_path / f"pikeh-x-{sandbox.owner_name()}-def"
+    # A harness of another pid namespace sharing /dev/shm (a container with the host's IPC), whose pid
+    # means nothing here, and a folder named the former way (the pid alone): both left alone.
+    other = tmp_path / f"pikeh-x-{int(namespace) + 1}.{gone.stdout.strip()}.{start}-jkl"
+    former = tmp_path / f"pikeh-x-{gone.stdout.strip()}-mno"
+    for folder in (dead, reused, live, other, former):
         folder.mkdir()
         (folder / "outputs.pt").write_bytes(b"x")
-    assert sweep_exchange_folders(tmp_path) == 1
-    assert not dead.exists() and live.exists()
+    assert sweep_exchange_folders(tmp_path) == 2
+    assert not dead.exists() and not reused.exists()
+    assert live.exists() and other.exists() and former.exists()
 
 
 def test_the_reference_process_runs_nothing_planted_in_its_work_folder(tmp_path):

@@ -25,7 +25,7 @@ import threading
 from pathlib import Path
 
 from pike_harness.worker.records import Limits
-from pike_harness.worker.supervise import trusted_files
+from pike_harness.worker.supervise import sandbox, trusted_files
 
 SHARED_MEMORY = Path("/dev/shm")
 EXCHANGE_PREFIX = "pikeh-x-"  # then the harness's pid: folders of a harness that is gone can be swept
@@ -51,7 +51,7 @@ def make(root: Path | None, fallback: Path, room_mb: int = ROOM_MB) -> Path:
 
 
 def _folder(where: Path) -> Path:
-    return Path(tempfile.mkdtemp(prefix=f"{EXCHANGE_PREFIX}{os.getpid()}-", dir=where))
+    return Path(tempfile.mkdtemp(prefix=f"{EXCHANGE_PREFIX}{sandbox.owner_name()}-", dir=where))
 
 
 def reserved_mb() -> int:
@@ -86,18 +86,15 @@ def free_bytes(path: Path) -> int | None:
 
 def sweep_exchange_folders(root: Path = SHARED_MEMORY) -> int:
     """Remove the exchange folders that harness processes no longer running left in ``root`` (killed
-    harnesses never reach ``close()``; shared memory is only freed by deleting the files)."""
+    harnesses never reach ``close()``; shared memory is only freed by deleting the files). A folder is
+    named by its harness's pid namespace, pid and start time (``sandbox.owner_name``): one of another
+    namespace (a containerised harness sharing the host's ``/dev/shm``, whose pids mean other processes
+    here) or of a pid now another process's is left alone, and so is one named the former way (the pid
+    alone, which could not tell them apart: its live candidate's folder was removed under it)."""
     removed = 0
     for path in root.glob(f"{EXCHANGE_PREFIX}*-*") if root.is_dir() else []:
-        pid = path.name[len(EXCHANGE_PREFIX):].split("-")[0]
-        if not pid.isdigit():
-            continue
-        try:
-            os.kill(int(pid), 0)
-            continue  # alive (or another user's, which this process may not touch either)
-        except ProcessLookupError:
-            pass
-        except PermissionError:
+        owner = path.name[len(EXCHANGE_PREFIX):].split("-")[0]
+        if not sandbox.owner_name_gone(owner):
             continue
         trusted_files.remove_tree(path)
         removed += 1

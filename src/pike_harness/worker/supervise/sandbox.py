@@ -308,6 +308,24 @@ def _owner_gone(owner: str) -> bool:
     return str(process_start(int(parts[1]))) != parts[2]
 
 
+def owner_name() -> str:
+    """This harness process for a file name: its pid namespace's number, pid and start time, joined by
+    dots (``owner_name_gone``)."""
+    namespace = "".join(ch for ch in _pid_namespace() if ch.isdigit()) or "0"
+    return f"{namespace}.{os.getpid()}.{process_start(os.getpid())}"
+
+
+def owner_name_gone(name: str) -> bool:
+    """Whether the harness process ``owner_name`` named is gone: never for one of another pid namespace
+    (a containerised harness sharing the host's ``/dev/shm``: its pids mean other processes here) or a
+    name not of that form."""
+    parts = name.split(".")
+    if len(parts) != 3 or not all(part.isdigit() for part in parts):
+        return False
+    own = "".join(ch for ch in _pid_namespace() if ch.isdigit()) or "0"
+    return parts[0] == own and str(process_start(int(parts[1]))) != parts[2]
+
+
 def sweep_orphans(*, rounds: int = 20) -> int:
     """SIGKILL marked processes whose harness is gone; returns how many were killed.
 
