@@ -103,7 +103,13 @@ SIBLINGS_HIDDEN = ("jit",)
 
 
 class HandOutRefused(Exception):
-    """The candidate's scratch folder refused the hand-out of a built library (it planted something)."""
+    """The candidate's scratch folder refused the hand-out of a built library (it planted something), or
+    its file system had no room for it: ``errno`` then says so (``no_space.NO_SPACE``), and
+    ``needed_bytes`` is the library's size, for the supervisor to measure whose that is."""
+
+    def __init__(self, reason: str, *, errno: int | None = None, needed_bytes: int = 0):
+        super().__init__(reason)
+        self.errno, self.needed_bytes = errno, needed_bytes
 
 
 class BuildTimeout(Exception):
@@ -346,10 +352,16 @@ class BuildCache:
                 os.close(folder)
             try:
                 digest = trusted_files.copy_regular(source, target, MAX_LIBRARY_BYTES)
+            except OSError:  # no room, say: what was copied gives its room back (by the descriptor)
+                with contextlib.suppress(OSError):
+                    os.ftruncate(target, 0)
+                raise
             finally:
                 os.close(target)
         except (OSError, trusted_files.UntrustedFile) as exc:
-            raise HandOutRefused(f"the built library could not be handed out into the scratch folder: {exc}") from None
+            raise HandOutRefused(f"the built library could not be handed out into the scratch folder: {exc}",
+                                 errno=exc.errno if isinstance(exc, OSError) else None,
+                                 needed_bytes=_size(source)) from None
         finally:
             os.close(source)
         path = Path(scratch) / name / entry.library
@@ -590,6 +602,13 @@ def _limited(spec: dict[str, Any], limit: str, log_text: str) -> str:
     """The log of a build stopped for a limit: the reason first, where the candidate's exception (which
     keeps the log's last 4,000 characters, and its verdict their first 2,000) shows it."""
     return f"{_reason(spec, limit)}\n{log_text[-1500:]}"
+
+
+def _size(fd: int) -> int:
+    try:
+        return os.fstat(fd).st_size
+    except OSError:
+        return 0
 
 
 def _is_key(name: str) -> bool:

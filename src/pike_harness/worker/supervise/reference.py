@@ -48,6 +48,7 @@ from pike_harness.worker.output_file import MalformedOutputs, read_outputs, read
 from pike_harness.worker.records import EvalRequest
 from pike_harness.worker.supervise import trusted_files
 from pike_harness.worker.supervise.errors import InfrastructureError
+from pike_harness.worker.supervise.no_space import NO_SPACE, NoSpace
 from pike_harness.worker.supervise.refcache import ByteLRU, tensor_bytes
 from pike_harness.worker.supervise.sandbox import TRUSTED_PYTHON, marker_environment, scrubbed_environment
 from pike_harness.worker.supervise.spawn import visible_devices
@@ -61,9 +62,9 @@ OUTPUTS_CAP_FACTOR = 4
 OUTPUTS_CAP_SLACK = 64 * 1024 * 1024
 LOG_FLAGS = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 PR_SET_DUMPABLE, PR_GET_DUMPABLE = 4, 3  # prctl(2)
-# What a write into an exchange folder fails with when the folder has no room left: the candidate's
-# doing, within its disk limit (it can fill its folder, /dev/shm's included), never the reference's.
-NO_SPACE = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
+# A write into an exchange folder that fails with ``NO_SPACE`` (no room left) is never the reference's
+# failure: the candidate's doing (it can fill its folder up to its disk limit) or the host's (a full
+# /dev/shm or disk), which the supervisor tells apart by measuring (``no_space.blame``).
 # How often a request waiting for the reference process (held by other candidates' comparisons, input
 # writes and timings, for minutes) calls its ``tick``: the supervisor polices its idle candidate there.
 TICK_S = 0.25
@@ -217,17 +218,21 @@ class ReferenceOracle:
         """The task's input sets for ``seeds`` (CPU tensors, ``torch.save``) into a new file ``path``.
 
         (None, the file's SHA-256) when written; else (why not, in words, ""): the candidate planted
-        something at ``path`` (a link, a FIFO, a file) before the reference could create it there, or
-        left no space in its exchange folder to write it (``NO_SPACE``), which is its verdict. The
-        candidate's process checks the digest before loading the file.
+        something at ``path`` (a link, a FIFO, a file) before the reference could create it there, which
+        is its verdict. A write that found no space there (``NO_SPACE``) raises ``no_space.NoSpace``
+        (why, and the bytes it was writing): whose that is, the candidate's or the host's, the
+        supervisor measures (``no_space.blame``). The candidate's process checks the digest before
+        loading the file.
         ``tick`` is called every ``TICK_S`` while the request waits for the process (never once it is
         sent: a request is never left without its reply); what it raises ends the wait, nothing sent.
         """
         reply = self._call(request, {"op": "inputs", "seeds": seeds, "out": str(path)}, timeout_s, urgent=False,
                            tick=tick)
-        refused = reply.get("planted") or reply.get("no_space")
-        if refused:
-            return str(refused), ""
+        if reply.get("no_space"):
+            needed = reply.get("needed_bytes")
+            raise NoSpace(str(reply["no_space"]), needed if isinstance(needed, int) else 0)
+        if reply.get("planted"):
+            return str(reply["planted"]), ""
         return None, str(reply.get("sha256") or "")
 
     def compare(self, request: EvalRequest, seeds: list[int], outputs: Path, labels: list[str],
@@ -369,11 +374,12 @@ class _Server:
         """The input sets into a file this process creates: never through a link or into a FIFO that
         the candidate planted in its exchange folder (that is its verdict, not a hang or a write elsewhere).
 
-        The folder is the candidate's to fill, up to its disk limit: a write that finds no space left
-        there (``NO_SPACE``; a folder in ``/dev/shm`` shares it with the host) is its verdict too, the
-        reply's ``no_space``, never this request's failure (the supervisor's infrastructure error, which
-        stops a run). What was written is removed first, by this descriptor and by name only if the name
-        is still this file (never following a link)."""
+        The folder is the candidate's to fill, up to its disk limit, and a folder in ``/dev/shm`` shares
+        its room with the host: a write that finds no space left there (``NO_SPACE``) is the reply's
+        ``no_space`` (with ``needed_bytes``, what the sets hold), never this request's failure. The
+        supervisor measures whose it is (``no_space.blame``): the candidate's verdict, or the host's
+        infrastructure error. What was written is removed first, by this descriptor and by name only
+        if the name is still this file (never following a link)."""
         sets = [self._input_set(message["source"], seed) for seed in message["seeds"]]
         try:
             folder, name = trusted_files.folder_of(message["out"])
@@ -390,7 +396,8 @@ class _Server:
                 if failure is not None:
                     _discard_written(folder, name, fd)
                     return {"ok": True, "no_space": f"the hidden inputs could not be written: no space was left in "
-                                                    f"the exchange folder ({failure})"}
+                                                    f"the exchange folder ({failure})",
+                            "needed_bytes": tensor_bytes(sets)}
             finally:
                 os.close(fd)
         finally:

@@ -67,6 +67,7 @@ from pike_harness.worker.supervise import (
     gpu_clocks,
     held_memory,
     jit_caches,
+    no_space,
     noise,
     sandbox,
     scratch_usage,
@@ -342,13 +343,31 @@ class Evaluation:
         began = time.monotonic()
         # Waiting for the reference process (other candidates' comparisons and timings hold it, for
         # minutes): the idle candidate is policed meanwhile, as while it waits for the device.
-        planted, self.inputs_sha256 = self.oracle.write_inputs(self.request, self.hidden_seeds,
-                                                               self.exchange / "inputs.pt",
-                                                               timeout_s=self.request.limits.run_timeout_s,
-                                                               tick=self._police)
+        try:
+            planted, self.inputs_sha256 = self.oracle.write_inputs(self.request, self.hidden_seeds,
+                                                                   self.exchange / "inputs.pt",
+                                                                   timeout_s=self.request.limits.run_timeout_s,
+                                                                   tick=self._police)
+        except no_space.NoSpace as full:  # the candidate's verdict only if its own usage explains it
+            self.stages.add("inputs", time.monotonic() - began)
+            reason = self._no_space(full, self.exchange.parent)
+            raise _Concluded(self._conclude(REJECTED, "exchange_file", reason)) from None
         self.stages.add("inputs", time.monotonic() - began)
         if planted:
             raise _Concluded(self._conclude(REJECTED, "exchange_file", planted))
+
+    def _no_space(self, full: no_space.NoSpace, written: Path) -> str:
+        """A trusted write into the candidate's folders found no space (``full``): the verdict's reason when
+        the candidate's own usage, measured here, explains it; else the host's disk or shared memory is
+        full and this raises ``InfrastructureError`` (``no_space.blame``). ``written``: a folder of the
+        harness's on the written file system."""
+        members = sandbox.sandbox_members(self.popen.pid, fresh=True) if self.popen is not None else []
+        folders = [f for f in (self.scratch, self.spawned_exchange, self.exchange) if f is not None]
+        blame = no_space.blame(folders, written, limit_mb=self.request.limits.disk_mb, needed_bytes=full.needed_bytes,
+                               pids=[(m.pid, m.start) for m in members], max_entries=DISK_MAX_ENTRIES)
+        if not blame.candidate:
+            raise InfrastructureError(f"{blame.reason}: {full.reason}")
+        return f"{full.reason}: {blame.reason}"
 
     def warm(self) -> EvalResult | None:
         """Phase 1, optional: one call of the candidate on a throwaway model, outside the lock.
@@ -848,7 +867,10 @@ class Evaluation:
                                             f"the {stage} stage ran past its {timeout_s:g} s limit "
                                             "while building a load_inline extension")) from None
         except HandOutRefused as exc:
-            raise _Concluded(self._conclude(REJECTED, "scratch_file", str(exc))) from None
+            reason = str(exc)
+            if exc.errno in no_space.NO_SPACE:  # the candidate's verdict only if its own usage explains it
+                reason = self._no_space(no_space.NoSpace(reason, exc.needed_bytes), self.scratch)
+            raise _Concluded(self._conclude(REJECTED, "scratch_file", reason)) from None
         except ToolchainError as exc:  # the cache cannot key builds here: build privately, as without one
             self.environment.setdefault("build_cache_error", str(exc)[:500])
             return {"fallback": True}
@@ -868,6 +890,14 @@ class Evaluation:
             summary["failures"] += 1
         if not reply.get("ok") and reply.get("check") == BUILD_LIMIT_CHECK:  # stopped, not failed: say which bound
             raise _Concluded(self._conclude(COMPILE_ERROR, BUILD_LIMIT_CHECK, str(reply.get("reason") or "")))
+        if not reply.get("ok") and no_space.says_no_space(str(reply.get("log") or "")):
+            # Within its bounds (else build_limit above), a build that found no space is the host's when
+            # the build cache's disk is short of what a build may take; the log (the candidate's source
+            # can print those words) only decides whether to measure.
+            wanted_mb = min(cache.disk_mb, self.request.limits.disk_mb or cache.disk_mb)
+            short = no_space.host_short(cache.root / "staging", wanted_mb * no_space.MB)
+            if short is not None:
+                raise InfrastructureError(f"a load_inline build found no space: {short}")
         return {k: v for k, v in reply.items() if k in ("ok", "path", "log", "hit", "fallback")}
 
     def _police(self) -> None:
