@@ -10,7 +10,7 @@ shared memory is full for reasons not the candidate's, an honest candidate was m
 So, after such a failure, the supervisor measures, and believes nothing the candidate says:
 
 * the candidate's folders, by the walk that polices its disk limit (``scratch_usage.measure``: blocks
-  allocated, links never followed, files deleted but held open by its processes counted), all of
+  allocated, links never followed, files deleted but held open or mapped by its processes counted), all of
   them against its disk limit and those on the written file system apart;
 * then the written file system, by ``statvfs`` on a path descriptor (``O_PATH``, no permission on the
   folder needed) of a folder of the harness's that the candidate cannot replace (the exchange

@@ -964,7 +964,7 @@ class Evaluation:
             elif usage.uncounted:
                 written = f"could not all be measured: {usage.uncounted}"
             else:
-                held = f" ({usage.held_bytes / 2**20:.0f} MB of it in files deleted but held open)" \
+                held = f" ({usage.held_bytes / 2**20:.0f} MB of it in files deleted but held open or mapped)" \
                     if usage.held_bytes else ""
                 written = f"held {usage.bytes / 2**20:.0f} MB{held}"
             raise _Concluded(self._conclude(RUNTIME_ERROR, "disk_limit",
