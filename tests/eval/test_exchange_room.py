@@ -397,6 +397,9 @@ class _NoReference:
     def hidden_seeds(self, request):
         return [7]
 
+    def set_bytes(self, request):
+        return None
+
 
 def _evaluation_building(tmp_path: Path, scratch: Path, cache, **limits):
     from pike_harness.worker.records import EvalRequest, Limits

@@ -438,6 +438,22 @@ def test_fresh_seeds_are_drawn_for_each_evaluation_and_none_is_public_or_hidden(
     assert fresh_inputs.draw(_request(fresh_input_sets=0), []) == []
 
 
+def test_once_the_reference_made_a_set_no_more_seeds_are_drawn_than_the_byte_cap_holds(oracle, tmp_path):
+    """The candidate's process would make a set the cap then drops (level3-pike 6's 919 MB one, on every
+    evaluation): once the reference process has written a task's sets, the seeds are as many as the cap
+    holds of sets that size, and none for a set over it."""
+    from pike_harness.worker.inside import loading
+
+    request = _request()
+    assert oracle.set_bytes(request) is None
+    oracle.write_inputs(request, [3, 4], tmp_path / "inputs.pt", timeout_s=120)
+    made = loading.make_inputs(loading.load_source(SMOKE_1, "fresh_test_set_bytes"), 3)
+    assert oracle.set_bytes(request) == sum(t.numel() * t.element_size() for t in made) > 0
+    assert len(fresh_inputs.draw(request, [], set_bytes=fresh_inputs.MAX_BYTES // 3)) == 3
+    assert fresh_inputs.draw(request, [], set_bytes=fresh_inputs.MAX_BYTES + 1) == []
+    assert len(fresh_inputs.draw(request, [], set_bytes=1)) == fresh_inputs.pool_size(8, paired=False)
+
+
 def test_the_reference_judges_drawn_fresh_outputs_against_its_own_on_the_same_set(oracle, tmp_path):
     """A fresh call's drawn output is compared with the reference model's output on that fresh set: the
     right answer passes, another set's answer is ``incorrect/fresh_input``."""

@@ -284,6 +284,21 @@ def test_a_cache_whose_timings_are_redone_for_noise_is_still_confirmed_and_rejec
     assert "16 input sets" in result.reason  # the kept run's and its confirmation's 8 each, pooled
 
 
+def test_a_task_whose_sets_pass_the_byte_cap_draws_no_seeds_once_known_and_stays_unjudged(engine, monkeypatch):
+    """Under a cap no set fits (a stand-in for level3-pike 6's 919 MB sets against 256 MB): the first
+    evaluation draws the full pool (unless an earlier one of the task taught the size) and its process
+    makes nothing to keep; once the reference process has
+    made the task's sets, no seed is drawn at all. Both are flagged ``fresh_calls_unjudged``."""
+    from pike_harness.worker.supervise import fresh_inputs
+
+    monkeypatch.setattr(fresh_inputs, "MAX_BYTES", 1)
+    results = [engine.submit(request(PLAIN, protocol="quick")).result(300) for _ in range(2)]
+    for result in results:
+        assert result.category == "correct", result.reason
+        assert fresh_inputs.UNJUDGED_FLAG in result.flags and result.environment["fresh_inputs"]["calls"] == 0
+    assert results[1].seeds["fresh"] == []
+
+
 # A content cache that counts its timing runs: a run starts with calls on the first input set twice in a row
 # (the loop's first call, then its estimate), which the check also does once. It computes honestly
 # through the check and the ordinary timing (runs 0 and 1), then replays each input it has seen, so only

@@ -143,6 +143,7 @@ class ReferenceOracle:
         self._lock = _PriorityLock()
         self._pool_lock = threading.Lock()
         self._pools: dict[tuple[Any, ...], list[int]] = {}
+        self._set_bytes: dict[str, int] = {}  # task -> one input set's bytes, as the reference process made it
         self._popen: subprocess.Popen | None = None
         self._channel: Channel | None = None
         self.log_path = self.workdir / f"reference-{device.replace(':', '')}.log"
@@ -233,7 +234,15 @@ class ReferenceOracle:
             raise NoSpace(str(reply["no_space"]), needed if isinstance(needed, int) else 0)
         if reply.get("planted"):
             return str(reply["planted"]), ""
+        size = reply.get("set_bytes")
+        if isinstance(size, int) and size > 0:
+            self._set_bytes[_task_key(request)] = size
         return None, str(reply.get("sha256") or "")
+
+    def set_bytes(self, request: EvalRequest) -> int | None:
+        """The bytes of one of the request's task's input sets, once this process wrote some (all of a
+        task's sets are of one size: ``_Server._made``); None before."""
+        return self._set_bytes.get(_task_key(request))
 
     def compare(self, request: EvalRequest, seeds: list[int], outputs: Path, labels: list[str],
                 plan: list[PlannedCall], *, warmed: bool, timeout_s: float) -> dict[str, Any]:
@@ -402,7 +411,7 @@ class _Server:
                 os.close(fd)
         finally:
             os.close(folder)
-        return {"ok": True, "sha256": hashed.digest.hexdigest()}
+        return {"ok": True, "sha256": hashed.digest.hexdigest(), "set_bytes": tensor_bytes(sets[0]) if sets else 0}
 
     def _save(self, sets: list[Any], fd: int, hashed: _Hashing) -> str | None:
         """``torch.save`` the sets into ``fd`` through ``hashed``; None when written, else why (in words)

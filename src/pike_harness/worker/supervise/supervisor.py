@@ -245,8 +245,9 @@ class Evaluation:
         self.hidden_seeds = oracle.hidden_seeds(request)  # this run's secret pool for the task
         # Seeds of the sets the child makes before the candidate is imported and shows only in timed
         # loops (``fresh_inputs``): drawn for this evaluation alone, none of its public or hidden seeds.
+        self.fresh_wanted = settings.fresh_inputs and request.fresh_input_sets > 0
         self.fresh_seeds = fresh_inputs.draw(request, self.hidden_seeds, settings.fresh_inputs,
-                                             settings.noise.limits.redo)
+                                             settings.noise.limits.redo, oracle.set_bytes(request))
         # Each paired block's fresh call and timed calls, over that block's typical call.
         self.block_fresh = fresh_inputs.FreshTimes()
         self.secrets = redaction.secret_values(settings.source_environ())
@@ -552,7 +553,7 @@ class Evaluation:
         if cached is not None and runs.final:
             raise _Concluded(self._conclude(REJECTED, fresh_inputs.CHECK, cached, outputs=comparison.checks))
         self._flag_suspect(runs.judged)
-        if self.fresh_seeds and runs.kept_calls < fresh_inputs.MIN_CALLS:
+        if self.fresh_wanted and runs.kept_calls < fresh_inputs.MIN_CALLS:
             self._add_flag(fresh_inputs.UNJUDGED_FLAG)
         self.noise = report
         if report.flagged is not None and noise.NOISY_FLAG not in self.flags:
