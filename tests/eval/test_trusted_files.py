@@ -343,8 +343,10 @@ def test_the_reference_process_refuses_planted_exchange_files(tmp_path):
         assert reply["ok"] and "could not be written" in reply["planted"], reply
     assert target.read_text() == "untouched"
     written = server.handle({"op": "inputs", "source": task, "seeds": [1], "out": str(tmp_path / "new.pt")})
-    assert written == {"ok": True, "sha256": hashlib.sha256((tmp_path / "new.pt").read_bytes()).hexdigest()}
-    assert len(torch.load(tmp_path / "new.pt")) == 1
+    sets = torch.load(tmp_path / "new.pt")
+    assert written == {"ok": True, "sha256": hashlib.sha256((tmp_path / "new.pt").read_bytes()).hexdigest(),
+                       "set_bytes": sum(t.numel() * t.element_size() for t in sets[0])}
+    assert len(sets) == 1
 
     # The candidate's process loads the file only as the reference process wrote it; anything the
     # candidate did to it since (its exchange folder is its own to write) is its verdict, never a hang
