@@ -105,6 +105,7 @@ class CandidateProcess:
         # Set by the correctness stage (_check), which always precedes timing and profiling:
         self.model: Callable[..., Any] | None = None  # the judged instance, in its baseline mode
         self.input_sets: list[list[Any]] | None = None  # every input set, on the device
+        self.input_forms: tuple[Any, ...] = ()  # their ``loading.input_signature`` when they were made
         self.validated: list[list[Any]] | None = None  # each set's checked outputs (device clones)
         self.samples: Any = None  # timing.TimedSamples: one timed call's outputs per set, for the reference process
         self.fresh: Any = None  # timing.FreshCalls: the sets only timed loops show, and a few of their outputs
@@ -265,6 +266,8 @@ class CandidateProcess:
         n_sets = len(pristine)
         torch.manual_seed(secrets.randbits(62))  # the hidden seeds must not stay readable via initial_seed()
         self.input_sets = [loading.to_device(values, self.device) for values in pristine]
+        # Their shapes and dtypes, before any call: a timing first checks the sets still have them.
+        self.input_forms = tuple(loading.input_signature(values) for values in self.input_sets)
         # Kept in host memory until the timing that calls them (``TimedLoop._staged``): the device holds
         # nothing more than before while the check runs (a solution that reads memory it does not own,
         # level3-pike 23's published one, answered otherwise with the sets on the device beside it).
@@ -479,6 +482,7 @@ class CandidateProcess:
 
     def _time(self, protocol_name: str, params: dict[str, Any], nonce: str | None, pin: Pin | None = None,
               fresh: int = 0) -> None:
+        from pike_harness.worker.inside import loading
         from pike_harness.worker.inside.protocols import get_protocol
         from pike_harness.worker.inside.timing import OutputProblem, TimedLoop
 
@@ -488,6 +492,10 @@ class CandidateProcess:
         self._judge_changed("timing")
         try:
             assert self.model is not None and self.input_sets is not None and self.validated is not None
+            for index, values in enumerate(self.input_sets):
+                if loading.input_signature(values) != self.input_forms[index]:
+                    raise OutputProblem("input_mutation", f"input set {index} changed shape or dtype after the "
+                                                          "check (a kept input changed in place by a later call)")
             loop = TimedLoop(self.model, self.input_sets, self.validated, device=self.device, protocol=protocol,
                              atol=self.request.atol, rtol=self.request.rtol, samples=self.samples,
                              fresh=self.fresh, fresh_count=fresh)

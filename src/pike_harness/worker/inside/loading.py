@@ -9,6 +9,7 @@ weights), models in ``.eval()``. torch and the standard library only.
 from __future__ import annotations
 
 import ast
+import builtins
 import hashlib
 import importlib.util
 import random
@@ -87,11 +88,16 @@ def make_inputs(module: types.ModuleType, seed: int) -> list[Any]:
     return list(module.get_inputs())
 
 
+_is_instance, _Tensor = builtins.isinstance, torch.Tensor  # taken at import, before any candidate's code
+
+
 def input_signature(values: Sequence[Any]) -> tuple[tuple[tuple[int, ...], str] | None, ...]:
     """What a timed loop holds fixed over a task's input sets: each position's tensor shape and dtype
     (None for a value that is not a tensor, which is passed as it is). Why: every call of a timing
-    run reuses one buffer per tensor input, so a task whose shapes follow the seed cannot be timed."""
-    return tuple((tuple(value.shape), str(value.dtype)) if isinstance(value, torch.Tensor) else None
+    run reuses one buffer per tensor input, so a task whose shapes follow the seed cannot be timed;
+    and a candidate that changes a kept input set's shape in place (``unsqueeze_`` on set 0, which
+    the timed loop's buffers are cloned from) must not make every fresh set unfit (``child._time``)."""
+    return tuple((tuple(value.shape), str(value.dtype)) if _is_instance(value, _Tensor) else None
                  for value in values)
 
 
