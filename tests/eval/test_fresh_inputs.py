@@ -432,7 +432,7 @@ def test_the_fresh_sets_are_the_tasks_own_inputs_within_the_byte_cap_and_leave_n
 def test_fresh_seeds_are_drawn_for_each_evaluation_and_none_is_public_or_hidden():
     request = _request(input_seeds=[0, 5])
     first, second = fresh_inputs.draw(request, [7, 9]), fresh_inputs.draw(request, [7, 9])
-    assert len(first) == fresh_inputs.pool_size(8, paired=False) == 32 and len(set(first)) == 32
+    assert len(first) == fresh_inputs.pool_size(8, paired=False) == 40 and len(set(first)) == 40
     assert first != second and not set(first) & {0, 5, 7, 9}
     assert fresh_inputs.draw(request, [7], enabled=False) == []
     assert fresh_inputs.draw(_request(fresh_input_sets=0), []) == []

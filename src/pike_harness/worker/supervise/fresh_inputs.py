@@ -86,15 +86,21 @@ class FreshTimes:
         self.timed += other.timed
 
 
+RETRIED_RUNS = 1  # a run begun beside others' models and cut short (out of device memory), taken again alone
+
+
 def pool_size(fresh_input_sets: int, paired: bool, redos: int = noise.NoiseLimits().redo) -> int:
     """How many fresh sets an evaluation asks for: enough for every run its ordinary timing can make
-    (the first, ``redos`` redone for noise, ``CONFIRMATIONS``), and the blocks' when paired. Why every
-    run: with sets for fewer, a cache that got its first two timings redone for noise (a loaded
-    core, or a host with steal) left its confirming run none, and so was only flagged (an audit,
-    2026-11-30), its headline the replays of a run with no fresh call in it."""
+    (the first, ``redos`` redone for noise, ``CONFIRMATIONS``, and ``RETRIED_RUNS`` whose sets were
+    spent before it was cut short), and the blocks' when paired. Why every run: with sets for fewer, a
+    cache that got its first two timings redone for noise (a loaded core, or a host with steal) left
+    its confirming run none, and so was only flagged (an audit, 2026-11-30), its headline the replays
+    of a run with no fresh call in it; a run cut short by an out-of-memory error it raises itself
+    spends its sets too (a second audit, the same night)."""
     if fresh_input_sets <= 0:
         return 0
-    return fresh_input_sets * (1 + max(0, redos) + CONFIRMATIONS) + (BLOCK_SETS if paired else 0)
+    runs = 1 + max(0, redos) + CONFIRMATIONS + RETRIED_RUNS
+    return fresh_input_sets * runs + (BLOCK_SETS if paired else 0)
 
 
 def draw(request: Any, hidden: Iterable[int], enabled: bool = True, redos: int = noise.NoiseLimits().redo,

@@ -248,6 +248,8 @@ class Evaluation:
         self.fresh_wanted = settings.fresh_inputs and request.fresh_input_sets > 0
         self.fresh_seeds = fresh_inputs.draw(request, self.hidden_seeds, settings.fresh_inputs,
                                              settings.noise.limits.redo, oracle.set_bytes(request))
+        self.timing_runs = fresh_inputs.Runs()  # which runs' fresh calls the verdict rests on (``_time``)
+        self.timing_redone = 0  # timings redone for noise (``_time``)
         # Each paired block's fresh call and timed calls, over that block's typical call.
         self.block_fresh = fresh_inputs.FreshTimes()
         self.secrets = redaction.secret_values(settings.source_environ())
@@ -534,14 +536,16 @@ class Evaluation:
         watch = self.settings.noise
         self._notify("timing_start")
         try:
-            redone = 0
-            runs = fresh_inputs.Runs()  # which runs' fresh calls the verdict rests on, and when to confirm
+            # Kept on the evaluation: a timing begun beside others' models and taken again alone
+            # (``RetryAlone``) goes on from the runs and redos before it, so the fresh sets drawn for
+            # every run it can make (``fresh_inputs.pool_size``) still last to its confirmation.
+            runs = self.timing_runs
             while True:
                 block = self.timed_block(shared=shared)
                 runs.seen(block.fresh)
-                report = watch.report(self.device, *block.canary_pair, block.steal, redone)
-                if report.flagged is not None and redone < watch.limits.redo:
-                    redone += 1
+                report = watch.report(self.device, *block.canary_pair, block.steal, self.timing_redone)
+                if report.flagged is not None and self.timing_redone < watch.limits.redo:
+                    self.timing_redone += 1
                     continue
                 if runs.kept(block.fresh):
                     break
