@@ -1,6 +1,6 @@
 """What the fresh input sets cost each evaluation, side by side with one checked set.
 
-Why: since 2026-11-30 a candidate's process makes up to 32 fresh sets (48 with a paired re-timing;
+Why: since 2026-11-30 a candidate's process makes up to 40 fresh sets (56 with a paired re-timing;
 256 MB at most: ``fresh_inputs.pool_size``, ``fresh_inputs.MAX_BYTES``) and masks them
 (``timing.FreshCalls``) before the candidate's import, on the CPU, in series with the rest of its
 start. That is time every evaluation pays before anything else can happen in its process. This
