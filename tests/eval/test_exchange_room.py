@@ -472,3 +472,45 @@ def test_a_build_that_found_no_space_is_the_host_s_only_when_its_disk_is_short_o
     room = _evaluation_building(tmp_path, tmp_path / "scratch", _FailedBuild(tmp_path / "room", 1))
     assert _serve(room) == {"ok": False, "log": "/usr/bin/ld: final link failed: No space left on device",
                             "hit": False}
+
+
+HIDE = """
+import os, socket, sys, time
+path = sys.argv[1]
+fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+os.write(fd, bytes(3_900_000))
+ends = socket.socketpair(socket.AF_UNIX)
+socket.send_fds(ends[0], [b"x"], [fd])  # in flight, never received: no process holds it any more
+os.close(fd)
+os.unlink(path)
+print("ready", flush=True)
+time.sleep(120)
+"""
+
+
+def test_space_held_where_no_walk_sees_it_is_the_candidates_once_its_processes_end(tmp_path):
+    """A file passed through a socket and never received, then unlinked, holds its blocks where neither
+    the disk walk nor a process's descriptors or maps show it: measured, the exchange file system looks
+    full by others, which would make the candidate's own doing the host's infrastructure error (an
+    audit, 2026-11-30). The supervisor kills the candidate's processes and measures again: the room
+    that came free was the candidate's, and so is the verdict."""
+    from pike_harness.worker.supervise import scratch_usage
+
+    with _small_tmpfs(tmp_path / "shm", 4) as shm:
+        exchange = shm / "pikeh-x-3"
+        exchange.mkdir()
+        (tmp_path / "own").mkdir()
+        evaluation = _evaluation_writing_into(tmp_path / "own", exchange)
+        hider = subprocess.Popen([sys.executable, "-c", HIDE, str(exchange / "hidden")], stdout=subprocess.PIPE,
+                                 text=True, start_new_session=True)
+        try:
+            assert hider.stdout is not None and hider.stdout.readline().strip() == "ready"
+            assert scratch_usage.measure([exchange], 100, pids=[(hider.pid, None)]).bytes < 1 << 20
+            evaluation.popen = hider
+            result = evaluation.wait_for(threading.Lock())
+        finally:
+            hider.kill()
+            hider.wait()
+            evaluation.close()
+        assert result is not None and (result.category, result.check) == ("rejected", "exchange_file"), result
+        assert "came free" in (result.reason or "") and "once the candidate's processes ended" in (result.reason or "")

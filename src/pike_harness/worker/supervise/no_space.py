@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import errno
 import os
+import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -171,6 +172,29 @@ def blame(folders: Iterable[Path], written: Path, *, limit_mb: int, needed_bytes
         return Blame(False, f"the file system of {written} could not be measured after a write there found no space")
     return judge(candidate_bytes=usage.bytes, here_bytes=min(here_bytes, usage.bytes), limit_bytes=limit_mb * MB,
                  needed_bytes=needed_bytes, room=room)
+
+
+FREED_WAIT_S = 1.0  # how long the file system is watched for the room a killed candidate's processes held
+
+
+def freed_since(folder: Path, before: Room | None, needed_bytes: int) -> str | None:
+    """Why the failure was the candidate's after all, when killing its processes freed at least
+    ``needed_bytes`` (at least 1 byte) on ``folder``'s file system since ``before``; None otherwise.
+    Why: a file the candidate passed through a socket and never received, then unlinked, holds its
+    blocks where neither the disk walk nor a process's descriptors or maps show it, and would make
+    its own write failure the host's (retried, and it stops a run); it goes when the processes go."""
+    if before is None:
+        return None
+    deadline = time.monotonic() + FREED_WAIT_S
+    while True:
+        after = room_of(folder)
+        freed = after.free - before.free if after is not None else 0
+        if freed >= max(1, needed_bytes):
+            return (f"{_mb(freed)} came free on {before.where}{_kind(before.where)} once the candidate's processes "
+                    f"ended, room it held where no walk of its folders sees it (the write needed {_mb(needed_bytes)})")
+        if time.monotonic() >= deadline:
+            return None
+        time.sleep(0.05)
 
 
 def host_short(folder: Path, wanted_bytes: int) -> str | None:

@@ -368,9 +368,16 @@ class Evaluation:
         folders = [f for f in (self.scratch, self.spawned_exchange, self.exchange) if f is not None]
         blame = no_space.blame(folders, written, limit_mb=self.request.limits.disk_mb, needed_bytes=full.needed_bytes,
                                pids=[(m.pid, m.start) for m in members], max_entries=DISK_MAX_ENTRIES)
-        if not blame.candidate:
-            raise InfrastructureError(f"{blame.reason}: {full.reason}")
-        return f"{full.reason}: {blame.reason}"
+        if blame.candidate:
+            return f"{full.reason}: {blame.reason}"
+        # Space no walk sees (a file passed through a socket and never received, then unlinked: an audit,
+        # 2026-11-30) comes free when its processes end: room it held alone makes it the candidate's.
+        before = no_space.room_of(written)
+        self._kill()
+        freed = no_space.freed_since(written, before, full.needed_bytes)
+        if freed is not None:
+            return f"{full.reason}: {freed}"
+        raise InfrastructureError(f"{blame.reason}: {full.reason}")
 
     def warm(self) -> EvalResult | None:
         """Phase 1, optional: one call of the candidate on a throwaway model, outside the lock.
