@@ -514,3 +514,23 @@ def test_space_held_where_no_walk_sees_it_is_the_candidates_once_its_processes_e
             evaluation.close()
         assert result is not None and (result.category, result.check) == ("rejected", "exchange_file"), result
         assert "came free" in (result.reason or "") and "once the candidate's processes ended" in (result.reason or "")
+
+
+def test_a_build_short_of_room_is_the_hosts_only_when_the_candidates_own_files_do_not_explain_it(tmp_path):
+    """A build whose log says "No space left on device" is measured (the log is the candidate's to
+    print): the build cache's disk short of a build's room is the host's, unless the candidate's own
+    folders there hold what is missing (it filled the disk through its scratch folder, within its
+    limit: an audit, 2026-11-30)."""
+    from pike_harness.worker.supervise import no_space
+
+    with _small_tmpfs(tmp_path / "disk", 4) as disk:
+        staging, scratch = disk / "staging", disk / "scratch"
+        staging.mkdir()
+        scratch.mkdir()
+        _fill(scratch / "own", 3 << 20)
+        assert no_space.host_short(staging, 2 << 20) is not None
+        assert no_space.host_short(staging, 2 << 20, own=[scratch]) is None
+        (scratch / "own").unlink()
+        _fill(disk / "another-tenant", 3 << 20)
+        short = no_space.host_short(staging, 2 << 20, own=[scratch])
+        assert short is not None and short.startswith("the host's "), short

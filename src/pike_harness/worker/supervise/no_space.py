@@ -197,11 +197,18 @@ def freed_since(folder: Path, before: Room | None, needed_bytes: int) -> str | N
         time.sleep(0.05)
 
 
-def host_short(folder: Path, wanted_bytes: int) -> str | None:
+def host_short(folder: Path, wanted_bytes: int, *, own: Iterable[Path] = (),
+               pids: Iterable[tuple[int, int | None]] = (), max_entries: int = 200_000) -> str | None:
     """Why the host cannot give a write of up to ``wanted_bytes`` in ``folder`` (a folder of the harness's)
-    the room it may take, in words; None when it can, or cannot be measured."""
+    the room it may take, in words; None when it can, or cannot be measured, or when the candidate's
+    own folders (``own``, with its processes ``pids``) on that file system hold what is missing: a
+    candidate that filled the build cache's disk through its scratch folder, within its limit, then
+    made its build print "No space left on device" is not the host's (an audit, 2026-11-30)."""
     room = room_of(folder)
     if room is None or room.free >= wanted_bytes:
+        return None
+    here = [path for path in own if _device(path) == room.device]
+    if here and room.free + scratch_usage.measure(here, max_entries, pids=pids).bytes >= wanted_bytes:
         return None
     return f"the host's {_what(room.where)} is full: {room.describe()}, under the {_mb(wanted_bytes)} one write may take"
 

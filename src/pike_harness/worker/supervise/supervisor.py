@@ -907,7 +907,10 @@ class Evaluation:
             # the build cache's disk is short of what a build may take; the log (the candidate's source
             # can print those words) only decides whether to measure.
             wanted_mb = min(cache.disk_mb, self.request.limits.disk_mb or cache.disk_mb)
-            short = no_space.host_short(cache.root / "staging", wanted_mb * no_space.MB)
+            members = sandbox.sandbox_members(self.popen.pid, fresh=True) if self.popen is not None else []
+            short = no_space.host_short(cache.root / "staging", wanted_mb * no_space.MB,
+                                        own=[f for f in (self.scratch, self.spawned_exchange, self.exchange) if f],
+                                        pids=[(m.pid, m.start) for m in members], max_entries=DISK_MAX_ENTRIES)
             if short is not None:
                 raise InfrastructureError(f"a load_inline build found no space: {short}")
         return {k: v for k, v in reply.items() if k in ("ok", "path", "log", "hit", "fallback")}
