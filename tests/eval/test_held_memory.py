@@ -164,8 +164,10 @@ def test_a_deleted_disk_file_held_by_a_mapping_alone_is_counted_as_disk(tmp_path
     which neither the disk walk nor a descriptor shows. Counted apart (``disk_bytes``: the disk
     policing adds it to the walk's count), and not as memory; on a file system the disk walk does
     not measure, not at all."""
-    if held_memory.devices_of([tmp_path]) & held_memory.devices_of([Path("/dev/shm")]):
-        pytest.skip("the test's folder is on a memory file system")
+    from pike_harness.worker.supervise import exchange
+
+    if exchange.on_tmpfs(tmp_path):  # a memory file system's mapped files are memory, not disk
+        pytest.skip(f"{tmp_path} is on a memory file system")
     path = tmp_path / "mapped"
     fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
     try:
@@ -176,10 +178,13 @@ def test_a_deleted_disk_file_held_by_a_mapping_alone_is_counted_as_disk(tmp_path
             path.unlink()
             ctypes.memset(address, 0x5A, 4 * MB)
             held = held_memory.measure(_me(), counted_as_disk=held_memory.devices_of([tmp_path]))
-            assert (held.disk_bytes, held.disk_objects, held.bytes, held.objects) == (4 * MB, 1, 0, 0)
+            # Its blocks (root: the map_files stat; a file system may allocate a little past the
+            # pages written) or its mapped extent (exactly 4 MB): never less.
+            assert 4 * MB <= held.disk_bytes <= 8 * MB
+            assert (held.disk_objects, held.bytes, held.objects) == (1, 0, 0)
             assert held_memory.measure(_me()).disk_bytes == 0
             usage = scratch_usage.measure([tmp_path], 100, pids=_me())  # what the disk policing counts
-            assert usage.held_bytes == 4 * MB and usage.bytes >= 4 * MB and usage.uncounted is None
+            assert usage.held_bytes == held.disk_bytes and usage.bytes >= 4 * MB and usage.uncounted is None
     finally:
         if fd >= 0:
             os.close(fd)

@@ -310,7 +310,10 @@ def _fits(buffers: Sequence[torch.Tensor | None], values: Sequence[Any]) -> bool
     """Whether a fresh set has the checked sets' form: a tensor of the buffer's shape and dtype where
     they have one, none where they have none. A set that does not (a task whose shapes follow the
     seed: the reference process fails such a task by name) is not called, so that the candidate is not
-    failed for the task's inputs; its run then has fewer fresh calls (``fresh_calls_unjudged``)."""
+    failed for the task's inputs; its run then has fewer fresh calls (``fresh_calls_unjudged``). Safe
+    only because the buffers' sets are checked first against the shapes they were made with
+    (``child._time``, ``input_mutation``): else a candidate reshaping its kept set 0 in place made
+    every fresh set unfit and so made no fresh call at all."""
     if T.length(buffers) != T.length(values):
         return False
     for buffer, value in zip(buffers, values, strict=True):

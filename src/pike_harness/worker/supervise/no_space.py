@@ -174,7 +174,7 @@ def blame(folders: Iterable[Path], written: Path, *, limit_mb: int, needed_bytes
                  needed_bytes=needed_bytes, room=room)
 
 
-FREED_WAIT_S = 1.0  # how long the file system is watched for the room a killed candidate's processes held
+FREED_WAIT_S = 3.0  # how long the file system is watched for the room a killed candidate's processes held
 
 
 def freed_since(folder: Path, before: Room | None, needed_bytes: int) -> str | None:

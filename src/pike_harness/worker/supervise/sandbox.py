@@ -308,11 +308,14 @@ def _owner_gone(owner: str) -> bool:
     return str(process_start(int(parts[1]))) != parts[2]
 
 
+def _namespace_number() -> str:
+    return "".join(ch for ch in _pid_namespace() if ch.isdigit()) or "0"
+
+
 def owner_name() -> str:
     """This harness process for a file name: its pid namespace's number, pid and start time, joined by
     dots (``owner_name_gone``)."""
-    namespace = "".join(ch for ch in _pid_namespace() if ch.isdigit()) or "0"
-    return f"{namespace}.{os.getpid()}.{process_start(os.getpid())}"
+    return f"{_namespace_number()}.{os.getpid()}.{process_start(os.getpid())}"
 
 
 def owner_name_gone(name: str) -> bool:
@@ -322,8 +325,7 @@ def owner_name_gone(name: str) -> bool:
     parts = name.split(".")
     if len(parts) != 3 or not all(part.isdigit() for part in parts):
         return False
-    own = "".join(ch for ch in _pid_namespace() if ch.isdigit()) or "0"
-    return parts[0] == own and str(process_start(int(parts[1]))) != parts[2]
+    return parts[0] == _namespace_number() and str(process_start(int(parts[1]))) != parts[2]
 
 
 def sweep_orphans(*, rounds: int = 20) -> int:

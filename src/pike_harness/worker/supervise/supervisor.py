@@ -371,7 +371,8 @@ class Evaluation:
         if blame.candidate:
             return f"{full.reason}: {blame.reason}"
         # Space no walk sees (a file passed through a socket and never received, then unlinked: an audit,
-        # 2026-11-30) comes free when its processes end: room it held alone makes it the candidate's.
+        # 2026-11-30) comes free when its processes end (``no_space.FREED_WAIT_S``): room it held makes
+        # it the candidate's.
         before = no_space.room_of(written)
         self._kill()
         freed = no_space.freed_since(written, before, full.needed_bytes)
