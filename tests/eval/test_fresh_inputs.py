@@ -429,6 +429,35 @@ def test_the_fresh_sets_are_the_tasks_own_inputs_within_the_byte_cap_and_leave_n
     assert len(made_sets) == 3  # no fourth set made only to be dropped: the last set's size says it would not fit
 
 
+TASK_KEEPING_SOME_INPUTS = """
+import torch
+KEPT = torch.ones(8)
+BYTES = bytearray(b"\\x07" * 16)
+
+def get_inputs():
+    return [torch.randn(64, 32), KEPT, KEPT[:4], torch.frombuffer(BYTES, dtype=torch.uint8), 5]
+"""
+
+
+def test_a_fresh_sets_plain_tensors_are_zeroed_once_masked_unless_the_task_keeps_them():
+    """Freed unwiped, a fresh set's plain bytes stayed in the heap for a candidate reading
+    ``/proc/self/mem`` to find. Once masked, a tensor only the harness holds is zeroed; one the task
+    keeps (a module-level tensor, a view of it, a buffer's bytes) is left whole, else the task's own
+    later inputs would change; the masked copies still hold every set's values."""
+    from pike_harness.worker.inside import loading
+
+    module = loading.load_source(TASK_KEEPING_SOME_INPUTS, "fresh_test_wipe")
+    made = loading.inputs_within(module, [21, 22], 10**6)
+    values = [[value.clone() if isinstance(value, torch.Tensor) else value for value in set_] for set_ in made]
+    fresh = FreshCalls(made)
+    for held, plain, wanted in zip(fresh.sets, made, values, strict=True):
+        assert torch.count_nonzero(plain[0]) == 0  # only the harness held it: wiped
+        assert torch.equal(held[0].plain(fresh.key), wanted[0])  # after it was masked
+        assert plain[4] == held[4] == 5
+    assert torch.equal(module.KEPT, torch.ones(8)) and bytes(module.BYTES) == b"\x07" * 16
+    assert torch.equal(made[0][2], torch.ones(4))
+
+
 def test_fresh_seeds_are_drawn_for_each_evaluation_and_none_is_public_or_hidden():
     request = _request(input_seeds=[0, 5])
     first, second = fresh_inputs.draw(request, [7, 9]), fresh_inputs.draw(request, [7, 9])

@@ -165,9 +165,8 @@ class MaskedTensor:
 
     @staticmethod
     def of(value: torch.Tensor, key: torch.Tensor) -> MaskedTensor:
-        """``value`` masked (a contiguous copy made on the way is zeroed; ``value`` itself is not, as a
-        task's ``get_inputs`` may hand out a tensor it keeps: its plain bytes may linger in memory the
-        candidate can read through ``/proc/self/mem``, see docs/evaluator.md)."""
+        """``value`` masked (a contiguous copy made on the way is zeroed; ``value`` itself is left to
+        the caller, which alone knows whether the task keeps it: ``_held``)."""
         with T.DisableTorchFunction(), T.DisableTorchDispatch():
             contiguous = T.contiguous(value)
             plain = _bytes_of(contiguous)
@@ -230,6 +229,46 @@ def _unmask(staged: Unmasking, buffer: torch.Tensor) -> None:
         T.copy_(buffer, staged.masked.plain(staged.key))
 
 
+def _holders(values: Sequence[Any], index: int) -> tuple[int, int] | None:
+    """How many references reach ``values[index]`` and how many tensors share its memory, counted the
+    same way for any list (so only a comparison with a probe's counts means anything); None where
+    this torch cannot count a storage's users, or the memory is not torch's own (``from_numpy``,
+    ``frombuffer``: a fixed-size storage whose bytes may be another object's)."""
+    if T.storage_users is None:
+        return None
+    value = values[index]
+    held = T.storage(value)
+    if not held.resizable():
+        return None
+    return T.refcount(value), T.storage_users(held._cdata)
+
+
+def _held(values: Sequence[Any], key: torch.Tensor) -> tuple[Any, ...]:
+    """One fresh set as ``FreshCalls`` holds it: each tensor masked where its kind allows
+    (``MaskedTensor``), and its plain tensor then zeroed where nothing but ``values`` holds it. Why:
+    freed unwiped, a plain tensor's bytes stay in the process's heap (glibc keeps all but the largest
+    blocks), where a candidate reading ``/proc/self/mem`` after its import could find them and answer
+    the fresh calls from a cache. A tensor the task keeps (a module-level tensor it hands out, a view
+    of one, a storage from numpy) is left as it is: zeroing it would change the task's inputs."""
+    probe = [torch.zeros(1)]
+    alone = _holders(probe, 0)
+    held: list[Any] = []
+    for index in range(T.length(values)):
+        value = values[index]
+        if not MaskedTensor.can_hold(value):
+            held.append(value)
+            continue
+        held.append(MaskedTensor.of(value, key))
+        del value
+        if alone is not None and _holders(values, index) == alone:
+            try:
+                with T.no_grad(), T.DisableTorchFunction(), T.DisableTorchDispatch():
+                    T.zero_(values[index])
+            except RuntimeError:  # an inference tensor: left as it is
+                pass
+    return tuple(held)
+
+
 class FreshCalls:
     """Input sets the candidate's process is shown only inside a timed loop, each in one call, and the
     outputs of those calls, kept for the reference process to compare.
@@ -254,8 +293,7 @@ class FreshCalls:
     def __init__(self, sets: Sequence[Sequence[Any]]):
         self.key = T.frombuffer(bytearray(T.urandom(MASK_BYTES)), dtype=torch.uint8)
         # Masked where the kind allows (a sparse or conjugate-view input is held as it is).
-        self.sets = tuple(tuple(MaskedTensor.of(value, self.key) if MaskedTensor.can_hold(value) else value
-                                for value in values) for values in sets)
+        self.sets = tuple(_held(values, self.key) for values in sets)
         self.used = 0  # sets handed out so far
         self.called = 0  # fresh calls made so far (the sample's count)
         self.kept: list[tuple[int, list[torch.Tensor]]] = []

@@ -119,6 +119,11 @@ event_record = torch.cuda.Event.record
 event_elapsed = torch.cuda.Event.elapsed_time
 event_synchronize = torch.cuda.Event.synchronize
 storage = torch.Tensor.untyped_storage
+# Who else holds a tensor or its memory (``timing.FreshCalls`` wipes a fresh set's plain tensors only
+# when nothing but the harness does): None where this torch lacks the storage count.
+refcount = sys.getrefcount
+storage_users = getattr(torch._C, "_storage_Use_Count", None)
+no_grad = torch.no_grad
 # A fresh set's bytes, masked while held (``timing.FreshCalls``) and unmasked into a call's buffer.
 bitwise_xor = torch.bitwise_xor
 frombuffer = torch.frombuffer
