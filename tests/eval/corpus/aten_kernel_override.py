@@ -1,9 +1,11 @@
 # category: rejected (timed calls skip work): registers a kernel over aten::isclose (torch.library) that
 # answers "close" for anything, so the timed loop's own comparison, which runs in this process, passes
 # whatever a timed call returns; computes honestly in the checked calls, then returns an uninitialised
-# tensor. The reference process compares a timed call per input set, drawn after it returned.
+# tensor. The reference process compares a timed call per input set, drawn after it returned, which
+# rejected it (timed_output_mismatch) until the harness compared the dispatcher's table of its own
+# operators after the import (2026-12-01).
 # task: smoke/1
-# expect: rejected/timed_output_mismatch
+# expect: rejected/patched_kernel
 import torch
 import torch.nn as nn
 

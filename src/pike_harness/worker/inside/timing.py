@@ -334,6 +334,7 @@ class FreshCalls:
         return sorted(self.kept, key=lambda entry: entry[0])
 
 
+KERNEL_AUDITS = 8  # timed calls of a run after which the harness's operators' kernels are checked (about 3 ms each)
 FRESH_MIN_CALLS = 4  # fresh calls a slow model's run makes at least, when it has the sets (the verdict needs 4)
 FRESH_SLOW_MS = 50.0  # a call this long (the fastest estimate call) is a slow model's: its run makes fewer fresh calls
 
@@ -418,11 +419,18 @@ class TimedLoop:
         return args
 
     def _validate(self, out: Any, index: int, state: tuple[tuple[str, Any], ...], *,
-                  compare: bool = True) -> list[torch.Tensor]:
+                  compare: bool = True, audit: bool = False) -> list[torch.Tensor]:
         """The validation step after every call, outside the window: nothing the call left behind can
         see or answer the harness's own work, then the output is compared with the validated one
         (``compare``; a fresh call has none: its shapes are held to set ``index``'s, its values are
-        compared in the reference process)."""
+        compared in the reference process). ``audit``: also whether the kernels of the harness's own
+        operators are still torch's (``trusted.patched_kernels``, too dear for every call)."""
+        if audit:
+            kernels = T.patched_kernels()
+            if kernels:
+                raise OutputProblem("patched_kernel", f"a timed call ran with the kernel of an operator the harness "
+                                                      f"runs between calls replaced ({'; '.join(kernels[:3])}): "
+                                                      "it runs before the clock starts")
         modes = T.active_modes()
         if modes:
             raise OutputProblem("torch_mode", f"a timed call returned with {', '.join(modes[:3])} still active: a mode "
@@ -460,14 +468,15 @@ class TimedLoop:
         return outputs
 
     def _call(self, index: int, state: tuple[tuple[str, Any], ...], *, flush: bool = True,
-              timed: bool = False, fresh: tuple[int, Sequence[Any]] | None = None) -> tuple[Any, float]:
+              timed: bool = False, fresh: tuple[int, Sequence[Any]] | None = None,
+              audit: bool = False) -> tuple[Any, float]:
         """One call of the model on set ``index``: (its CUDA events or None, host-clock ms).
 
         The events are (before flush, start, end); the host clock spans the same flush and call.
         ``state``: this loop's attributes as ``run`` found them (a local there, out of a call's reach).
         ``timed``: a call whose time counts; its validated outputs are offered to ``samples``.
         ``fresh``: (fresh set, its values on the device): the call is on that set instead (``FreshCalls``),
-        held to set ``index``'s shapes.
+        held to set ``index``'s shapes. ``audit``: check the harness's operators' kernels after it (``_validate``).
         """
         args = self._arguments(self.sources[index] if fresh is None else fresh[1])
         if self.cuda:
@@ -486,7 +495,7 @@ class TimedLoop:
             T.cuda_synchronize()
             T.event_record(end)
             t1 = T.perf_counter()
-            self._keep(self._validate(out, index, state, compare=fresh is None), index, timed,
+            self._keep(self._validate(out, index, state, compare=fresh is None, audit=audit), index, timed,
                        None if fresh is None else fresh[0])
             return (before, start, end), (t1 - t0) * 1000.0
         if flush:
@@ -494,7 +503,7 @@ class TimedLoop:
         t0 = T.perf_counter()
         out = self.model(*args)
         t1 = T.perf_counter()
-        self._keep(self._validate(out, index, state, compare=fresh is None), index, timed,
+        self._keep(self._validate(out, index, state, compare=fresh is None, audit=audit), index, timed,
                    None if fresh is None else fresh[0])
         return None, (t1 - t0) * 1000.0
 
@@ -541,7 +550,7 @@ class TimedLoop:
              fresh_sets: list[tuple[int, list[Any]]]) -> TimedRun:
         self._fresh_called.clear()
         with torch.no_grad():
-            self._call(0, state)  # first call: lazy compilation (Triton JIT, torch.compile) happens here
+            self._call(0, state, audit=True)  # first call: lazy compilation (Triton JIT, torch.compile) happens here
             begin = T.perf_counter()
             fastest: float | None = None  # the fastest estimate call's own time
             for i in range(self.protocol.estimate_calls):
@@ -565,14 +574,18 @@ class TimedLoop:
                 self.fresh.give_back([index for index, _ in spare])
             run.fresh_at = fresh_positions(T.length(fresh_sets), run.reps)
             pending = list(zip(run.fresh_at, fresh_sets, strict=True))
+            # Timed calls after which the kernels are checked too, drawn as the fresh calls' places are:
+            # a kernel that runs between calls must be in place after the call before, so a candidate
+            # cannot take it away only around the checks it cannot foresee.
+            audits = set(fresh_positions(KERNEL_AUDITS, run.reps))
             events, fresh_events = [], []
             begin = T.perf_counter()
             for i in range(run.reps):
                 while pending and pending[0][0] == i:  # a fresh call, where the draw put it: not counted
                     fresh = pending.pop(0)[1]
                     self._fresh_called.append(fresh[0])
-                    fresh_events.append(self._call(i % n_sets, state, fresh=fresh))
-                pair, host = self._call(i % n_sets, state, timed=True)
+                    fresh_events.append(self._call(i % n_sets, state, fresh=fresh, audit=True))
+                pair, host = self._call(i % n_sets, state, timed=True, audit=i in audits)
                 run.host_ms.append(host)
                 events.append(pair)
             if self.cuda:

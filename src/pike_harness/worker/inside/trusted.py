@@ -124,6 +124,9 @@ storage = torch.Tensor.untyped_storage
 refcount = sys.getrefcount
 storage_users = getattr(torch._C, "_storage_Use_Count", None)
 no_grad = torch.no_grad
+# The dispatcher's table of each operator: which kernel runs it for each dispatch key (``patched_kernels``).
+dump_table = getattr(torch._C, "_dispatch_dump_table", None)
+all_op_names = getattr(torch._C, "_dispatch_get_all_op_names", None)
 # A fresh set's bytes, masked while held (``timing.FreshCalls``) and unmasked into a call's buffer.
 bitwise_xor = torch.bitwise_xor
 frombuffer = torch.frombuffer
@@ -173,14 +176,56 @@ def _entries(owner: Any) -> tuple[tuple[str, Any, tuple[Any, ...]], ...]:
     return tuple((name, value, _code_of(value)) for name, value in owner.__dict__.items())
 
 
+# The ATen operators the harness itself runs in the candidate's process, every overload: the timed
+# loop's input copy, flush, unmasking, validation (``isclose`` and what it runs), sampling and moves
+# between devices, the noise probe's, the child's own checks (``patched_kernels``).
+HARNESS_OPS = frozenset((
+    "copy_", "zero_", "fill_", "bitwise_xor", "clone", "isclose", "logical_not", "count_nonzero", "add_", "add",
+    "sub", "mul", "abs", "le", "eq", "ne", "isnan", "isfinite", "__iand__", "__ior__", "bitwise_and_",
+    "bitwise_or_", "bitwise_and", "bitwise_or", "item", "_local_scalar_dense", "to", "_to_copy", "empty",
+    "empty_strided", "empty_like", "view", "reshape", "_reshape_alias", "narrow", "slice", "as_strided",
+    "contiguous", "equal", "all", "detach", "alias", "resize_", "set_", "lift_fresh"))
+_kernels: tuple[tuple[str, str], ...] = ()  # (operator, its dispatch table) when the candidate was imported
+
+
+def _kernel_tables() -> tuple[tuple[str, str], ...]:
+    if dump_table is None or all_op_names is None:
+        return ()
+    return tuple((name, dump_table(name)) for name in all_op_names()
+                 if name.startswith("aten::") and name[6:].split(".", 1)[0] in HARNESS_OPS)
+
+
+def patched_kernels() -> list[str]:
+    """The harness's own operators (``HARNESS_OPS``) whose kernel for some dispatch key is no longer the
+    one registered when the candidate was imported, each with its new registration. Why: a kernel
+    registered over ``aten::zero_`` (``torch.library``, or ``TORCH_LIBRARY_IMPL`` in a ``load_inline``
+    extension) runs whenever the harness flushes the cache before a timed call, after the call's
+    input is in place and before the clock starts: it computed the answer there and the timed call
+    returned it from a dictionary, every output right, 81x faster than eager on a CPU task (an audit,
+    2026-12-01). No torch mode is involved, so ``active_modes`` does not see it. About 3 ms for the
+    table of every overload: the timed loop asks at chosen calls, not at each."""
+    if dump_table is None:
+        return []
+    found = []
+    for name, table in _kernels:
+        now = dump_table(name)
+        if now != table:
+            before = set(table.splitlines())
+            new = [line.strip() for line in now.splitlines() if line not in before]
+            found.append(f"kernel {name} ({new[0][:160] if new else 'a registration removed'})")
+    return found
+
+
 def watch_harness(modules: Iterable[types.ModuleType]) -> tuple[Any, ...]:
     """A snapshot of the harness's names, taken just before the candidate is imported: every global of
     ``modules`` (and of every ``pike_harness`` module loaded), every attribute of the classes they
     define, the code and defaults of every function among them, the builtins, and which module object
     ``sys.modules`` holds under each name. Also takes the hooks already set as the baseline of
-    ``active_hooks``. Keep the snapshot where the candidate cannot name it (``changed`` compares it)."""
-    global _base_hooks
+    ``active_hooks`` and the harness's operators' kernels as the baseline of ``patched_kernels``. Keep
+    the snapshot where the candidate cannot name it (``changed`` compares it)."""
+    global _base_hooks, _kernels
     _base_hooks = (get_trace(), get_profile(), thread_trace(), thread_profile())
+    _kernels = _kernel_tables()
     chosen = {id(module): module for module in modules}
     for name, module in list(sys.modules.items()):
         if name.startswith("pike_harness") and exact_type(module) is types.ModuleType:
@@ -208,7 +253,8 @@ def rewatch(snapshot: tuple[Any, ...], owner: Any, name: str) -> tuple[Any, ...]
 
 def changed(snapshot: tuple[Any, ...] = ()) -> list[str]:
     """Watched names (and this module's own references, and the names in ``snapshot``, from
-    ``watch_harness``) that no longer hold what was captured."""
+    ``watch_harness``) that no longer hold what was captured; with a snapshot, also the harness's
+    operators whose kernels were replaced since (``patched_kernels``)."""
     moved = []
     for path, original in _CAPTURED.items():
         try:
@@ -238,6 +284,7 @@ def changed(snapshot: tuple[Any, ...] = ()) -> list[str]:
         for name, module in held:
             if sys.modules.get(name) is not module:
                 moved.append(f"sys.modules[{name!r}]")
+        moved.extend(patched_kernels())
     return sorted(set(moved))
 
 
@@ -246,7 +293,10 @@ TIMER_MODULES = ("pike_harness.worker.inside.timing.", "pike_harness.worker.insi
 
 
 def check_name(moved: list[str]) -> str:
-    """The rejection check for a list of moved names: timers first, they are the usual target."""
+    """The rejection check for a list of moved names: a replaced kernel first (its own check), then
+    timers, the usual target."""
+    if any(path.startswith("kernel ") for path in moved):
+        return "patched_kernel"
     if any(path in TIMER_NAMES or path.startswith(TIMER_MODULES)
            or path.endswith(("perf_counter", "cuda_synchronize", "event_elapsed", "event_record",
                              "event_synchronize", "CudaEvent"))
