@@ -159,9 +159,14 @@ def test_the_runs_judged_a_confirmation_pools_and_a_run_short_of_sets_clears_not
     assert runs.kept(honest) and runs.judged is honest
 
     runs = fresh_inputs.Runs()
-    assert not runs.kept(cache)  # taken again
-    assert runs.kept(cache) and len(runs.judged.fresh) == 8 and fresh_inputs.judge(runs.judged) is not None
+    eight = _times([9.0] * 8)
+    assert not runs.kept(eight)  # taken again
+    assert runs.kept(eight) and len(runs.judged.fresh) == 16 and fresh_inputs.judge(runs.judged) is not None
     assert runs.final  # confirmed: it may reject
+
+    runs = fresh_inputs.Runs()  # 4 calls a run (a slow model's): taken again until the median test can condemn
+    assert [runs.kept(cache) for _ in range(4)] == [False, False, False, True]
+    assert len(runs.judged.fresh) == 16 and fresh_inputs.judge(runs.judged) is not None and runs.final
 
     runs = fresh_inputs.Runs()
     assert not runs.kept(cache)
@@ -183,6 +188,27 @@ def test_the_runs_judged_a_confirmation_pools_and_a_run_short_of_sets_clears_not
     runs.seen(none)
     assert runs.kept(none) and runs.judged is cache and fresh_inputs.judge(runs.judged) is not None
     assert not runs.final  # a run redone for noise never rejects alone
+
+
+def test_a_cache_that_passes_for_a_slow_model_is_confirmed_until_the_median_test_can_condemn_it():
+    """An audit's cache (2026-12-01) slept in its estimate calls, so its runs were a slow model's (4 fresh
+    calls, 10 timed), and padded 4 of its 10 timed calls past the model's cost: the rank test saw
+    nothing, and the median test cannot condemn 8 calls among 20 (0.0078 at best), so two runs only
+    flagged it. Runs are now taken again while the pooled calls are too few for the median test."""
+    padded = _times([500.0] * 4, [1.0] * 6 + [2000.0] * 4)  # replays at 1, padding at 2000, the model at 500
+    two = fresh_inputs.FreshTimes()
+    two.extend(padded)
+    two.extend(padded)
+    assert fresh_inputs.slow(two) and fresh_inputs.judge(two) is None and not fresh_inputs.decidable(two)
+    runs = fresh_inputs.Runs()
+    assert [runs.kept(padded) for _ in range(5)] == [False] * 4 + [True] and runs.final
+    assert fresh_inputs.rank_p(runs.judged) > fresh_inputs.CHANCE  # the padding still hides it from ranks
+    reason = fresh_inputs.judge(runs.judged)
+    assert reason is not None and "20 input sets" in reason
+    runs = fresh_inputs.Runs()  # calls that condemn and stay too few to decide stop at the cap, judged as they are
+    few = _times([500.0] * 4, [1.0] * 2 + [2000.0] * 2)
+    kept = [runs.kept(few) for _ in range(1 + fresh_inputs.MAX_CONFIRMATIONS)]
+    assert kept[-1] and not any(kept[:-1]) and runs.final and not fresh_inputs.decidable(runs.judged)
 
 
 def test_ratios_are_over_the_smaller_of_the_runs_mean_and_median_and_the_summary_keeps_each():

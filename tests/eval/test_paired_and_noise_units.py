@@ -14,7 +14,7 @@ import pytest
 from pike_harness.worker import paired_stats
 from pike_harness.worker.inside.pinning import migrations, pinned
 from pike_harness.worker.records import EvalResult, NoiseReport, PairedSpec, PairedTiming
-from pike_harness.worker.supervise import noise
+from pike_harness.worker.supervise import fresh_inputs, noise
 from pike_harness.worker.supervise.engine import EngineConfig, EngineError, resolve
 from pike_harness.worker.supervise.engine.paired import _stop_reason, block_params, left_core, rotation
 
@@ -105,6 +105,14 @@ def test_the_stop_rule_and_the_block_parameters():
     assert _stop_reason(noisy, spec, 5.0) == "max_seconds"
     assert _stop_reason(noisy * 2, spec, 0.1) == "max_pairs"
     assert _stop_reason(noisy[:1], spec, 5.0) == "", "never before two pairs: there is no interval yet"
+    # Blocks' fresh calls that condemn on too few calls for the median test: convergence does not stop it.
+    few = fresh_inputs.FreshTimes([9.0] * 6, [1.0] * 300)
+    assert fresh_inputs.undecided(few)
+    assert _stop_reason(steady, spec, 0.1, few) == ""
+    assert _stop_reason(steady * 2, spec, 0.1, few) == "max_pairs"  # the caps still do
+    enough = fresh_inputs.FreshTimes([9.0] * 16, [1.0] * 300)
+    honest = fresh_inputs.FreshTimes([1.0] * 6, [1.0] * 300)
+    assert _stop_reason(steady, spec, 0.1, enough) == _stop_reason(steady, spec, 0.1, honest) == "converged"
     params = block_params({"window": "strict", "rep_ms": 999}, spec)
     assert params["rep_ms"] == 50.0 and params["window"] == "strict" and params["warmup_ms"] < 50.0
 

@@ -65,6 +65,7 @@ MEDIAN_RATIO = 2.0
 SLOWER = 1.5
 SHARE = 0.75
 CONFIRMATIONS = 1  # runs taken again after one that condemns, each of which must condemn too
+MAX_CONFIRMATIONS = 4  # and more, while the pooled calls are too few for the median test to condemn (``decidable``)
 BLOCK_SETS = 16  # sets for a paired re-timing's blocks, one per candidate block
 MAX_BYTES = 256 * 1024 * 1024  # the fresh sets a candidate's process makes and keeps, in bytes at most
 MAX_RATIO = 1e6  # a ratio over a run whose typical call read 0 ms
@@ -166,11 +167,32 @@ def median_p(times: FreshTimes) -> float:
     return min(1.0, ways / math.comb(n + m, n))
 
 
+def decidable(times: FreshTimes) -> bool:
+    """Whether these calls are enough for the median test to condemn a cache, with a margin: were
+    every fresh call above the timed calls' median, its chance would be a tenth of ``CHANCE`` or less.
+    Why: the rank test can be led astray by a cache that slows some replays past the model's cost, and
+    the median test cannot be, but on few calls it cannot condemn at all (8 fresh calls among 20 timed
+    give 0.0078 at best). A cache that made its estimate calls slow, so that its runs count as a slow
+    model's (4 fresh calls, ``timing.FRESH_SLOW_MS``), and padded 4 of its 10 timed calls, was only
+    flagged ``fresh_calls_slower``, about 3x faster than it was (an audit, 2026-12-01)."""
+    n, m = len(times.fresh), len(times.timed)
+    if not n or not m:
+        return False
+    j = m // 2 + 1
+    return math.comb(m - j + n, n) / math.comb(n + m, n) <= CHANCE / 10
+
+
+def undecided(times: FreshTimes) -> bool:
+    """The ratios condemn (``slow``) on calls too few for the median test (``decidable``): more are due."""
+    return slow(times) and not decidable(times)
+
+
 class Runs:
     """The ordinary timing's runs' fresh calls, run by run, and which of them its verdict rests on
-    (``judged``). A run whose ratios condemn is taken again, once (``CONFIRMATIONS``); when the next
-    run's condemn too, both runs' calls are judged together, and only that judgement may reject
-    (``final``). A run left with too few sets to judge (a task whose sets are large gets 4 in all, and
+    (``judged``). A run whose ratios condemn is taken again, once (``CONFIRMATIONS``), and again while
+    the calls pooled so far are too few for the median test (``decidable``, up to
+    ``MAX_CONFIRMATIONS``); when every later run's condemn too, their calls are judged together, and
+    only that judgement may reject (``final``). A run left with too few sets to judge (a task whose sets are large gets 4 in all, and
     a redone or condemned run spends them) does not clear the candidate: the calls of the runs before
     it are judged instead, but, unconfirmed or from a run redone for noise, they can only flag it."""
 
@@ -200,7 +222,7 @@ class Runs:
             return True
         self.pooled.extend(times)
         self.judged = self.pooled
-        if self.confirmed >= CONFIRMATIONS:
+        if self.confirmed >= CONFIRMATIONS and (decidable(self.pooled) or self.confirmed >= MAX_CONFIRMATIONS):
             self.final = True
             return True
         self.confirmed += 1

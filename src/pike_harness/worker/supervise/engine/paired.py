@@ -57,7 +57,7 @@ from typing import TYPE_CHECKING, Any
 
 from pike_harness.worker import paired_stats
 from pike_harness.worker.records import PairedSpec, PairedTiming
-from pike_harness.worker.supervise import process_tree
+from pike_harness.worker.supervise import fresh_inputs, process_tree
 from pike_harness.worker.supervise.errors import InfrastructureError
 
 if TYPE_CHECKING:
@@ -133,6 +133,7 @@ def alternate(candidate: Evaluation, reference: Evaluation, spec: PairedSpec) ->
     began = time.monotonic()
     cpu_before = noise.read_cpu_times()
     rotate = rotation(candidate)
+    candidate_fresh = False  # whether the candidate's latest block made a fresh call
     try:
         for _ in range(WARMUP_PAIRS):  # not counted: the first blocks after loading run on cold caches
             for side in (REFERENCE, CANDIDATE):
@@ -154,12 +155,14 @@ def alternate(candidate: Evaluation, reference: Evaluation, spec: PairedSpec) ->
                 windows.append([side, block.start_ns, block.end_ns])
                 if side == CANDIDATE:
                     canaries.extend(block.canary_pair)
+                    candidate_fresh = bool(block.fresh.fresh)
                 if block.steal is not None:
                     steals.append(block.steal)
             pairs.append((block_ms[REFERENCE], block_ms[CANDIDATE]))
             if core is not None:
                 cores.append(core)
-            stop = _stop_reason(pairs, spec, time.monotonic() - began)
+            stop = _stop_reason(pairs, spec, time.monotonic() - began,
+                                candidate.block_fresh if candidate_fresh else None)
     finally:
         seconds = time.monotonic() - began
         candidate._notify("timing_end")
@@ -222,9 +225,14 @@ def left_core(reply: dict[str, Any]) -> bool:
     return pin.get("held") is not True or moved
 
 
-def _stop_reason(pairs: list[tuple[float, float]], spec: PairedSpec, elapsed_s: float) -> str:
-    """Why sampling stops after these pairs ("" to go on); never before two pairs (no interval)."""
-    if paired_stats.converged(pairs, spec.target_halfwidth, spec.min_pairs):
+def _stop_reason(pairs: list[tuple[float, float]], spec: PairedSpec, elapsed_s: float,
+                 fresh: fresh_inputs.FreshTimes | None = None) -> str:
+    """Why sampling stops after these pairs ("" to go on); never before two pairs (no interval).
+    ``fresh``: the blocks' fresh calls so far, when the latest candidate block made one: while they
+    condemn on calls too few for the median test (``fresh_inputs.undecided``), convergence does not
+    stop it (the caps do), else a cache converging at the fewest pairs is only flagged."""
+    if paired_stats.converged(pairs, spec.target_halfwidth, spec.min_pairs) and \
+            (fresh is None or not fresh_inputs.undecided(fresh)):
         return "converged"
     if len(pairs) >= max(2, spec.max_pairs):
         return "max_pairs"
