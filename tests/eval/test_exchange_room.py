@@ -516,6 +516,63 @@ def test_space_held_where_no_walk_sees_it_is_the_candidates_once_its_processes_e
         assert "came free" in (result.reason or "") and "once the candidate's processes ended" in (result.reason or "")
 
 
+def test_room_another_evaluation_frees_while_the_supervisor_waits_is_not_the_candidate_s(tmp_path):
+    """The host's shared memory full by another evaluation's folder, which this process removes while
+    the supervisor waits to see whether the killed candidate held room: what comes free then cannot be
+    told from the candidate's, so the failure stays the host's (it was the honest candidate's
+    ``exchange_file`` before: an audit, 2026-12-01)."""
+    from pike_harness.worker.supervise import trusted_files
+    from pike_harness.worker.supervise.errors import InfrastructureError
+
+    with _small_tmpfs(tmp_path / "shm", 4) as shm:
+        exchange, neighbour = shm / "pikeh-x-3", shm / "pikeh-x-4"
+        exchange.mkdir()
+        neighbour.mkdir()
+        _fill(neighbour / "inputs.pt", 8 << 20)  # fills the file system
+        (tmp_path / "own").mkdir()
+        evaluation = _evaluation_writing_into(tmp_path / "own", exchange)
+        quiet = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"], start_new_session=True)
+        kill = evaluation._kill
+
+        def kill_then_neighbour_closes():  # the other evaluation's folder goes in the wait's window
+            kill()
+            trusted_files.remove_tree(neighbour)
+
+        evaluation._kill = kill_then_neighbour_closes
+        try:
+            evaluation.popen = quiet
+            with pytest.raises(InfrastructureError, match="not by the candidate"):
+                evaluation.wait_for(threading.Lock())
+        finally:
+            quiet.kill()
+            quiet.wait()
+            evaluation.close()
+        assert not neighbour.exists()
+
+
+def test_a_build_short_of_room_the_candidate_held_where_no_walk_sees_it_is_the_candidate_s(tmp_path):
+    """A build whose log says it found no space, on a build cache's disk filled by a file the candidate
+    passed through a socket and never received (no walk, descriptor or map shows it): measured, the
+    disk is short by others, which made the candidate's own doing an infrastructure error, retried on
+    every attempt (an audit, 2026-12-01). The supervisor kills the candidate's processes and measures
+    again, as for a trusted write: the room that came free makes it the candidate's ``disk_limit``."""
+    with _small_tmpfs(tmp_path / "disk", 4) as disk:
+        cache = _FailedBuild(disk, 2)
+        (tmp_path / "scratch").mkdir()
+        evaluation = _evaluation_building(tmp_path, tmp_path / "scratch", cache, disk_mb=2)
+        hider = subprocess.Popen([sys.executable, "-c", HIDE, str(disk / "staging" / "hidden")],
+                                 stdout=subprocess.PIPE, text=True, start_new_session=True)
+        try:
+            assert hider.stdout is not None and hider.stdout.readline().strip() == "ready"
+            evaluation.popen = hider
+            result = _serve(evaluation)
+        finally:
+            hider.kill()
+            hider.wait()
+        assert (result.category, result.check) == ("runtime_error", "disk_limit"), result
+        assert "came free" in (result.reason or "") and hider.returncode is not None
+
+
 def test_a_build_short_of_room_is_the_hosts_only_when_the_candidates_own_files_do_not_explain_it(tmp_path):
     """A build whose log says "No space left on device" is measured (the log is the candidate's to
     print): the build cache's disk short of a build's room is the host's, unless the candidate's own

@@ -55,7 +55,11 @@ class Channel:
         self.read_fd = read_fd
         self.write_fd = write_fd
         self.send_timeout_s = send_timeout_s
-        self._buffer = b""
+        # Read but not yet returned: ``_buffer[_start:]``. An offset, not a slice per message: re-slicing
+        # a 1 MB read of tiny messages copied it once per message (quadratic: a candidate flooding the
+        # channel kept the supervisor's thread busy, an audit of 2026-12-01).
+        self._buffer = bytearray()
+        self._start = 0
         if send_timeout_s is not None:
             os.set_blocking(write_fd, False)
 
@@ -84,9 +88,10 @@ class Channel:
         Raises ChannelTimeout once ``deadline`` (a ``time.monotonic`` value) has passed.
         """
         while True:
-            newline = self._buffer.find(b"\n")
+            newline = self._buffer.find(b"\n", self._start)
             if newline >= 0:
-                line, self._buffer = self._buffer[:newline], self._buffer[newline + 1:]
+                line = bytes(self._buffer[self._start:newline])
+                self._start = newline + 1
                 if not nests_within(line, MAX_NESTING):
                     raise ProtocolViolation(f"message nested deeper than {MAX_NESTING} lists and objects: "
                                             f"{line[:200]!r}")
@@ -109,6 +114,8 @@ class Channel:
             chunk = os.read(self.read_fd, 1 << 20)
             if not chunk:
                 raise ChannelClosed()
+            del self._buffer[:self._start]
+            self._start = 0
             self._buffer += chunk
             if len(self._buffer) > MAX_MESSAGE_BYTES:
                 raise ProtocolViolation("message larger than the protocol allows")

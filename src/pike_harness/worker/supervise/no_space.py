@@ -43,7 +43,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from pike_harness.worker.supervise import scratch_usage
+from pike_harness.worker.supervise import scratch_usage, trusted_files
 
 # What a write fails with when its file system (or quota, or file size limit) has no room left.
 NO_SPACE = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
@@ -74,6 +74,7 @@ class Room:
     total: int
     used: int
     free: int
+    removals: int = 0  # this process's removals begun on the file system by then (``trusted_files.removals_on``)
 
     def describe(self) -> str:
         return f"{_mb(self.free)} free of {_mb(self.total)} on {self.where}{_kind(self.where)}"
@@ -117,7 +118,7 @@ def _room(fd: int, folder: Path) -> Room | None:
         return None
     return Room(where=os.fspath(folder), device=device, total=figures.f_blocks * figures.f_frsize,
                 used=(figures.f_blocks - figures.f_bfree) * figures.f_frsize,
-                free=figures.f_bavail * figures.f_frsize)
+                free=figures.f_bavail * figures.f_frsize, removals=trusted_files.removals_on(device))
 
 
 def others_allowance(room: Room) -> int:
@@ -182,12 +183,17 @@ def freed_since(folder: Path, before: Room | None, needed_bytes: int) -> str | N
     ``needed_bytes`` (at least 1 byte) on ``folder``'s file system since ``before``; None otherwise.
     Why: a file the candidate passed through a socket and never received, then unlinked, holds its
     blocks where neither the disk walk nor a process's descriptors or maps show it, and would make
-    its own write failure the host's (retried, and it stops a run); it goes when the processes go."""
+    its own write failure the host's (retried, and it stops a run); it goes when the processes go.
+    Room freed while this process removed something on that file system (another evaluation's folders,
+    a build's staging) cannot be told from the candidate's: then None. Other harness processes'
+    removals are not seen."""
     if before is None:
         return None
     deadline = time.monotonic() + FREED_WAIT_S
     while True:
         after = room_of(folder)
+        if after is not None and after.removals != before.removals:
+            return None
         freed = after.free - before.free if after is not None else 0
         if freed >= max(1, needed_bytes):
             return (f"{_mb(freed)} came free on {before.where}{_kind(before.where)} once the candidate's processes "

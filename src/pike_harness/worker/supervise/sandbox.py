@@ -184,11 +184,15 @@ def _fields(pid: int, name: bytes, keys: tuple[bytes, ...]) -> dict[bytes, int]:
 
 
 def live_processes() -> list[ProcessInfo]:
-    """One scan of ``/proc``: every live (non-zombie) process."""
+    """One scan of ``/proc``: every live process. A zombie whose other threads still run counts as live
+    (state ``Z``, ``threads`` above 1): its main thread exited (``syscall(SYS_exit)``), the rest of it
+    runs, and what it forks has it for parent. Left out as a zombie, it and everything under it went
+    unseen by every limit and by the quiet timing's stop (an audit, 2026-12-01); the supervisor now
+    ends a candidate that holds one (``Evaluation._police``)."""
     found = []
     for pid in _all_pids():
         info = _read_stat(pid)
-        if info is not None and info.state not in ("Z", "X"):
+        if info is not None and (info.state not in ("Z", "X") or info.threads > 1):
             found.append(info)
     return found
 

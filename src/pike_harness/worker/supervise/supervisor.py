@@ -793,6 +793,9 @@ class Evaluation:
         paused_before, built_before = self.paused_s(), self.build_paused_s
         exited_at: float | None = None
         while True:
+            # Policed on every pass, not only when no message came: a candidate writing messages without
+            # pause (the child's channel is its to write) kept every limit unchecked (an audit, 2026-12-01).
+            self._police()
             deadline = base + (self.paused_s() - paused_before) + (self.build_paused_s - built_before)
             try:
                 message = self.channel.receive(deadline, self.settings.poll_s)
@@ -804,7 +807,6 @@ class Evaluation:
             except ProtocolViolation as exc:
                 raise _Concluded(self._conclude(REJECTED, "protocol", f"{stage}: {exc}")) from None
             if message is None:
-                self._police()
                 if self.popen.poll() is not None:
                     # Exited, but a descendant may still hold the pipe open: give it a moment, then give up.
                     exited_at = exited_at or time.monotonic()
@@ -836,8 +838,11 @@ class Evaluation:
                 raise _Concluded(self._conclude(category, str(message.get("check") or stage)[:MAX_CHECK_CHARS],
                                                 str(message.get("reason") or "")))
             if kind == "importing":  # the candidate's code runs in the child from now on
-                if not self.candidate_ran:  # the first is the child's own, sent before the import
-                    self._take_device_info(message.get("environment") or {})
+                if self.candidate_ran:  # the child sends one, before the import: any other is the candidate's
+                    raise _Concluded(self._conclude(REJECTED, "forged_report",
+                                                    f"{stage}: a second 'importing' report reached the supervisor: "
+                                                    "the candidate wrote to the worker's channel"))
+                self._take_device_info(message.get("environment") or {})
                 self.candidate_ran = True
                 continue
             if kind == "infra_error":
@@ -913,6 +918,16 @@ class Evaluation:
                                         own=[f for f in (self.scratch, self.spawned_exchange, self.exchange) if f],
                                         pids=[(m.pid, m.start) for m in members], max_entries=DISK_MAX_ENTRIES)
             if short is not None:
+                # Room no walk sees (a file in flight in a socket) comes free when its processes end: as
+                # for a trusted write (``_no_space``), room that then comes free was the candidate's.
+                staging = cache.root / "staging"
+                before = no_space.room_of(staging)
+                self._kill()
+                missing = wanted_mb * no_space.MB - (before.free if before is not None else 0)
+                freed = no_space.freed_since(staging, before, missing)
+                if freed is not None:
+                    raise _Concluded(self._conclude(RUNTIME_ERROR, "disk_limit",
+                                                    f"a load_inline build found no space: {freed}"))
                 raise InfrastructureError(f"a load_inline build found no space: {short}")
         return {k: v for k, v in reply.items() if k in ("ok", "path", "log", "hit", "fallback")}
 
@@ -934,6 +949,13 @@ class Evaluation:
         self._policed = now
         members = sandbox.sandbox_members(self.popen.pid)
         limits = self.request.limits
+        for member in members:
+            if member.state == "Z" and member.threads > 1:
+                raise _Concluded(self._conclude(
+                    RUNTIME_ERROR, "process_limit",
+                    f"a process of the candidate's (pid {member.pid}) ran {member.threads - 1} threads after its "
+                    "main thread had exited: such a process shows no memory, files or children of its own, so "
+                    "no limit could be measured"))
         if len(members) - self._wrappers() > limits.max_processes:
             raise _Concluded(self._conclude(RUNTIME_ERROR, "process_limit",
                                             f"the candidate started more than {limits.max_processes} processes"))

@@ -27,6 +27,7 @@ import hashlib
 import os
 import secrets
 import stat
+import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -198,6 +199,23 @@ def make_private_folder(parent_fd: int, prefix: str) -> tuple[str, int]:
     return name, fd
 
 
+_removals: dict[int, int] = {}  # file system (st_dev) -> removals this process began there (``removals_on``)
+_removals_lock = threading.Lock()
+
+
+def _count_removal(info: os.stat_result) -> None:
+    with _removals_lock:
+        _removals[info.st_dev] = _removals.get(info.st_dev, 0) + 1
+
+
+def removals_on(device: int) -> int:
+    """How many removals (``discard``, ``remove_tree``) this process has begun on the file system
+    ``device``. Why: room that comes free there while the supervisor waits to see whether a killed
+    candidate held it (``no_space.freed_since``) may be another evaluation's folder being removed; a
+    count that moved says the room cannot be told apart (an audit, 2026-12-01)."""
+    return _removals.get(device, 0)
+
+
 def discard(path: str | os.PathLike) -> str | None:
     """Remove one entry (a file, a link itself, or a whole tree) without following anything; the
     problem in words, or None. Never raises: a candidate's leftovers are never the harness's crash."""
@@ -210,6 +228,7 @@ def discard(path: str | os.PathLike) -> str | None:
     if stat.S_ISDIR(info.st_mode):
         problems = remove_tree(path)
         return "; ".join(problems) if problems else None
+    _count_removal(info)
     try:
         os.unlink(path)
     except FileNotFoundError:
@@ -241,6 +260,8 @@ def remove_tree(path: str | os.PathLike) -> list[str]:
     """
     problems: list[str] = []
     path = os.fspath(path)
+    with contextlib.suppress(OSError):
+        _count_removal(os.lstat(path))
     parent, name = os.path.split(os.path.abspath(path))
     try:
         top_parent = open_directory(parent)
