@@ -334,7 +334,7 @@ class FreshCalls:
         return sorted(self.kept, key=lambda entry: entry[0])
 
 
-KERNEL_AUDITS = 8  # timed calls of a run after which the harness's operators' kernels are checked (about 3 ms each)
+KERNEL_AUDITS = 8  # timed calls of a run before which the kernels run before the clock are checked (0.5 ms each)
 FRESH_MIN_CALLS = 4  # fresh calls a slow model's run makes at least, when it has the sets (the verdict needs 4)
 FRESH_SLOW_MS = 50.0  # a call this long (the fastest estimate call) is a slow model's: its run makes fewer fresh calls
 
@@ -419,18 +419,11 @@ class TimedLoop:
         return args
 
     def _validate(self, out: Any, index: int, state: tuple[tuple[str, Any], ...], *,
-                  compare: bool = True, audit: bool = False) -> list[torch.Tensor]:
+                  compare: bool = True) -> list[torch.Tensor]:
         """The validation step after every call, outside the window: nothing the call left behind can
         see or answer the harness's own work, then the output is compared with the validated one
         (``compare``; a fresh call has none: its shapes are held to set ``index``'s, its values are
-        compared in the reference process). ``audit``: also whether the kernels of the harness's own
-        operators are still torch's (``trusted.patched_kernels``, too dear for every call)."""
-        if audit:
-            kernels = T.patched_kernels()
-            if kernels:
-                raise OutputProblem("patched_kernel", f"a timed call ran with the kernel of an operator the harness "
-                                                      f"runs between calls replaced ({'; '.join(kernels[:3])}): "
-                                                      "it runs before the clock starts")
+        compared in the reference process)."""
         modes = T.active_modes()
         if modes:
             raise OutputProblem("torch_mode", f"a timed call returned with {', '.join(modes[:3])} still active: a mode "
@@ -476,34 +469,52 @@ class TimedLoop:
         ``state``: this loop's attributes as ``run`` found them (a local there, out of a call's reach).
         ``timed``: a call whose time counts; its validated outputs are offered to ``samples``.
         ``fresh``: (fresh set, its values on the device): the call is on that set instead (``FreshCalls``),
-        held to set ``index``'s shapes. ``audit``: check the harness's operators' kernels after it (``_validate``).
+        held to set ``index``'s shapes. ``audit``: first check that the kernels of the operators the step
+        before the clock runs are still torch's (``trusted.patched_kernels``).
+
+        From that check (or the call's first step) to its flush, Python's cyclic collector is off: a
+        finalizer of the candidate's run by a collection there (on the previous call's output) could
+        register a kernel after the check, in time for the flush (an audit, 2026-12-01). Every call
+        does the same, so none can tell a checked call from the others.
         """
-        args = self._arguments(self.sources[index] if fresh is None else fresh[1])
+        collecting = T.gc_is_enabled()
+        T.gc_disable()
+        try:
+            if audit:
+                kernels = T.patched_kernels(before_clock=True)
+                if kernels:
+                    raise OutputProblem("patched_kernel", "the kernel of an operator the harness runs before a timed "
+                                                          f"call's clock starts was replaced ({'; '.join(kernels[:3])})")
+            args = self._arguments(self.sources[index] if fresh is None else fresh[1])
+            if self.cuda:
+                strict = self.protocol.window == "strict"
+                before = T.CudaEvent(enable_timing=True)
+                start, end = T.CudaEvent(enable_timing=True), T.CudaEvent(enable_timing=True)
+                if strict and flush:
+                    T.zero_(self.flush_buffer)
+                T.cuda_synchronize()
+                t0 = T.perf_counter()
+                T.event_record(before)
+                if flush and not strict:
+                    T.zero_(self.flush_buffer)
+            elif flush:
+                T.zero_(self.flush_buffer)
+        finally:
+            if collecting:
+                T.gc_enable()
         if self.cuda:
-            strict = self.protocol.window == "strict"
-            before = T.CudaEvent(enable_timing=True)
-            start, end = T.CudaEvent(enable_timing=True), T.CudaEvent(enable_timing=True)
-            if strict and flush:
-                T.zero_(self.flush_buffer)
-            T.cuda_synchronize()
-            t0 = T.perf_counter()
-            T.event_record(before)
-            if flush and not strict:
-                T.zero_(self.flush_buffer)
             T.event_record(start)
             out = self.model(*args)
             T.cuda_synchronize()
             T.event_record(end)
             t1 = T.perf_counter()
-            self._keep(self._validate(out, index, state, compare=fresh is None, audit=audit), index, timed,
+            self._keep(self._validate(out, index, state, compare=fresh is None), index, timed,
                        None if fresh is None else fresh[0])
             return (before, start, end), (t1 - t0) * 1000.0
-        if flush:
-            T.zero_(self.flush_buffer)
         t0 = T.perf_counter()
         out = self.model(*args)
         t1 = T.perf_counter()
-        self._keep(self._validate(out, index, state, compare=fresh is None, audit=audit), index, timed,
+        self._keep(self._validate(out, index, state, compare=fresh is None), index, timed,
                    None if fresh is None else fresh[0])
         return None, (t1 - t0) * 1000.0
 
@@ -574,9 +585,9 @@ class TimedLoop:
                 self.fresh.give_back([index for index, _ in spare])
             run.fresh_at = fresh_positions(T.length(fresh_sets), run.reps)
             pending = list(zip(run.fresh_at, fresh_sets, strict=True))
-            # Timed calls after which the kernels are checked too, drawn as the fresh calls' places are:
-            # a kernel that runs between calls must be in place after the call before, so a candidate
-            # cannot take it away only around the checks it cannot foresee.
+            # Timed calls before which the kernels are checked too, drawn as the fresh calls' places are: a
+            # kernel that runs before a call's clock must be in place by that call's first step, where
+            # nothing of the candidate's runs before the flush, so it cannot be away only from the checks.
             audits = set(fresh_positions(KERNEL_AUDITS, run.reps))
             events, fresh_events = [], []
             begin = T.perf_counter()
