@@ -205,6 +205,13 @@ def test_a_cache_that_passes_for_a_slow_model_is_confirmed_until_the_median_test
     assert fresh_inputs.rank_p(runs.judged) > fresh_inputs.CHANCE  # the padding still hides it from ranks
     reason = fresh_inputs.judge(runs.judged)
     assert reason is not None and "20 input sets" in reason
+    runs = fresh_inputs.Runs()  # the sets run out after two condemning runs: judged finally, as before the extra runs
+    assert [runs.kept(padded), runs.kept(padded), runs.kept(_times([]))] == [False, False, True]
+    assert runs.final and len(runs.judged.fresh) == 8 and fresh_inputs.judge(runs.judged) is None  # a flag, as before
+    cache = _times([9.0] * 4, [1.0] * 10)
+    runs = fresh_inputs.Runs()
+    assert [runs.kept(cache), runs.kept(cache), runs.kept(_times([]))] == [False, False, True]
+    assert runs.final and fresh_inputs.judge(runs.judged) is not None  # rejected, as two such runs always were
     runs = fresh_inputs.Runs()  # calls that condemn and stay too few to decide stop at the cap, judged as they are
     few = _times([500.0] * 4, [1.0] * 2 + [2000.0] * 2)
     kept = [runs.kept(few) for _ in range(1 + fresh_inputs.MAX_CONFIRMATIONS)]

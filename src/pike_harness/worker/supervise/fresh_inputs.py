@@ -192,9 +192,10 @@ class Runs:
     (``judged``). A run whose ratios condemn is taken again, once (``CONFIRMATIONS``), and again while
     the calls pooled so far are too few for the median test (``decidable``, up to
     ``MAX_CONFIRMATIONS``); when every later run's condemn too, their calls are judged together, and
-    only that judgement may reject (``final``). A run left with too few sets to judge (a task whose sets are large gets 4 in all, and
-    a redone or condemned run spends them) does not clear the candidate: the calls of the runs before
-    it are judged instead, but, unconfirmed or from a run redone for noise, they can only flag it."""
+    only that judgement may reject (``final``). A run left with too few sets to judge (a task whose
+    sets are large gets 4 in all, and a redone or condemned run spends them) does not clear the
+    candidate: the calls of the runs before it are judged instead; confirmed (``CONFIRMATIONS`` met)
+    they may reject, unconfirmed or from a run redone for noise they can only flag it."""
 
     def __init__(self) -> None:
         self.pooled = FreshTimes()  # the runs whose ratios condemned
@@ -203,6 +204,7 @@ class Runs:
         self.final = False  # whether a judgement of ``judged`` may reject (else it flags)
         self.kept_calls = 0  # the kept run's fresh calls
         self.confirmed = 0
+        self.pooled_runs = 0  # the runs in ``pooled``
 
     def seen(self, times: FreshTimes) -> None:
         """Every run, kept or redone for noise."""
@@ -215,12 +217,16 @@ class Runs:
         self.kept_calls = len(times.fresh)
         if not slow(times):
             earlier = self.pooled if self.pooled.fresh else self.latest
-            # Too few calls to judge, after runs that had enough: theirs are judged (to flag). With none
+            # Too few calls to judge, after runs that had enough: theirs are judged, to flag, or to reject
+            # when they are confirmed runs already (sets spent by the confirmations past ``CONFIRMATIONS``
+            # must not undo what two condemning runs could always do: an audit, 2026-12-01). With none
             # before, this run's few calls are what the result records (not judged: ``MIN_CALLS``).
             short = len(times.fresh) < MIN_CALLS and bool(earlier.fresh)
-            self.judged, self.final = (earlier, False) if short else (times, True)
+            confirmed = earlier is self.pooled and self.pooled_runs > CONFIRMATIONS
+            self.judged, self.final = (earlier, confirmed) if short else (times, True)
             return True
         self.pooled.extend(times)
+        self.pooled_runs += 1
         self.judged = self.pooled
         if self.confirmed >= CONFIRMATIONS and (decidable(self.pooled) or self.confirmed >= MAX_CONFIRMATIONS):
             self.final = True

@@ -74,7 +74,7 @@ class Room:
     total: int
     used: int
     free: int
-    removals: int = 0  # this process's removals begun on the file system by then (``trusted_files.removals_on``)
+    removals: tuple[int, int] = (0, 0)  # this process's removals there by then (``trusted_files.removals_on``)
 
     def describe(self) -> str:
         return f"{_mb(self.free)} free of {_mb(self.total)} on {self.where}{_kind(self.where)}"
@@ -185,9 +185,9 @@ def freed_since(folder: Path, before: Room | None, needed_bytes: int) -> str | N
     blocks where neither the disk walk nor a process's descriptors or maps show it, and would make
     its own write failure the host's (retried, and it stops a run); it goes when the processes go.
     Room freed while this process removed something on that file system (another evaluation's folders,
-    a build's staging) cannot be told from the candidate's: then None. Other harness processes'
-    removals are not seen."""
-    if before is None:
+    a build's staging), or with a removal under way since before, cannot be told from the candidate's:
+    then None. Other harness processes' removals are not seen."""
+    if before is None or before.removals[1]:
         return None
     deadline = time.monotonic() + FREED_WAIT_S
     while True:

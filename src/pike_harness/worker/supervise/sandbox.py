@@ -188,7 +188,8 @@ def live_processes() -> list[ProcessInfo]:
     (state ``Z``, ``threads`` above 1): its main thread exited (``syscall(SYS_exit)``), the rest of it
     runs, and what it forks has it for parent. Left out as a zombie, it and everything under it went
     unseen by every limit and by the quiet timing's stop (an audit, 2026-12-01); the supervisor now
-    ends a candidate that holds one (``Evaluation._police``)."""
+    ends a candidate that holds one for seconds (``Evaluation._police``: a process exiting is in that
+    state too, briefly)."""
     found = []
     for pid in _all_pids():
         info = _read_stat(pid)

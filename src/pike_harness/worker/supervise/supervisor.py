@@ -93,6 +93,10 @@ if TYPE_CHECKING:  # the engine's interface for a device's trusted reference (re
 PEAK_BANDWIDTH = {"H200": 4.8e12, "H100": 3.35e12, "A100": 2.04e12, "B200": 8.0e12, "L40": 0.864e12,
                   "A10": 0.6e12, "L4": 0.3e12, "T4": 0.32e12}
 DISK_POLICE_S = 2.0  # how often the candidate's folders are measured (a walk, dearer than a /proc scan)
+# How long a process may read as a zombie whose other threads still run before it ends the candidate: a
+# multi-threaded process that exits is in that state until its last thread has unmapped its memory
+# (10-260 ms measured, 2026-12-01); one whose main thread alone exited stays so.
+ZOMBIE_GRACE_S = 3.0
 DISK_MAX_ENTRIES = 200_000
 TIMER_FLOOR_MS = 0.001  # below a microsecond per call no real forward has ever been timed
 # Before each comparison tried again once a candidate whose reference ran out of device memory has
@@ -265,6 +269,7 @@ class Evaluation:
         self.result: EvalResult | None = None
         self._policed = 0.0
         self._disk_policed = 0.0
+        self._zombies: dict[tuple[int, int], float] = {}  # (pid, start) -> when first seen a zombie with live threads
         self._aborted = threading.Event()
         # Called as listener(event, evaluation) with "spawned", "build_start", "build_end", "timing_start",
         # "timing_end".
@@ -950,11 +955,13 @@ class Evaluation:
         members = sandbox.sandbox_members(self.popen.pid)
         limits = self.request.limits
         for member in members:
-            if member.state == "Z" and member.threads > 1:
+            if member.state == "Z" and member.threads > 1 and \
+                    now - self._zombies.setdefault((member.pid, member.start), now) >= ZOMBIE_GRACE_S:
                 raise _Concluded(self._conclude(
                     RUNTIME_ERROR, "process_limit",
-                    f"a process of the candidate's (pid {member.pid}) ran {member.threads - 1} threads after its "
-                    "main thread had exited: such a process shows no memory, files or children of its own, so "
+                    f"a process of the candidate's (pid {member.pid}) ran {member.threads - 1} "
+                    f"thread{'s' if member.threads != 2 else ''} for {ZOMBIE_GRACE_S:g} s or more after its main thread "
+                    "had exited: such a process shows no memory, files or children of its own, so "
                     "no limit could be measured"))
         if len(members) - self._wrappers() > limits.max_processes:
             raise _Concluded(self._conclude(RUNTIME_ERROR, "process_limit",

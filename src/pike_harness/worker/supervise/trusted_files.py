@@ -199,21 +199,24 @@ def make_private_folder(parent_fd: int, prefix: str) -> tuple[str, int]:
     return name, fd
 
 
-_removals: dict[int, int] = {}  # file system (st_dev) -> removals this process began there (``removals_on``)
+_removals: dict[int, tuple[int, int]] = {}  # file system (st_dev) -> (removals begun or ended, in flight)
 _removals_lock = threading.Lock()
 
 
-def _count_removal(info: os.stat_result) -> None:
+def _removal(device: int, step: int) -> None:
+    """A removal on ``device`` begins (``step`` 1) or ends (-1): ``removals_on``'s figures."""
     with _removals_lock:
-        _removals[info.st_dev] = _removals.get(info.st_dev, 0) + 1
+        changes, in_flight = _removals.get(device, (0, 0))
+        _removals[device] = (changes + 1, in_flight + step)
 
 
-def removals_on(device: int) -> int:
-    """How many removals (``discard``, ``remove_tree``) this process has begun on the file system
-    ``device``. Why: room that comes free there while the supervisor waits to see whether a killed
-    candidate held it (``no_space.freed_since``) may be another evaluation's folder being removed; a
-    count that moved says the room cannot be told apart (an audit, 2026-12-01)."""
-    return _removals.get(device, 0)
+def removals_on(device: int) -> tuple[int, int]:
+    """(how many removals, ``discard`` or ``remove_tree``, this process has begun or ended on the file
+    system ``device``; how many are under way there now). Why: room that comes free there while the
+    supervisor waits to see whether a killed candidate held it (``no_space.freed_since``) may be
+    another evaluation's folder being removed, one begun before the wait included: a count that
+    moved, or one under way, says the room cannot be told apart (audits, 2026-12-01)."""
+    return _removals.get(device, (0, 0))
 
 
 def discard(path: str | os.PathLike) -> str | None:
@@ -228,13 +231,15 @@ def discard(path: str | os.PathLike) -> str | None:
     if stat.S_ISDIR(info.st_mode):
         problems = remove_tree(path)
         return "; ".join(problems) if problems else None
-    _count_removal(info)
+    _removal(info.st_dev, 1)
     try:
         os.unlink(path)
     except FileNotFoundError:
         pass
     except OSError as exc:
         return f"{os.fspath(path)}: {exc.strerror}"
+    finally:
+        _removal(info.st_dev, -1)
     return None
 
 
@@ -258,10 +263,22 @@ def remove_tree(path: str | os.PathLike) -> list[str]:
     opened up first (only by descriptor), at most ``REMOVAL_FDS`` descriptors open however deep the
     tree is. Never raises.
     """
-    problems: list[str] = []
     path = os.fspath(path)
-    with contextlib.suppress(OSError):
-        _count_removal(os.lstat(path))
+    try:
+        device: int | None = os.lstat(path).st_dev
+    except OSError:
+        device = None
+    if device is not None:
+        _removal(device, 1)
+    try:
+        return _remove_tree(path)
+    finally:
+        if device is not None:
+            _removal(device, -1)
+
+
+def _remove_tree(path: str) -> list[str]:
+    problems: list[str] = []
     parent, name = os.path.split(os.path.abspath(path))
     try:
         top_parent = open_directory(parent)
