@@ -472,33 +472,51 @@ class TimedLoop:
         held to set ``index``'s shapes. ``audit``: first check that the kernels of the operators the step
         before the clock runs are still torch's (``trusted.patched_kernels``).
 
-        From that check (or the call's first step) to its flush, Python's cyclic collector is off: a
-        finalizer of the candidate's run by a collection there (on the previous call's output) could
-        register a kernel after the check, in time for the flush (an audit, 2026-12-01). Every call
-        does the same, so none can tell a checked call from the others.
+        From the call's first step to the moment its clock starts (on CUDA: its ``start`` event), nothing
+        of the candidate's may run, since what runs there runs outside the window. So: a torch mode or
+        hook in place is refused here, before the step, not only after the call, and the step runs with
+        modes off; the cyclic collector is off (its finalizers); and, when ``audit``, the kernels of the
+        step's operators and the signals' Python handlers are checked (a handler runs wherever the
+        main thread is when its signal comes). Audits of 2026-12-01 armed each after the check that
+        preceded: a kernel or a mode by a finalizer on the returned output, a kernel by a timer's
+        handler that read the interrupted frame; each was `correct` at 10-100x. Every call does the
+        same, so none can tell a checked call from the others. The window itself is as before: the
+        modes and the collector are back before the ``start`` event. A thread of the candidate's can
+        still run while a torch call of this step has let go of the interpreter lock (its live threads
+        are refused at the stage's end).
         """
         collecting = T.gc_is_enabled()
         T.gc_disable()
         try:
+            modes, hooks = T.active_modes(), T.active_hooks()
+            if modes or hooks:
+                raise OutputProblem("torch_mode" if modes else "trace_hook",
+                                    f"a call began with {', '.join((modes + hooks)[:3])} in place: it sees and can "
+                                    "answer the harness's own work before the clock starts")
             if audit:
                 kernels = T.patched_kernels(before_clock=True)
                 if kernels:
                     raise OutputProblem("patched_kernel", "the kernel of an operator the harness runs before a timed "
                                                           f"call's clock starts was replaced ({'; '.join(kernels[:3])})")
-            args = self._arguments(self.sources[index] if fresh is None else fresh[1])
-            if self.cuda:
-                strict = self.protocol.window == "strict"
-                before = T.CudaEvent(enable_timing=True)
-                start, end = T.CudaEvent(enable_timing=True), T.CudaEvent(enable_timing=True)
-                if strict and flush:
+                handlers = T.signal_handlers_set()
+                if handlers:
+                    raise OutputProblem("signal_handler", "a Python signal handler was set, which runs wherever the "
+                                                          f"harness is when its signal comes ({', '.join(handlers[:3])})")
+            with T.DisableTorchFunction(), T.DisableTorchDispatch():
+                args = self._arguments(self.sources[index] if fresh is None else fresh[1])
+                if self.cuda:
+                    strict = self.protocol.window == "strict"
+                    before = T.CudaEvent(enable_timing=True)
+                    start, end = T.CudaEvent(enable_timing=True), T.CudaEvent(enable_timing=True)
+                    if strict and flush:
+                        T.zero_(self.flush_buffer)
+                    T.cuda_synchronize()
+                    t0 = T.perf_counter()
+                    T.event_record(before)
+                    if flush and not strict:
+                        T.zero_(self.flush_buffer)
+                elif flush:
                     T.zero_(self.flush_buffer)
-                T.cuda_synchronize()
-                t0 = T.perf_counter()
-                T.event_record(before)
-                if flush and not strict:
-                    T.zero_(self.flush_buffer)
-            elif flush:
-                T.zero_(self.flush_buffer)
         finally:
             if collecting:
                 T.gc_enable()

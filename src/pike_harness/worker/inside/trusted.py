@@ -29,6 +29,7 @@ import hashlib
 import importlib
 import io
 import os
+import signal
 import stat
 import sys
 import threading
@@ -194,6 +195,35 @@ BEFORE_CLOCK_OPS = frozenset(("copy_", "zero_", "fill_", "bitwise_xor", "clone",
 _kernels: tuple[tuple[str, str], ...] = ()  # (operator, its dispatch table) when the candidate was imported
 _kernels_before_clock: tuple[tuple[str, str], ...] = ()  # the BEFORE_CLOCK_OPS among them
 gc_disable, gc_enable, gc_is_enabled = gc.disable, gc.enable, gc.isenabled
+get_signal = signal.getsignal
+_signals: tuple[tuple[int, Any], ...] = ()  # each signal's Python handler when the candidate was imported
+
+
+def _signal_handlers() -> tuple[tuple[int, Any], ...]:
+    found = []
+    for number in sorted(signal.valid_signals()):
+        try:
+            found.append((int(number), get_signal(number)))
+        except (ValueError, OSError):
+            continue
+    return tuple(found)
+
+
+def signal_handlers_set() -> list[str]:
+    """The signals whose Python handler is no longer the one in place when the candidate was imported.
+    Why: a handler runs wherever the main thread happens to be when its signal comes, between any two
+    steps of the harness's own code; a timer's handler that read the interrupted frame registered a
+    kernel between the timed loop's check and its flush (an audit, 2026-12-01). Checked with the
+    kernels (``TimedLoop._call``), about 10 us."""
+    moved = []
+    for number, handler in _signals:
+        try:
+            now = get_signal(number)
+        except (ValueError, OSError):
+            continue
+        if now is not handler and callable(now):  # a Python function: code of the candidate's that can run here
+            moved.append(f"signal {number}")
+    return moved
 
 
 def _kernel_tables() -> tuple[tuple[str, str], ...]:
@@ -232,8 +262,9 @@ def watch_harness(modules: Iterable[types.ModuleType]) -> tuple[Any, ...]:
     ``sys.modules`` holds under each name. Also takes the hooks already set as the baseline of
     ``active_hooks`` and the harness's operators' kernels as the baseline of ``patched_kernels``. Keep
     the snapshot where the candidate cannot name it (``changed`` compares it)."""
-    global _base_hooks, _kernels, _kernels_before_clock
+    global _base_hooks, _kernels, _kernels_before_clock, _signals
     _base_hooks = (get_trace(), get_profile(), thread_trace(), thread_profile())
+    _signals = _signal_handlers()
     _kernels = _kernel_tables()
     _kernels_before_clock = tuple((name, table) for name, table in _kernels
                                   if name[6:].split(".", 1)[0] in BEFORE_CLOCK_OPS)
