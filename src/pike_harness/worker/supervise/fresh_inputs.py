@@ -175,11 +175,9 @@ def decidable(times: FreshTimes) -> bool:
     give 0.0078 at best). A cache that made its estimate calls slow, so that its runs count as a slow
     model's (4 fresh calls, ``timing.FRESH_SLOW_MS``), and padded 4 of its 10 timed calls, was only
     flagged ``fresh_calls_slower``, about 3x faster than it was (an audit, 2026-12-01)."""
-    n, m = len(times.fresh), len(times.timed)
-    if not n or not m:
+    if not times.fresh or not times.timed:
         return False
-    j = m // 2 + 1
-    return math.comb(m - j + n, n) / math.comb(n + m, n) <= CHANCE / 10
+    return median_p(FreshTimes([math.inf] * len(times.fresh), times.timed)) <= CHANCE / 10
 
 
 def undecided(times: FreshTimes) -> bool:
