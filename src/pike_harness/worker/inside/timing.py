@@ -493,15 +493,15 @@ class TimedLoop:
                 raise OutputProblem("torch_mode" if modes else "trace_hook",
                                     f"a call began with {', '.join((modes + hooks)[:3])} in place: it sees and can "
                                     "answer the harness's own work before the clock starts")
-            if audit:
-                kernels = T.patched_kernels(before_clock=True)
-                if kernels:
-                    raise OutputProblem("patched_kernel", "the kernel of an operator the harness runs before a timed "
-                                                          f"call's clock starts was replaced ({'; '.join(kernels[:3])})")
+            if audit:  # handlers first: one can leave a kernel behind, so the cause is named
                 handlers = T.signal_handlers_set()
                 if handlers:
                     raise OutputProblem("signal_handler", "a Python signal handler was set, which runs wherever the "
                                                           f"harness is when its signal comes ({', '.join(handlers[:3])})")
+                kernels = T.patched_kernels(before_clock=True)
+                if kernels:
+                    raise OutputProblem("patched_kernel", "the kernel of an operator the harness runs before a timed "
+                                                          f"call's clock starts was replaced ({'; '.join(kernels[:3])})")
             with T.DisableTorchFunction(), T.DisableTorchDispatch():
                 args = self._arguments(self.sources[index] if fresh is None else fresh[1])
                 if self.cuda:
