@@ -66,7 +66,11 @@ class Channel:
     def send(self, message: dict[str, Any], timeout_s: float | None = None) -> None:
         """Write one message; ``timeout_s`` replaces ``send_timeout_s`` for it (a first message larger
         than the pipe waits for a peer that is still starting up)."""
-        data = (json.dumps(message) + "\n").encode()
+        self.send_bytes((json.dumps(message) + "\n").encode(), timeout_s)
+
+    def send_bytes(self, data: bytes | bytearray, timeout_s: float | None = None) -> None:
+        """Write ``data`` as it is, bounded in time as ``send`` is: a frame the peer asked for and reads
+        with ``receive_bytes`` (the fresh sets' seeds), never a message of its own."""
         view = memoryview(data)
         limit = timeout_s if timeout_s is not None else self.send_timeout_s
         deadline = None if self.send_timeout_s is None or limit is None else time.monotonic() + limit
@@ -119,6 +123,34 @@ class Channel:
             self._buffer += chunk
             if len(self._buffer) > MAX_MESSAGE_BYTES:
                 raise ProtocolViolation("message larger than the protocol allows")
+
+    def receive_bytes(self, size: int, deadline: float | None) -> bytearray:
+        """The next ``size`` bytes as they are (a frame the peer sends after a message of this side's asks
+        for it), read into one buffer that the caller can wipe, with no other copy left in this process:
+        what was already read past the last message is moved out of ``_buffer`` and zeroed there, the
+        rest is read straight into the frame. Why: a secret sent inside a JSON line stays readable in
+        the reader's memory (the line, its decoded text, the numbers' text), and the child's memory is
+        the candidate's to read (the fresh sets' seeds, found there by an audit, 2026-12-01)."""
+        frame = bytearray(size)
+        have = min(size, len(self._buffer) - self._start)
+        frame[:have] = self._buffer[self._start:self._start + have]
+        self._buffer[self._start:self._start + have] = bytes(have)
+        self._start += have
+        view = memoryview(frame)
+        while have < size:
+            wait = None
+            if deadline is not None:
+                wait = deadline - time.monotonic()
+                if wait <= 0:
+                    raise ChannelTimeout()
+            ready, _, _ = select.select([self.read_fd], [], [], wait)
+            if not ready:
+                continue
+            got = os.readv(self.read_fd, [view[have:]])
+            if not got:
+                raise ChannelClosed()
+            have += got
+        return frame
 
     def close(self) -> None:
         for fd in (self.read_fd, self.write_fd):

@@ -109,7 +109,7 @@ class CandidateProcess:
         self.validated: list[list[Any]] | None = None  # each set's checked outputs (device clones)
         self.samples: Any = None  # timing.TimedSamples: one timed call's outputs per set, for the reference process
         self.fresh: Any = None  # timing.FreshCalls: the sets only timed loops show, and a few of their outputs
-        self.fresh_spec = dict(fresh or {})  # their seeds and byte cap, from the supervisor: used up in ``load``
+        self.fresh_spec = dict(fresh or {})  # how many seeds the supervisor holds, the byte cap: used up in ``load``
         self.channel = channel
         self.request = request
         self.device = torch.device("cuda", 0) if request.device.startswith("cuda") else torch.device("cpu")
@@ -124,6 +124,7 @@ class CandidateProcess:
         from pike_harness.worker import check_plan
         from pike_harness.worker.inside import (
             baseline_modes,
+            fresh_seeds,
             loading,
             profiling,
             protocols,
@@ -143,9 +144,18 @@ class CandidateProcess:
             # The fresh sets (``timing.FreshCalls``) are made now, before the candidate exists, and kept
             # only in this process's memory: a file would be the candidate's to read before its timing.
             spec, self.fresh_spec = self.fresh_spec, {}
-            self.fresh = timing.FreshCalls(loading.inputs_within(  # masked from here on (``MaskedTensor``)
-                self.inputs_module, [int(s) for s in spec.get("seeds") or []], int(spec.get("max_bytes") or 0)))
-            del spec
+            count = int(spec.get("count") or 0)
+            seeds = fresh_seeds.FrameSeeds(bytearray())
+            if count > 0:  # asked for now, while the channel is still the harness's alone (``fresh_seeds``)
+                self.channel.send({"event": "fresh_seeds"})
+                seeds = fresh_seeds.FrameSeeds(self.channel.receive_bytes(count * fresh_seeds.SEED_BYTES,
+                                                                          time.monotonic() + 120.0))
+            try:
+                self.fresh = timing.FreshCalls(loading.inputs_within(  # masked from here on (``MaskedTensor``)
+                    self.inputs_module, seeds, int(spec.get("max_bytes") or 0)))
+            finally:
+                seeds.wipe()
+            del spec, seeds
         except Exception as exc:
             self.channel.send({"event": "infra_error", "reason": f"the task's inputs failed: {_summary(exc)}"})
             os._exit(3)
@@ -154,7 +164,7 @@ class CandidateProcess:
         self.channel.send({"event": "importing", "environment": self.environment})
         # Every module the stages use is imported by now (a candidate cannot plant one ahead of the
         # harness in sys.modules), and its names are taken: the last step before the candidate's code.
-        del check_plan, baseline_modes, profiling, protocols, timing
+        del check_plan, baseline_modes, fresh_seeds, profiling, protocols, timing
         self.hook_calls = reference_guard.hook_calls
         self.hook_calls_before = reference_guard.hook_calls()
         self.harness = self.T.watch_harness([sys.modules[type(self).__module__]])

@@ -16,7 +16,7 @@ import random
 import secrets
 import sys
 import types
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -101,7 +101,7 @@ def input_signature(values: Sequence[Any]) -> tuple[tuple[tuple[int, ...], str] 
                  for value in values)
 
 
-def inputs_within(module: types.ModuleType, seeds: Sequence[int], max_bytes: int) -> list[list[Any]]:
+def inputs_within(module: types.ModuleType, seeds: Iterable[int], max_bytes: int) -> list[list[Any]]:
     """The task's inputs for each of ``seeds`` in order (``make_inputs``), as long as their tensors take
     ``max_bytes`` at most in all; then torch's, Python's and numpy's generators are seeded at random,
     so that none of ``seeds`` stays readable (``torch.initial_seed()``) once other code runs here.
@@ -110,7 +110,9 @@ def inputs_within(module: types.ModuleType, seeds: Sequence[int], max_bytes: int
     with sets of 48-214 MB as much as another set, on every evaluation."""
     made: list[list[Any]] = []
     total = last = 0
+    seeded = False
     for seed in seeds:
+        seeded = True
         if made and total + last > max_bytes:
             break
         values = make_inputs(module, seed)
@@ -119,7 +121,7 @@ def inputs_within(module: types.ModuleType, seeds: Sequence[int], max_bytes: int
             break
         total += last
         made.append(values)
-    if seeds:
+    if seeded:
         torch.manual_seed(secrets.randbits(62))
         random.seed(secrets.randbits(62))
         numpy = sys.modules.get("numpy")

@@ -126,9 +126,12 @@ storage = torch.Tensor.untyped_storage
 refcount = sys.getrefcount
 storage_users = getattr(torch._C, "_storage_Use_Count", None)
 no_grad = torch.no_grad
-# The dispatcher's table of each operator: which kernel runs it for each dispatch key (``patched_kernels``).
-dump_table = getattr(torch._C, "_dispatch_dump_table", None)
+# Every kernel registered for each operator, per dispatch key, the overridden ones too (marked inactive),
+# and which dispatch keys have a backend fallback (``patched_kernels``).
+dump_registrations = getattr(torch._C, "_dispatch_dump", None)
 all_op_names = getattr(torch._C, "_dispatch_get_all_op_names", None)
+has_fallback = getattr(torch._C, "_dispatch_has_backend_fallback", None)
+DISPATCH_KEYS = tuple(torch._C.DispatchKey.__members__.values())
 # A fresh set's bytes, masked while held (``timing.FreshCalls``) and unmasked into a call's buffer.
 bitwise_xor = torch.bitwise_xor
 frombuffer = torch.frombuffer
@@ -139,6 +142,10 @@ contiguous = torch.Tensor.contiguous
 is_contiguous = torch.Tensor.is_contiguous
 DisableTorchFunction = torch._C.DisableTorchFunction  # modes and subclass handlers off, on this thread
 DisableTorchDispatch = torch._C._DisableTorchDispatch  # the same for __torch_dispatch__
+DisablePythonDispatcher = torch._C._DisablePythonDispatcher  # and the Python kernels of ``OpOverload.py_impl``
+# The dispatch keys this thread adds to or takes from every operator's call (``active_modes``).
+tls_included = torch._C._dispatch_tls_local_include_set
+tls_excluded = torch._C._dispatch_tls_local_exclude_set
 function_stack_length = torch._C._len_torch_function_stack
 function_stack_at = torch._C._get_function_stack_at
 dispatch_stack_length = torch._C._len_torch_dispatch_stack
@@ -160,6 +167,7 @@ _ADDED_IGNORED = ("__warningregistry__", "__slotnames__")
 # The hooks in place before the candidate was imported (a coverage tracer of the test run, say): set by
 # watch_harness, compared by active_hooks.
 _base_hooks: tuple[Any, Any, Any, Any] = (get_trace(), get_profile(), thread_trace(), thread_profile())
+_base_dispatch: tuple[Any, Any] = (tls_included(), tls_excluded())
 
 
 def _code_of(value: Any) -> tuple[Any, ...]:
@@ -192,8 +200,9 @@ HARNESS_OPS = frozenset((
 # before calls (``patched_kernels(before_clock=True)``, 23 tables).
 BEFORE_CLOCK_OPS = frozenset(("copy_", "zero_", "fill_", "bitwise_xor", "clone", "empty_like", "empty_strided",
                               "view", "reshape", "_reshape_alias", "narrow", "slice"))
-_kernels: tuple[tuple[str, str], ...] = ()  # (operator, its dispatch table) when the candidate was imported
+_kernels: tuple[tuple[str, str], ...] = ()  # (operator, its registrations) when the candidate was imported
 _kernels_before_clock: tuple[tuple[str, str], ...] = ()  # the BEFORE_CLOCK_OPS among them
+_fallbacks: tuple[Any, ...] | None = None  # the dispatch keys with a backend fallback when the candidate was imported
 gc_disable, gc_enable, gc_is_enabled = gc.disable, gc.enable, gc.isenabled
 get_signal = signal.getsignal
 _signals: tuple[tuple[int, Any], ...] = ()  # each signal's Python handler when the candidate was imported
@@ -227,31 +236,50 @@ def signal_handlers_set() -> list[str]:
 
 
 def _kernel_tables() -> tuple[tuple[str, str], ...]:
-    if dump_table is None or all_op_names is None:
+    if dump_registrations is None or all_op_names is None:
         return ()
-    return tuple((name, dump_table(name)) for name in all_op_names()
+    return tuple((name, dump_registrations(name)) for name in all_op_names()
                  if name.startswith("aten::") and name[6:].split(".", 1)[0] in HARNESS_OPS)
 
 
+def _fallback_keys() -> tuple[Any, ...]:
+    if has_fallback is None:
+        return ()
+    return tuple(key for key in DISPATCH_KEYS if has_fallback(key))
+
+
 def patched_kernels(before_clock: bool = False) -> list[str]:
-    """The harness's own operators (``HARNESS_OPS``) whose kernel for some dispatch key is no longer the
-    one registered when the candidate was imported, each with its new registration. Why: a kernel
-    registered over ``aten::zero_`` (``torch.library``, or ``TORCH_LIBRARY_IMPL`` in a ``load_inline``
-    extension) runs whenever the harness flushes the cache before a timed call, after the call's
-    input is in place and before the clock starts: it computed the answer there and the timed call
-    returned it from a dictionary, every output right, 81x faster than eager on a CPU task (an audit,
-    2026-12-01). No torch mode is involved, so ``active_modes`` does not see it. About 3 ms for the
-    table of every overload; ``before_clock``: only ``BEFORE_CLOCK_OPS``' (about 0.5 ms), which the
-    timed loop checks before chosen calls (``TimedLoop._call``)."""
-    if dump_table is None:
+    """The harness's own operators (``HARNESS_OPS``) that gained a kernel for some dispatch key since the
+    candidate was imported, each with its new registration, and the dispatch keys that gained a backend
+    fallback. Why: a kernel registered over ``aten::zero_`` (``torch.library``, or ``TORCH_LIBRARY_IMPL``
+    in a ``load_inline`` extension) runs whenever the harness flushes the cache before a timed call,
+    after the call's input is in place and before the clock starts: it computed the answer there and
+    the timed call returned it from a dictionary, every output right, 81x faster than eager on a CPU
+    task (an audit, 2026-12-01). No torch mode is involved, so ``active_modes`` does not see it.
+
+    Each operator's registrations, not its dispatch table: the table names each key's kernel only by
+    the file and line it was registered at, which a candidate chooses (Python code compiled under
+    torch's own file name and line, or ``#line`` in C++), and so a kernel registered over
+    ``aten::zero_`` "at" ``RegisterCPU_2.cpp:4799`` left the table as it was (2026-12-01). An override
+    keeps the kernel it replaced in the registrations, marked inactive, whatever it is named. A backend
+    fallback serves every operator without a kernel of its own for that key; a key's second fallback
+    is refused by torch. ``before_clock``: only ``BEFORE_CLOCK_OPS``' (0.39 ms with the fallbacks on a
+    2-core CPU host, where their tables took 0.68 ms), which the timed loop checks before chosen calls
+    (``TimedLoop._call``)."""
+    if dump_registrations is None:
         return []
     found = []
     for name, table in _kernels_before_clock if before_clock else _kernels:
-        now = dump_table(name)
+        now = dump_registrations(name)
         if now != table:
             before = set(table.splitlines())
             new = [line.strip() for line in now.splitlines() if line not in before]
             found.append(f"kernel {name} ({new[0][:160] if new else 'a registration removed'})")
+    if _fallbacks is not None:  # taken by ``watch_harness``
+        fallbacks = _fallback_keys()
+        if fallbacks != _fallbacks:
+            found += [f"backend fallback for {key}" for key in fallbacks if key not in _fallbacks] or \
+                ["a backend fallback removed"]
     return found
 
 
@@ -262,10 +290,12 @@ def watch_harness(modules: Iterable[types.ModuleType]) -> tuple[Any, ...]:
     ``sys.modules`` holds under each name. Also takes the hooks already set as the baseline of
     ``active_hooks`` and the harness's operators' kernels as the baseline of ``patched_kernels``. Keep
     the snapshot where the candidate cannot name it (``changed`` compares it)."""
-    global _base_hooks, _kernels, _kernels_before_clock, _signals
+    global _base_hooks, _base_dispatch, _kernels, _kernels_before_clock, _fallbacks, _signals
     _base_hooks = (get_trace(), get_profile(), thread_trace(), thread_profile())
+    _base_dispatch = (tls_included(), tls_excluded())
     _signals = _signal_handlers()
     _kernels = _kernel_tables()
+    _fallbacks = _fallback_keys()
     _kernels_before_clock = tuple((name, table) for name, table in _kernels
                                   if name[6:].split(".", 1)[0] in BEFORE_CLOCK_OPS)
     chosen = {id(module): module for module in modules}
@@ -351,10 +381,22 @@ def active_modes() -> list[str]:
     """The torch function and dispatch modes on this thread's stacks (innermost last), by class.
 
     torch's own ``DeviceContext`` (``torch.set_default_device``) is not counted: it only fills in the
-    device of factory calls that name none, and the harness names its devices."""
-    if not function_stack_length() and not dispatch_stack_length():  # the usual case: two C calls
-        return []
+    device of factory calls that name none, and the harness names its devices.
+
+    Also this thread's dispatch keys, included in or excluded from every call, where they differ from
+    those in place when the candidate was imported. Why: ``torch._C._EnablePythonDispatcher()``,
+    entered and never left, includes the ``PythonDispatcher`` key, and a Python kernel registered with
+    ``torch.ops.aten.zero_.default.py_impl`` then ran at the harness's flush, with no mode on either
+    stack and the dispatcher's registrations unchanged (its kernels live in ``OpOverload.py_kernels``):
+    it computed the answer before the clock, `correct` at 70-200x on a CPU task (an audit, 2026-12-01)."""
     found = []
+    included, excluded = tls_included(), tls_excluded()
+    if included != _base_dispatch[0] or excluded != _base_dispatch[1]:
+        base_included, base_excluded = _base_dispatch
+        found.append(f"dispatch keys added {included - base_included} and {base_excluded - excluded}, taken away "
+                     f"{base_included - included} and {excluded - base_excluded} (included, excluded on this thread)")
+    if not function_stack_length() and not dispatch_stack_length():  # the usual case: two C calls
+        return found
     for index in range(function_stack_length()):
         mode = function_stack_at(index)
         if exact_type(mode) is not DeviceContext:

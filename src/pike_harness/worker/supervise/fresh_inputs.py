@@ -11,9 +11,11 @@ around 1; a cache's ratios are the model's cost over a lookup's, far above 1 on 
 
 Where the sets come from: seeds drawn here for each evaluation (``draw``; none of its public or
 hidden seeds, never reused, so nothing learnt in one evaluation, through a JIT cache say, helps in
-the next) go to the candidate's process with its request, which makes the sets with the task's
-``get_inputs`` before the candidate is imported, keeps them in memory (at most ``MAX_BYTES``) and
-forgets the seeds. No file ever holds them: a file in the exchange folder, where the hidden sets
+the next) go to the candidate's process, which asks for them before the candidate is imported and
+gets them as a binary frame, not inside a message (``worker.inside.fresh_seeds``: JSON text of them
+outlived its parse, and the candidate read it from its own memory, an audit of 2026-12-01), makes
+the sets with the task's ``get_inputs``, keeps them in memory (at most ``MAX_BYTES``) and zeroes the
+seeds. No file ever holds them: a file in the exchange folder, where the hidden sets
 lie, can be read by the candidate before its timing (an audit of 2026-11-30 did, and replayed).
 
 The rule asks for three things, so an honest model on a noisy host is not taken for one. With at

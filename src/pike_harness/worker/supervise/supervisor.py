@@ -45,6 +45,7 @@ from pike_harness.worker.channel import (
 )
 from pike_harness.worker.check_plan import PlannedCall, check_plan
 from pike_harness.worker.environment import DEVICE_INFO_KEYS, host_info
+from pike_harness.worker.inside import fresh_seeds
 from pike_harness.worker.inside.protocols import TimingProtocol, get_protocol
 from pike_harness.worker.records import (
     CATEGORIES,
@@ -281,6 +282,7 @@ class Evaluation:
         self.device = request.device
         self.alone = False  # set once the candidate asked to run a stage again alone (RetryAlone)
         self.candidate_ran = False  # set when the child says it imports the candidate ("importing")
+        self.seeds_sent = False  # the fresh sets' seeds, sent when the child asked, before the import
         self.start_key: Any = (0, 0)  # its place among process starts waiting for a slot (set by the engine)
         self._checked: tuple[Comparison, int] | None = None  # the passing comparison, reference bytes
         self.noise: NoiseReport | None = None  # the canary and steal around the timing kept
@@ -758,8 +760,9 @@ class Evaluation:
         self._notify("spawned")
         # The request (the sources: it may be larger than the pipe) goes to a process that may still be
         # importing torch before it reads anything: it has the compile stage's limit to start reading.
+        # The fresh sets' seeds follow as a frame of their own, when the child asks (``_await``).
         self._send({"request": _as_dict(self.request), "setup": self._setup(),
-                    "fresh": {"seeds": self.fresh_seeds, "max_bytes": fresh_inputs.MAX_BYTES}}, "compile",
+                    "fresh": {"count": len(self.fresh_seeds), "max_bytes": fresh_inputs.MAX_BYTES}}, "compile",
                    self.request.limits.compile_timeout_s)
 
     def _setup(self) -> dict[str, Any]:
@@ -842,6 +845,20 @@ class Evaluation:
                     category = REJECTED
                 raise _Concluded(self._conclude(category, str(message.get("check") or stage)[:MAX_CHECK_CHARS],
                                                 str(message.get("reason") or "")))
+            if kind == "fresh_seeds":
+                # Asked once, before the import (the candidate cannot ask: the frame would be its to read);
+                # sent as bytes, never in a message (``worker.inside.fresh_seeds``).
+                if self.candidate_ran or self.seeds_sent:
+                    raise _Concluded(self._conclude(REJECTED, "forged_report",
+                                                    f"{stage}: a request for the fresh sets' seeds the harness's "
+                                                    "code did not send reached the supervisor: the candidate "
+                                                    "wrote to the worker's channel"))
+                self.seeds_sent = True
+                try:
+                    self.channel.send_bytes(fresh_seeds.frame(self.fresh_seeds))
+                except (ChannelStalled, BrokenPipeError):
+                    raise _Concluded(self._died(stage)) from None
+                continue
             if kind == "importing":  # the candidate's code runs in the child from now on
                 if self.candidate_ran:  # the child sends one, before the import: any other is the candidate's
                     raise _Concluded(self._conclude(REJECTED, "forged_report",
