@@ -44,6 +44,65 @@ def test_printable_shows_controls_and_bidi_marks_and_keeps_lines_and_tabs():
     assert text_safety.printable(plain) == plain
 
 
+def test_printable_shows_every_surrogate_code_unit_and_keeps_valid_text():
+    """A lone surrogate (a candidate's JSON ``"\\udcff"``, a file name read with surrogateescape) has no
+    UTF-8 form: a terminal, DuckDB's JSON and a prompt's hash would raise on it. Each is shown as its
+    escape, and so is each half of a pair written as two code units; a real non-BMP character stays."""
+    cases = {"high \ud800 alone": "high \\ud800 alone", "low \udcff alone": "low \\udcff alone",
+             "pair \ud83d\ude00 as two units": "pair \\ud83d\\ude00 as two units",
+             "reversed \ude00\ud83d": "reversed \\ude00\\ud83d", "edges \udbff\udc00\udfff": "edges "
+             "\\udbff\\udc00\\udfff"}
+    for text, expected in cases.items():
+        assert text_safety.printable(text) == expected
+        assert text_safety.printable(text).encode("utf-8")  # no UnicodeEncodeError
+    valid = "emoji \U0001f600, naïve café, 数字, \ud7ff\ue000 (the code points either side of the range)"
+    assert text_safety.printable(valid) == valid
+
+
+def test_a_record_with_lone_surrogates_is_valid_utf8_everywhere_it_goes():
+    """A remote worker's record (or the child's channel message) is JSON, where ``"\\udcff"`` decodes to a
+    lone surrogate: the result holds its escape, and its JSON, its failure report and the hash of a
+    prompt that carries that report all encode as UTF-8."""
+    from pike_harness.contracts.llm import LLMRequest, request_hash
+    from pike_harness.kit.failure_reports import failure_report
+
+    record = '{"request_id": "r", "task": "smoke/1", "category": "runtime_error", "check": "forward", ' \
+             '"reason": "bad byte: \\udcff", "stderr_tail": "\\ud800 \\ud83d\\ude00", ' \
+             '"environment": {"cleanup": ["\\udcff: Permission denied"], "jit_cache": "\\udc80"}}'
+    result = EvalResult.from_json(record)
+    assert result.reason == "bad byte: \\udcff" and result.stderr_tail == "\\ud800 \U0001f600"  # JSON's pair: one character
+    assert result.environment == {"cleanup": ["\\udcff: Permission denied"], "jit_cache": "\\udc80"}
+    result.to_json().encode("utf-8")
+    json.dumps(result.to_dict(), ensure_ascii=False).encode("utf-8")
+    report = failure_report(result)
+    assert "bad byte: \\udcff" in report
+    report.encode("utf-8")
+    request_hash("p", "m", LLMRequest(messages=[{"role": "user", "content": report}]))
+
+
+def test_a_cleanup_problem_naming_an_undecodable_file_is_escaped(tmp_path, monkeypatch):
+    """A result's ``environment["cleanup"]`` quotes the names of files a removal could not delete; a
+    name of undecodable bytes reaches Python with surrogates (surrogateescape), one with ESC as ESC."""
+    import os
+
+    from pike_harness.worker.supervise import trusted_files
+
+    folder = tmp_path / "scratch"
+    folder.mkdir()
+    (folder / os.fsdecode(b"bad\xff\x1b[2J")).write_bytes(b"x")
+    real_unlink = os.unlink
+
+    def refuse(name, *args, **kwargs):  # a file the removal cannot delete (root deletes anything else)
+        if isinstance(name, str) and name.startswith("bad"):
+            raise PermissionError(1, "Operation not permitted")
+        return real_unlink(name, *args, **kwargs)
+
+    monkeypatch.setattr(trusted_files.os, "unlink", refuse)
+    problems = trusted_files.remove_tree(folder)
+    assert "bad\\udcff\\x1b[2J: Operation not permitted" in problems, problems
+    assert all(_raw_controls(text) == [] and text.encode("utf-8") for text in problems)
+
+
 def test_a_result_is_cleaned_however_it_was_made_or_read():
     """Made by a supervisor, or read from JSON a remote worker (or a candidate, where it can reach the
     queue's files) wrote: every string of it, nested ones included."""
@@ -102,6 +161,29 @@ def test_pikeh_eval_prints_a_hostile_candidates_text_as_text(cli, tmp_path):
     assert "runtime_error" in result.output
     assert _raw_controls(result.output) == [], repr(result.output[-1500:])
     assert "[/x] \\x1b]52;c;SGVsbG8=\\x07 [bold]\\x1b[2J\\u202elave" in result.output  # the reason and stderr
+
+
+def test_pikeh_eval_gives_the_verdict_of_a_candidate_raising_a_lone_surrogate(cli, tmp_path):
+    """The real evaluator: a candidate's ``RuntimeError("\\udcff")`` crosses the child's JSON channel as a
+    lone surrogate; ``pikeh eval`` prints its verdict table (no UnicodeEncodeError from the terminal)
+    and its ``--json`` record is valid UTF-8, the surrogate shown as its escape."""
+    from pike_harness.kit.failure_reports import failure_report
+
+    candidate = tmp_path / "surrogate.py"
+    candidate.write_text(CANDIDATE.replace(f"{HOSTILE!r}", repr("bad byte: \udcff \ud800")),
+                         encoding="utf-8")
+    assert "'bad byte: \\udcff \\ud800'" in candidate.read_text(encoding="utf-8")  # the source is UTF-8
+    args = (str(candidate), "--task", "smoke/1", "--device", "cpu", "--protocol", "quick", *NO_POOL)
+    table = cli("eval", *args)
+    assert table.exit_code == 0 and table.exception is None, table.output
+    assert "runtime_error" in table.output and "bad byte: \\udcff \\ud800" in table.output
+    table.output.encode("utf-8")
+    as_json = cli("eval", *args, "--json")
+    assert as_json.exit_code == 0 and as_json.exception is None, as_json.output
+    result = EvalResult.from_dict(json.loads(as_json.output.strip().splitlines()[-1]))
+    assert result.category == "runtime_error" and "bad byte: \\udcff \\ud800" in (result.reason or "")
+    json.dumps(result.to_dict(), ensure_ascii=False).encode("utf-8")
+    failure_report(result).encode("utf-8")
 
 
 def test_a_folder_with_a_hostile_candidate_gives_its_table(cli, tmp_path):

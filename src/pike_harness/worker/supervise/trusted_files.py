@@ -16,7 +16,7 @@ such a folder is only ever touched here, and only through:
 A file that lies (a link, FIFO, socket, device, something too big, a folder where a file should be)
 raises ``UntrustedFile``: the caller turns it into the candidate's ``rejected`` verdict. Better still,
 logs cross as descriptors the trusted side opened before the candidate started (``tail_fd``).
-Standard library only: the reference process imports this.
+Standard library only (and ``text_safety``, itself so): the reference process imports this.
 """
 
 from __future__ import annotations
@@ -30,6 +30,8 @@ import stat
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
+
+from pike_harness.worker import text_safety
 
 BASE_FLAGS = os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 DIRECTORY_FLAGS = os.O_RDONLY | os.O_DIRECTORY | BASE_FLAGS
@@ -283,7 +285,7 @@ def _remove_tree(path: str) -> list[str]:
     try:
         top_parent = open_directory(parent)
     except UntrustedFile as exc:
-        return [] if not os.path.lexists(path) else [str(exc)]
+        return [] if not os.path.lexists(path) else [text_safety.printable(str(exc))]
     chain: list[_Level] = []
     try:
         _remove_below(top_parent, name, chain, problems)
@@ -298,8 +300,10 @@ def _remove_tree(path: str) -> list[str]:
 
 
 def _note(problems: list[str], text: str) -> None:
+    """Keep ``text`` escaped (``text_safety``): it names the candidate's files, and a result's
+    ``environment["cleanup"]`` quotes it (a name read with surrogateescape, a control character)."""
     if len(problems) < PROBLEMS_KEPT:
-        problems.append(text)
+        problems.append(text_safety.printable(text))
 
 
 def _open_level(parent_fd: int, name: str, problems: list[str]) -> _Level | None:
