@@ -165,16 +165,20 @@ def test_a_constant_answer_is_rejected_only_where_the_reference_moves_by_more_th
     moving = [[base + 0.002 * torch.randn(16)] for _ in range(3)]
     cheat = _compare([[moving[0][0].clone()] for _ in range(3)], moving)
     assert (cheat.category, cheat.check) == ("rejected", "constant_output")
-    assert "reference_constant" not in cheat.flags
+    # the flag describes the task, not the candidate: a constant passes every set here (which is why the
+    # rejection is needed), so the record says so (tests/eval/test_compare.py)
+    assert "reference_constant" in cheat.flags
 
 
 def test_the_same_infinity_in_every_set_is_no_change():
     """The same infinity in every set does not make the reference move (inf - inf is NaN, no change):
-    a candidate returning that constant reference exactly is neither rejected nor flagged."""
+    a candidate returning that constant reference exactly is not rejected. The reference is constant,
+    so a constant answer passes, and the result is flagged ``reference_constant`` (decided by the
+    reference alone since the flag stopped depending on the candidate)."""
     inf = float("inf")
     steady = [[torch.tensor([inf, -inf, 0.5])] for _ in range(3)]
     result = _compare([[torch.tensor([inf, -inf, 0.5])] for _ in range(3)], steady)
-    assert result.category is None and "reference_constant" not in result.flags
+    assert result.category is None and "reference_constant" in result.flags
 
 
 def test_a_bitwise_constant_answer_on_efficientnet_b2_is_no_constant_answer():
