@@ -288,6 +288,22 @@ def test_timed_loop_counts_outputs_that_differ_from_the_validated_ones():
     assert run.mismatches[0] == 0 and run.mismatches[1] > 0
 
 
+def test_timed_loop_holds_integer_outputs_to_their_validated_values_exactly():
+    """An index off by one is within atol + rtol * |value| for values of 100 and more; the reference
+    process compares integers exactly (``compare``), and so does the loop."""
+    sets = [[torch.full((4,), 300.0 + i)] for i in range(2)]
+    validated = [[s[0].long()] for s in sets]
+    calls = []
+
+    def forward(x):
+        calls.append(1)
+        return x.long() + (1 if len(calls) > 3 else 0)
+
+    loop = TimedLoop(forward, sets, validated, device=torch.device("cpu"), protocol=get_protocol("quick"),
+                     atol=1e-2, rtol=1e-2)
+    assert sum(loop.run().mismatches) > 0
+
+
 def test_output_tensors_refuses_subclasses_and_wrong_devices():
     class Sub(torch.Tensor):
         pass

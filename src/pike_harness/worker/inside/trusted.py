@@ -102,6 +102,7 @@ length = builtins.len
 is_instance = builtins.isinstance
 thread_list = threading.enumerate
 isclose = torch.isclose
+eq = torch.eq  # integer and bool outputs: exact (``timing.TimedLoop._validate``)
 logical_not = torch.logical_not
 count_nonzero = torch.count_nonzero
 equal = torch.equal
