@@ -2,6 +2,7 @@
 # error ends this candidate's process and the next candidate gets a fresh context
 # task: smoke/5
 # expect: runtime_error
+# limits: compile_timeout_s=600 run_timeout_s=600
 import torch.nn as nn
 from torch.utils.cpp_extension import load_inline
 

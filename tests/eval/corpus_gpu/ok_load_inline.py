@@ -1,6 +1,7 @@
 # threat: none (legitimate): a custom CUDA kernel built with torch.utils.cpp_extension.load_inline
 # task: smoke/5
 # expect: correct
+# limits: compile_timeout_s=600 run_timeout_s=600
 # flag: technique:load_inline
 import torch.nn as nn
 from torch.utils.cpp_extension import load_inline
