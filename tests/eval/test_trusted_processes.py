@@ -209,6 +209,13 @@ def test_home_is_invisible_except_python_folders(tmp_path, monkeypatch):
         ("extra_ldflags", ["-L/scratch/eval-1/lib"]),
         ("extra_ldflags", ["/scratch/eval-1/build/libx.so"]),
         ("extra_cuda_cflags", ["-Xcompiler", "-I/scratch/eval-1/include"]),
+        ("extra_include_paths", ["/proc/self/root/scratch/eval-1/include"]),  # the scratch folder renamed
+        ("extra_cflags", ["-I/proc/self/root/usr/include"]),
+        ("extra_ldflags", ["-L/proc/1/cwd/lib"]),
+        ("extra_ldflags", ["/dev/fd/3/libx.so"]),
+        ("extra_include_paths", ["/usr//include"]),
+        ("extra_include_paths", ["/usr/include/./x"]),
+        ("extra_include_paths", ["/usr/" + "x" * 300]),
     ],
 )
 def test_a_rejected_flag_names_itself(arg, flags):
@@ -324,6 +331,131 @@ def test_a_path_whose_resolution_fails_is_refused_not_raised(tmp_path, monkeypat
     problem = build_flags.spec_problem({"name": "x", "extra_include_paths": [str(head)]}, str(tmp_path / "scratch"))
     assert problem is not None and problem.startswith("extra_include_paths"), problem
     assert build_flags.spec_problem({"name": "x", "extra_include_paths": [str(toolkit)]}, None) is None
+
+
+class _Lookups:
+    """Counts ``os.lstat``/``os.readlink`` calls and the paths they were on; ``os.path.realpath`` fails."""
+
+    def __init__(self, monkeypatch) -> None:
+        self.paths: list[str] = []
+        lstat, readlink = os.lstat, os.readlink
+
+        def counted(real):
+            return lambda path, *args, **kwargs: self.paths.append(os.fspath(path)) or real(path, *args, **kwargs)
+
+        def never(path, *args, **kwargs):
+            raise AssertionError(f"os.path.realpath({path!r}) called")
+
+        monkeypatch.setattr(os, "lstat", counted(lstat))
+        monkeypatch.setattr(os, "readlink", counted(readlink))
+        monkeypatch.setattr(os.path, "realpath", never)
+
+    def inside(self, folder: Path | str) -> list[str]:
+        return [path for path in self.paths if path.startswith(f"{folder}/")]
+
+
+def _maze(folder: Path, links: int = 400, parts: int = 2000) -> Path:
+    """The audit's maze (2026-12-01): ``a -> .``, ``links`` links ``x<i> -> a/a/.../a`` (``parts`` parts
+    each), ``u -> /usr/include`` and ``t -> x0/x1/.../u``: ``realpath`` of ``t`` looks at ``links`` *
+    ``parts`` entries (800,000 ``lstat`` calls, 12.5 s, for the audit's) and ends in an allowed folder."""
+    folder.mkdir(parents=True)
+    (folder / "a").symlink_to(".")
+    for index in range(links):
+        (folder / f"x{index}").symlink_to("/".join(["a"] * parts))
+    (folder / "u").symlink_to("/usr/include")
+    (folder / "t").symlink_to("/".join(f"x{index}" for index in range(links)) + "/u")
+    return folder / "t"
+
+
+def _spec_of(path: str) -> dict:
+    """1,000 paths, the most one call may pass: 200 in each list, in each form a path takes."""
+    return {"name": "x", "extra_cflags": [f"-I{path}"] * 200, "extra_cuda_cflags": [f"-isystem{path}"] * 200,
+            "extra_sycl_cflags": [f"-I{path}"] * 200,
+            "extra_ldflags": [f"-L{path}", f"-Wl,-rpath,{path}", f"{path}/libx.so"] * 66,
+            "extra_include_paths": [path] * 200}
+
+
+@pytest.mark.parametrize("spelling", ["/proc/self/root{}", "/proc/1/root{}", "/proc/self/cwd/../../..{}", "{}"])
+def test_a_maze_in_the_scratch_folder_is_refused_without_a_lookup_in_it(tmp_path, monkeypatch, spelling):
+    """The audit's maze in the candidate's scratch folder, named through ``/proc/self/root`` (its folder
+    under another spelling): ``realpath`` walked the maze on the supervisor's thread, 12.5 s a path,
+    up to 1,000 paths a call, with the device lock held and no policing. The path is refused from its
+    spelling: nothing under the scratch folder or ``/proc`` is looked at, and no more calls are made than
+    finding the allowed and forbidden folders takes."""
+    scratch = tmp_path / "scratch"
+    head = _maze(scratch / "trap")
+    path = spelling.format(head)
+    lookups = _Lookups(monkeypatch)
+    build_flags.allowed_roots(str(scratch)), build_flags.forbidden_roots(str(scratch))
+    overhead, lookups.paths = len(lookups.paths), []
+    problem = build_flags.spec_problem(_spec_of(path), str(scratch))
+    assert problem is not None and problem.startswith("extra_cflags"), problem
+    assert ("/proc" in problem) if path.startswith("/proc") else "own folder" in problem, problem
+    assert lookups.inside(scratch) == [] and lookups.inside("/proc") == [], "nothing in the maze was looked at"
+    assert len(lookups.paths) <= overhead, lookups.paths
+
+
+def test_a_maze_inside_an_allowed_folder_is_walked_a_bounded_number_of_steps(tmp_path, monkeypatch):
+    """Where the candidate can write an allowed folder (the docker evaluator without bubblewrap can let it
+    write the Python environment) the maze is spelled inside it, and the check walks it: at most
+    ``MAX_LINKS`` links and ``MAX_PATH_PARTS`` parts, then the path is refused."""
+    toolkit = tmp_path / "cuda"
+    head = _maze(toolkit / "trap")
+    monkeypatch.setenv("CUDA_HOME", str(toolkit))
+    lookups = _Lookups(monkeypatch)
+    build_flags.allowed_roots(None)
+    overhead, lookups.paths = len(lookups.paths), []
+    problem = build_flags.spec_problem(_spec_of(str(head)), None)
+    assert problem is not None and problem.startswith("extra_cflags"), problem
+    assert "more links or parts than the check walks" in problem, problem
+    walked = len(lookups.paths) - overhead
+    assert 0 < walked <= build_flags.MAX_PATH_PARTS + build_flags.MAX_LINKS, walked
+
+
+def test_the_paths_of_one_call_share_a_bounded_number_of_lookups(tmp_path, monkeypatch):
+    """Distinct paths each a chain of links, all of them ending in an allowed folder: the lookups of one
+    call stop at its budget, and the path that would pass it is refused."""
+    toolkit = tmp_path / "cuda"
+    toolkit.mkdir()
+    heads = [_link_chain(toolkit / f"chain{index}", build_flags.MAX_LINKS, str(toolkit)) for index in range(40)]
+    roots = build_flags.allowed_roots(None, {"CUDA_HOME": str(toolkit)})
+    assert build_flags._PathCheck(roots).problem(str(heads[0])) is None  # one chain passes on its own
+    lookups = _Lookups(monkeypatch)
+    check = build_flags._PathCheck(roots, calls=200)
+    problems = [check.problem(str(head)) for head in heads]
+    assert len(lookups.paths) <= 200
+    assert problems[0] is None and problems[-1] == build_flags.SPEC_SPENT, problems
+    assert check.problem(str(heads[0])) is None  # each distinct path is judged once
+    assert len(lookups.paths) <= 200
+
+
+def test_honest_links_in_the_allowed_folders_are_followed(tmp_path, monkeypatch):
+    """A toolkit reached through links (``/usr/local/cuda -> /etc/alternatives/cuda -> cuda-12``), a
+    library linked to its versioned name: allowed. A link there leading out of the allowed folders, into
+    ``/proc`` or into the scratch folder is refused, without a look into ``/proc`` or that folder."""
+    real = tmp_path / "cuda-12.4"
+    (real / "include").mkdir(parents=True)
+    (real / "lib64").mkdir()
+    (real / "lib64" / "libcublas.so.12").write_bytes(b"")
+    (real / "lib64" / "libcublas.so").symlink_to("libcublas.so.12")
+    (tmp_path / "alternatives").mkdir()
+    (tmp_path / "alternatives" / "cuda").symlink_to(real)
+    (tmp_path / "cuda").symlink_to(tmp_path / "alternatives" / "cuda")
+    scratch = tmp_path / "scratch"
+    (scratch / "include").mkdir(parents=True)
+    (real / "out").symlink_to(tmp_path / "elsewhere")
+    (real / "proc").symlink_to("/proc/self/root/usr")
+    (real / "own").symlink_to(scratch / "include")
+    (real / "up").symlink_to("../scratch/include")
+    monkeypatch.setenv("CUDA_HOME", str(tmp_path / "cuda"))
+    lookups = _Lookups(monkeypatch)
+    for flags in ([f"-I{tmp_path}/cuda/include", f"-L{tmp_path}/cuda/lib64", f"{tmp_path}/cuda/lib64/libcublas.so"],
+                  [f"-I{real}/include", f"-Wl,-rpath,{real}/lib64", f"{real}/lib64/libcublas.so.12"]):
+        assert build_flags.spec_problem({"name": "x", "extra_ldflags": flags}, str(scratch)) is None, flags
+    for name, words in (("out", "is outside"), ("proc", "/proc"), ("own", "own folder"), ("up", "own folder")):
+        problem = build_flags.spec_problem({"name": "x", "extra_include_paths": [f"{real}/{name}"]}, str(scratch))
+        assert problem is not None and words in problem, (name, problem)
+    assert lookups.inside("/proc") == [] and lookups.inside(scratch) == [], lookups.paths
 
 
 # -- failure reports -----------------------------------------------------------------------------------
