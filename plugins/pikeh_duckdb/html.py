@@ -27,9 +27,11 @@ NOTES = [
     "Clamped speedup (PIKE): max(1, speedup), and 1.0 when nothing is correct. Raw: the ratio itself; the raw "
     "suite score counts tasks with no correct attempt as 1.0, so it differs from the clamped one only by the clamp.",
     "Suite score: geometric mean of task speedups over the tasks that have a correct eager baseline.",
-    "Cost per task: every LLM call's prompt and output tokens at the price table's rates (the recorded cost "
-    "when the table has no price, or when the service reported the cost), brainstorming included, accumulated "
-    "in query order; an attempt is within a money budget when the spend up to its query fits.",
+    "Cost per task ($ / task, spend): every LLM call's prompt and output tokens at the price table's rates (the "
+    "recorded cost when the table has no price, or when the service reported the cost), brainstorming and queries "
+    "past the budget included: what was paid, as the run's own table shows it. The money curve counts only the "
+    "calls within the budget, accumulated in query order; an attempt is within a money budget when the spend up "
+    "to its query fits.",
     "fast_p: fraction of tasks (with a baseline) whose best attempt at the full budget is correct and more than "
     "p times faster than eager.",
     "EFA repair: a lineage starts at a query that is not a fix and follows fix queries through their parent. It "

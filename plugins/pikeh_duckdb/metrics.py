@@ -25,10 +25,14 @@ Definitions (specs/reporting.md; docs/report.md restates them for users):
   suite score of final speedups; the curves stay search-time (``search_score`` is their end point).
 - *Suite score*: ``exp(avg(ln(speedup)))`` over the run's tasks with a baseline. ``score_raw`` uses raw
   speedups, counting a task with no correct attempt as 1.0, so the two differ only by the clamp.
-- *Money budget*: each LLM call costs its tokens at the price table (``model_prices``, or the
-  recorded ``cost_usd`` when the table has no price or the service reported the cost). A task's spend
-  accumulates in query order (uncounted calls such as brainstorming first, then by ``idx``); an
-  attempt is within a money budget d when the spend up to and including its query is <= d.
+- *Spend*: each LLM call costs its tokens at the price table (``model_prices``, or the recorded
+  ``cost_usd`` when the table has no price or the service reported the cost). What a task or run spent
+  (``task_costs.spend_usd``, ``task_final.spend_usd``, ``run_costs.spend_usd``, ``run_summary.usd_per_task``)
+  is the sum over every journaled call, whatever its index: the overshoot past B was sent and paid, and
+  ``pikeh run``'s own table counts it. ``spend_in_budget_usd`` is the part within B.
+- *Money budget*: the money curve counts only calls within B (``call_costs.in_budget``, ``task_spend``). A
+  task's spend accumulates in query order (uncounted calls such as brainstorming first, then by
+  ``idx``); an attempt is within a money budget d when the spend up to and including its query is <= d.
 - *fast_p*: fraction of tasks with a baseline whose best attempt (at budget B) is correct with raw
   speedup > p.
 - *Outlier baseline*: a run's eager baseline more than ``outlier_factor`` (5; 0: off) times the fastest eager
@@ -168,8 +172,11 @@ VIEWS: list[tuple[str, str]] = [
         GROUP BY run, b
     """),
     # -- money ------------------------------------------------------------------------------------
+    # Every journaled call, whatever its index: a query past the budget (a round's overshoot) was sent
+    # and paid. ``in_budget``: uncounted, or counted within the budget; only those make the money curve.
     ("call_costs", """
         SELECT c.run, c.task, c.key, c.idx, c.time, c.ok,
+               (c.idx IS NULL OR c.idx <= r.budget) AS in_budget,
                CASE
                  WHEN NOT coalesce(c.ok, false) THEN 0.0
                  WHEN p.price_key IS NOT NULL AND c.prompt_tokens IS NOT NULL AND c.output_tokens IS NOT NULL
@@ -189,13 +196,13 @@ VIEWS: list[tuple[str, str]] = [
         FROM llm_calls c JOIN report_runs r USING (run)
         LEFT JOIN model_prices p
                ON p.forced OR (p.provider IS NOT DISTINCT FROM c.provider AND p.model IS NOT DISTINCT FROM c.model)
-        WHERE c.idx IS NULL OR c.idx <= r.budget
     """),
+    # The money curve's spend: the calls within the budget, accumulated in query order.
     ("task_spend", """
         SELECT run, task, key, idx, cost,
                sum(coalesce(cost, 0)) OVER w AS cum_cost,
                bool_and(cost IS NOT NULL) OVER w AS cost_known
-        FROM call_costs
+        FROM call_costs WHERE in_budget
         WINDOW w AS (PARTITION BY run, task ORDER BY idx NULLS FIRST, time, key
                      ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW)
     """),
@@ -208,14 +215,26 @@ VIEWS: list[tuple[str, str]] = [
               FROM budget_attempts a JOIN task_spend s USING (run, task, key))
         GROUP BY run, task, cum_cost
     """),
+    # What was paid: every call of a task (spend_usd, the run's own end table's "spend"), and the part
+    # within the budget (spend_in_budget_usd, what the money curve draws).
+    ("task_costs", """
+        SELECT run, task, count(*) AS calls, count(*) FILTER (NOT in_budget) AS calls_past_budget,
+               sum(coalesce(cost, 0)) AS spend_usd,
+               coalesce(sum(coalesce(cost, 0)) FILTER (in_budget), 0) AS spend_in_budget_usd,
+               bool_and(cost IS NOT NULL) AS cost_known
+        FROM call_costs GROUP BY run, task
+    """),
     ("run_costs", """
         SELECT r.run, count(c.key) AS calls, count(c.key) FILTER (c.cost IS NULL) AS unknown_cost_calls,
-               sum(c.cost) AS spend_usd
+               sum(c.cost) AS spend_usd,
+               count(c.key) FILTER (NOT c.in_budget) AS calls_past_budget,
+               sum(c.cost) FILTER (c.in_budget) AS spend_in_budget_usd
         FROM report_runs r LEFT JOIN call_costs c USING (run) GROUP BY r.run
     """),
     # Money points: the curve's grid plus each run's marker budget, evaluated by one join.
-    # The curve stops at the first point at or past the run's largest per-task spend: beyond it the curve
-    # is flat by definition, and drawing it to $25 would suggest money the run never spent.
+    # The curve stops at the first point at or past the run's largest per-task spend within the budget:
+    # beyond it the curve is flat by definition, and drawing it to $25 would suggest money the run never
+    # spent.
     ("money_points", """
         SELECT r.run, round(k * p.money_step, 6) AS usd, false AS marker
         FROM report_runs r CROSS JOIN params p
@@ -277,15 +296,14 @@ VIEWS: list[tuple[str, str]] = [
                fp.ci_low, fp.ci_high, fp.n_pairs, fp.effective_pairs, fp.paired_stop, fp.paired_flagged, fp.paired_why, fp.paired_source,
                b.best_noisy,
                coalesce(c.n_attempts, 0) AS n_attempts, coalesce(c.n_correct, 0) AS n_correct,
-               coalesce(c.queries, 0) AS queries, s.spend_usd, s.cost_known
+               coalesce(c.queries, 0) AS queries, s.spend_usd, s.spend_in_budget_usd, s.cost_known
         FROM report_tasks t
         LEFT JOIN task_best b USING (run, task)
         LEFT JOIN final_paired fp USING (run, task)
         LEFT JOIN (SELECT run, task, count(*) AS n_attempts, count(*) FILTER (category = 'correct') AS n_correct,
                           max(idx) AS queries
                    FROM budget_attempts GROUP BY run, task) c USING (run, task)
-        LEFT JOIN (SELECT run, task, max(cum_cost) AS spend_usd, bool_and(cost_known) AS cost_known
-                   FROM task_spend GROUP BY run, task) s USING (run, task)
+        LEFT JOIN task_costs s USING (run, task)
     """),
     # Every attempt with its speedup and the best so far: the per-task trajectory of the HTML report.
     ("attempt_detail", """

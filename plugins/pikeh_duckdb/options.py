@@ -104,5 +104,5 @@ def _noisy(row: dict[str, Any]) -> str | None:
 LEGEND = ("score: geomean speedup over eager (clamped) at the full budget, each task's paired re-timed speedup "
           "where there is one, else its search-time one; re-timed: tasks with a paired speedup; search: the score "
           "from search-time numbers only; noisy: flagged re-timings + flagged search-time timings; raw: unclamped; "
-          "@$: score at the money budget; ?: some calls have no known price, so no money figures (add one with "
+          "@$: score at the money budget; $/task: every LLM call paid, queries past the budget included; ?: some calls have no known price, so no money figures (add one with "
           "--prices or --price-as); EFA: failed lineages the error-fixing agent repaired")

@@ -292,7 +292,8 @@ def write_outputs(data: dict[str, Any], output: Path, formats: Sequence[str], ti
                 written.append(tables.write_csv(output / f"{file_name}.csv", data[name]))
         long_columns = ["run", "task", "name", "baseline_ms", "best_ms", "speedup", "speedup_raw", "timing", "ci_low",
                         "ci_high", "n_pairs", "effective_pairs", "paired_stop", "paired_flagged", "paired_why", "search_speedup_raw",
-                        "best_noisy", "best_key", "best_idx", "n_attempts", "n_correct", "queries", "spend_usd"]
+                        "best_noisy", "best_key", "best_idx", "n_attempts", "n_correct", "queries", "spend_usd",
+                        "spend_in_budget_usd"]
         written.append(tables.write_csv(output / "per_task_long.csv", data["final"], long_columns))
         written.append(tables.write_matrix_csv(output / "per_task.csv", header, body))
     if "tex" in formats:

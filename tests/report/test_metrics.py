@@ -98,9 +98,12 @@ def test_fast_p(con_a):
 def test_money_curve_resamples_spend_in_query_order(con_a):
     # Every counted call: 40k prompt + 10k output tokens at $1.25/$10 per M = $0.05 + $0.10 = $0.15; the
     # brainstorm call (8k + 2k) = $0.03 comes first. Cumulative per task: q1 0.18, q2 0.33, q3 0.48, q4 0.63.
-    spend = {r["task"]: r["spend_usd"] for r in rows(con_a, "FROM task_final")}
-    assert spend["hand/1"] == pytest.approx(0.63)  # q5 is past the query budget: not charged to the curve
-    assert spend["hand/3"] == pytest.approx(0.48)  # q2 failed (LLM error): no tokens, no cost
+    final = {r["task"]: r for r in rows(con_a, "FROM task_final")}
+    # q5 is past the query budget: paid (spend_usd), but not charged to the curve (spend_in_budget_usd)
+    assert final["hand/1"]["spend_usd"] == pytest.approx(0.78)
+    assert final["hand/1"]["spend_in_budget_usd"] == pytest.approx(0.63)
+    assert final["hand/3"]["spend_usd"] == pytest.approx(0.48)  # q2 failed (LLM error): no tokens, no cost
+    assert final["hand/3"]["spend_in_budget_usd"] == pytest.approx(0.48)
     money = {round(r["usd"], 2): r["score"] for r in rows(con_a, "FROM score_vs_money")}
     assert money == pytest.approx({0.2: 1.0, 0.4: 2 ** 0.25, 0.6: 4 ** 0.25, 0.8: 2.0})  # stops at the first point past $0.63
     fine = database([_run_dir(con_a)], money_step=0.05, money_max=0.5)
@@ -115,13 +118,13 @@ def test_money_curve_resamples_spend_in_query_order(con_a):
 def test_money_marker_and_price_as(con_a, run_a):
     summary = rows(con_a, "FROM run_summary")[0]
     assert summary["money_marker"] == 25.0 and summary["money_score"] == pytest.approx(2.0)
-    assert summary["usd_per_task"] == pytest.approx((0.63 + 0.63 + 0.48 + 0.18 + 0.63) / 5)
+    assert summary["usd_per_task"] == pytest.approx((0.78 + 0.63 + 0.48 + 0.18 + 0.63) / 5)  # hand/1's q5 paid too
     at_40c = database([run_a], money_budget=0.4)
     assert rows(at_40c, "FROM run_summary")[0]["money_score"] == pytest.approx(2 ** 0.25)
     # Priced as Gemini 2.5 Flash ($0.30 / $2.50): a counted call costs 0.012 + 0.025 = $0.037.
     flash = database([run_a], price_as="google:gemini-2.5-flash")
     spend = {r["task"]: r["spend_usd"] for r in rows(flash, "FROM task_final")}
-    assert spend["hand/1"] == pytest.approx(0.0024 + 0.005 + 4 * 0.037)
+    assert spend["hand/1"] == pytest.approx(0.0024 + 0.005 + 5 * 0.037)  # q5 past the budget included
 
 
 def test_sql_costs_match_the_price_table(tmp_path):
