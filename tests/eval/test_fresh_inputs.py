@@ -17,7 +17,7 @@ import torch
 from pike_harness.worker.inside import timing
 from pike_harness.worker.inside import trusted as T
 from pike_harness.worker.inside.protocols import get_protocol
-from pike_harness.worker.inside.timing import FreshCalls, TimedLoop
+from pike_harness.worker.inside.timing import FreshCalls, TimedLoop, checked_calls
 from pike_harness.worker.records import EvalRequest
 from pike_harness.worker.supervise import fresh_inputs, reference, timed_outputs
 
@@ -264,7 +264,7 @@ def test_each_fresh_set_is_called_once_among_the_timed_calls_and_never_counted()
     assert len(run.samples_ms) == run.reps == 20
     assert len(run.fresh_ms) == 3 and all(ms >= 0 for ms in run.fresh_ms)
     assert run.fresh_at == sorted(run.fresh_at) and all(0 <= at < run.reps for at in run.fresh_at)
-    calls_before_timing = len(seen) - run.reps - 3
+    calls_before_timing = len(seen) - run.reps - 3 - checked_calls(run.reps)  # and the checked calls
     assert sorted(value for value in seen if value >= 10.0) == [10.0, 11.0, 12.0]
     assert all(value < 10.0 for value in seen[:calls_before_timing])  # first call, estimate, warm-up
     again = _loop(forward, fresh, 3).run()

@@ -207,10 +207,9 @@ def test_timed_samples_keep_one_timed_call_per_set_drawn_after_it_returned(monke
     assert samples.seen == [len(range(s, run.reps, 3)) for s in range(3)]  # the timed calls, by set
     drawn = samples.drawn()
     assert [index for index, _ in drawn] == [0, 1, 2]
-    timed = returned[-run.reps:]
     for index, (kept,) in ((i, k) for i, k in drawn):
-        assert torch.equal(kept, timed[index])  # each set's value: a clone of one of its timed outputs
-        assert all(kept is not out for out in timed)
+        assert torch.equal(kept, torch.full((4, 4), 2.0 * index))  # each set's value: its timed outputs'
+        assert all(kept is not out for out in returned)  # a clone, not one of them
 
 
 def test_timed_samples_are_clones_taken_at_return_not_the_static_buffer():
@@ -228,3 +227,23 @@ def test_timed_samples_are_clones_taken_at_return_not_the_static_buffer():
     loop.run()
     for index, (kept,) in samples.drawn():
         assert torch.equal(kept, torch.full((4, 4), 2.0 * index))
+
+
+def test_checked_calls_are_extra_calls_whose_times_are_dropped(monkeypatch):
+    """The kernel checks before a call (0.4 ms of host work) slow the call after them, so the calls they
+    guard are extra ones, drawn among the timed calls' slots: the samples are the planned repetitions,
+    none checked, and a fresh call is never one (its time is compared with the unchecked timed calls)."""
+    checked: list[int] = []
+    calls: list[int] = []
+    monkeypatch.setattr(T, "patched_kernels", lambda before_clock=False: checked.append(len(calls)) or [])
+
+    def forward(x):
+        calls.append(1)
+        return x * 2
+
+    loop = _loop(forward)
+    run = loop.run()
+    extra = timing.checked_calls(run.reps)
+    assert len(run.samples_ms) == len(run.host_ms) == run.reps
+    assert len(checked) == 1 + extra  # the run's first call, and the extra ones
+    assert len(calls) == 1 + loop.protocol.estimate_calls + run.warmup + run.reps + extra
