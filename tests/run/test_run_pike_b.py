@@ -335,10 +335,11 @@ def test_money_budget_stops_task(tmp_path):
         cmd[cmd.index("openai:fake-coder")] = "openai:gpt-4o-mini"
         proc = in_process(cmd)
         assert proc.returncode == 0, proc.stderr[-2000:]
-        # The uncounted brainstorm is allowed (nothing spent yet); its cost exceeds the budget, so no more.
-        assert kinds(server) == {"brainstorm": 1}
+        # Not even the uncounted brainstorm is sent: its worst case (prompt and --max-tokens) exceeds the
+        # budget, so it is refused before it could spend anything (host/budget_ledger.py).
+        assert server.count() == 0
     end = [e for e in journal(tmp_path) if e["type"] == "task_end"][0]
-    assert end["reason"] == "budget" and end["queries_used"] == 0 and end["spend_usd"] > 0
+    assert end["reason"] == "budget" and end["queries_used"] == 0 and end["spend_usd"] == 0
 
 
 def test_money_budget_on_unpriced_model_is_refused(tmp_path):

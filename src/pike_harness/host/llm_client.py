@@ -3,9 +3,10 @@
 A strategy asks ``client.complete(LLMRequest(...))`` from many threads. The client routes the request
 by its role to a backend (``--llm`` for every role, ``--fix-llm`` and friends per role), bounds the
 number of requests in flight across the whole run, retries transient failures with exponential
-back-off and jitter (a server's Retry-After wins), records every failed try in the response, prices
-the response from the price table, and serves and fills the opt-in response cache. Backends make one
-attempt per call and know nothing of this.
+back-off and jitter (a server's Retry-After wins), starts no try once the run asks to stop
+(``stop_when``), records every failed try in the response, prices the response from the price table
+(and a request's worst case before it is sent, for the money budget), and serves and fills the opt-in
+response cache. Backends make one attempt per call and know nothing of this.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import os
 import random
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -35,10 +36,12 @@ from pike_harness.contracts.llm import (
     request_hash,
 )
 from pike_harness.errors import UserError
-from pike_harness.host.pricing import PriceTable
+from pike_harness.host.pricing import PriceTable, prompt_token_bound
+from pike_harness.host.run_signals import RunInterrupted
 
 DEFAULT_CONCURRENCY = 10  # PIKE: 10 concurrent LLM requests per run
 DEFAULT_RETRIES = 5
+STOP_POLL_S = 0.1  # how often a back-off wait, or a wait for a concurrency slot, looks at the stop request
 REASONING_EFFORTS = ("minimal", "low", "medium", "high")
 
 
@@ -104,6 +107,7 @@ class LLMClient:
         self._rng = random.Random(seed)
         self._rng_lock = threading.Lock()
         self.max_concurrency = max_concurrency
+        self._stop_request: Callable[[], bool] | None = None
         if host is None:
             from pike_harness.host.plugins import PluginHost
 
@@ -172,11 +176,33 @@ class LLMClient:
         backend = self.backend_for(request.role)
         return request_hash(backend.provider, backend.model, self.effective_request(request))
 
-    def complete(self, request: LLMRequest) -> LLMResponse:
+    def worst_case_cost(self, request: LLMRequest) -> float | None:
+        """The most ``request`` can cost, in dollars, as it would be sent: a bound on its prompt's tokens
+        (``pricing.prompt_token_bound``) at the input price plus its ``max_tokens`` (after
+        ``effective_request``) at the output price. None when the table has no price for its model
+        (a backend that knows its own costs, or none at all): the money budget then checks spend only."""
+        backend = self.backend_for(request.role)
+        price = self.prices.price(backend.provider, backend.model)
+        if price is None:
+            return None
+        request = self.effective_request(request)
+        return price.worst_case_cost(prompt_token_bound(request.messages), request.params.max_tokens)
+
+    def stop_when(self, requested: Callable[[], bool] | None) -> None:
+        """The run's stop request (``RunServices.stopping``), looked at by every ``complete`` from now on
+        (a run's tasks register it: the client is the run's). Once it is true no try is started, not
+        the first (a query still waiting for a concurrency slot) nor a retry, and a back-off wait is cut
+        short: ``RunInterrupted`` is raised, which is no ``LLMError``, so nothing is journaled and a
+        resume asks the query again. A try already sent is waited for: its answer is paid for."""
+        self._stop_request = requested
+
+    def complete(self, request: LLMRequest, *, stop: Callable[[], bool] | None = None) -> LLMResponse:
         """One answer, after up to ``retry.max_retries`` retries; raises LLMError when none came.
 
         A truncated or empty reply is an answer (flagged ``truncated``/``empty``), not an error.
+        ``stop``: a stop request for this call alone, in place of the one ``stop_when`` registered.
         """
+        stop = stop or self._stop_request
         backend = self.backend_for(request.role)
         request = self.effective_request(request)
         digest = request_hash(backend.provider, backend.model, request)
@@ -184,20 +210,23 @@ class LLMClient:
             cached = self.cache.get(digest, request.key)
             if cached is not None:
                 return cached
-        response = self._with_retries(backend, request)
+        response = self._with_retries(backend, request, stop)
         self._finish(backend, response)
         if self.cache is not None and not response.empty:
             self.cache.put(digest, request.key, response)
         return response
 
-    def _with_retries(self, backend: LLMBackend, request: LLMRequest) -> LLMResponse:
+    def _with_retries(self, backend: LLMBackend, request: LLMRequest,
+                      stop: Callable[[], bool] | None = None) -> LLMResponse:
         retries: list[RetryRecord] = []
         attempt = 0
         while True:
             attempt += 1
             started = time.monotonic()
             try:
-                with self._semaphore:
+                with self._slot(stop):
+                    if stop is not None and stop():
+                        raise RunInterrupted()  # asked to stop: no new try, nothing to journal
                     started = time.monotonic()
                     response = backend.complete(request)
             except TransientLLMError as exc:
@@ -209,7 +238,7 @@ class LLMClient:
                     wait = self.retry.delay(attempt, exc.retry_after, self._rng)
                 retries.append(RetryRecord(attempt=attempt, error=str(exc), status=exc.status,
                                            waited_s=round(wait, 3)))
-                self._sleep(wait)
+                self._pause(wait, stop)
                 continue
             except LLMError as exc:
                 exc.retries = retries
@@ -218,6 +247,32 @@ class LLMClient:
                 response.latency_s = time.monotonic() - started
             response.retries = retries + list(response.retries)
             return response
+
+    @contextlib.contextmanager
+    def _slot(self, stop: Callable[[], bool] | None) -> Iterator[None]:
+        """One of the ``max_concurrency`` slots; a wait for it ends when the run is asked to stop."""
+        if stop is None:
+            self._semaphore.acquire()
+        else:
+            while not self._semaphore.acquire(timeout=STOP_POLL_S):
+                if stop():
+                    raise RunInterrupted()
+        try:
+            yield
+        finally:
+            self._semaphore.release()
+
+    def _pause(self, seconds: float, stop: Callable[[], bool] | None) -> None:
+        """The back-off wait, in slices of ``STOP_POLL_S`` when there is a stop request to look at (the
+        next try looks at it again before it is sent)."""
+        if stop is None:
+            self._sleep(seconds)
+            return
+        left = seconds
+        while left > 0 and not stop():
+            step = min(left, STOP_POLL_S)
+            self._sleep(step)
+            left -= step
 
     def _finish(self, backend: LLMBackend, response: LLMResponse) -> None:
         """Fill what every response must carry: flags, provider/model, and the cost."""

@@ -27,6 +27,11 @@ from pike_harness.errors import UserError
 
 PRICES_ENV = "PIKEH_PRICES"
 PER_TOKENS = 1_000_000
+# A bound on a prompt's input tokens without the provider's tokenizer (the project has none): one token
+# per two bytes of UTF-8 (English prose runs about four characters a token, code about three, CJK about
+# one character, i.e. three bytes), plus a message's framing (role markers, separators).
+BYTES_PER_TOKEN_BOUND = 2
+MESSAGE_OVERHEAD_TOKENS = 16
 _DATE_SUFFIX = re.compile(r"-(?:\d{4}-\d{2}-\d{2}|\d{8})$")
 
 
@@ -66,6 +71,27 @@ class Price:
         dollars = ((usage.prompt_tokens - cached) * rates.input + cached * cached_rate
                    + usage.output_tokens * rates.output)
         return dollars / PER_TOKENS
+
+    def worst_case_cost(self, prompt_tokens: int, max_output_tokens: int) -> float:
+        """Dollars a request can cost at most: ``prompt_tokens`` (an upper bound) at the full input
+        price, none of it cached, and ``max_output_tokens`` of output. A prompt whose bound passes the
+        long-context threshold may still fall below it, so both tiers are tried and the dearer one wins."""
+        tiers = [self.rates_for(prompt_tokens)]
+        if tiers[0] is not self.rates:
+            tiers.append(self.rates)
+        return max(prompt_tokens * max(r.input, r.cached_input or 0.0) + max_output_tokens * r.output
+                   for r in tiers) / PER_TOKENS
+
+
+def prompt_token_bound(messages: Iterable[Mapping[str, Any]]) -> int:
+    """An upper bound on the input tokens of ``messages`` (see ``BYTES_PER_TOKEN_BOUND``)."""
+    total = 0
+    for message in messages:
+        content = message.get("content")
+        text = content if isinstance(content, str) else str(content or "")
+        size = len(text.encode("utf-8", "surrogatepass"))
+        total += -(-size // BYTES_PER_TOKEN_BOUND) + MESSAGE_OVERHEAD_TOKENS
+    return total
 
 
 class PriceTable:

@@ -1,6 +1,7 @@
 """One task's search as the host runs it: the ``TaskContext`` a strategy gets.
 
-Every query is charged to the task's budget before it is sent, every answer and verdict is journaled the
+Every query is charged to the task's budget before it is sent (under a money budget, its worst-case cost
+is reserved until its answer is journaled: budget_ledger.py), every answer and verdict is journaled the
 moment it completes, and a resumed run replays the journal: a query whose key was answered is not sent
 again, an evaluation that finished is not redone, and an evaluation that was in flight when the process
 died twice is recorded as interrupted rather than run a third time.
@@ -26,7 +27,7 @@ from pike_harness.contracts.journal import (
 from pike_harness.contracts.llm import GenerationParams, LLMError, LLMRequest, LLMResponse, PromptRefusedError
 from pike_harness.contracts.model import RUNTIME_ERROR, Attempt, EvalResult, Task
 from pike_harness.contracts.strategy import BudgetView
-from pike_harness.host.budget_ledger import BudgetLedger
+from pike_harness.host.budget_ledger import BudgetLedger, Reservation
 from pike_harness.host.final_best import Contender, contender
 from pike_harness.host.final_timing import describe_paired
 from pike_harness.host.llm_health import setup_refused_message, stops_the_run
@@ -46,10 +47,18 @@ class TaskRun:
         self.rng = random.Random(f"{runner.config.seed}:{task.ref}")
         self._lock = threading.Lock()
         config = runner.config
-        self.ledger = BudgetLedger(config.query_budget, config.money_budget, runner.overshoot)
+        # The client looks at the run's stop request before every try and during its back-off waits:
+        # a stopping run sends no retry (RunInterrupted: nothing journaled, the resume asks again).
+        stop_when = getattr(runner.llm, "stop_when", None)
+        if stop_when is not None:
+            stop_when(lambda: runner.stopping)
+        self.ledger = BudgetLedger(config.query_budget, config.money_budget, runner.overshoot,
+                                   check_running=runner.check_running)
         journaled = {**runner.replay.llm_errors, **runner.replay.llm}
         self.ledger.seed({key: event["index"] for (ref, key), event in journaled.items()
-                          if ref == task.ref and event.get("counted") and isinstance(event.get("index"), int)})
+                          if ref == task.ref and event.get("counted") and isinstance(event.get("index"), int)},
+                         {key: cost for (ref, key), event in runner.replay.llm.items()
+                          if ref == task.ref and isinstance(cost := _cost_of(event), float)})
         self.best_runtime_ms: float | None = None
         self.best: Contender | None = None  # the final-best rule's pick so far (final_best.py)
         self.final_speedup: tuple[float, float, float] | None = None  # paired (speedup, low, high), once timed
@@ -64,23 +73,45 @@ class TaskRun:
     def budget(self) -> BudgetView:
         return self.ledger.view()
 
-    def _charge(self, counted: bool, key: str) -> int | None:
+    def _charge(self, role: str, messages: list[dict[str, str]], key: str, counted: bool,
+                params: GenerationParams | None) -> tuple[int | None, Reservation | None]:
+        """The query's index and, under a money budget, its reserved worst case (budget_ledger.py); raises
+        ``BudgetExhausted`` when a budget refuses it, as the strategy expects of either budget."""
         self.runner.check_running()
-        return self.ledger.charge(counted, key)
+        replay = self.runner.replay
+        journaled = (self._ref, key) in replay.llm or (self._ref, key) in replay.llm_errors
+        worst_case = None
+        pricer = getattr(self.runner.llm, "worst_case_cost", None)  # None: a stand-in client, checked as unpriced
+        if self.ledger.money_budget is not None and not journaled and pricer is not None:
+            worst_case = pricer(self._request(role, messages, key, params))
+        return self.ledger.charge_query(counted, key, worst_case_usd=worst_case, journaled=journaled)
+
+    def _request(self, role: str, messages: list[dict[str, str]], key: str,
+                 params: GenerationParams | None) -> LLMRequest:
+        # The key makes identical prompts distinct queries (the cache and offline:replay match on it).
+        return LLMRequest(messages=messages, role=role, params=params or self.runner.params,
+                          key=f"{self._ref}#{key}")
 
     # -- queries -------------------------------------------------------------------------------
     def ask(self, role: str, messages: list[dict[str, str]], *, key: str, counted: bool = True,
             params: GenerationParams | None = None) -> LLMResponse:
-        index = self._charge(counted, key)
-        return self._query(role, messages, key, index, counted, params)
+        index, reservation = self._charge(role, messages, key, counted, params)
+        return self._query(role, messages, key, index, counted, params, reservation)
 
     def _query(self, role: str, messages: list[dict[str, str]], key: str, index: int | None, counted: bool,
-               params: GenerationParams | None) -> LLMResponse:
+               params: GenerationParams | None, reservation: Reservation | None = None) -> LLMResponse:
+        try:
+            return self._send(role, messages, key, index, counted, params, reservation)
+        finally:
+            self.ledger.settle(reservation)  # an answer settled it already; anything else ends it unpaid
+
+    def _send(self, role: str, messages: list[dict[str, str]], key: str, index: int | None, counted: bool,
+              params: GenerationParams | None, reservation: Reservation | None) -> LLMResponse:
         store, replay = self.runner.store, self.runner.replay
         recorded = replay.llm.get((self._ref, key))
         if recorded is not None:
             response = LLMResponse.from_dict(recorded["response"])
-            self.ledger.add_cost(response)
+            self.ledger.add_cost(response, key)
             return response
         failed = replay.llm_errors.get((self._ref, key))
         if failed is not None:
@@ -89,9 +120,7 @@ class TaskRun:
             # again (a refused prompt would only be refused again).
             error = PromptRefusedError if failed.get("refused") else LLMError
             raise error(str(failed.get("error")), status=failed.get("status"))
-        # The key makes identical prompts distinct queries (the cache and offline:replay match on it).
-        request = LLMRequest(messages=messages, role=role, params=params or self.runner.params,
-                             key=f"{self._ref}#{key}")
+        request = self._request(role, messages, key, params)
         folder = store.attempt_dir(self._ref, key, index)
         store.write_files(folder, {"prompt.md": render_messages(messages)})
         try:
@@ -101,6 +130,7 @@ class TaskRun:
                 store.append(LLMAnswer(task=self._ref, key=key, role=role, index=index, counted=counted,
                                        request_sha256=self.runner.llm.request_hash(request),
                                        response=response.to_dict()))
+                self.ledger.settle(reservation, response)  # its cost replaces its reservation
         except LLMError as exc:
             if stops_the_run(exc):
                 # Not journaled, so nothing is charged: the resume asks this query again.
@@ -117,7 +147,6 @@ class TaskRun:
             raise
         self.runner.llm_health.answered()
         store.write_files(folder, {"response.md": response.text})
-        self.ledger.add_cost(response)
         self.runner.check_running()
         return response
 
@@ -125,9 +154,16 @@ class TaskRun:
     def submit_attempt(self, role: str, messages: list[dict[str, str]], *, key: str, parent: str | None = None,
                        meta: dict[str, Any] | None = None, counted: bool = True,
                        params: GenerationParams | None = None) -> Future[Attempt]:
-        index = self._charge(counted, key)  # in the caller's thread, so indices follow submission order
-        return self.runner.attempt_pool.submit(self._attempt, role, messages, key, index, parent,
-                                               dict(meta or {}), counted, params)
+        # In the caller's thread, so indices (and money reservations) follow submission order.
+        index, reservation = self._charge(role, messages, key, counted, params)
+        try:
+            future = self.runner.attempt_pool.submit(self._attempt, role, messages, key, index, parent,
+                                                     dict(meta or {}), counted, params, reservation)
+        except BaseException:
+            self.ledger.settle(reservation)
+            raise
+        future.add_done_callback(lambda _: self.ledger.settle(reservation))  # a cancelled one never ran
+        return future
 
     def attempt(self, role: str, messages: list[dict[str, str]], *, key: str, parent: str | None = None,
                 meta: dict[str, Any] | None = None, counted: bool = True,
@@ -137,12 +173,12 @@ class TaskRun:
 
     def _attempt(self, role: str, messages: list[dict[str, str]], key: str, index: int | None,
                  parent: str | None, meta: dict[str, Any], counted: bool,
-                 params: GenerationParams | None) -> Attempt:
+                 params: GenerationParams | None, reservation: Reservation | None = None) -> Attempt:
         from pike_harness.kit.code_fences import extract_code
 
         attempt = Attempt(task=self._ref, key=key, role=role, index=index, parent=parent, meta=meta)
         try:
-            attempt.response = self._query(role, messages, key, index, counted, params)
+            attempt.response = self._query(role, messages, key, index, counted, params, reservation)
         except LLMError as exc:
             refused = isinstance(exc, PromptRefusedError)
             attempt.llm_error = f"prompt refused (not billed): {exc}" if refused else str(exc)
@@ -271,6 +307,12 @@ class TaskRun:
         if self.baseline_ms and self.best_runtime_ms:
             return self.baseline_ms / self.best_runtime_ms
         return None
+
+
+def _cost_of(event: dict[str, Any]) -> float | None:
+    """The cost a journaled ``llm`` event recorded, when it recorded one."""
+    cost = (event.get("response") or {}).get("cost_usd")
+    return float(cost) if isinstance(cost, int | float) and not isinstance(cost, bool) else None
 
 
 def render_messages(messages: list[dict[str, str]]) -> str:
