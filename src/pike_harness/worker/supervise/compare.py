@@ -274,12 +274,12 @@ def _constant_passes(outputs: Sequence[torch.Tensor], atol: float, rtol: float) 
                    and _same_nonfinite(first, other) for other in outputs[1:])
     if not all(_same_nonfinite(other, first) for other in outputs[1:]):
         return False
-    low = high = None
-    for other in outputs:
+    wide = _wide(first)
+    low, high = wide - (atol + rtol * wide.abs()), wide + (atol + rtol * wide.abs())
+    for other in outputs[1:]:
         wide = _wide(other)
         slack = atol + rtol * wide.abs()
-        low = wide - slack if low is None else torch.maximum(low, wide - slack)
-        high = wide + slack if high is None else torch.minimum(high, wide + slack)
+        low, high = torch.maximum(low, wide - slack), torch.minimum(high, wide + slack)
     # non-finite elements (the same in every set) compare as NaN here: they pass
     return bool(((low <= high) | ~torch.isfinite(_wide(first))).all())
 
