@@ -8,12 +8,14 @@ plugin's default"), or ``tuple[str, ...]`` (a repeatable option). Metadata keys:
 taking that many values, for a ``tuple[str, ...] | None`` field: ``--compare A B``); ``cli: False``
 keeps a field off the command line (settable from Python only); ``flag: True`` makes a bool a plain
 ``--name`` switch without ``--no-name`` (for names that are already a negation, such as
-``--unsafe-no-sandbox``).
+``--unsafe-no-sandbox``). A float option takes finite numbers only (``FiniteFloat``): ``nan`` and ``inf``
+pass a plain range check and would switch a budget or a limit off silently.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import math
 import types
 import typing
 from typing import Any
@@ -21,6 +23,33 @@ from typing import Any
 import click
 
 from pike_harness.errors import UserError
+
+
+class FiniteFloat(click.FloatRange):
+    """A float option that refuses ``nan`` and ``inf`` (as typed or from a config file), with optional bounds.
+
+    click's FloatRange lets NaN through (every comparison with it is False), so ``--money-budget nan``
+    used to switch the budget off and leave a run.json that is not JSON."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        if self.min is None and self.max is None:
+            self.name = "float"  # shown as FLOAT, with no range, as click.FLOAT is
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        number = click.FLOAT.convert(value, param, ctx)
+        if not math.isfinite(number):
+            self.fail(f"{value!r} is not a finite number", param, ctx)
+        return super().convert(number, param, ctx)
+
+    def _describe_range(self) -> str:
+        return super()._describe_range() if (self.min is not None or self.max is not None) else ""
+
+
+def finite_float(min: float | None = None, max: float | None = None, *, min_open: bool = False,
+                 max_open: bool = False) -> FiniteFloat:
+    """The click type of every float option: finite, within the bounds given."""
+    return FiniteFloat(min=min, max=max, min_open=min_open, max_open=max_open)
 
 
 def dataclass_options(config_cls: type, *, tag: str, show_default: bool = True) -> list[click.Option]:
@@ -46,9 +75,10 @@ def dataclass_options(config_cls: type, *, tag: str, show_default: bool = True) 
             kind: Any = base
             if "choices" in meta:
                 kind = click.Choice(list(meta["choices"]))
-            elif base in (int, float) and ("min" in meta or "max" in meta):
-                ranged = click.IntRange if base is int else click.FloatRange
-                kind = ranged(min=meta.get("min"), max=meta.get("max"))
+            elif base is float:
+                kind = finite_float(min=meta.get("min"), max=meta.get("max"))
+            elif base is int and ("min" in meta or "max" in meta):
+                kind = click.IntRange(min=meta.get("min"), max=meta.get("max"))
             option = click.Option([flag, f.name], type=kind, multiple=multiple, metavar=meta.get("metavar"),
                                   nargs=meta.get("nargs", 1), **common)
         setattr(option, tag, True)

@@ -7,6 +7,7 @@ Options come from the command line, then ``--config run.toml``, then defaults.
 
 from __future__ import annotations
 
+import math
 import os
 import sys
 import tomllib
@@ -17,14 +18,14 @@ import click
 from click.core import ParameterSource
 
 from pike_harness.cli import App, get_app
-from pike_harness.cli.config_options import attach_options, dataclass_options
+from pike_harness.cli.config_options import attach_options, dataclass_options, finite_float
 from pike_harness.cli.evaluator_options import (
     EvaluatorCommand,
     _peek,
     evaluator_options,
     pop_evaluator_values,
 )
-from pike_harness.errors import UserError
+from pike_harness.errors import UsageError, UserError
 from pike_harness.host.output_paths import check_output_dir
 from pike_harness.host.run_config import EXIT_LLM_ERRORS, LLM_FAILURE_LIMIT, default
 
@@ -112,7 +113,7 @@ RUN_OPTIONS = [
     click.Option(["--fix-llm"], help="PROVIDER:MODEL for the error-fixing agent (PIKE's cheap EFA)."),
     click.Option(["--query-budget"], type=click.IntRange(min=1), default=default("query_budget"), show_default=True,
                  help="LLM queries per task (brainstorming is not counted)."),
-    click.Option(["--money-budget"], type=click.FloatRange(min=0), help="Stop a task once its spend reaches USD."),
+    click.Option(["--money-budget"], type=finite_float(min=0), help="Stop a task once its spend reaches USD."),
     click.Option(["--run-name"], help="Name of the run directory (default: derived from the options, so "
                                       "re-running the same command resumes)."),
     click.Option(["--output-dir"], type=click.Path(path_type=Path), default=DEFAULT_OUTPUT_DIR,
@@ -125,7 +126,7 @@ RUN_OPTIONS = [
                       "group folder (docs/run-layout.md); the report gives confidence intervals over them."),
     click.Option(["--repeats"], type=click.IntRange(min=1),
                  help="As --seeds with N seeds counting up from --seed."),
-    click.Option(["--temperature"], type=click.FloatRange(min=0), default=default("temperature"), show_default=True,
+    click.Option(["--temperature"], type=finite_float(min=0), default=default("temperature"), show_default=True,
                  help="Sampling temperature (PIKE: 0.8)."),
     click.Option(["--max-tokens"], type=click.IntRange(min=1), default=default("max_tokens"), show_default=True,
                  help="Output token limit per query (PIKE: 32,000)."),
@@ -139,13 +140,13 @@ RUN_OPTIONS = [
                  help="When a task's search ends, time its final best paired against the eager reference "
                       "(alternating blocks, 95% interval); the report's headline uses it. --no-final-retime: "
                       "PIKE's search-time number only."),
-    click.Option(["--retime-halfwidth"], type=click.FloatRange(min=0.001, max=0.5), default=default("retime_halfwidth"),
+    click.Option(["--retime-halfwidth"], type=finite_float(min=0.001, max=0.5), default=default("retime_halfwidth"),
                  show_default=True, help="Final re-timing: stop once the speedup's 95% interval is within "
                                          "+- this fraction."),
-    click.Option(["--retime-max-seconds"], type=click.FloatRange(min=1), default=default("retime_max_seconds"),
+    click.Option(["--retime-max-seconds"], type=finite_float(min=1), default=default("retime_max_seconds"),
                  show_default=True, help="Final re-timing: at most this many seconds of timed blocks per task "
                                          "(the result then says its interval is wider)."),
-    click.Option(["--retime-share"], type=click.FloatRange(min=0.01, max=1.0), default=default("retime_share"),
+    click.Option(["--retime-share"], type=finite_float(min=0.01, max=1.0), default=default("retime_share"),
                  show_default=True, help="Final re-timing: its timed blocks take at most this fraction of the "
                                          "task's search time (never less than 5 s, never more than "
                                          "--retime-max-seconds), so a short run is not mostly re-timing."),
@@ -205,6 +206,13 @@ def merged_options(ctx: click.Context, values: dict[str, Any]) -> tuple[dict[str
             strategy[param.name] = pick(param.name, file_strategy)
         else:
             merged[param.name] = pick(param.name, file_values)
+        value = strategy.get(param.name) if getattr(param, STRATEGY_TAG, False) else merged[param.name]
+        if isinstance(value, float) and not math.isfinite(value):
+            # The options' own types refuse nan and inf (config_options.FiniteFloat); an option built
+            # elsewhere with a plain float type (an evaluator's --timeout) is caught here.
+            if ctx.get_parameter_source(param.name) == ParameterSource.COMMANDLINE:
+                raise UsageError(f"Invalid value for {param.opts[0]!r}: {value!r} is not a finite number")
+            raise UserError(f"config file {path}: {param.name}: {value!r} is not a finite number")
     return merged, strategy
 
 

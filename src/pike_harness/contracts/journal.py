@@ -115,6 +115,28 @@ class LLMFailure(Event):
 
 
 @dataclass
+class LLMAbandoned(Event):
+    """A query still being answered when the run closed its journal without it (a second Ctrl-C ended the
+    wait for answers, or the wait's grace period ran out): the provider may bill it, but its answer never
+    reached the journal. For accounting only: a resume asks the query again (the replay ignores this
+    event), so its later ``llm`` event is a second, separately billed request.
+
+    Nothing about its cost is known for certain: ``estimated_cost_usd`` prices ``estimated_prompt_tokens``
+    (the prompt's characters / 4) at the model's input price, output tokens left out (so it is a floor),
+    and is None where the model has no price.
+    """
+
+    type: ClassVar[str] = "llm_abandoned"
+    task: str
+    key: str
+    role: str
+    request_sha256: str | None
+    estimated_prompt_tokens: int | None
+    estimated_cost_usd: float | None
+    why: str
+
+
+@dataclass
 class EvalStart(Event):
     type: ClassVar[str] = "eval_start"
     task: str

@@ -7,6 +7,7 @@ stops in order: no evaluation without its end, paid answers journaled, then ``ru
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 import sys
@@ -19,13 +20,14 @@ from typing import Any
 
 from pike_harness.contracts.evaluation import Evaluator, EvaluatorError
 from pike_harness.contracts.journal import RunEnd, RunStart, TaskEnd
+from pike_harness.contracts.llm import LLMError, LLMRequest, LLMResponse, Usage
 from pike_harness.contracts.model import Attempt, EvalResult, PairedSpec, Task
 from pike_harness.contracts.strategy import Strategy
 from pike_harness.errors import BudgetExhausted, UserError
 from pike_harness.host.answers_in_flight import AnswersInFlight
 from pike_harness.host.final_timing import best_from_journal, time_final_best
 from pike_harness.host.journal_reading import Replay
-from pike_harness.host.llm_health import LLMHealth
+from pike_harness.host.llm_health import LLMHealth, stops_the_run
 from pike_harness.host.open_evaluations import OpenEvaluations
 from pike_harness.host.progress import RunProgress
 from pike_harness.host.run_config import LLM_FAILURE_LIMIT, OPERATIONAL_OPTIONS, RunConfig
@@ -39,6 +41,54 @@ from pike_harness.worker import redaction
 
 __all__ = ["Runner"]
 STOP_GRACE_S = 15.0  # how long a stopping run waits for answers already being generated
+# Free space the run folder must have before a query is sent: room to journal its answer (a 32,000-token
+# answer is a line of about 256 KiB with its escapes) and those of the other queries in flight.
+MIN_FREE_BYTES = 4 * 2**20
+
+
+class SentQueries:
+    """The run's LLM client, as the run loop sees it: each query sent is registered with the store
+    (``RunStore.query_sent``), so one whose answer never reaches the journal is journaled as
+    ``llm_abandoned``, and no query is sent while the run folder's disk is nearly full."""
+
+    def __init__(self, llm: Any, store: RunStore, runner: Runner):
+        self._llm = llm
+        self._store = store
+        self._runner = runner
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._llm, name)
+
+    def complete(self, request: LLMRequest) -> LLMResponse:
+        self._runner.check_disk()
+        task, _, key = (request.key or "").partition("#")
+        tokens, cost = self._estimate(request)
+        try:
+            digest = self._llm.request_hash(request)
+        except Exception:
+            digest = None
+        self._store.query_sent(task, key, role=request.role, request_sha256=digest,
+                               estimated_prompt_tokens=tokens, estimated_cost_usd=cost)
+        try:
+            return self._llm.complete(request)
+        except LLMError as exc:
+            if stops_the_run(exc):  # the setup was refused: not journaled, not billed, asked again on resume
+                self._store.query_dropped(task, key)
+            raise  # otherwise its llm_error is journaled, which settles it
+        except BaseException:
+            self._store.query_dropped(task, key)
+            raise
+
+    def _estimate(self, request: LLMRequest) -> tuple[int | None, float | None]:
+        """(prompt tokens, their cost at the input price): characters / 4, output tokens left out."""
+        chars = sum(len(str(m.get("content") or "")) for m in request.messages)
+        tokens = max(1, chars // 4)
+        try:
+            backend = self._llm.backend_for(request.role)
+            price = self._llm.prices.price(backend.provider, backend.model)
+            return tokens, (round(price.cost(Usage(prompt_tokens=tokens)), 6) if price is not None else None)
+        except Exception:  # a stand-in client without prices
+            return tokens, None
 
 
 class Runner:
@@ -54,7 +104,7 @@ class Runner:
         self.store = store
         self.tasks = tasks
         self.strategy = strategy
-        self.llm = llm
+        self.llm = SentQueries(llm, store, self) if llm is not None else None
         self.evaluator_factory = evaluator_factory
         self.name = name or store.path.name
         self.params = dataclasses.replace(config.generation_params(), **strategy.sampling())
@@ -77,6 +127,8 @@ class Runner:
         self.task_runs: dict[str, TaskRun] = {}
         self.failed_tasks: list[str] = []
         self.end_why: str | None = None
+        self.min_free_bytes = MIN_FREE_BYTES
+        self._write_failed = False
 
     # -- lifecycle -----------------------------------------------------------------------------
     @property
@@ -96,6 +148,23 @@ class Runner:
             self._fatal = UserError(message)
         self.stop()
 
+    def _store_failed(self, error: UserError) -> BaseException:
+        """A write to the run folder failed (a full disk): the run stops with that one line, and the
+        writer's thread stops as any stopping run's threads do."""
+        self._write_failed = True
+        self.fail(error.message)
+        return RunInterrupted()
+
+    def check_disk(self) -> None:
+        """Stop the run, before a query is sent, when the run folder's disk is too full to record its answer."""
+        free = self.store.free_bytes()
+        if free is not None and free < self.min_free_bytes:
+            self._write_failed = True
+            self.fail(f"only {free // 1024} KiB free for {self.store.path}: too little to record the answers of "
+                      f"the queries it would send (it needs {self.min_free_bytes // 2**20} MiB); the run stopped "
+                      "before sending more; free space, then rerun the same command to resume")
+            raise RunInterrupted()
+
     # -- stopping ------------------------------------------------------------------------------
     def _announce_drain(self, grace_s: float) -> None:
         """Say what the stop waits for, before anything slow, so the user knows a second Ctrl-C is an option."""
@@ -108,8 +177,9 @@ class Runner:
     def _drain(self, grace_s: float) -> None:
         """Wait for answers being generated (they are paid for); a second Ctrl-C stops the wait."""
         left = self.answers.drain(grace_s, lambda: self.signals.abandon)
-        if left and self.signals.abandon:
-            self.progress.message(f"abandoned {left} LLM answer(s); the resume asks those queries again")
+        if left:
+            self.progress.message(f"abandoned {left} LLM answer(s) (journaled as llm_abandoned: the provider may "
+                                  "bill them); the resume asks those queries again")
 
     def run(self) -> str:
         """Run (or resume) every task; returns "complete", "interrupted" or "failed"."""
@@ -139,11 +209,17 @@ class Runner:
             retried = self.replay.forget_llm_errors()
             if retried:
                 self.progress.message(f"--retry-llm-errors: asking failed queries again in {', '.join(retried)}")
+        self.store.on_write_error = self._store_failed
         status = "interrupted"
-        self.store.append(RunStart(pid=os.getpid(), resume=self.replay.starts, environment=metadata["environment"]))
         try:
+            self.store.append(RunStart(pid=os.getpid(), resume=self.replay.starts,
+                                       environment=metadata["environment"]))
+            self.check_disk()
             with self.progress:
                 status = self._run_tasks()
+        except RunInterrupted:
+            if self._fatal is None:
+                raise
         finally:
             self._shutdown(status)
         if self._fatal is not None:
@@ -160,15 +236,24 @@ class Runner:
             status, self.end_why = "failed", str(getattr(self._fatal, "message", self._fatal))
         elif status == "interrupted":
             self.end_why = self.signals.last or "stopped"
-        self._announce_drain(self.grace_s)
+        # Once a journal write failed, no answer can be journaled: waiting for them would only delay the error.
+        grace_s = 0.0 if self.store.write_error is not None else self.grace_s
+        self._announce_drain(grace_s)
         try:
             if self.evaluator is not None:
                 self.evaluator.close()
         finally:
-            self._drain(grace_s=self.grace_s)
-            self.open_evals.abort_all(why=self.signals.last or ("error" if status != "complete" else "stopped"))
-            self.store.close(final=RunEnd(status=status, why=self.end_why))
-            self._write_database()
+            self._drain(grace_s=grace_s)
+            # After a failed write (a full disk) nothing more reaches the journal: the first failure is
+            # the run's error (``self._fatal``), and no second one is raised over it.
+            with contextlib.suppress(RunInterrupted):
+                self.open_evals.abort_all(why=self.signals.last or ("error" if status != "complete" else "stopped"))
+            why = ("a second Ctrl-C ended the wait for its answer" if self.signals.abandon else
+                   f"its answer had not come {self.grace_s:.0f} s after the run began to stop")
+            with contextlib.suppress(RunInterrupted):
+                self.store.close(final=RunEnd(status=status, why=self.end_why), why_abandoned=why)
+            if not self._write_failed:
+                self._write_database()
             self.attempt_pool.shutdown(wait=False, cancel_futures=True)
 
     def _run_tasks(self) -> str:

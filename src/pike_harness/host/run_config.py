@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pike_harness.contracts.journal import safe_name
 from pike_harness.contracts.llm import GenerationParams
+from pike_harness.errors import UserError
 from pike_harness.host.store import sha256
 
 if TYPE_CHECKING:
@@ -89,8 +91,27 @@ class RunConfig:
             "llm_cache": str(core["llm_cache"]) if core.get("llm_cache") else None,
             "replay_dir": str(core["replay_dir"]) if core.get("replay_dir") else None,
         }
-        return cls(**{k: v for k, v in given.items() if v is not None},
-                   strategy_options=dataclasses.asdict(strategy_config), evaluator_options=extra)
+        config = cls(**{k: v for k, v in given.items() if v is not None},
+                     strategy_options=dataclasses.asdict(strategy_config), evaluator_options=extra)
+        config.check_finite()
+        return config
+
+    def check_finite(self) -> None:
+        """Refuse ``nan`` and ``inf`` anywhere in the configuration (the CLI's option types refuse them
+        first; this catches a library caller). NaN passes every range check and disables a budget
+        (``spent >= nan`` is never true), and run.json cannot hold it as JSON."""
+        def walk(value: Any, name: str) -> None:
+            if isinstance(value, float) and not math.isfinite(value):
+                raise UserError(f"{name}: {value!r} is not a finite number")
+            if isinstance(value, dict):
+                for key, inner in value.items():
+                    walk(inner, f"{name}.{key}")
+            elif isinstance(value, (list, tuple)):
+                for inner in value:
+                    walk(inner, name)
+
+        for spec in dataclasses.fields(self):
+            walk(getattr(self, spec.name), spec.name)
 
     def identity(self) -> dict[str, Any]:
         """The configuration that must match on resume."""

@@ -10,18 +10,20 @@ The layout is documented in docs/run-layout.md.
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import hashlib
 import json
+import math
 import os
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 from pike_harness.contracts import journal
-from pike_harness.contracts.journal import Event, safe_name
+from pike_harness.contracts.journal import Event, LLMAbandoned, LLMAnswer, LLMFailure, safe_name
 from pike_harness.errors import UserError
 from pike_harness.host.journal_reading import TIME_FORMAT, Replay, read_journal, scan_journal
 from pike_harness.worker import text_safety
@@ -94,6 +96,14 @@ class RunStore:
         self._journal: Any = None
         self._write_lock = threading.Lock()
         self.last_write = time.monotonic()  # when the journal last grew (host/stall_watch.py reads it)
+        # The first failed write (a full disk, say): nothing more is written after it, so the journal
+        # keeps every complete line and no line follows a torn one.
+        self.write_error: UserError | None = None
+        # What a writer that fails raises: the error itself, unless the run loop turns it into its stop.
+        self.on_write_error: Callable[[UserError], BaseException] | None = None
+        # Queries sent and not yet journaled (task, key) -> an LLMAbandoned's fields: those still here
+        # when the journal closes were paid for, perhaps, and are journaled as abandoned.
+        self._queries: dict[tuple[str, str], dict[str, Any]] = {}
 
     # -- opening -------------------------------------------------------------------------------
     @property
@@ -112,18 +122,33 @@ class RunStore:
         A journal with corrupt lines is refused (resuming past a lost event could redo or misjudge
         work) unless ``repair``, which moves those lines to journal.bad.jsonl first.
         """
+        try:
+            return self._open(metadata, repair=repair)
+        except OSError as exc:  # a full disk or a read-only folder before the run began: one line, no traceback
+            self.close()
+            raise UserError(f"cannot open run {self.path}: {describe_os_error(exc)}"
+                            + (f" ({exc.filename})" if exc.filename else "")) from None
+
+    def _open(self, metadata: dict[str, Any], *, repair: bool) -> Replay:
         self.path.mkdir(parents=True, exist_ok=True)
         self._acquire_lock()
         try:
             if self.exists:
                 stored = self.metadata()
-                differences = config_differences(stored.get("config", {}), metadata["config"])
+                differences = config_differences(comparable_config(stored.get("config", {})), metadata["config"])
                 if differences:
                     raise UserError(
                         f"run {self.path.name!r} exists with a different configuration ({'; '.join(differences)}); "
                         "rerun with the original options to resume it, or choose another --run-name")
             else:
-                _atomic_write(self.path / RUN_FILE, json.dumps({"schema": RUN_SCHEMA, **metadata}, indent=2))
+                if scan_journal(self.journal_path).events:
+                    # Replaying it under today's options would relabel another configuration's results.
+                    raise UserError(
+                        f"{self.path} has a journal but no {RUN_FILE}, so the configuration it was run under "
+                        f"is unknown; restore {RUN_FILE} (from a backup or a copy of this run) to resume it, "
+                        f"or move {JOURNAL} away (or choose another --run-name) to start afresh")
+                self._write_file(self.path / RUN_FILE,
+                                 json.dumps({"schema": RUN_SCHEMA, **metadata}, indent=2))
             _trim_torn_tail(self.journal_path)
             if repair:
                 moved = repair_journal(self.journal_path)
@@ -136,7 +161,8 @@ class RunStore:
                                 f"{scan.bad[0].why}); rerun with --repair-journal to move them to "
                                 f"{BAD_LINES_FILE} and resume")
             replay = Replay.from_events(scan.events)
-            self._journal = self.journal_path.open("a", encoding="utf-8")
+            # Unbuffered: a failed write leaves nothing queued for a later flush to write after it.
+            self._journal = self.journal_path.open("ab", buffering=0)
             return replay
         except BaseException:
             self.close()
@@ -152,20 +178,34 @@ class RunStore:
             handle.close()
             raise UserError(f"run {self.path.name!r} is already active ({holder}); "
                             "wait for it to finish or stop it first") from None
+        self._lock_handle = handle
         handle.seek(0)
         handle.truncate()
         handle.write(f"pid {os.getpid()} on {os.uname().nodename} since {now()}\n")
         handle.flush()
-        self._lock_handle = handle
 
-    def close(self, final: Event | None = None) -> None:
-        """Release the run; ``final`` (the run_end) is the journal's last line: nothing can follow it."""
+    def close(self, final: Event | None = None, *, why_abandoned: str = "the run stopped before its answer came") -> None:
+        """Release the run; ``final`` (the run_end) is the journal's last line: nothing can follow it.
+
+        Queries still unanswered (``query_sent`` with no ``llm``/``llm_error`` since) are journaled first,
+        each as an ``llm_abandoned``. After a failed write nothing more is written, and closing never
+        raises over it: the first failure is the one the run reports."""
         with self._write_lock:
             if self._journal is not None:
-                if final is not None:
-                    self._write(final.to_dict())
-                self._journal.close()
-                self._journal = None
+                failed_before = self.write_error is not None
+                try:
+                    for fields in list(self._queries.values()):
+                        self._write(LLMAbandoned(**fields, why=why_abandoned).to_dict())
+                    self._queries.clear()
+                    if final is not None:
+                        self._write(final.to_dict())
+                except BaseException:
+                    if not failed_before:
+                        raise  # this close's own write failed: that is the failure to report
+                finally:
+                    with contextlib.suppress(OSError):
+                        self._journal.close()
+                    self._journal = None
         if self._lock_handle is not None:
             with contextlib.suppress(OSError):
                 fcntl.flock(self._lock_handle, fcntl.LOCK_UN)
@@ -174,22 +214,65 @@ class RunStore:
 
     # -- writing -------------------------------------------------------------------------------
     def append(self, event: Event | dict[str, Any]) -> None:
-        """Journal one completed event durably before anyone acts on it."""
+        """Journal one completed event durably before anyone acts on it.
+
+        A write that fails (a full disk, an I/O error) stops there: the partial line is cut off, nothing
+        is written after it, and the error is one line naming the journal and the errno (a ``UserError``,
+        or what ``on_write_error`` makes of it)."""
         with self._write_lock:
             if self._journal is None:
                 raise RuntimeError("run store is not open")
-            self._write(event.to_dict() if isinstance(event, Event) else event)
+            fields = event.to_dict() if isinstance(event, Event) else event
+            self._write(fields)
+            if fields.get("type") in (LLMAnswer.type, LLMFailure.type):
+                self._queries.pop((str(fields.get("task")), str(fields.get("key"))), None)
+
+    def query_sent(self, task: str, key: str, *, role: str, request_sha256: str | None,
+                   estimated_prompt_tokens: int | None, estimated_cost_usd: float | None) -> None:
+        """A query went to the provider: if the journal closes before its ``llm`` or ``llm_error``, it
+        is journaled as ``llm_abandoned`` (contracts/journal.py), so money spent on it is on record."""
+        with self._write_lock:
+            self._queries[(task, key)] = {
+                "task": task, "key": key, "role": role, "request_sha256": request_sha256,
+                "estimated_prompt_tokens": estimated_prompt_tokens, "estimated_cost_usd": estimated_cost_usd}
+
+    def query_dropped(self, task: str, key: str) -> None:
+        """A sent query that will not be journaled and was not billed (the setup refused, say)."""
+        with self._write_lock:
+            self._queries.pop((task, key), None)
 
     def _write(self, fields: dict[str, Any]) -> None:
-        line = json.dumps({"time": now(), **fields}, sort_keys=True, default=str)
-        self._journal.write(line + "\n")
-        self._journal.flush()
-        os.fsync(self._journal.fileno())
+        if self.write_error is not None:
+            raise self._stop_for(self.write_error)
+        data = (json.dumps({"time": now(), **fields}, sort_keys=True, default=str) + "\n").encode("utf-8")
+        fd = self._journal.fileno()
+        start = None
+        try:
+            start = os.fstat(fd).st_size
+            view = memoryview(data)
+            while view:
+                written = os.write(fd, view)
+                view = view[written:]
+            os.fsync(fd)
+        except OSError as exc:
+            if start is not None:
+                with contextlib.suppress(OSError):
+                    os.ftruncate(fd, start)  # no torn line: the journal ends on its last complete event
+            self.write_error = UserError(f"cannot write {self.journal_path}: {describe_os_error(exc)}; the run "
+                                         "stopped, and the journal keeps every event written before this; "
+                                         "fix that, then rerun the same command to resume")
+            raise self._stop_for(self.write_error) from None
         self.last_write = time.monotonic()
 
+    def _stop_for(self, error: UserError) -> BaseException:
+        return self.on_write_error(error) if self.on_write_error is not None else error
+
     def log(self, message: str) -> None:
-        """A line of ``log.txt``, written as visible characters: a user reads the file in a terminal."""
-        with self._write_lock, (self.path / LOG_FILE).open("a", encoding="utf-8") as handle:
+        """A line of ``log.txt``, written as visible characters: a user reads the file in a terminal.
+
+        Best effort: log.txt is a readable copy, and a full disk is reported by the journal's next write."""
+        with self._write_lock, contextlib.suppress(OSError), \
+                (self.path / LOG_FILE).open("a", encoding="utf-8") as handle:
             handle.write(f"{now()} {text_safety.printable(message)}\n")
 
     def task_dir(self, task_ref: str) -> Path:
@@ -200,15 +283,45 @@ class RunStore:
 
     def write_files(self, folder: Path, files: dict[str, str]) -> None:
         """The human-readable mirror of an attempt; the journal, not these files, is authoritative."""
-        folder.mkdir(parents=True, exist_ok=True)
         for name, text in files.items():
-            _atomic_write(folder / name, text)
+            self._write_file(folder / name, text)
+
+    def _write_file(self, path: Path, text: str) -> None:
+        """A file of the run folder, atomically; a failure (a full disk) stops the run as a journal write's
+        does, before any query whose prompt could not be recorded is sent."""
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            _atomic_write(path, text)
+        except OSError as exc:
+            # The journal itself may still have room: answers already paid for are journaled as the run stops.
+            raise self._stop_for(UserError(f"cannot write {path}: {describe_os_error(exc)}; the run stopped; "
+                                           "fix that, then rerun the same command to resume")) from None
+
+    def free_bytes(self) -> int | None:
+        """Space left for the run folder (None where the file system cannot say)."""
+        try:
+            stat = os.statvfs(self.path)
+        except OSError:
+            return None
+        return stat.f_bavail * stat.f_frsize
+
+
+def describe_os_error(exc: OSError) -> str:
+    """``[Errno 28] ENOSPC: No space left on device``: the number, its name and the system's words."""
+    name = errno.errorcode.get(exc.errno, "") if exc.errno is not None else ""
+    words = exc.strerror or str(exc)
+    return f"[Errno {exc.errno}] {name}: {words}" if name else words
 
 
 def _atomic_write(path: Path, text: str) -> None:
     tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
+    try:
+        tmp.write_text(text, encoding="utf-8")
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        raise
 
 
 def config_differences(stored: dict[str, Any], current: dict[str, Any], prefix: str = "") -> list[str]:
@@ -219,9 +332,26 @@ def config_differences(stored: dict[str, Any], current: dict[str, Any], prefix: 
         name = f"{prefix}{key}"
         if isinstance(a, dict) and isinstance(b, dict):
             out.extend(config_differences(a, b, prefix=f"{name}."))
-        elif a != b:
+        elif not _same(a, b):
             out.append(f"{name}: was {a!r}, now {b!r}")
     return out
+
+
+def _same(a: Any, b: Any) -> bool:
+    """Equal, with NaN equal to itself (NaN is never ``==`` NaN)."""
+    if isinstance(a, float) and isinstance(b, float) and math.isnan(a) and math.isnan(b):
+        return True
+    return bool(a == b)
+
+
+def comparable_config(stored: dict[str, Any]) -> dict[str, Any]:
+    """A run.json configuration as a resume compares it. Before non-finite values were refused, a
+    ``money_budget`` of nan or inf was accepted and set no limit (``spent >= nan`` is never true), so such
+    a run is what a run without --money-budget is, and resumes as one."""
+    budget = stored.get("money_budget")
+    if isinstance(budget, float) and not math.isfinite(budget):
+        return {**stored, "money_budget": None}
+    return stored
 
 
 def find_runs(paths: list[Path]) -> Iterator[Path]:
