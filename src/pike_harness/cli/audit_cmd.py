@@ -16,6 +16,7 @@ import click
 from rich.console import Console
 
 from pike_harness.cli import get_app
+from pike_harness.cli.config_options import finite_float
 from pike_harness.contracts.model import Task
 from pike_harness.errors import UserError
 from pike_harness.host import terminal
@@ -78,7 +79,7 @@ def check(suite: str | None, tasks_spec: str | None, as_json: bool) -> None:
               help="Untimed forward calls before timing.")
 @click.option("--reps", type=click.IntRange(min=1), default=10, show_default=True,
               help="Timed forward calls (fewer if --time-budget runs out).")
-@click.option("--time-budget", type=click.FloatRange(min=0), default=5.0, show_default=True,
+@click.option("--time-budget", type=finite_float(min=0), default=5.0, show_default=True,
               help="Seconds of timed calls per task before timing stops early.")
 @click.option("--strict", is_flag=True,
               help="Exit 1 when a task has a finding that its suite does not record as a known quirk.")

@@ -27,6 +27,7 @@ from typing import Any
 import click
 
 from pike_harness.cli import get_app
+from pike_harness.cli.config_options import finite_float
 from pike_harness.cli.evaluator_options import (
     EvaluatorCommand,
     build_evaluator,
@@ -61,7 +62,7 @@ ENVIRONMENT_KEYS = ("host", "cpu", "cpu_count", "platform", "python", "gpu", "gp
 @click.option("--microbench/--no-microbench", default=True, show_default=True,
               help="On a GPU, measure a large copy and large matmuls first (a few seconds) and record them in "
                    "meta.json beside the datasheet peaks (docs/report.md, speed of light).")
-@click.option("--budget", "budget_s", type=click.FloatRange(min=0, min_open=True), default=None, metavar="SECONDS",
+@click.option("--budget", "budget_s", type=finite_float(min=0, min_open=True), default=None, metavar="SECONDS",
               help="Start no new entry after SECONDS (the run can be resumed with the same command).")
 @evaluator_options
 def baselines(suite: str, tasks_spec: str | None, modes: str, output_dir: Path, precompile: bool,

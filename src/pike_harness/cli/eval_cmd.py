@@ -10,6 +10,7 @@ from typing import Any
 import click
 
 from pike_harness.cli import get_app
+from pike_harness.cli.config_options import finite_float
 from pike_harness.cli.evaluator_options import (
     EvaluatorCommand,
     build_evaluator,
@@ -41,10 +42,10 @@ from pike_harness.host.final_timing import describe_paired, unpaired_reason
 @click.option("--against-reference", is_flag=True,
               help="Also time each correct candidate paired against its task's eager reference (alternating "
                    "blocks) and print its speedup with a 95% interval, the pairs, the stop reason and any flag.")
-@click.option("--retime-halfwidth", type=click.FloatRange(min=0.001, max=0.5), default=PairedSpec.target_halfwidth,
+@click.option("--retime-halfwidth", type=finite_float(min=0.001, max=0.5), default=PairedSpec.target_halfwidth,
               show_default=True, help="With --against-reference: stop once the 95% interval is within +- this "
                                       "fraction.")
-@click.option("--retime-max-seconds", type=click.FloatRange(min=1), default=PairedSpec.max_seconds,
+@click.option("--retime-max-seconds", type=finite_float(min=1), default=PairedSpec.max_seconds,
               show_default=True, help="With --against-reference: at most this many seconds of timed blocks per "
                                       "candidate.")
 @evaluator_options

@@ -18,7 +18,7 @@ from typing import Any
 import click
 
 from pike_harness.cli import App
-from pike_harness.cli.config_options import attach_options, dataclass_options
+from pike_harness.cli.config_options import attach_options, dataclass_options, finite_float
 from pike_harness.contracts.evaluation import Evaluator, EvaluatorOptions, EvaluatorSpec
 
 DEVICE = re.compile(r"^(auto|cpu|cuda(:\d+(,\d+)*)?)$")
@@ -97,7 +97,7 @@ def evaluator_options(command: Callable[..., Any]) -> Callable[..., Any]:
         click.option("--protocol", default="robust", show_default=True, type=click.Choice(_protocol_names()),
                      help="Timing protocol: robust (median with spread, default), pike (do_bench "
                           "semantics as in the paper: mean over 5 s), quick (5 calls, for smoke checks)."),
-        click.option("--timeout", type=click.FloatRange(min=0, min_open=True), default=None, metavar="SECONDS",
+        click.option("--timeout", type=finite_float(min=0, min_open=True), default=None, metavar="SECONDS",
                      help="Wall-clock limit per stage (load/compile, correctness, timing); the whole "
                           "process group is killed past it. Default: 900 s to load, 600 s otherwise."),
         click.option("--workdir", type=click.Path(file_okay=False, path_type=Path), default=None,

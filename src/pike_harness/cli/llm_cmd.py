@@ -8,6 +8,7 @@ from pathlib import Path
 import click
 
 from pike_harness.cli import App, get_app
+from pike_harness.cli.config_options import finite_float
 from pike_harness.contracts.llm import (
     OPTIMIZE,
     BackendOptions,
@@ -36,10 +37,10 @@ def llm() -> None:
               help="Send the PIKE optimization prompt for this task instead of --prompt.")
 @click.option("--role", default=OPTIMIZE, show_default=True, help="The agent role the request is sent as.")
 @click.option("--max-tokens", type=int, default=512, show_default=True)
-@click.option("--temperature", type=float, default=0.8, show_default=True,
+@click.option("--temperature", type=finite_float(min=0), default=0.8, show_default=True,
               help="Ignored for reasoning models, which get --reasoning-effort instead.")
 @click.option("--reasoning-effort", type=click.Choice(["minimal", "low", "medium", "high"]))
-@click.option("--timeout", "timeout_s", type=float, default=120.0, show_default=True,
+@click.option("--timeout", "timeout_s", type=finite_float(min=0, min_open=True), default=120.0, show_default=True,
               help="Seconds to wait for the answer.")
 @click.option("--retries", type=int, default=2, show_default=True, help="Retries on 429/5xx/timeouts.")
 @click.option("--cache", "cache_dir", type=click.Path(path_type=Path), help="Opt-in response cache folder.")
