@@ -129,3 +129,14 @@ def test_the_cache_key_and_offline_mutate_vary_with_the_run_seed(tmp_path: Path)
         clients[0].effective_request(request).params.seed] * 2
     unseeded = LLMClient("offline:mutate", host=host())
     assert unseeded.effective_request(request).params.seed is None
+
+
+@pytest.mark.parametrize("model", ["openai:gpt-5", "anthropic:claude-sonnet-4-5"])
+def test_a_lone_surrogate_in_an_answer_becomes_a_replacement_character(llm_server, keys, model):
+    """A JSON answer can carry "\\ud800" with no partner; as a str it cannot be written as UTF-8 (the
+    candidate file, the next prompt, its request hash), so the client hands out U+FFFD instead."""
+    llm_server.script(FakeReply(text="x = '\ud800'  # lone"))
+    answer = ask(client_for(llm_server, model))
+    assert "\ud800" not in answer.text and "\ufffd" in answer.text and answer.text.endswith("# lone")
+    answer.text.encode("utf-8")
+    request_hash("openai", "gpt-5", LLMRequest(messages=[{"role": "user", "content": answer.text}], role="optimize"))

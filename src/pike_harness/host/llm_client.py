@@ -67,6 +67,18 @@ class LLMRetryPolicy:
         return ceiling * (0.5 + 0.5 * rng.random())
 
 
+def valid_unicode(text: str) -> str:
+    """``text`` with each lone surrogate (U+D800-U+DFFF, which a JSON answer can carry as ``\\ud800``)
+    replaced by U+FFFD. Why: the answer becomes a candidate file, a prompt and a request hash, each
+    written as UTF-8, which a lone surrogate cannot be: the run would end in a ``UnicodeEncodeError``
+    (the answer is journaled as ASCII JSON, so nothing recorded changes)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "surrogatepass").decode("utf-8", "replace")
+    return text
+
+
 class LLMClient:
     """Routes, limits, retries, prices and caches LLM requests for one run. Thread-safe.
 
@@ -275,7 +287,9 @@ class LLMClient:
             left -= step
 
     def _finish(self, backend: LLMBackend, response: LLMResponse) -> None:
-        """Fill what every response must carry: flags, provider/model, and the cost."""
+        """Fill what every response must carry: flags, provider/model, and the cost; and make its text
+        valid Unicode (``valid_unicode``)."""
+        response.text = valid_unicode(response.text)
         response.provider = response.provider or backend.provider
         response.model = response.model or backend.model
         response.is_llm = response.is_llm and backend.is_llm
