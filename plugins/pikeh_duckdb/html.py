@@ -44,6 +44,9 @@ NOTES = [
 ]
 
 
+COST_NOTE = 3  # the note on cost per task: notes on abandoned queries follow it
+
+
 def _json_for_script(value: Any) -> str:
     """JSON that is safe inside <script>: no '</script>' or '<!--' can close or confuse the element."""
     return json.dumps(value, separators=(",", ":"), default=str).replace("<", "\\u003c")
@@ -118,11 +121,13 @@ def render(*, title: str, generated: str, version: str, inputs: Sequence[str], s
            tasks: Sequence[dict[str, Any]],
            trajectory_spec: dict[str, Any], has_retime: bool, warnings: Sequence[str] = (),
            configuration: Sequence[dict[str, Any]] = (), banner: Sequence[str] = (),
-           static_figures: dict[str, str] | None = None, sections: Sequence[dict[str, Any]] = ()) -> str:
+           static_figures: dict[str, str] | None = None, sections: Sequence[dict[str, Any]] = (),
+           extra_notes: Sequence[str] = ()) -> str:
     """The report page. ``figures`` are (name, Vega-Lite spec, caption); ``tasks`` carry per-run details;
     ``configuration`` says what each run measured and ``banner`` why the numbers are not a GPU benchmark;
     ``static_figures``: figure name -> a data: URI of its PNG, shown when JavaScript is off; ``sections``:
-    extra tables ({"id", "title", "note", "columns", "rows"}: speed of light, GPU clocks, profiles)."""
+    extra tables ({"id", "title", "note", "columns", "rows"}: speed of light, GPU clocks, profiles);
+    ``extra_notes``: notes after the cost note (abandoned queries, where a run has some)."""
     import jinja2
 
     template_dir = files("pikeh_duckdb").joinpath("templates")
@@ -139,7 +144,7 @@ def render(*, title: str, generated: str, version: str, inputs: Sequence[str], s
         specs_json=_json_for_script({name: spec for name, spec, _ in figures}),
         matrix_header=matrix_header, matrix_body=matrix_body, matrix_notes=matrix_notes, tasks=tasks,
         trajectory_json=_json_for_script(trajectory_spec), vega_bundle=vega_bundle(), has_retime=has_retime,
-        notes=NOTES, warnings=list(warnings), configuration=list(configuration), banner=list(banner),
+        notes=NOTES[:COST_NOTE + 1] + list(extra_notes) + NOTES[COST_NOTE + 1:], warnings=list(warnings), configuration=list(configuration), banner=list(banner),
         static_figures=dict(static_figures or {}), sections=list(sections))
 
 

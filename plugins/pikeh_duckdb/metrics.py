@@ -33,6 +33,9 @@ Definitions (specs/reporting.md; docs/report.md restates them for users):
 - *Money budget*: the money curve counts only calls within B (``call_costs.in_budget``, ``task_spend``). A
   task's spend accumulates in query order (uncounted calls such as brainstorming first, then by
   ``idx``); an attempt is within a money budget d when the spend up to and including its query is <= d.
+- *Abandoned queries* (``llm_abandoned``, ``task_abandoned``, ``run_abandoned``): queries unanswered when a
+  run stopped, perhaps billed. Their recorded estimate (prompt only, a lower bound) is shown apart, never
+  added to the spend, never counted as a query or an attempt, never on a curve.
 - *fast_p*: fraction of tasks with a baseline whose best attempt (at budget B) is correct with raw
   speedup > p.
 - *Outlier baseline*: a run's eager baseline more than ``outlier_factor`` (5; 0: off) times the fastest eager
@@ -231,6 +234,20 @@ VIEWS: list[tuple[str, str]] = [
                sum(c.cost) FILTER (c.in_budget) AS spend_in_budget_usd
         FROM report_runs r LEFT JOIN call_costs c USING (run) GROUP BY r.run
     """),
+    # Queries abandoned at a stop (``llm_abandoned``): perhaps billed, never answered. Their estimated
+    # cost is a floor (prompt only) and stays apart from every figure above: never in the spend, never a
+    # query or an attempt, never on a curve. ``abandoned_usd_estimated`` sums the known estimates (NULL
+    # when none is known); ``abandoned_cost_unknown`` counts those without one (an unpriced model).
+    ("task_abandoned", """
+        SELECT run, task, count(*) AS abandoned_queries, sum(estimated_cost_usd) AS abandoned_usd_estimated,
+               count(*) FILTER (estimated_cost_usd IS NULL) AS abandoned_cost_unknown
+        FROM llm_abandoned GROUP BY run, task
+    """),
+    ("run_abandoned", """
+        SELECT r.run, count(a.run) AS abandoned_queries, sum(a.estimated_cost_usd) AS abandoned_usd_estimated,
+               count(a.run) FILTER (a.estimated_cost_usd IS NULL) AS abandoned_cost_unknown
+        FROM report_runs r LEFT JOIN llm_abandoned a USING (run) GROUP BY r.run
+    """),
     # Money points: the curve's grid plus each run's marker budget, evaluated by one join.
     # The curve stops at the first point at or past the run's largest per-task spend within the budget:
     # beyond it the curve is flat by definition, and drawing it to $25 would suggest money the run never
@@ -421,7 +438,11 @@ VIEWS: list[tuple[str, str]] = [
                (SELECT count(*) FROM scoped_attempts a WHERE a.run = r.run) AS attempts,
                (SELECT count(*) FROM scoped_attempts a WHERE a.run = r.run AND a.category = 'correct') AS correct,
                e.failed AS efa_failed, e.repaired AS efa_repaired,
-               (SELECT count(*) FROM timing_mismatch x WHERE x.run = r.run) AS mismatched_timings
+               (SELECT count(*) FROM timing_mismatch x WHERE x.run = r.run) AS mismatched_timings,
+               -- queries abandoned at a stop, apart from the spend (NULL when none: the column hides; not
+               -- in summary.csv): the run's total estimated floor and how many have no estimate
+               nullif(ab.abandoned_queries, 0) AS abandoned_queries, ab.abandoned_usd_estimated,
+               nullif(ab.abandoned_cost_unknown, 0) AS abandoned_cost_unknown
         FROM report_runs r
         LEFT JOIN run_scores s USING (run)
         LEFT JOIN (SELECT run, count(*) AS n_tasks, exp(avg(ln(speedup))) AS score,
@@ -432,6 +453,7 @@ VIEWS: list[tuple[str, str]] = [
         LEFT JOIN score_vs_money_all m ON m.run = r.run AND m.marker
         LEFT JOIN run_costs c USING (run)
         LEFT JOIN efa e USING (run)
+        LEFT JOIN run_abandoned ab USING (run)
         ORDER BY r.run
     """),
 ]

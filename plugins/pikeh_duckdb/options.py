@@ -89,11 +89,23 @@ COLUMNS = (
     Column("fast_1", "fast_1", "percent"),
     Column("money_score", "@$", "ratio", text=_money),
     Column("usd_per_task", "$/task", "usd", text=_money),
+    Column("abandoned_queries", "abandoned", text=lambda r: _abandoned(r), hide_when_empty=True),
     Column("efa_repaired", "EFA", text=lambda r: f"{r.get('efa_repaired') or 0}/{r.get('efa_failed') or 0}"),
     Column("n_retimed", "re-timed", "int", hide_when_empty=True),
     Column("search_score", "search", "ratio", hide_when_empty=True),
     Column("n_noisy", "noisy", text=lambda r: _noisy(r), hide_when_empty=True),
 )
+def _abandoned(row: dict[str, Any]) -> str:
+    """Queries abandoned at a stop and the run's total estimated floor, apart from $/task: "2 >=$0.03",
+    "+?" where some have no estimate, "?" where none has; empty (the column hides) when there are none."""
+    count, usd = row.get("abandoned_queries"), row.get("abandoned_usd_estimated")
+    if not count:
+        return ""
+    if usd is None:
+        return f"{count} ?"
+    return f"{count} >=${float(usd):.2f}" + ("+?" if row.get("abandoned_cost_unknown") else "")
+
+
 def _noisy(row: dict[str, Any]) -> str | None:
     """Results flagged noisy: re-timed final bests whose paired timing is flagged, and search-time timings
     (attempts) that carry the noisy_timing flag; None (hidden) when there are none."""
@@ -105,4 +117,6 @@ LEGEND = ("score: geomean speedup over eager (clamped) at the full budget, each 
           "where there is one, else its search-time one; re-timed: tasks with a paired speedup; search: the score "
           "from search-time numbers only; noisy: flagged re-timings + flagged search-time timings; raw: unclamped; "
           "@$: score at the money budget; $/task: every LLM call paid, queries past the budget included; ?: some calls have no known price, so no money figures (add one with "
-          "--prices or --price-as); EFA: failed lineages the error-fixing agent repaired")
+          "--prices or --price-as); abandoned (estimated, lower bound; shown when a run has any): LLM queries "
+          "unanswered when the run stopped and their estimated cost (prompt only) for the whole run, never in "
+          "$/task; EFA: failed lineages the error-fixing agent repaired")

@@ -35,6 +35,9 @@ from .metrics import MetricParams, create_metrics, materialize_views, rows
 from .metrics import json_object as _json
 from .options import DuckDBConfig
 
+# Queries abandoned at a stop, apart from the spend: per_task_long.csv's last columns, never in summary.csv.
+ABANDONED_COLUMNS = ("abandoned_queries", "abandoned_usd_estimated", "abandoned_cost_unknown")
+
 # Per-attempt fields of the HTML trajectory, sent as rows of values (columns once) to keep pages small.
 TRAJECTORY_COLUMNS = ("idx", "key", "role", "category", "runtime_ms", "speedup", "best_speedup", "reason")
 
@@ -268,6 +271,7 @@ def _collect(con: Any) -> dict[str, Any]:
         "final": rows(con, "SELECT f.*, r.path FROM task_final f JOIN runs r USING (run) ORDER BY f.run, f.suite, "
                            "f.task_id"),
         "attempts": rows(con, "FROM attempt_detail ORDER BY run, task, idx NULLS FIRST, key"),
+        "abandoned": rows(con, "FROM task_abandoned ORDER BY run, task"),
         "retime": rows(con, "SELECT run, task, name, speedup_raw AS speedup, ci_low, ci_high, n_pairs, effective_pairs, "
                             "paired_stop AS stop, "
                             "paired_flagged AS flagged, paired_source AS source, search_speedup_raw AS search_speedup, "
@@ -289,12 +293,15 @@ def write_outputs(data: dict[str, Any], output: Path, formats: Sequence[str], ti
                 file_name = {"queries": "score_vs_queries", "money": "score_vs_money",
                              "config_queries": "config_score_vs_queries", "config_money": "config_score_vs_money",
                              "comparison": "config_comparison"}.get(name, name)
-                written.append(tables.write_csv(output / f"{file_name}.csv", data[name]))
+                columns = [c for c in data[name][0] if c not in ABANDONED_COLUMNS] \
+                    if name == "summary" and data[name] else None  # summary.csv's header stays as documented
+                written.append(tables.write_csv(output / f"{file_name}.csv", data[name], columns))
         long_columns = ["run", "task", "name", "baseline_ms", "best_ms", "speedup", "speedup_raw", "timing", "ci_low",
                         "ci_high", "n_pairs", "effective_pairs", "paired_stop", "paired_flagged", "paired_why", "search_speedup_raw",
                         "best_noisy", "best_key", "best_idx", "n_attempts", "n_correct", "queries", "spend_usd",
-                        "spend_in_budget_usd"]
-        written.append(tables.write_csv(output / "per_task_long.csv", data["final"], long_columns))
+                        "spend_in_budget_usd", *ABANDONED_COLUMNS]
+        written.append(tables.write_csv(output / "per_task_long.csv", with_abandoned(data["final"], data["abandoned"]),
+                                        long_columns))
         written.append(tables.write_matrix_csv(output / "per_task.csv", header, body))
     if "tex" in formats:
         written.append(tables.write_matrix_latex(output / "per_task.tex", header, body))
@@ -312,7 +319,7 @@ def write_outputs(data: dict[str, Any], output: Path, formats: Sequence[str], ti
             figures=[(name, spec, FIGURE_CAPTIONS[name]) for name, spec in charts],
             matrix_header=header, matrix_body=body, matrix_notes=tables.matrix_notes(data["final"], header, body),
             tasks=task_views(data), trajectory_spec=fig.trajectory_spec(),
-            has_retime=bool(data["retime"]),
+            has_retime=bool(data["retime"]), extra_notes=abandoned_notes(data["summary"]),
             warnings=report_warnings(data),
             sections=[s for s in (outlier_flags.section(data.get("baseline_outliers") or []),
                                   sol.section(data.get("sol") or []), clock_flags.section(data.get("clock_flags") or []),
@@ -322,6 +329,38 @@ def write_outputs(data: dict[str, Any], output: Path, formats: Sequence[str], ti
                             for name, _ in charts if (output / f"{name}.png").exists()})
         written.append(html.write(output / html.HTML_FILE, page))
     return written
+
+
+def with_abandoned(final: Sequence[dict[str, Any]], abandoned: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Each task's row with its abandoned queries (``task_abandoned``): 0 and $0 where it has none, an empty
+    dollar figure where none of its abandoned queries has an estimate (unknown, never $0)."""
+    none = {"abandoned_queries": 0, "abandoned_usd_estimated": 0.0, "abandoned_cost_unknown": 0}
+    by_task = {(r["run"], r["task"]): {c: r[c] for c in ABANDONED_COLUMNS} for r in abandoned}
+    return [{**row, **by_task.get((row["run"], row["task"]), none)} for row in final]
+
+
+def abandoned_notes(summary: Sequence[dict[str, Any]]) -> list[str]:
+    """The page's note on queries abandoned at a stop, one figure per run that has any (none: no note)."""
+    figures = [f"{r['run']}: {abandoned_text(r)}" for r in summary if r.get("abandoned_queries")]
+    if not figures:
+        return []
+    return ["Abandoned (estimated, lower bound): LLM queries still unanswered when a run stopped, which the "
+            "provider may have billed; a resume asks them again, and that answer is billed apart and counted "
+            "as usual. The estimate prices the prompt (characters / 4) at the input price, output left out, "
+            "so it is a floor; ? where the model has no price. It is not in the spend, the queries or the "
+            "curves. " + "; ".join(figures) + "."]
+
+
+def abandoned_text(row: dict[str, Any]) -> str:
+    """"2 queries, at least $0.03", "+ 1 of unknown cost" where some have no estimate."""
+    count, usd, unknown = row.get("abandoned_queries") or 0, row.get("abandoned_usd_estimated"), \
+        row.get("abandoned_cost_unknown") or 0
+    text = f"{count} quer{'y' if count == 1 else 'ies'}"
+    if usd is not None:
+        text += f", at least ${float(usd):.2f}"
+    if unknown:
+        text += f" ({unknown} of unknown cost)" if usd is not None else ", cost unknown"
+    return text
 
 
 def configuration_row(run: dict[str, Any]) -> dict[str, str]:

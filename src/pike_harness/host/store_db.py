@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import sys
 import tempfile
 from collections.abc import Iterable
@@ -33,6 +34,7 @@ from pike_harness.contracts.journal import (
     Baseline,
     EvalDone,
     FinalTiming,
+    LLMAbandoned,
     LLMAnswer,
     LLMFailure,
     RunEnd,
@@ -88,6 +90,14 @@ TABLES: dict[str, dict[str, str]] = {
         "latency_s": "DOUBLE", "n_retries": "INTEGER", "truncated": "BOOLEAN", "empty": "BOOLEAN",
         "from_cache": "BOOLEAN", "ok": "BOOLEAN", "error": "VARCHAR", "time": "VARCHAR",
         "cost_source": "VARCHAR",  # "prices:<entry>", "reported", "free" or NULL (see LLMResponse)
+    },
+    # Queries still unanswered when a run stopped (``llm_abandoned`` events): perhaps billed, never
+    # answered, never counted as a query or an attempt (a resume asks again: a later llm_calls row, billed
+    # apart). ``estimated_cost_usd`` is the run's floor (prompt characters / 4 at the input price, no
+    # output; NULL for an unpriced model), kept apart from every measured cost.
+    "llm_abandoned": {
+        "run": "VARCHAR", "task": "VARCHAR", "key": "VARCHAR", "role": "VARCHAR", "request_sha256": "VARCHAR",
+        "estimated_prompt_tokens": "BIGINT", "estimated_cost_usd": "DOUBLE", "why": "VARCHAR", "time": "VARCHAR",
     },
     "attempts": {
         "run": "VARCHAR", "task": "VARCHAR", "key": "VARCHAR", "role": "VARCHAR", "idx": "INTEGER",
@@ -176,6 +186,8 @@ def run_rows(run_dir: Path) -> dict[str, list[dict[str, Any]]]:
                 noisy.add((event["task"], event["key"]))
         elif kind in (LLMAnswer.type, LLMFailure.type):
             rows["llm_calls"].append(_llm_row(run, event))
+        elif kind == LLMAbandoned.type:
+            rows["llm_abandoned"].append(_abandoned_row(run, event))
         elif kind == AttemptDone.type and id(event) in latest:
             meta_field = event.get("meta") or {}
             rows["attempts"].append({
@@ -331,6 +343,17 @@ def baseline_set_rows(folder: Path) -> dict[str, list[dict[str, Any]]]:
         "baselines": baselines,
     }
 
+
+
+def _abandoned_row(run: str, event: dict[str, Any]) -> dict[str, Any]:
+    row = {"run": run, **{c: event.get(c) for c in TABLES["llm_abandoned"] if c != "run"}}
+    for column in ("estimated_prompt_tokens", "estimated_cost_usd"):  # a number or NULL (unknown)
+        value = row[column]
+        if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+            row[column] = None
+    if row["estimated_prompt_tokens"] is not None:
+        row["estimated_prompt_tokens"] = int(row["estimated_prompt_tokens"])
+    return row
 
 
 def _llm_row(run: str, event: dict[str, Any]) -> dict[str, Any]:
