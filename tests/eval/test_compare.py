@@ -219,3 +219,17 @@ def test_movement_skips_elements_non_finite_in_some_set():
     cheat = [[torch.where(torch.isnan(r[0]), r[0], cached + 1e-7)] for r in refs]
     result = _compare(cheat, refs)
     assert result.check == "constant_output" and "reference_constant" not in result.flags
+
+
+@pytest.mark.parametrize("scale", [9e-4, 1.0e-3, 1.1e-3])
+def test_a_bfloat16_model_whose_outputs_cluster_at_a_grid_value_is_not_rejected(scale):
+    """A sigmoid of a small pre-activation sits near 0.5, where bfloat16's grid is coarser than the
+    outputs move: an honest bfloat16 model rounds nearly every element alike in every set (an audit,
+    2026-12-01: rejected 9 times in 10 at 1.1e-3, every output within 1.5e-3). The reference rounded
+    to bfloat16 loses most of its movement there too, so the rule stands aside."""
+    torch.manual_seed(0)
+    pre = [scale * torch.randn(1 << 20) for _ in range(4)]
+    reference = [[torch.sigmoid(p)] for p in pre]
+    candidate = [[torch.sigmoid(p.to(torch.bfloat16)).float()] for p in pre]
+    result = compare_outputs(candidate, reference, atol=1e-2, rtol=1e-2, set_labels=["0", "1", "2", "3"])
+    assert result.category is None, result.reason

@@ -421,10 +421,20 @@ def test_fresh_outputs_past_the_byte_budget_are_a_draw_of_clones_in_set_order(mo
     assert [float(outputs[0][0, 0]) for _, outputs in kept] == [24.0, 28.0]
 
 
-def test_fresh_positions_lie_among_the_timed_calls():
+def test_the_draws_at_each_slot_place_every_check_and_every_fresh_call():
+    """Drawn slot by slot (nothing planned ahead that a candidate could read from the loop's frame),
+    a run still makes exactly its checks, and every fresh call lands before one of its timed calls."""
     for reps in (1, 2, 7, 500):
-        positions = timing.fresh_positions(8, reps)
-        assert len(positions) == 8 and positions == sorted(positions) and all(0 <= p < reps for p in positions)
+        checks = timing.checked_calls(reps)
+        slots, left = reps + checks, checks
+        for slot in range(slots):
+            if timing.checked_here(left, slots - slot):
+                left -= 1
+        assert left == 0
+        due = 8
+        for i in range(reps):
+            due -= timing.fresh_here(due, reps - i)
+        assert due == 0
 
 
 # -- the reference process -----------------------------------------------------------------------------

@@ -342,24 +342,29 @@ def checked_calls(reps: int) -> int:
     ``KERNEL_AUDITS``, or a quarter of the repetitions where that is fewer, but 4 at least (never more
     than the repetitions): a slow model's run would otherwise be nearly doubled."""
     return min(reps, KERNEL_AUDITS, max(4, reps // 4))
+
+
 FRESH_MIN_CALLS = 4  # fresh calls a slow model's run makes at least, when it has the sets (the verdict needs 4)
 FRESH_SLOW_MS = 50.0  # a call this long (the fastest estimate call) is a slow model's: its run makes fewer fresh calls
 
 
-def drawn_slots(count: int, slots: int) -> set[int]:
-    """``count`` distinct slots of ``range(slots)`` drawn uniformly (a partial shuffle, one draw of
-    ``os.urandom`` captured before the candidate's import per slot)."""
-    order = list(range(slots))
-    for taken in range(min(count, slots)):
-        pick = taken + int.from_bytes(T.urandom(8), "little") % (slots - taken)
-        order[taken], order[pick] = order[pick], order[taken]
-    return set(order[:min(count, slots)])
+def _draw(below: int) -> int:
+    """A number in ``range(below)`` from ``os.urandom`` captured before the candidate's import."""
+    return int.from_bytes(T.urandom(8), "little") % max(1, below)
 
 
-def fresh_positions(count: int, reps: int) -> list[int]:
-    """Where ``count`` fresh calls go among ``reps`` timed calls: before timed call i for each i drawn
-    uniformly (with ``os.urandom`` captured before the candidate's import), in increasing order."""
-    return sorted(int.from_bytes(T.urandom(8), "little") % max(1, reps) for _ in range(count))
+def checked_here(left: int, slots_left: int) -> bool:
+    """Whether this slot of a run's timed loop is a checked call, ``left`` checks being due in its
+    ``slots_left`` slots (this one included): selection sampling, so a run makes exactly its checks,
+    each slot as likely as any other, and no slot's fate exists before its turn (``TimedLoop._run``)."""
+    return _draw(slots_left) < left
+
+
+def fresh_here(left: int, timed_left: int) -> int:
+    """How many of the ``left`` fresh calls still due go before this timed call, ``timed_left`` timed
+    calls remaining (this one included): each lands on any remaining one alike, so every fresh call
+    falls before a timed call drawn uniformly, and all have landed by the last."""
+    return sum(1 for _ in range(left) if _draw(timed_left) == 0)
 
 
 def _fits(buffers: Sequence[torch.Tensor | None], values: Sequence[Any]) -> bool:
@@ -621,33 +626,36 @@ class TimedLoop:
             if spare and self.fresh is not None:
                 del fresh_sets[T.length(fresh_sets) - T.length(spare):]  # in place: ``run`` sees it too
                 self.fresh.give_back([index for index, _ in spare])
-            run.fresh_at = fresh_positions(T.length(fresh_sets), run.reps)
-            pending = list(zip(run.fresh_at, fresh_sets, strict=True))
-            # Calls checked first (``_call``'s ``audit``): extra calls, drawn among the timed calls' slots and
-            # not counted. A kernel that runs before a call's clock must be in place by that call's first
-            # step, where nothing of the candidate's runs before the flush; no call can be told checked, or
-            # fresh, before its clock starts, so a kernel in place for a share of the calls is missed by
-            # all 16 with that share's complement to the 16th power, in each run (the first call of each
-            # run is checked too, and the harness's names and kernels at each stage's end). Their times are
-            # dropped: the check's host work makes the call after it slower (a host-bound model's fresh
-            # calls, each checked first, read up to 1.95x its timed calls' median on an H200: the published
-            # solutions of level3-pike 4, 13 and 33, 2026-12-01; 0.95-1.13 the run before), so a checked
-            # call counted among the timed ones, or as a fresh one, would bias what it is compared with
-            # (with 32 checks counted among a paired block's calls, level3-pike 27's paired speedup read
-            # 2.69 against the plain loop's 3.53 [3.19, 3.91], H200, the same day; the cause not shown).
+            pending = list(fresh_sets)
+            # Calls checked first (``_call``'s ``audit``): extra calls, among the timed calls' slots, not
+            # counted. A kernel that runs before a call's clock must be in place by that call's first step,
+            # where nothing of the candidate's runs before the flush. Which slot is checked, and where
+            # the fresh calls go, is drawn at that slot (``checked_here``, ``fresh_here``), never before:
+            # drawn ahead, the plan lay in this frame's locals, and a candidate that read it there
+            # registered its kernel for the unchecked calls only and took it away before each checked one
+            # (`correct` at 5.7-8.4x on a CPU task, an audit, 2026-12-01; the fresh calls' places, in the
+            # same frame, would tell a cache which calls to compute). A kernel in place for a share of the
+            # calls is missed by all 16 checks with that share's complement to the 16th power, in each
+            # run (the first call of each run is checked too, and the names and kernels at each stage's
+            # end). The checked calls' times are dropped: the check's host work makes the call after it
+            # slower (a host-bound model's fresh calls, each checked first, read up to 1.95x its timed
+            # calls' median on an H200: the published solutions of level3-pike 4, 13 and 33, 2026-12-01;
+            # 0.95-1.13 the run before), so a checked call counted among the timed ones, or as a fresh
+            # one, would bias what it is compared with.
             checks = checked_calls(run.reps)
             slots = run.reps + checks
-            audits = drawn_slots(checks, slots)
             events, fresh_events = [], []
             i = 0  # timed calls counted so far
             begin = T.perf_counter()
             for slot in range(slots):
-                if slot in audits:  # checked first, validated like the others, its time and output dropped
+                if checked_here(checks, slots - slot):  # validated like the others, its time and output dropped
+                    checks -= 1
                     self._call(slot % n_sets, state, audit=True)
                     continue
-                while pending and pending[0][0] == i:  # a fresh call, where the draw put it: not counted
-                    fresh = pending.pop(0)[1]
+                for _ in range(fresh_here(T.length(pending), run.reps - i)):  # fresh calls: not counted
+                    fresh = pending.pop(0)
                     self._fresh_called.append(fresh[0])
+                    run.fresh_at.append(i)
                     fresh_events.append(self._call(i % n_sets, state, fresh=fresh))
                 pair, host = self._call(i % n_sets, state, timed=True)
                 run.host_ms.append(host)
