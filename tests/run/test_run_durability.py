@@ -12,12 +12,12 @@ import math
 import os
 import signal
 import threading
-import time
 from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
 
 import pytest
+from when_ready import when
 
 from pike_harness.cli import App
 from pike_harness.contracts.evaluation import Evaluator
@@ -96,17 +96,6 @@ def _runner(tmp_path: Path, llm: Any, *, grace_s: float = 0.0) -> Runner:
     runner.min_free_bytes = 0  # the test's disk may be fuller than a run's threshold allows
     return runner
 
-
-def _when(predicate, then, timeout: float = 120.0) -> threading.Thread:
-    def watch() -> None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline and not predicate():
-            time.sleep(0.02)
-        then()
-
-    thread = threading.Thread(target=watch, daemon=True)
-    thread.start()
-    return thread
 
 
 # -- H2: nan and inf ------------------------------------------------------------------------------------
@@ -298,7 +287,7 @@ def test_answers_abandoned_at_a_stop_are_journaled_and_the_resume_ignores_them(t
     llm = StubLLM(hold=True)
     runner = _runner(tmp_path, llm, grace_s=0.0)  # no wait for answers: both are abandoned
     try:
-        _when(lambda: llm.asked >= 2, lambda: os.kill(os.getpid(), signal.SIGTERM))
+        when(lambda: llm.asked >= 2, lambda: os.kill(os.getpid(), signal.SIGTERM))
         assert runner.run() == "interrupted"
     finally:
         llm.release.set()  # the held answers go to a run that has closed its journal

@@ -6,13 +6,12 @@ from __future__ import annotations
 
 import os
 import signal
-import threading
-import time
 from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
 
 import pytest
+from when_ready import when
 
 from pike_harness.cli import App
 from pike_harness.contracts.evaluation import Evaluator, EvaluatorError
@@ -64,17 +63,6 @@ def _runner(tmp_path: Path, evaluator: HangingEvaluator, refs: list[str]) -> Run
                   evaluator_factory=lambda: evaluator, grace_s=1.0)
 
 
-def _when(predicate, then, timeout: float = 60.0) -> threading.Thread:
-    def watch() -> None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline and not predicate():
-            time.sleep(0.02)
-        then()
-
-    thread = threading.Thread(target=watch, daemon=True)
-    thread.start()
-    return thread
-
 
 def _started(path: Path, count: int) -> bool:
     return sum(e["type"] == "eval_start" for e in read_journal(path)) >= count
@@ -91,7 +79,7 @@ def _assert_every_start_closed(events: list[dict]) -> None:
 def test_sigterm_aborts_every_running_evaluation_before_run_end(tmp_path):
     runner = _runner(tmp_path, HangingEvaluator(), ["smoke/1", "smoke/2"])
     journal = tmp_path / "r" / "journal.jsonl"
-    _when(lambda: _started(journal, 2), lambda: os.kill(os.getpid(), signal.SIGTERM))
+    when(lambda: _started(journal, 2), lambda: os.kill(os.getpid(), signal.SIGTERM))
     assert runner.run() == "interrupted"
     events = read_journal(journal)
     _assert_every_start_closed(events)
